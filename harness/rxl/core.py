@@ -1,0 +1,301 @@
+"""Binding to the C cores under ``sys/``, built as a userspace library.
+
+The library is the kernel's own code: ``sys/net/iflib_spread.c``,
+``sys/netinet/in_pcblb_deal.c`` and ``sys/netinet/in_pcblb_learn.c``,
+compiled unchanged with ``lib/userspace/rxl_compat.h`` force-included and
+the flat entry points of ``lib/userspace/rxlcore.c``.  It is built on first
+use (``cc -std=c99 -Wall -Wextra -Werror``) into ``$RXL_BUILD_DIR`` or
+``build/`` of the checkout, under a name carrying a hash of its sources,
+so a changed source is never served by a stale library.
+
+Errors: :class:`CoreError` when the sources are missing or the compiler
+fails (with its output), or when the C rejects its input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import cffi
+
+from . import model
+from .topology import Topology
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The cores, as the series adds them (issue 2), and the userspace glue.
+CORE_SOURCES = (
+    "sys/net/iflib_spread.c",
+    "sys/netinet/in_pcblb_deal.c",
+    "sys/netinet/in_pcblb_learn.c",
+)
+CORE_HEADERS = (
+    "sys/net/iflib_spread.h",
+    "sys/netinet/in_pcblb_deal.h",
+    "sys/netinet/in_pcblb_learn.h",
+)
+GLUE = ("lib/userspace/rxl_compat.h", "lib/userspace/rxlcore.h",
+        "lib/userspace/rxlcore.c")
+
+#: Warnings the cores must compile clean under (issue 2).
+CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC")
+
+# Kept in step with lib/userspace/rxlcore.h.
+_CDEF = """
+struct rxl_topo;
+struct rxl_learn;
+struct rxl_topo *rxl_topo_new(int, const int *, const int *, const int *,
+    const int *, const int *);
+void rxl_topo_free(struct rxl_topo *);
+int rxl_spread(const struct rxl_topo *, const int *, int, const int *, int,
+    int, unsigned *);
+int rxl_deal(const struct rxl_topo *, int, const uint16_t *,
+    const uint32_t *, int, uint32_t *, uint16_t *, unsigned *);
+unsigned rxl_select(const uint32_t *, int, int, uint32_t, int, int *);
+size_t rxl_deal_scratch_size(const struct rxl_topo *, int, int);
+struct rxl_learn *rxl_learn_new(int, int, int);
+void rxl_learn_free(struct rxl_learn *);
+int rxl_learn_note(struct rxl_learn *, int, int);
+int rxl_learn_note_locked(struct rxl_learn *, int, int);
+int rxl_learn_roll(struct rxl_learn *, int);
+uint64_t rxl_learn_sum(const struct rxl_learn *, uint32_t *);
+"""
+
+# Tag encoding: sys/netinet/in_pcblb_deal.h.
+TAG_NONE = 0xFFFF
+TAG_LEARNED = 0x8000
+#: lblearn_note() results: sys/netinet/in_pcblb_learn.h.
+LEARN_COUNTED, LEARN_LOCK = 0, 1
+
+
+class CoreError(RuntimeError):
+    """The C library could not be built or loaded, or refused its input."""
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("RXL_BUILD_DIR", ROOT / "build"))
+
+
+def _digest() -> str:
+    h = hashlib.sha256()
+    for rel in CORE_SOURCES + CORE_HEADERS + GLUE:
+        path = ROOT / rel
+        if not path.is_file():
+            raise CoreError(f"C source {rel} not found under {ROOT}: the "
+                            "binding needs a checkout of the repository")
+        h.update(rel.encode() + b"\0" + path.read_bytes())
+    h.update(" ".join(CFLAGS).encode())
+    return h.hexdigest()[:12]
+
+
+def library_path() -> Path:
+    """Where the library for the current sources lives (built or not)."""
+    return build_dir() / f"librxlcore-{_digest()}.so"
+
+
+def build_argv(out: Path, extra: Sequence[str] = ()) -> List[str]:
+    """The compiler command line that builds the library at ``out``."""
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    return [*cc, *CFLAGS, *extra, "-shared",
+            "-include", str(ROOT / "lib/userspace/rxl_compat.h"),
+            "-I", str(ROOT / "sys"), "-I", str(ROOT / "lib/userspace"),
+            *(str(ROOT / s) for s in CORE_SOURCES),
+            str(ROOT / "lib/userspace/rxlcore.c"), "-o", str(out)]
+
+
+def build(force: bool = False) -> Path:
+    """Build the library if the current sources have none; return its path.
+
+    Raises CoreError with the compiler's output on failure.
+    """
+    out = library_path()
+    if out.exists() and not force:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    proc = subprocess.run(build_argv(tmp), capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise CoreError("building the C cores failed:\n" + proc.stderr)
+    os.replace(tmp, out)
+    return out
+
+
+_ffi = cffi.FFI()
+_ffi.cdef(_CDEF)
+_lib = None
+
+
+def lib():
+    """The loaded library (built on first use)."""
+    global _lib
+    if _lib is None:
+        _lib = _ffi.dlopen(str(build()))
+    return _lib
+
+
+class CTopology:
+    """A topology handed to the C as a struct cpu_group tree."""
+
+    def __init__(self, topo: Topology) -> None:
+        groups = topo.bfs()
+        cpus = [c for g, _ in groups for c in g.cpus]
+        self._ptr = lib().rxl_topo_new(
+            len(groups),
+            _ffi.new("int[]", [p for _, p in groups]),
+            _ffi.new("int[]", [g.level for g, _ in groups]),
+            _ffi.new("int[]", [g.flags for g, _ in groups]),
+            _ffi.new("int[]", [len(g.cpus) for g, _ in groups]),
+            _ffi.new("int[]", cpus))
+        if self._ptr == _ffi.NULL:
+            raise CoreError(f"the C rejected topology {topo.name}")
+        self._ptr = _ffi.gc(self._ptr, lib().rxl_topo_free)
+        self.topo = topo
+
+    @property
+    def ptr(self):
+        return self._ptr
+
+
+def encode_tag(tag: model.Tag) -> int:
+    """A :class:`model.Tag` in the kernel's uint16 encoding."""
+    if tag.cpu is None:
+        return TAG_NONE
+    return tag.cpu | (TAG_LEARNED if tag.learned else 0)
+
+
+class CDeal:
+    """Raw output of the C deal: per-CPU entries and the slot array."""
+
+    def __init__(self, ncpu: int, cpuent, slots, nslots: int) -> None:
+        self.ncpu = ncpu
+        self.cpuent = cpuent
+        self.slots = slots
+        self.nslots = nslots
+
+    def to_model(self) -> model.Deal:
+        ranges: Dict[int, Tuple[int, int]] = {}
+        for c in range(self.ncpu):
+            e = self.cpuent[c]
+            if e:
+                ranges[c] = (e >> 16, e & 0xFFFF)
+        return model.Deal(self.nslots, ranges,
+                          tuple(self.slots[i] for i in range(self.nslots)))
+
+
+def deal_raw(ctopo: CTopology, tags: Sequence[model.Tag],
+             counts: Mapping[int, int]) -> Optional[CDeal]:
+    """Run ``lbdeal()``; None when it builds no map.
+
+    ``counts`` maps CPU -> handshakes (CPUs outside the topology ignored).
+    Raises CoreError for an empty or oversized group.
+    """
+    topo = ctopo.topo
+    n = len(tags)
+    ncpu = topo.ncpu
+    ctags = _ffi.new("uint16_t[]", [encode_tag(t) for t in tags] or [0])
+    ccounts = _ffi.new("uint32_t[]", ncpu)
+    for c, v in counts.items():
+        if 0 <= c < ncpu:
+            ccounts[c] = v
+    cpuent = _ffi.new("uint32_t[]", ncpu)
+    slots = _ffi.new("uint16_t[]", max(1, model.SLOTS_PER_MEMBER * n))
+    nslots = _ffi.new("unsigned *")
+    rc = lib().rxl_deal(ctopo.ptr, n, ctags, ccounts, ncpu, cpuent, slots,
+                        nslots)
+    if rc < 0:
+        raise CoreError(f"lbdeal refused a group of {n} members")
+    if rc == 0:
+        return None
+    return CDeal(ncpu, cpuent, slots, nslots[0])
+
+
+def deal(topo: Topology, tags: Sequence[model.Tag],
+         counts: Mapping[int, int]) -> Optional[model.Deal]:
+    """The C's deal, in the model's shape (see :func:`model.deal`)."""
+    if not 0 < len(tags) <= model.MAX_MEMBERS:
+        raise ValueError(f"a group holds 1 to {model.MAX_MEMBERS} members, "
+                         f"not {len(tags)}")
+    raw = deal_raw(CTopology(topo), tags, counts)
+    return raw.to_model() if raw is not None else None
+
+
+def select(d: Optional[CDeal], n: int, cpu: int, h: int) -> Tuple[int, bool]:
+    """``lbdeal_select()``: (member index, steered), as :func:`model.select`."""
+    if n <= 0:
+        raise ValueError("an empty group has no member to select")
+    steered = _ffi.new("int *")
+    if d is None:
+        idx = lib().rxl_select(_ffi.NULL, 0, cpu, h & 0xFFFFFFFF, n, steered)
+        return idx, False
+    idx = lib().rxl_select(d.cpuent, d.ncpu, cpu, h & 0xFFFFFFFF, n, steered)
+    if steered[0]:
+        return d.slots[idx], True
+    return idx, False
+
+
+def spread_order(topo: Topology, eligible: Sequence[int],
+                 local: Optional[Sequence[int]] = None) -> List[int]:
+    """``iflib_spread_order()`` (see :func:`model.spread_order`)."""
+    ct = CTopology(topo)
+    order = _ffi.new("unsigned[]", max(1, len(eligible)))
+    loc = _ffi.new("int[]", list(local)) if local is not None else _ffi.NULL
+    n = lib().rxl_spread(ct.ptr, _ffi.new("int[]", list(eligible) or [0]),
+                         len(eligible), loc,
+                         len(local) if local is not None else 0,
+                         topo.ncpu, order)
+    if n < 0:
+        raise CoreError("iflib_spread_order refused its CPU sets")
+    return [order[i] for i in range(n)]
+
+
+class Windows:
+    """``struct lblearn`` driven like :class:`model.Windows`.
+
+    ``note()`` runs the fast path and, when it asks for the lock, the
+    locked path, as accept(2) does; it returns True when a remap is due.
+    """
+
+    def __init__(self, ncpu: int, window: int, now: int) -> None:
+        p = lib().rxl_learn_new(ncpu, window, now)
+        if p == _ffi.NULL:
+            raise CoreError("lblearn_init refused its arguments")
+        self._p = _ffi.gc(p, lib().rxl_learn_free)
+        self.ncpu = ncpu
+
+    def roll(self, now: int) -> bool:
+        return bool(lib().rxl_learn_roll(self._p, now))
+
+    def note(self, cpu: int, now: int) -> bool:
+        if lib().rxl_learn_note(self._p, cpu, now) == LEARN_COUNTED:
+            return False
+        return bool(lib().rxl_learn_note_locked(self._p, cpu, now))
+
+    def counts(self) -> Dict[int, int]:
+        buf = _ffi.new("uint32_t[]", self.ncpu)
+        lib().rxl_learn_sum(self._p, buf)
+        return {c: buf[c] for c in range(self.ncpu) if buf[c]}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m rxl.core [--dry-run]``: build the library, print its path."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--dry-run" in args:
+        print(shlex.join(build_argv(library_path())))
+        return 0
+    try:
+        print(build())
+    except CoreError as e:
+        print(f"rxl: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""Reference model of the three decisions, written from the design.
+
+This is the design (seed 000, "Distance rings and the dealing loop",
+"What one group holds", "Selecting a member", "Learning at accept(2)") in
+plain Python, kept independent of the C under ``sys/``: the C buckets
+members per group and skips paid members with jump links; the model asks
+the topology for every member's ring and scans.  Property tests require
+the two to agree exactly.
+
+Constants, each named once:
+
+* :data:`SLOTS_PER_MEMBER` = 16: "every member is owed 16 slots" (seed 000,
+  "Distance rings"); the C's ``LBDEAL_SLOTS``.
+* :data:`WINDOW_SEC` = 10: "two 10 s windows" (seed 000, "What one group
+  holds"); the C's ``LBLEARN_WINDOW_SEC``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .topology import CG_SHARE_L3, Topology
+
+SLOTS_PER_MEMBER = 16
+WINDOW_SEC = 10
+#: The C's LBDEAL_MAXMEMBERS: 16 x members must fit the 16-bit offsets.
+MAX_MEMBERS = 4095
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A member's tag: the CPU its worker runs on, or None (untagged).
+
+    ``learned`` marks a tag captured at accept(2) rather than set with
+    SO_REUSEPORT_LB_CPU; only explicit tags stand in as receiving CPUs
+    before anything is counted (seed 000, "What one group holds").
+    """
+
+    cpu: Optional[int] = None
+    learned: bool = False
+
+
+@dataclass(frozen=True)
+class Deal:
+    """A dealt map.
+
+    ``ranges[cpu] = (offset, count)`` for every CPU that supplies slots;
+    ``slots`` has ``total_slots`` member indices; CPU ``c``'s slots are
+    ``slots[offset:offset + count]``.
+    """
+
+    total_slots: int
+    ranges: Dict[int, Tuple[int, int]]
+    slots: Tuple[int, ...]
+
+    def slots_of(self, cpu: int) -> Tuple[int, ...]:
+        off, cnt = self.ranges.get(cpu, (0, 0))
+        return self.slots[off:off + cnt]
+
+
+def supply(total_slots: int, counts: Mapping[int, int]) -> Dict[int, int]:
+    """Slots each receiving CPU supplies, in proportion to its count.
+
+    Ranges are cut at ``total_slots * cum // total`` over CPUs in ascending
+    id (``cum``: the counts up to and including the CPU), so the supplies
+    add up to ``total_slots`` exactly.  CPUs with a zero count, or whose
+    cut falls on the previous one, supply nothing and are left out.
+    """
+    total = sum(v for v in counts.values() if v > 0)
+    out: Dict[int, int] = {}
+    cum = 0
+    cut = 0
+    for cpu in sorted(c for c, v in counts.items() if v > 0):
+        cum += counts[cpu]
+        nxt = total_slots * cum // total
+        if nxt > cut:
+            out[cpu] = nxt - cut
+        cut = nxt
+    return out
+
+
+def effective_counts(topo: Topology, tags: Sequence[Tag],
+                     counts: Mapping[int, int]) -> Dict[int, int]:
+    """The counts the deal uses: the learned ones, or stand-ins.
+
+    With nothing counted, each CPU named by an explicit tag counts one
+    (seed 000: "Nothing counted yet? Explicitly tagged CPUs stand in with a
+    count of one each").  Counts of CPUs outside the topology are ignored.
+    """
+    real = {c: v for c, v in counts.items() if v > 0 and topo.has_cpu(c)}
+    if real:
+        return real
+    return {t.cpu: 1 for t in tags
+            if t.cpu is not None and not t.learned and topo.has_cpu(t.cpu)}
+
+
+def deal(topo: Topology, tags: Sequence[Tag],
+         counts: Mapping[int, int]) -> Optional[Deal]:
+    """Deal ``len(tags)`` members to the receiving CPUs of ``counts``.
+
+    Returns None when the group needs no map: no member is tagged, or no
+    CPU supplies anything.  Raises ValueError for an empty group or one
+    larger than :data:`MAX_MEMBERS`.
+    """
+    n = len(tags)
+    if not 0 < n <= MAX_MEMBERS:
+        raise ValueError(f"a group holds 1 to {MAX_MEMBERS} members, not {n}")
+    if not any(t.cpu is not None and topo.has_cpu(t.cpu) for t in tags):
+        return None
+    total = SLOTS_PER_MEMBER * n
+    give = supply(total, effective_counts(topo, tags, counts))
+    if not give:
+        return None
+
+    owed = [SLOTS_PER_MEMBER] * n
+    dealt: Dict[int, List[int]] = {cpu: [] for cpu in give}
+    left = dict(give)
+    # Ring k admits the members inside the k-th enclosing group of the
+    # receiving CPU; one ring past the deepest chain admits everyone.
+    last = 1 + max(len(topo.enclosing(c)) for c in topo.cpus)
+    for ring in range(last + 1):
+        for cpu in sorted(give):
+            for i, tag in enumerate(tags):
+                if left[cpu] == 0:
+                    break
+                if owed[i] == 0:
+                    continue
+                r = topo.ring(cpu, tag.cpu)
+                if ring < last and (r is None or r > ring):
+                    continue
+                take = min(owed[i], left[cpu])
+                dealt[cpu].extend([i] * take)
+                owed[i] -= take
+                left[cpu] -= take
+    assert not any(owed) and not any(left.values()), "the deal did not close"
+
+    ranges: Dict[int, Tuple[int, int]] = {}
+    slots: List[int] = []
+    for cpu in sorted(dealt):
+        ranges[cpu] = (len(slots), len(dealt[cpu]))
+        slots.extend(dealt[cpu])
+    return Deal(total, ranges, tuple(slots))
+
+
+def select(d: Optional[Deal], n: int, cpu: int, h: int) -> Tuple[int, bool]:
+    """The member a packet with 32-bit tuple hash ``h`` on ``cpu`` goes to.
+
+    Returns ``(member index, steered)``.  Without a map, or on a CPU that
+    supplies no slots, the hash picks among all ``n`` members; otherwise
+    ``h`` is scaled onto the CPU's range (seed 000, "Selecting a member":
+    no division).  Raises ValueError for an empty group.
+    """
+    if n <= 0:
+        raise ValueError("an empty group has no member to select")
+    h &= 0xFFFFFFFF
+    if d is None or cpu not in d.ranges:
+        return h % n, False
+    off, cnt = d.ranges[cpu]
+    return d.slots[off + (h * cnt >> 32)], True
+
+
+def ring_counts(topo: Topology, tags: Sequence[Tag],
+                d: Deal) -> List[Dict[str, int]]:
+    """Per member, its slots by distance class (exact, smt, l3, far, any)."""
+    out = [dict.fromkeys(("exact", "smt", "l3", "far", "any"), 0)
+           for _ in tags]
+    for cpu in d.ranges:
+        for i in d.slots_of(cpu):
+            out[i][topo.distance_class(cpu, tags[i].cpu)] += 1
+    return out
+
+
+# -- spread order (commit 1) ------------------------------------------------
+
+def spread_order(topo: Topology, eligible: Sequence[int],
+                 local: Optional[Sequence[int]] = None) -> List[int]:
+    """The order in which an iflib device's queues take CPUs.
+
+    The L3 groups of the device's domain are interleaved, CPUs within a
+    group ascending; every local CPU comes before any other (``local``
+    None: the domain is unknown, all CPUs are local).  With fewer than two
+    L3 groups the order is ascending, as iflib's numeric walk.
+    """
+    is_local = (lambda c: True) if local is None else set(local).__contains__
+    cpus = sorted(set(eligible))
+    l3s = _outermost_l3(topo.root)
+    order: List[int] = []
+    for want in (True, False):
+        phase = [c for c in cpus if is_local(c) == want]
+        if len(l3s) < 2:
+            order.extend(phase)
+            continue
+        columns = [[c for c in phase if c in g.cpus] for g in l3s]
+        columns.append([c for c in phase
+                        if not any(c in g.cpus for g in l3s)])
+        depth = max(len(col) for col in columns)
+        for i in range(depth):
+            order.extend(col[i] for col in columns if i < len(col))
+    return order
+
+
+def _outermost_l3(group) -> list:
+    if group.level == CG_SHARE_L3:
+        return [group]
+    return [g for child in group.children for g in _outermost_l3(child)]
+
+
+# -- learning windows (commit 3) --------------------------------------------
+
+class Windows:
+    """Two windows of per-CPU handshake counts, time in ticks.
+
+    ``note(cpu, now)`` is what accept(2) does for a hardware-hashed
+    handshake received on ``cpu``; it returns True when the map must be
+    rebuilt: the CPU's first sighting in the current window, or a roll.
+    A window rolls when it is ``window`` ticks old (prev = cur, cur = 0);
+    after two idle windows both are empty.
+    """
+
+    def __init__(self, ncpu: int, window: int, now: int) -> None:
+        if ncpu <= 0 or window <= 0:
+            raise ValueError("ncpu and window must be positive")
+        self.ncpu = ncpu
+        self.window = window
+        self.start = now
+        self.prev = [0] * ncpu
+        self.cur = [0] * ncpu
+
+    def roll(self, now: int) -> bool:
+        age = (now - self.start) & 0xFFFFFFFF
+        if age < self.window:
+            return False
+        if age >= 2 * self.window:
+            self.prev = [0] * self.ncpu
+            self.start = now
+        else:
+            self.prev = self.cur
+            self.start += self.window
+        self.cur = [0] * self.ncpu
+        return True
+
+    def note(self, cpu: int, now: int) -> bool:
+        if not 0 <= cpu < self.ncpu:
+            return False  # not a CPU the group tracks: ignored
+        rolled = self.roll(now)
+        first = self.cur[cpu] == 0
+        self.cur[cpu] += 1
+        return rolled or first
+
+    def counts(self) -> Dict[int, int]:
+        """The deal's input: both windows summed, CPUs with zero left out."""
+        return {c: self.prev[c] + self.cur[c] for c in range(self.ncpu)
+                if self.prev[c] + self.cur[c] > 0}

@@ -1,0 +1,238 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * Copyright (c) 2026 The rxl project
+ */
+
+/*
+ * Flat entry points to the rxl cores for the userspace build: the
+ * harness (harness/rxl/core.py) hands over a topology as arrays, and this
+ * file builds the struct cpu_group tree the cores walk, exactly as the
+ * kernel's smp_topo() lays it out (each group's children contiguous).
+ * Nothing here is part of the kernel series.
+ */
+
+#include <stdlib.h>
+
+#include <net/iflib_spread.h>
+#include <netinet/in_pcblb_deal.h>
+#include <netinet/in_pcblb_learn.h>
+
+#include "rxlcore.h"
+
+struct rxl_topo {
+	struct cpu_group	*rt_groups;
+	int			 rt_ngroups;
+};
+
+struct rxl_topo *
+rxl_topo_new(int ngroups, const int *parent, const int *level,
+    const int *flags, const int *ncpus, const int *cpus)
+{
+	struct rxl_topo *t;
+	struct cpu_group *cg, *p;
+	int c, g, i, k;
+
+	if (ngroups <= 0 || parent[0] != -1)
+		return (NULL);
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return (NULL);
+	t->rt_groups = calloc((size_t)ngroups, sizeof(*t->rt_groups));
+	if (t->rt_groups == NULL) {
+		free(t);
+		return (NULL);
+	}
+	t->rt_ngroups = ngroups;
+	k = 0;
+	for (g = 0; g < ngroups; g++) {
+		cg = &t->rt_groups[g];
+		cg->cg_level = (int8_t)level[g];
+		cg->cg_flags = (int8_t)flags[g];
+		cg->cg_first = -1;
+		CPU_ZERO(&cg->cg_mask);
+		for (i = 0; i < ncpus[g]; i++, k++) {
+			c = cpus[k];
+			if (c < 0 || c >= CPU_SETSIZE)
+				goto bad;
+			CPU_SET(c, &cg->cg_mask);
+			if (cg->cg_first < 0 || c < cg->cg_first)
+				cg->cg_first = c;
+			if (c > cg->cg_last)
+				cg->cg_last = c;
+		}
+		cg->cg_count = CPU_COUNT(&cg->cg_mask);
+		if (g == 0)
+			continue;
+		/* Breadth-first order: a parent precedes, siblings adjoin. */
+		if (parent[g] < 0 || parent[g] >= g)
+			goto bad;
+		p = &t->rt_groups[parent[g]];
+		cg->cg_parent = p;
+		if (p->cg_children == 0)
+			p->cg_child = cg;
+		else if (&p->cg_child[p->cg_children] != cg)
+			goto bad;
+		p->cg_children++;
+	}
+	return (t);
+bad:
+	rxl_topo_free(t);
+	return (NULL);
+}
+
+void
+rxl_topo_free(struct rxl_topo *t)
+{
+
+	if (t == NULL)
+		return;
+	free(t->rt_groups);
+	free(t);
+}
+
+static const struct cpu_group *
+rxl_root(const struct rxl_topo *t)
+{
+
+	return (t != NULL ? &t->rt_groups[0] : NULL);
+}
+
+int
+rxl_spread(const struct rxl_topo *t, const int *eligible, int neligible,
+    const int *local, int nlocal, int ncpu, unsigned *order)
+{
+	cpuset_t elig, loc;
+	int i;
+
+	if (ncpu < 0 || ncpu > CPU_SETSIZE)
+		return (-1);
+	CPU_ZERO(&elig);
+	CPU_ZERO(&loc);
+	for (i = 0; i < neligible; i++) {
+		if (eligible[i] < 0 || eligible[i] >= ncpu)
+			return (-1);
+		CPU_SET(eligible[i], &elig);
+	}
+	for (i = 0; local != NULL && i < nlocal; i++) {
+		if (local[i] < 0 || local[i] >= ncpu)
+			return (-1);
+		CPU_SET(local[i], &loc);
+	}
+	return ((int)iflib_spread_order(rxl_root(t), &elig,
+	    local != NULL ? &loc : NULL, (u_int)ncpu, order));
+}
+
+int
+rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
+    const uint32_t *counts, int ncpu, uint32_t *cpuent, uint16_t *slots,
+    unsigned *nslots)
+{
+	struct lbdeal_in in;
+	struct lbdeal_out out;
+	void *scratch;
+	bool built;
+
+	if (nmembers <= 0 || nmembers > LBDEAL_MAXMEMBERS || ncpu <= 0 ||
+	    ncpu > CPU_SETSIZE)
+		return (-1);
+	in.di_root = rxl_root(t);
+	in.di_tags = tags;
+	in.di_counts = counts;
+	in.di_nmembers = (u_int)nmembers;
+	in.di_ncpu = (u_int)ncpu;
+	out.do_cpu = cpuent;
+	out.do_slot = slots;
+	out.do_nslots = 0;
+	scratch = malloc(lbdeal_scratch_size(in.di_root, in.di_nmembers,
+	    in.di_ncpu));
+	if (scratch == NULL)
+		return (-1);
+	built = lbdeal(&in, &out, scratch);
+	free(scratch);
+	*nslots = out.do_nslots;
+	return (built ? 1 : 0);
+}
+
+unsigned
+rxl_select(const uint32_t *cpuent, int ncpu, int cpu, uint32_t h, int n,
+    int *steered)
+{
+	unsigned idx;
+	bool s;
+
+	idx = lbdeal_select(cpuent, (u_int)ncpu, (u_int)cpu, h, (u_int)n, &s);
+	*steered = s;
+	return (idx);
+}
+
+size_t
+rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers, int ncpu)
+{
+
+	return (lbdeal_scratch_size(rxl_root(t), (u_int)nmembers,
+	    (u_int)ncpu));
+}
+
+struct rxl_learn {
+	struct lblearn	 rl_ll;
+	uint32_t	*rl_cnt;
+};
+
+struct rxl_learn *
+rxl_learn_new(int ncpu, int window, int now)
+{
+	struct rxl_learn *l;
+
+	if (ncpu <= 0 || window <= 0)
+		return (NULL);
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return (NULL);
+	l->rl_cnt = calloc(2 * (size_t)ncpu, sizeof(uint32_t));
+	if (l->rl_cnt == NULL) {
+		free(l);
+		return (NULL);
+	}
+	lblearn_init(&l->rl_ll, l->rl_cnt, l->rl_cnt + ncpu, (u_int)ncpu,
+	    window, now);
+	return (l);
+}
+
+void
+rxl_learn_free(struct rxl_learn *l)
+{
+
+	if (l == NULL)
+		return;
+	free(l->rl_cnt);
+	free(l);
+}
+
+int
+rxl_learn_note(struct rxl_learn *l, int cpu, int now)
+{
+
+	return (lblearn_note(&l->rl_ll, (u_int)cpu, now));
+}
+
+int
+rxl_learn_note_locked(struct rxl_learn *l, int cpu, int now)
+{
+
+	return (lblearn_note_locked(&l->rl_ll, (u_int)cpu, now));
+}
+
+int
+rxl_learn_roll(struct rxl_learn *l, int now)
+{
+
+	return (lblearn_roll(&l->rl_ll, now));
+}
+
+uint64_t
+rxl_learn_sum(const struct rxl_learn *l, uint32_t *sum)
+{
+
+	return (lblearn_sum(&l->rl_ll, sum));
+}

@@ -1,0 +1,134 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * Copyright (c) 2026 The rxl project
+ *
+ * Redistribution and use in source and binary forms, with or without
+ * modification, are permitted provided that the following conditions
+ * are met:
+ * 1. Redistributions of source code must retain the above copyright
+ *    notice, this list of conditions and the following disclaimer.
+ * 2. Redistributions in binary form must reproduce the above copyright
+ *    notice, this list of conditions and the following disclaimer in the
+ *    documentation and/or other materials provided with the distribution.
+ *
+ * THIS SOFTWARE IS PROVIDED BY THE AUTHOR AND CONTRIBUTORS ``AS IS'' AND
+ * ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE
+ * IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR PURPOSE
+ * ARE DISCLAIMED.  IN NO EVENT SHALL THE AUTHOR OR CONTRIBUTORS BE LIABLE
+ * FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL, EXEMPLARY, OR CONSEQUENTIAL
+ * DAMAGES (INCLUDING, BUT NOT LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS
+ * OR SERVICES; LOSS OF USE, DATA, OR PROFITS; OR BUSINESS INTERRUPTION)
+ * HOWEVER CAUSED AND ON ANY THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT
+ * LIABILITY, OR TORT (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY
+ * OUT OF THE USE OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF
+ * SUCH DAMAGE.
+ */
+
+#ifndef _NETINET_IN_PCBLB_DEAL_H_
+#define	_NETINET_IN_PCBLB_DEAL_H_
+
+/*
+ * Dealing the members of an SO_REUSEPORT_LB group to receiving CPUs.
+ *
+ * Every member is owed LBDEAL_SLOTS slots of a map with T = LBDEAL_SLOTS *
+ * nmembers entries.  Each receiving CPU supplies a contiguous range of the
+ * map whose length is proportional to its handshake count.  Supply is
+ * dealt ring by ring, the rings being the enclosing groups of the
+ * scheduler's cpu_group tree: the CPU itself, then each enclosing group
+ * from the innermost (SMT core) to the root, then a last ring that admits
+ * every member with deficit, untagged ones included.  The map built here
+ * holds member indices; the caller turns them into whatever a slot must
+ * hold (inpcb pointers in the kernel) and publishes the result.
+ *
+ * This file and in_pcblb_deal.c are also compiled in userspace, with a
+ * compat header supplying cpuset_t and struct cpu_group, so that the
+ * kernel's own code is checked against an independent model.
+ */
+
+#define	LBDEAL_SLOTS		16	/* Slots owed to every member. */
+#define	LBDEAL_MAXMEMBERS	4095	/* T = 16 * n must fit in 16 bits. */
+
+/*
+ * A member's tag.  The CPU lives in the low bits; LBDEAL_TAG_LEARNED marks
+ * a tag captured at accept(2) rather than set with SO_REUSEPORT_LB_CPU.
+ * Only explicit tags stand in as receiving CPUs before anything is
+ * counted, so a group of captured tags on a NIC without hashes builds no
+ * map.  NONE and HASH are both untagged; HASH also refuses capture.
+ */
+#define	LBDEAL_TAG_NONE		0xffff
+#define	LBDEAL_TAG_HASH		0xfffe
+#define	LBDEAL_TAG_LEARNED	0x8000
+#define	LBDEAL_TAG_CPUMASK	0x7fff
+#define	LBDEAL_TAGGED(t)	((t) < LBDEAL_TAG_HASH)
+#define	LBDEAL_TAG_CPU(t)	((u_int)((t) & LBDEAL_TAG_CPUMASK))
+
+/*
+ * A per-CPU map entry packs the offset of the CPU's range in the slot
+ * array (high 16 bits) and its length (low 16 bits).  Zero means the CPU
+ * supplies nothing, and the lookup falls back to the tuple hash.
+ */
+#define	LBDEAL_ENTRY(off, cnt)	(((uint32_t)(off) << 16) | (uint32_t)(cnt))
+#define	LBDEAL_OFF(e)		((u_int)((e) >> 16))
+#define	LBDEAL_CNT(e)		((u_int)((e) & 0xffff))
+/* Scale a 32-bit hash onto a range: a multiply and a shift, no division. */
+#define	LBDEAL_SLOT(e, h)						\
+	(LBDEAL_OFF(e) + (u_int)(((uint64_t)(uint32_t)(h) *		\
+	    LBDEAL_CNT(e)) >> 32))
+
+struct cpu_group;
+
+/* Inputs of one deal.  All arrays are owned by the caller. */
+struct lbdeal_in {
+	const struct cpu_group	*di_root;	/* Scheduler topology. */
+	const uint16_t		*di_tags;	/* [di_nmembers] LBDEAL_TAG_*. */
+	const uint32_t		*di_counts;	/* [di_ncpu] handshakes, or NULL. */
+	u_int			 di_nmembers;
+	u_int			 di_ncpu;	/* mp_maxid + 1. */
+};
+
+/* Output of one deal, written into caller-provided arrays. */
+struct lbdeal_out {
+	uint32_t		*do_cpu;	/* [di_ncpu] LBDEAL_ENTRY(). */
+	uint16_t		*do_slot;	/* [LBDEAL_SLOTS * di_nmembers]. */
+	u_int			 do_nslots;	/* Set by lbdeal(). */
+};
+
+/*
+ * Returns the number of bytes of scratch space lbdeal() needs for a deal
+ * of nmembers over ncpu CPUs on the given topology.
+ */
+size_t	lbdeal_scratch_size(const struct cpu_group *root, u_int nmembers,
+	    u_int ncpu);
+
+/*
+ * Deal the members.  Returns true if a map was built, false if the group
+ * needs none (no member is tagged, or nothing is counted and no member is
+ * explicitly tagged); in that case the output is left untouched and
+ * every lookup uses the tuple hash.  scratch must hold
+ * lbdeal_scratch_size() bytes, suitably aligned for uint32_t.
+ */
+bool	lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out,
+	    void *scratch);
+
+/*
+ * Select among n > 0 members for a packet hashed to h that arrived on cpu.
+ * cpuent is the map's per-CPU array, or NULL when the group has no map.
+ * Returns an index: into the map's slot array when *steered is set, into
+ * the member array otherwise.  Never fails for a non-empty group.
+ */
+static __inline u_int
+lbdeal_select(const uint32_t *cpuent, u_int ncpu, u_int cpu, uint32_t h,
+    u_int n, bool *steered)
+{
+	uint32_t e;
+
+	if (cpuent != NULL && cpu < ncpu && (e = cpuent[cpu]) != 0) {
+		*steered = true;
+		return (LBDEAL_SLOT(e, h));
+	}
+	*steered = false;
+	return (h % n);
+}
+
+#endif /* !_NETINET_IN_PCBLB_DEAL_H_ */
