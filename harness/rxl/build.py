@@ -1,0 +1,311 @@
+"""Building a FreeBSD tree with ``tools/build/make.py`` on a Linux host.
+
+The pure part of this module turns a request ("these targets, these make
+variables, this tree, this object directory") into argument vectors; the
+impure part runs them one stage at a time, keeps a full log per stage and
+shows progress.  Everything that can be unit-tested without a FreeBSD tree
+(argv builders, the kernel config text, stage planning) is a pure function.
+
+Facts this module relies on, and where they come from:
+
+* ``tools/build/make.py`` refuses to run unless ``MAKEOBJDIRPREFIX`` is set
+  in the *environment* (make.py, ``main()``), and ``Makefile.inc1`` refuses
+  it as a make variable, so the argv starts with ``env MAKEOBJDIRPREFIX=``.
+* ``--cross-bindir`` names the directory holding ``clang``, ``clang++``,
+  ``clang-cpp`` and ``ld.lld`` for target objects; on Debian clang-16 that
+  is ``/usr/lib/llvm-16/bin`` (:data:`DEFAULT_CROSS_BINDIR`).
+* make.py bootstraps its own bmake under ``$MAKEOBJDIRPREFIX/bmake-install``
+  and passes every argument it does not know to that bmake, so ``-j``,
+  ``TARGET=`` and ``-DNO_FOO`` go through unchanged.
+* The tree snapshot lacks files of 4 MiB and more, some of which belong to
+  kernel modules (``sys/dev/qlxgbe/ql_fw.c``); the test kernel is therefore
+  built with ``NO_MODULES=yes`` (:data:`KERNEL_MAKE_VARS`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Directory of the host's clang/lld used for target code (Debian clang-16).
+DEFAULT_CROSS_BINDIR = "/usr/lib/llvm-16/bin"
+#: Where object trees go unless told otherwise (shared with the guest build).
+DEFAULT_OBJDIR = "/work/obj"
+#: Lock file every make.py run and every checkout in the shared tree takes.
+DEFAULT_LOCK = "/work/build.lock"
+#: Parallel jobs: the build host has 2 cores, shared.
+DEFAULT_JOBS = 2
+#: amd64 only: the guest and the host are both amd64.
+DEFAULT_TARGET = "amd64"
+DEFAULT_TARGET_ARCH = "amd64"
+#: Marker a finished kernel-toolchain leaves in the objdir (agreed with the
+#: guest/userland build, issue 4), so the stage runs once per objdir.
+TOOLCHAIN_DONE = ".kernel-toolchain.done"
+#: The test kernel configuration's name.
+DEFAULT_KERNCONF = "RXL"
+#: Make variables for buildkernel: no modules (the snapshot lacks some of
+#: their sources, and the tests need none of them).
+KERNEL_MAKE_VARS: Mapping[str, str] = {"NO_MODULES": "yes"}
+
+
+def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
+                 make_vars: Optional[Mapping[str, Optional[str]]] = None, *,
+                 jobs: int = DEFAULT_JOBS,
+                 cross_bindir: str = DEFAULT_CROSS_BINDIR,
+                 target: str = DEFAULT_TARGET,
+                 target_arch: str = DEFAULT_TARGET_ARCH,
+                 python: str = "python3") -> list[str]:
+    """Return the argv that runs FreeBSD's ``tools/build/make.py``.
+
+    Shape of the result::
+
+        ["env", "MAKEOBJDIRPREFIX=<objdir>", <python>,
+         "<src>/tools/build/make.py", "--cross-bindir=<cross_bindir>",
+         "TARGET=<target>", "TARGET_ARCH=<target_arch>", "-j<jobs>",
+         <make_vars as NAME=value, or -DNAME when the value is None>...,
+         <targets>...]
+
+    ``src`` and ``objdir`` are made absolute (make.py changes into the
+    source root; a relative objdir would then point elsewhere).  The argv
+    runs from any working directory.  ``make_vars`` keep their insertion
+    order; a value of ``None`` means "defined" (``-DNAME``).
+
+    Raises ``ValueError`` if ``targets`` is empty, ``jobs`` < 1, or a make
+    variable name is not a valid identifier (which would let it be parsed
+    as a target or an option).
+    """
+    if not targets:
+        raise ValueError("make_py_argv: no targets given")
+    if jobs < 1:
+        raise ValueError(f"make_py_argv: jobs must be >= 1, got {jobs}")
+    srcp = Path(os.path.abspath(os.fspath(src)))
+    objp = Path(os.path.abspath(os.fspath(objdir)))
+    argv = ["env", f"MAKEOBJDIRPREFIX={objp}", python,
+            str(srcp / "tools/build/make.py"),
+            f"--cross-bindir={cross_bindir}",
+            f"TARGET={target}", f"TARGET_ARCH={target_arch}", f"-j{jobs}"]
+    for name, value in (make_vars or {}).items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
+            raise ValueError(f"make_py_argv: bad make variable name {name!r}")
+        argv.append(f"-D{name}" if value is None else f"{name}={value}")
+    argv.extend(targets)
+    return argv
+
+
+def locked_argv(argv: Sequence[str], lock: Optional[PathLike] = DEFAULT_LOCK
+                ) -> list[str]:
+    """Prefix ``argv`` with ``flock <lock>`` (util-linux); ``None``: as is.
+
+    Every make.py run in the shared tree/objdir holds this lock so that two
+    builds never interleave in one objdir.
+    """
+    if lock is None:
+        return list(argv)
+    return ["flock", os.fspath(lock), *argv]
+
+
+def kernconf_text(ident: str = DEFAULT_KERNCONF, base: str = "GENERIC",
+                  options: Iterable[str] = ("INVARIANTS", "INVARIANT_SUPPORT",
+                                            "WITNESS")) -> str:
+    """Return the text of the test kernel configuration.
+
+    ``include <base>`` + ``ident <ident>`` + one ``options`` line each.
+    GENERIC on a -STABLE branch (14.0-STABLE here) carries no INVARIANTS or
+    WITNESS, unlike -CURRENT's, hence the explicit lines.  Raises
+    ``ValueError`` for an ident that is not a plain config name.
+    """
+    if not re.fullmatch(r"[A-Z][A-Z0-9_-]*", ident):
+        raise ValueError(f"kernconf_text: bad ident {ident!r}")
+    lines = ["# Test kernel for the rxl series, written by `rxl build`.",
+             "# Not part of the series; regenerated on every build.",
+             f"include\t{base}", f"ident\t{ident}", ""]
+    lines += [f"options \t{opt}" for opt in options]
+    return "\n".join(lines) + "\n"
+
+
+def kernconf_path(src: PathLike, ident: str = DEFAULT_KERNCONF,
+                  target: str = DEFAULT_TARGET) -> Path:
+    """Where the test config goes: ``<src>/sys/<target>/conf/<ident>``."""
+    return Path(src) / "sys" / target / "conf" / ident
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One make.py run: a name (also the log's file stem) and its argv."""
+
+    name: str
+    argv: tuple[str, ...]
+
+    def shell(self) -> str:
+        """The argv as one copy-pasteable shell line."""
+        return shlex.join(self.argv)
+
+
+def toolchain_done(objdir: PathLike) -> bool:
+    """True if a kernel-toolchain has completed in ``objdir`` (marker file)."""
+    return (Path(objdir) / TOOLCHAIN_DONE).exists()
+
+
+def plan_stages(src: PathLike, objdir: PathLike, *,
+                kernconf: str = DEFAULT_KERNCONF,
+                toolchain: bool = True, jobs: int = DEFAULT_JOBS,
+                lock: Optional[PathLike] = DEFAULT_LOCK,
+                clean_kernel: bool = False) -> list[Stage]:
+    """Return the stages of a kernel build, in order.
+
+    ``kernel-toolchain`` first when ``toolchain`` is true (the caller passes
+    ``not toolchain_done(objdir)``), then ``buildkernel KERNCONF=<kernconf>``
+    with :data:`KERNEL_MAKE_VARS`.  ``clean_kernel`` false adds
+    ``-DNO_KERNELCLEAN`` so that a rebuild after a small change recompiles
+    only what changed; config(8) still runs, so a new ``sys/conf/files``
+    entry is picked up (``-DKERNFAST`` would skip config and miss it).
+    """
+    stages = []
+    if toolchain:
+        stages.append(Stage("kernel-toolchain", tuple(locked_argv(
+            make_py_argv(src, objdir, ["kernel-toolchain"], jobs=jobs),
+            lock))))
+    kvars: dict[str, Optional[str]] = {"KERNCONF": kernconf}
+    kvars.update(KERNEL_MAKE_VARS)
+    if not clean_kernel:
+        kvars["NO_KERNELCLEAN"] = None
+    stages.append(Stage(f"buildkernel-{kernconf}", tuple(locked_argv(
+        make_py_argv(src, objdir, ["buildkernel"], kvars, jobs=jobs),
+        lock))))
+    return stages
+
+
+def kernel_path(src: PathLike, objdir: PathLike,
+                kernconf: str = DEFAULT_KERNCONF,
+                target: str = DEFAULT_TARGET,
+                target_arch: str = DEFAULT_TARGET_ARCH) -> Path:
+    """Where buildkernel leaves the kernel.
+
+    ``<objdir>/<abs src>/<target>.<target_arch>/sys/<kernconf>/kernel``,
+    the layout of ``Makefile.inc1`` (``OBJTOP`` under ``MAKEOBJDIRPREFIX``).
+    """
+    srcabs = os.path.abspath(os.fspath(src)).lstrip("/")
+    return (Path(os.path.abspath(os.fspath(objdir))) / srcabs /
+            f"{target}.{target_arch}" / "sys" / kernconf / "kernel")
+
+
+# --------------------------------------------------------------------------
+# Running (impure).
+
+_PROGRESS = re.compile(r"^(>>> .*|--- .*|linking kernel.*|\S+ completed on .*)$")
+
+
+class BuildError(RuntimeError):
+    """A stage failed; ``log`` names its full log."""
+
+    def __init__(self, stage: str, rc: int, log: Path):
+        super().__init__(f"{stage} failed (exit {rc}); full log: {log}")
+        self.stage, self.rc, self.log = stage, rc, log
+
+
+@dataclass
+class StageResult:
+    """A finished stage: name, exit status, wall seconds, log path."""
+
+    name: str
+    rc: int
+    seconds: float
+    log: Path
+    extra: dict = field(default_factory=dict)
+
+
+def run_stage(stage: Stage, logdir: PathLike,
+              echo: Callable[[str], None] = lambda s: print(s, flush=True)
+              ) -> StageResult:
+    """Run one stage, teeing output to ``<logdir>/<name>.log``.
+
+    Lines that mark progress (``>>>`` banners of Makefile.inc1, ``---``
+    targets, ``linking kernel``) go to ``echo``; every line goes to the log.
+    Raises :class:`BuildError` on a non-zero exit.
+    """
+    logdir = Path(logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    log = logdir / f"{stage.name}.log"
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        fh.write(f"# {stage.shell()}\n")
+        fh.flush()
+        proc = subprocess.Popen(stage.argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            if _PROGRESS.match(line.rstrip("\n")):
+                echo(f"  [{stage.name}] {line.rstrip()}")
+        rc = proc.wait()
+        dt = time.monotonic() - t0
+        fh.write(f"# exit {rc} after {dt:.0f} s\n")
+    if rc != 0:
+        raise BuildError(stage.name, rc, log)
+    return StageResult(stage.name, rc, dt, log)
+
+
+def write_kernconf(src: PathLike, ident: str = DEFAULT_KERNCONF) -> Path:
+    """Write the test config into the tree (not committed anywhere)."""
+    path = kernconf_path(src, ident)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent}: not a FreeBSD tree "
+                                "(no sys/amd64/conf)")
+    text = kernconf_text(ident)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return path
+
+
+def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
+                 kernconf: str = DEFAULT_KERNCONF,
+                 logdir: PathLike = "/work/logs",
+                 lock: Optional[PathLike] = DEFAULT_LOCK,
+                 jobs: int = DEFAULT_JOBS,
+                 clean_kernel: bool = False,
+                 echo: Callable[[str], None] = lambda s: print(s, flush=True)
+                 ) -> list[StageResult]:
+    """kernel-toolchain once, then buildkernel of ``kernconf``.
+
+    Returns the results of the stages run.  Raises ``FileNotFoundError``
+    when ``src`` is no FreeBSD tree and :class:`BuildError` when a stage
+    fails.  Marks the objdir when kernel-toolchain succeeds.
+    """
+    if not (Path(src) / "tools/build/make.py").is_file():
+        raise FileNotFoundError(f"{src}: no tools/build/make.py, "
+                                "not a FreeBSD source tree")
+    Path(objdir).mkdir(parents=True, exist_ok=True)
+    if kernconf == DEFAULT_KERNCONF:
+        write_kernconf(src, kernconf)
+    stages = plan_stages(src, objdir, kernconf=kernconf,
+                         toolchain=not toolchain_done(objdir), jobs=jobs,
+                         lock=lock, clean_kernel=clean_kernel)
+    if toolchain_done(objdir):
+        echo("kernel-toolchain: already built in "
+             f"{objdir} ({TOOLCHAIN_DONE} present), skipped")
+    results = []
+    for st in stages:
+        echo(f"{st.name}: started, log {Path(logdir) / (st.name + '.log')}")
+        res = run_stage(st, logdir, echo)
+        if st.name == "kernel-toolchain":
+            (Path(objdir) / TOOLCHAIN_DONE).touch()
+        echo(f"{st.name}: done in {res.seconds:.0f} s")
+        results.append(res)
+    kpath = kernel_path(src, objdir, kernconf)
+    if results and results[-1].name.startswith("buildkernel"):
+        results[-1].extra["kernel"] = str(kpath)
+    return results
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(shlex.join(make_py_argv(sys.argv[1], sys.argv[2], sys.argv[3:])))
