@@ -10,3 +10,11 @@ def main():
 
 
 # Subcommand groups register here, one line each.
+from rxl.decide_cli import deal, outcomes_cmd, spread  # noqa: E402
+
+main.add_command(deal)
+main.add_command(spread)
+main.add_command(outcomes_cmd)
+from rxl.bench.cli import bench  # noqa: E402
+main.add_command(bench)
+

@@ -1,0 +1,128 @@
+"""Where connections go under each selection policy, and what it costs.
+
+Reproduces seed 000's "Thirty-two workers, four ways": given workers (one
+per CPU, in member order), receiving CPUs and their shares of handshakes,
+each policy sends every receiving CPU's connections somewhere:
+
+* ``hash``: over all workers alike (today's ``il_inp[h % n]``);
+* ``exact``: to the workers on that very CPU, else over all workers (the
+  exact-claim predecessor: "the worker on this very CPU or the hash");
+* ``deal``: over the CPU's range of the dealt map (every worker tagged
+  with its CPU), else over all workers.
+
+A worker's class is the distance over which most of its connections
+arrive (ties go to the nearer class); a worker that gets nothing is
+``never``.  The expected cycles per request weigh each connection by the
+cost ladder of its own distance.
+
+:data:`DEFAULT_LADDER`: cycles per request relative to exact for exact,
+SMT sibling, same L3 and other L3 (seed 000, "The cost ladder, measured
+on this host": 1.00, about 1.00, about 1.00, 1.19 on a Ryzen 9 5950X).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+from . import model
+from .topology import Topology
+
+POLICIES = ("hash", "exact", "deal")
+DISTANCES = ("exact", "smt", "l3", "far")
+WORKER_CLASSES = DISTANCES + ("never",)
+DEFAULT_LADDER = (1.0, 1.0, 1.0, 1.19)
+
+DealFn = Callable[[Topology, Sequence[model.Tag], Mapping[int, int]],
+                  Optional[model.Deal]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Shares are exact fractions of all connections (they sum to 1).
+
+    ``per_worker[i]`` maps a distance class to worker ``i``'s share of
+    connections arriving over it; ``classes[i]`` is worker ``i``'s class.
+    """
+
+    policy: str
+    workers: Sequence[int]
+    per_worker: List[Dict[str, Fraction]]
+    classes: List[str]
+
+    def share(self, i: int) -> Fraction:
+        return sum(self.per_worker[i].values(), Fraction(0))
+
+    def by_class(self) -> Dict[str, Dict[str, object]]:
+        """Per worker class: number of workers and their connection share."""
+        out: Dict[str, Dict[str, object]] = {
+            c: {"workers": 0, "share": Fraction(0)} for c in WORKER_CLASSES}
+        for i, cls in enumerate(self.classes):
+            out[cls]["workers"] += 1
+            out[cls]["share"] += self.share(i)
+        return out
+
+    def by_distance(self) -> Dict[str, Fraction]:
+        """Share of connections travelling each distance."""
+        out = dict.fromkeys(DISTANCES, Fraction(0))
+        for per in self.per_worker:
+            for cls, v in per.items():
+                out[cls] += v
+        return out
+
+    def cycles(self, ladder: Sequence[float] = DEFAULT_LADDER) -> float:
+        """Expected cycles per request relative to all-exact."""
+        dist = self.by_distance()
+        return float(sum(dist[c] * Fraction(str(x))
+                         for c, x in zip(DISTANCES, ladder)))
+
+
+def outcome(topo: Topology, workers: Sequence[int], rx: Mapping[int, int],
+            policy: str, deal_fn: DealFn = model.deal) -> Outcome:
+    """Distribute connections received on ``rx`` (CPU -> relative count).
+
+    ``workers`` are CPUs, one worker each, in member order.  Raises
+    ValueError for an unknown policy, no workers or no receiving CPU.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}: one of {POLICIES}")
+    n = len(workers)
+    if n == 0:
+        raise ValueError("no workers")
+    total = sum(v for v in rx.values() if v > 0)
+    if total == 0:
+        raise ValueError("no receiving CPU with a positive count")
+    per: List[Dict[str, Fraction]] = [
+        dict.fromkeys(DISTANCES, Fraction(0)) for _ in workers]
+
+    def give(r: int, i: int, amount: Fraction) -> None:
+        per[i][topo.distance_class(r, workers[i])] += amount
+
+    d = None
+    if policy == "deal":
+        d = deal_fn(topo, [model.Tag(w) for w in workers], dict(rx))
+    for r, count in sorted(rx.items()):
+        if count <= 0:
+            continue
+        p = Fraction(count, total)
+        if policy == "exact" and r in workers:
+            mine = [i for i, w in enumerate(workers) if w == r]
+            for i in mine:
+                give(r, i, p / len(mine))
+        elif policy == "deal" and d is not None and r in d.ranges:
+            slots = d.slots_of(r)
+            for i in slots:
+                give(r, i, p / len(slots))
+        else:
+            for i in range(n):
+                give(r, i, p / n)
+
+    classes = []
+    for dist in per:
+        if not any(dist.values()):
+            classes.append("never")
+        else:
+            # max() keeps the first of equals: the nearer class wins ties.
+            classes.append(max(DISTANCES, key=lambda c: dist[c]))
+    return Outcome(policy, tuple(workers), per, classes)

@@ -1,0 +1,16 @@
+"""Shared fixtures and the hypothesis profiles.
+
+The ``ci`` profile (the default) runs every property with at least 1,000
+examples, as issue 2 asks; ``RXL_HYPOTHESIS=dev`` runs 100 for quick
+iterations.
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", max_examples=1000, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile(os.environ.get("RXL_HYPOTHESIS", "ci"))

@@ -1,0 +1,223 @@
+"""The seed's own numbers (seed 000), from both the C cores and the model.
+
+Every test runs twice, once per implementation: the kernel's C built in
+userspace (``c``) and the reference model (``model``).
+"""
+
+import pytest
+
+from rxl import core, model, outcomes, topology
+from rxl.model import Tag
+
+IMPLS = {"c": core, "model": model}
+
+
+@pytest.fixture(params=sorted(IMPLS))
+def impl(request):
+    return IMPLS[request.param]
+
+
+def ranges_of(d):
+    return {c: (off, cnt) for c, (off, cnt) in d.ranges.items()}
+
+
+def runs(slots):
+    """[0]*16 + [1]*16 -> [(0, 16), (1, 16)]"""
+    out = []
+    for m in slots:
+        if out and out[-1][0] == m:
+            out[-1] = (m, out[-1][1] + 1)
+        else:
+            out.append((m, 1))
+    return out
+
+
+# "What one group holds": members A=0, B=1, C=2, D=9, E untagged; counts
+# 100:100:50 summed over both windows; T = 16 x 5 = 80; supply 32/32/16.
+# CPU 9 must sit in another L3 than CPU 2: 2x4x2 has L3 groups 0-7, 8-15.
+SEED_TAGS = [Tag(0), Tag(1), Tag(2), Tag(9), Tag()]
+SEED_COUNTS = {0: 60 + 40, 2: 60 + 40, 4: 30 + 20}
+
+
+def test_eighty_slot_example(impl):
+    topo = topology.load("2x4x2")
+    assert topo.l3_of(9) is not topo.l3_of(2)
+    d = impl.deal(topo, SEED_TAGS, SEED_COUNTS)
+    assert d.total_slots == 80
+    assert ranges_of(d) == {0: (0, 32), 2: (32, 32), 4: (64, 16)}
+    assert runs(d.slots_of(0)) == [(0, 16), (1, 16)]    # A exact, B sibling
+    assert runs(d.slots_of(2)) == [(2, 16), (3, 16)]    # C exact, D other L3
+    assert runs(d.slots_of(4)) == [(4, 16)]             # E untagged
+    rings = model.ring_counts(topo, SEED_TAGS, d)
+    assert [r["exact"] for r in rings] == [16, 0, 16, 0, 0]
+    assert rings[1]["smt"] == 16
+    assert rings[3]["far"] == 16
+    assert rings[4]["any"] == 16
+
+
+def test_eighty_slot_lookups(impl):
+    """cpu0 -> A,B; cpu2 -> C,D; cpu4 -> E; CPUs 1, 3, 5-9: hash over all."""
+    topo = topology.load("2x4x2")
+    raw = core.deal_raw(core.CTopology(topo), SEED_TAGS, SEED_COUNTS) \
+        if impl is core else model.deal(topo, SEED_TAGS, SEED_COUNTS)
+    for h in (0, 1, 2**31 - 1, 2**31, 2**32 - 1, 0x9E3779B9):
+        m, steered = impl.select(raw, 5, 0, h)
+        assert steered and m == (0 if h < 2**31 else 1)
+        m, steered = impl.select(raw, 5, 2, h)
+        assert steered and m == (2 if h < 2**31 else 3)
+        assert impl.select(raw, 5, 4, h) == (4, True)
+        for cpu in (1, 3, 5, 6, 7, 8, 9):
+            assert impl.select(raw, 5, cpu, h) == (h % 5, False)
+
+
+def test_spread_5950x(impl):
+    """Interrupt set {0, 2, ..., 30}: order 0, 16, 2, 18, 4, 20, 6, 22."""
+    topo = topology.load("ryzen-5950x")
+    order = impl.spread_order(topo, list(range(0, 32, 2)))
+    assert order[:8] == [0, 16, 2, 18, 4, 20, 6, 22]
+    assert sorted(order) == list(range(0, 32, 2))
+
+
+def test_spread_single_l3_is_numeric(impl):
+    topo = topology.load("1x8x2")
+    assert impl.spread_order(topo, [14, 2, 0, 6]) == [0, 2, 6, 14]
+
+
+def test_spread_stays_in_local_domain(impl):
+    """Two sockets, NIC local to socket 1: all of socket 1 first."""
+    topo = topology.load("xeon-e5-2470v2-2s")
+    local = list(range(20, 40))
+    order = impl.spread_order(topo, list(range(0, 40, 2)), local)
+    assert order[:10] == list(range(20, 40, 2))
+    assert order[10:] == list(range(0, 20, 2))
+
+
+def test_spread_guest_two_queues_cover_both_sockets(impl):
+    """issue 4's guest: 2 sockets x 2 cores x 2 threads, intr set {0,2,4,6}:
+    numeric gives rxq0, rxq1 = 0, 2 (socket 0 only); spread gives 0, 4."""
+    topo = topology.load("qemu-2s")
+    assert impl.spread_order(topo, [0, 2, 4, 6])[:2] == [0, 4]
+
+
+# "Thirty-two workers, four ways" on the Ryzen 9 5950X.
+CCD0_QUEUES = list(range(0, 16, 2))
+SPREAD_QUEUES = [0, 16, 2, 18, 4, 20, 6, 22]
+
+
+def classes(impl, rx, policy):
+    topo = topology.load("ryzen-5950x")
+    o = outcomes.outcome(topo, list(range(32)), {c: 1 for c in rx}, policy,
+                         impl.deal)
+    return {c: v["workers"] for c, v in o.by_class().items() if v["workers"]}
+
+
+def test_four_ways_hash(impl):
+    assert classes(impl, CCD0_QUEUES, "hash") == {"l3": 16, "far": 16}
+
+
+def test_four_ways_exact(impl):
+    assert classes(impl, CCD0_QUEUES, "exact") == {"exact": 8, "never": 24}
+
+
+def test_four_ways_deal_on_ccd0(impl):
+    assert classes(impl, CCD0_QUEUES, "deal") == \
+        {"exact": 8, "smt": 8, "far": 16}
+
+
+def test_four_ways_deal_and_spread(impl):
+    assert classes(impl, SPREAD_QUEUES, "deal") == \
+        {"exact": 8, "smt": 8, "l3": 16}
+
+
+def test_cost_ladder_expectations(impl):
+    """win = (cross-CCD share under the hash) x 19%: half the connections
+    cross under the hash, none with deal + spread."""
+    topo = topology.load("ryzen-5950x")
+    w = list(range(32))
+    rx = {c: 1 for c in SPREAD_QUEUES}
+    h = outcomes.outcome(topo, w, rx, "hash", impl.deal)
+    d = outcomes.outcome(topo, w, rx, "deal", impl.deal)
+    assert h.cycles() == pytest.approx(1 + 0.5 * 0.19)
+    assert d.cycles() == pytest.approx(1.0)
+
+
+def test_each_receive_cpu_supplies_64_of_512(impl):
+    """Spread + deal: 16 to itself, 16 to its sibling, 32 to the first two
+    same-L3 workers still owed ("core 4: 8 from 0, 9 from 0")."""
+    topo = topology.load("ryzen-5950x")
+    tags = [Tag(c) for c in range(32)]
+    d = impl.deal(topo, tags, {c: 1 for c in SPREAD_QUEUES})
+    assert d.total_slots == 512
+    assert {c: cnt for c, (_, cnt) in d.ranges.items()} == \
+        {c: 64 for c in SPREAD_QUEUES}
+    for i, rx in enumerate(sorted(SPREAD_QUEUES)):
+        base = 0 if rx < 16 else 16
+        k = (rx - base) // 2                     # k-th queue of its CCD
+        extra = base + 8 + 2 * k                 # first two still owed
+        assert runs(d.slots_of(rx)) == [(rx, 16), (rx + 1, 16),
+                                        (extra, 16), (extra + 1, 16)]
+
+
+def test_one_queue_thirty_two_workers(impl):
+    """All thirty-two are dealt from that CPU: the hash's distribution."""
+    topo = topology.load("ryzen-5950x")
+    d = impl.deal(topo, [Tag(c) for c in range(32)], {0: 12345})
+    assert d.ranges == {0: (0, 512)}
+    assert sorted(runs(d.slots_of(0))) == [(m, 16) for m in range(32)]
+    o = outcomes.outcome(topo, list(range(32)), {0: 1}, "deal", impl.deal)
+    assert all(o.share(i) == o.share(0) for i in range(32))
+
+
+def test_duplicates_covered(impl):
+    """Two members on one CPU: both filled from it when its supply covers
+    them."""
+    topo = topology.load("2x4x2")
+    d = impl.deal(topo, [Tag(0), Tag(0), Tag(2), Tag()], {0: 1, 2: 1})
+    assert runs(d.slots_of(0)) == [(0, 16), (1, 16)]
+    assert runs(d.slots_of(2)) == [(2, 16), (3, 16)]
+
+
+def test_duplicates_short(impl):
+    """Otherwise the later one takes its quota from the next ring."""
+    topo = topology.load("2x4x2")
+    tags = [Tag(0), Tag(0), Tag(1), Tag(2)]
+    d = impl.deal(topo, tags, {0: 1, 2: 3})
+    assert d.ranges == {0: (0, 16), 2: (16, 48)}
+    assert runs(d.slots_of(0)) == [(0, 16)]
+    # Ring 0 of CPU 2 pays member 3; its L3 ring pays members 1 and 2.
+    assert runs(d.slots_of(2)) == [(3, 16), (1, 16), (2, 16)]
+    rings = model.ring_counts(topo, tags, d)
+    assert rings[1] == {"exact": 0, "smt": 0, "l3": 16, "far": 0, "any": 0}
+
+
+def test_trickle_cpu(impl):
+    """A trickle CPU supplies a trickle; its worker gets the rest elsewhere."""
+    topo = topology.load("2x4x2")
+    tags = [Tag(0), Tag(2), Tag(4)]
+    d = impl.deal(topo, tags, {0: 1000, 2: 1})
+    assert d.ranges == {0: (0, 47), 2: (47, 1)}
+    assert d.slots_of(2) == (1,)
+    assert runs(d.slots_of(0)) == [(0, 16), (1, 15), (2, 16)]
+
+
+def test_no_tagged_member_builds_no_map(impl):
+    topo = topology.load("2x4x2")
+    assert impl.deal(topo, [Tag(), Tag()], {0: 5}) is None
+
+
+def test_learned_tags_without_counts_build_no_map(impl):
+    """NIC without hashes, workers pinned and captured: nothing is learned,
+    no map, the hash distributes."""
+    topo = topology.load("2x4x2")
+    assert impl.deal(topo, [Tag(0, True), Tag(1, True)], {}) is None
+
+
+def test_explicit_tags_stand_in(impl):
+    """Nothing counted: each explicitly tagged CPU counts one."""
+    topo = topology.load("2x4x2")
+    d = impl.deal(topo, SEED_TAGS, {})
+    assert {c: cnt for c, (_, cnt) in d.ranges.items()} == \
+        {0: 20, 1: 20, 2: 20, 9: 20}
+    # Each pays its own member 16, and the untagged E 4 in the last ring.
+    for cpu, m in ((0, 0), (1, 1), (2, 2), (9, 3)):
+        assert runs(d.slots_of(cpu)) == [(m, 16), (4, 4)]

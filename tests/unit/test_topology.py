@@ -1,0 +1,78 @@
+"""Topologies: built-ins, LxCxT, kern.sched.topology_spec XML, CPU lists."""
+
+from pathlib import Path
+
+import pytest
+
+from rxl import topology
+from rxl.topology import TopologyError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
+
+
+def test_builtins_numbering():
+    r = topology.load("ryzen-5950x")
+    assert r.cpus == tuple(range(32))
+    assert [g.cpus for g in r.root.children] == [tuple(range(16)),
+                                                 tuple(range(16, 32))]
+    assert r.enclosing(5)[0].cpus == (4, 5)        # core 2: CPUs 4, 5
+    x = topology.load("xeon-e5-2470v2-2s")
+    assert len(x.cpus) == 40 and x.l3_of(19).cpus == tuple(range(20))
+    q = topology.load("qemu-2s")
+    assert q.cpus == tuple(range(8)) and q.l3_of(4).cpus == (4, 5, 6, 7)
+
+
+def test_rings_and_classes():
+    r = topology.load("ryzen-5950x")
+    assert r.ring(2, 2) == 0 and r.distance_class(2, 2) == "exact"
+    assert r.ring(2, 3) == 1 and r.distance_class(2, 3) == "smt"
+    assert r.ring(2, 9) == 2 and r.distance_class(2, 9) == "l3"
+    assert r.ring(2, 17) == 3 and r.distance_class(2, 17) == "far"
+    assert r.ring(2, None) is None and r.distance_class(2, None) == "any"
+
+
+def test_xml_round_trip():
+    q = topology.load("qemu-2s")
+    back = topology.parse_spec(q.to_xml())
+    assert back.root == q.root
+
+
+def test_guest_spec_from_console(tmp_path):
+    """A topology_spec in the form sched_ule.c prints, for the guest of issue
+    4 (two NUMA nodes, each one L3 of two SMT pairs), with console noise."""
+    text = (DATA / "qemu-2s-numa.xml").read_text()
+    t = topology.parse_spec("login: junk\n" + text + "\n# done\n")
+    assert t.cpus == tuple(range(8))
+    assert [g.cpus for g in t.root.children] == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert t.distance_class(0, 1) == "smt"
+    assert t.distance_class(0, 2) == "l3"
+    assert t.distance_class(0, 4) == "far"
+
+
+@pytest.mark.parametrize("text, msg", [
+    ('<groups><group level="1"><cpu>0</group></groups>', "unparseable"),
+    ("nothing here", "no <group>"),
+    ('<group level="1" cache-level="0"><cpu count="3">0, 1</cpu></group>',
+     "lists 2 CPUs"),
+    ('<group level="1" cache-level="0"><cpu count="2">0, 1</cpu><children>'
+     '<group level="2" cache-level="3"><cpu count="1">0</cpu></group>'
+     '</children></group>', "partition"),
+])
+def test_bad_xml(text, msg):
+    with pytest.raises(TopologyError, match=msg):
+        topology.parse_spec(text)
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(TopologyError, match="unknown topology"):
+        topology.load("no-such-host")
+    with pytest.raises(TopologyError, match="positive"):
+        topology.load("0x4x2")
+
+
+def test_cpu_lists():
+    assert topology.parse_cpu_list("0-30:2")[:3] == [0, 2, 4]
+    assert topology.parse_cpu_list("3,1,5-6") == [3, 1, 5, 6]
+    for bad in ("1,,2", "a", "5-3", "1,1"):
+        with pytest.raises(TopologyError):
+            topology.parse_cpu_list(bad)
