@@ -1,0 +1,179 @@
+"""``rxl bench``: benchmarks that run on the build host."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from rxl.bench import accept as A
+
+
+@click.group("bench")
+def bench():
+    """Benchmarks that run on this machine (no guest needed)."""
+
+
+def _echo_tables(summaries, use_rich: bool) -> None:
+    shead = list(A.SUMMARY_COLUMNS)
+    srows = A.summary_rows(summaries)
+    dhead = ["setup", "accepts by registration rank: mean (min-max)",
+             "median run"]
+    drows = A.distribution_rows(summaries)
+    if use_rich:
+        try:
+            from rich.console import Console
+            from rich.table import Table
+        except ImportError:
+            use_rich = False
+    if not use_rich:
+        click.echo(A.plain_table(shead, srows))
+        click.echo("")
+        click.echo(A.plain_table(dhead, drows))
+    else:
+        from rich.text import Text
+
+        # Wide enough for eight workers' cells when stdout is not a tty;
+        # Text() because "[u]" and "[E]" would otherwise be markup.
+        con = Console(width=None if sys.stdout.isatty() else 200)
+        for head, rows in ((shead, srows), (dhead, drows)):
+            t = Table(show_edge=False, pad_edge=False)
+            for h in head:
+                t.add_column(h, overflow="fold")
+            for r in rows:
+                t.add_row(*(Text(c) for c in r))
+            con.print(t)
+    for note in A.COLUMN_NOTES:
+        click.echo("  " + note)
+    click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "
+               "listener, [k] killed worker.")
+
+
+@bench.command("accept")
+@click.option("--setup", "setups", multiple=True,
+              type=click.Choice(list(A.SETUPS)),
+              help="Setup to measure; repeatable. Default: all seven.")
+@click.option("--workers", type=int, default=A.DEFAULT_WORKERS,
+              show_default=True, help="Worker processes.")
+@click.option("--connections", type=int, default=A.DEFAULT_CONNECTIONS,
+              show_default=True, help="Connections per run.")
+@click.option("--spacing-ms", type=float, default=A.DEFAULT_SPACING_MS,
+              show_default=True, help="Gap between connections, ms.")
+@click.option("--repetitions", type=int, default=A.DEFAULT_REPETITIONS,
+              show_default=True, help="Runs per setup.")
+@click.option("--work-ms", "work_ms", type=float, multiple=True,
+              help="Fake work per accept, ms (sleep); repeatable to make a "
+                   "matrix. Default 0.")
+@click.option("--order", default="forward", show_default=True,
+              help="Registration order: forward, reverse, or worker ids "
+                   "'3,1,0,2'.")
+@click.option("--kill-first-at", type=int, default=None,
+              help="SIGKILL the first registrant after this many "
+                   "connections.")
+@click.option("--reorder-every", type=int, default=A.DEFAULT_REORDER_EVERY,
+              show_default=True, help="reorder16: accepts between DEL+ADD.")
+@click.option("--pin/--no-pin", default=True, show_default=True,
+              help="Pin the worker of rank r to CPU r mod ncpu.")
+@click.option("--client-cpu", type=click.Choice(["rotate", "free"]),
+              default="rotate", show_default=True,
+              help="rotate: the client connects from CPU i mod ncpu for "
+                   "connection i, so handshakes land on every CPU.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON document instead of the tables.")
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True),
+              default=None, help="Write per-worker shares to this PNG "
+                                 "(needs matplotlib).")
+@click.option("--raw-dir", type=click.Path(file_okay=False), default=None,
+              help="Also keep each run's server JSON in this directory.")
+@click.option("--build-dir", type=click.Path(file_okay=False), default=None,
+              help="Where to cache the compiled server "
+                   "(default $RXL_BUILD_DIR/bench or build/bench).")
+@click.option("--cc", default="cc", show_default=True, help="C compiler.")
+@click.option("--plain", is_flag=True, help="Plain-text tables, no rich.")
+@click.option("--dry-run", is_flag=True,
+              help="Print the cc command and every server argv; run "
+                   "nothing.")
+def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
+               work_ms, order, kill_first_at, reorder_every, pin, client_cpu,
+               as_json, plot, raw_dir, build_dir, cc, plain, dry_run):
+    """Accept distribution of EPOLLEXCLUSIVE and SO_REUSEPORT setups.
+
+    Compiles acceptd.c (cached), runs each setup REPETITIONS times on
+    127.0.0.1, and prints per setup the wakeups, empty wakeups, CPU time and
+    the distribution of accepts in registration order (seed 004's table).
+    """
+    try:
+        _accept(setups or tuple(A.SETUPS), workers, connections, spacing_ms,
+                repetitions, work_ms or (A.DEFAULT_WORK_MS,), order,
+                kill_first_at, reorder_every, pin, client_cpu, as_json, plot,
+                raw_dir, build_dir, cc, plain, dry_run)
+    except A.BenchError as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _accept(setups, workers, connections, spacing_ms, repetitions, works,
+            order, kill_first_at, reorder_every, pin, client_cpu, as_json,
+            plot, raw_dir, build_dir, cc, plain, dry_run):
+    if repetitions < 1:
+        raise A.BenchError(f"--repetitions must be >= 1, got {repetitions}")
+    if not 1 <= workers <= A.MAX_WORKERS:
+        raise A.BenchError(f"--workers must be 1..{A.MAX_WORKERS}, "
+                           f"got {workers}")
+    if "incoming-cpu" in setups and workers < 2:
+        raise A.BenchError("incoming-cpu needs --workers >= 2 (one "
+                           "listener stays untagged)")
+    cfgs = [A.RunConfig(workers=workers, connections=connections,
+                        spacing_ms=spacing_ms, work_ms=w,
+                        order=A.parse_order(order, workers),
+                        kill_first_at=kill_first_at,
+                        reorder_every=reorder_every, pin=pin,
+                        client_rotate=client_cpu == "rotate")
+            for w in works]
+    for c in cfgs:
+        c.validate()
+    if not dry_run:
+        A.check_platform(setups)
+    bdir = Path(build_dir) if build_dir else A.default_build_dir()
+    binary = A.ensure_built(bdir, cc=cc, dry_run=dry_run, echo=click.echo)
+    summaries = []
+    for cfg in cfgs:
+        for setup in setups:
+            argv = A.server_argv(binary, setup, cfg)
+            if dry_run:
+                for _ in range(repetitions):
+                    click.echo(shlex.join(argv))
+                continue
+            runs = []
+            for rep in range(repetitions):
+                out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
+                if raw_dir:
+                    d = Path(raw_dir)
+                    d.mkdir(parents=True, exist_ok=True)
+                    (d / f"{setup}-work{cfg.work_ms:g}-r{rep}.json"
+                     ).write_text(out)
+                run = A.parse_run(out)
+                runs.append(run)
+                if not as_json:
+                    click.echo(f"{setup} work={cfg.work_ms:g}ms run "
+                               f"{rep + 1}/{repetitions}: {run.accepts}",
+                               err=True)
+            summaries.append(A.summarise(runs))
+    if dry_run:
+        return
+    config = {"workers": workers, "connections": connections,
+              "spacing_ms": spacing_ms, "repetitions": repetitions,
+              "work_ms": list(works), "order": order,
+              "kill_first_at": kill_first_at,
+              "reorder_every": reorder_every, "pin": pin,
+              "client_cpu": client_cpu, "argv": sys.argv[1:]}
+    if as_json:
+        click.echo(json.dumps(A.results_json(summaries, config), indent=1))
+    else:
+        _echo_tables(summaries, use_rich=not plain)
+    if plot:
+        A.plot_shares(summaries, plot)
+        if not as_json:
+            click.echo(f"plot: {plot}")

@@ -1,0 +1,250 @@
+"""rxl bench accept: pure parts on recorded runs, plus one short live run.
+
+The recorded runs under tests/data/bench/ were produced by acceptd itself on
+the 2-core Linux build host (see README there); the live test compiles the
+server into a temporary build dir and runs 2 workers x 40 connections.
+"""
+
+import json
+import platform
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.bench import accept as A
+from rxl.bench.cli import bench
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "bench"
+
+
+def load(name):
+    return A.parse_run((DATA / name).read_text())
+
+
+# ------------------------------------------------------------- parsing
+
+
+def test_parse_exclusive_recorded():
+    r = load("exclusive-w4-n60-r0.json")
+    assert r.setup == "exclusive" and r.workers == 4
+    assert r.order == [0, 1, 2, 3]
+    assert len(r.accepts) == len(r.wakeups) == len(r.empty_wakeups) == 4
+    assert len(r.cpu_ms) == 4 and all(c >= 0 for c in r.cpu_ms)
+    assert sum(r.accepts) == r.accepted == r.connect_ok == 60
+    # The first registrant took everything at zero work (seed 004).
+    assert r.accepts[0] == 60 and r.share(0) == 1.0
+    assert r.exclusive == [True] * 4
+    assert r.lost == 0
+
+
+def test_parse_noflag_recorded_has_herd():
+    r = load("noflag-w4-n60-r0.json")
+    assert sum(r.accepts) == 60
+    # Every worker sleeps on every connection: the herd shows in vcsw.
+    assert all(v >= 60 for v in r.vcsw)
+    assert sum(r.wakeups) >= sum(r.accepts)
+    assert all(e <= w for e, w in zip(r.empty_wakeups, r.wakeups))
+    assert r.exclusive == [False] * 4
+
+
+def test_parse_reverse_order_and_kill():
+    r = load("exclusive-reverse-kill30-w4-n60.json")
+    assert r.order == [3, 2, 1, 0]
+    assert r.killed == [True, False, False, False]
+    assert r.raw["kill_at"] == 30
+    # The monopoly moves one seat: rank 0 until the kill, rank 1 after.
+    assert r.accepts[0] == 30 and r.accepts[1] == 30
+
+
+def test_parse_incoming_cpu_untagged_starves():
+    r = load("incoming-cpu-w4-n60-r0.json")
+    assert r.tagged == [True, True, True, False]
+    assert r.accepts[3] == 0
+    assert sum(r.local) == sum(r.accepts) == 60
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("not json", "not JSON"),
+    ('{"tool": "other"}', "not an acceptd"),
+    ('{"tool": "acceptd", "version": 2}', "version"),
+    ('{"tool": "acceptd", "version": 1, "workers": 2, '
+     '"per_worker": [{}]}', "does not match"),
+])
+def test_parse_rejects(text, msg):
+    with pytest.raises(A.BenchError, match=msg):
+        A.parse_run(text)
+
+
+def test_parse_rejects_rank_order():
+    d = json.loads((DATA / "exclusive-w4-n60-r0.json").read_text())
+    d["per_worker"].reverse()
+    with pytest.raises(A.BenchError, match="rank order"):
+        A.parse_run(json.dumps(d))
+    d["per_worker"].reverse()
+    del d["per_worker"][2]["cpu_ms"]
+    with pytest.raises(A.BenchError, match="worker 2 lacks cpu_ms"):
+        A.parse_run(json.dumps(d))
+
+
+# --------------------------------------------------------- summarising
+
+
+def test_summarise_two_noflag_runs():
+    runs = [load("noflag-w4-n60-r0.json"), load("noflag-w4-n60-r1.json")]
+    s = A.summarise(runs)
+    assert s.label == "noflag"
+    assert s.accepts.mean == 60 and s.accepts.lo == s.accepts.hi == 60
+    wk = [sum(r.wakeups) for r in runs]
+    assert s.wakeups.mean == pytest.approx(sum(wk) / 2)
+    assert (s.wakeups.lo, s.wakeups.hi) == (min(wk), max(wk))
+    for i, st in enumerate(s.per_rank):
+        vals = [r.accepts[i] for r in runs]
+        assert (st.lo, st.hi) == (min(vals), max(vals))
+    assert sum(st.mean for st in s.per_rank) == pytest.approx(60)
+    assert s.median_run in runs
+    assert 0.25 <= s.top_share.mean <= 1.0
+
+
+def test_summarise_rejects_mixed_and_empty():
+    with pytest.raises(A.BenchError):
+        A.summarise([])
+    with pytest.raises(A.BenchError, match="different setups"):
+        A.summarise([load("noflag-w4-n60-r0.json"),
+                     load("exclusive-w4-n60-r0.json")])
+
+
+def test_stat_fmt():
+    assert A.Stat.of([1, 2, 3]).fmt() == "2 (1-3)"
+    assert A.Stat.of([5, 5]).fmt() == "5"
+    assert A.Stat.of([0.5, 1.0]).fmt(1, pct=True) == "75.0% (50.0-100.0)"
+
+
+def test_tables_and_json_shape():
+    s = A.summarise([load("exclusive-w4-n60-r0.json")])
+    rows = A.summary_rows([s])
+    assert rows[0][0] == "exclusive" and rows[0][6] == "100.0%"
+    text = A.plain_table(A.SUMMARY_COLUMNS, rows)
+    assert text.splitlines()[0].startswith("setup")
+    drows = A.distribution_rows([s])
+    assert drows[0][2] == "[60, 0, 0, 0]"
+    doc = A.results_json([s], {"workers": 4})
+    run = doc["results"][0]["runs"][0]
+    for key in ("accepts", "wakeups", "empty_wakeups", "cpu_ms"):
+        assert len(run[key]) == 4
+    assert run["accepts"] == [60, 0, 0, 0]
+    json.dumps(doc)
+
+
+# ------------------------------------------------------ argv and build
+
+
+def test_server_argv_and_validation(tmp_path):
+    cfg = A.RunConfig(workers=4, connections=60, spacing_ms=2, work_ms=5,
+                      order=A.parse_order("reverse", 4), kill_first_at=30)
+    argv = A.server_argv(tmp_path / "acceptd", "reorder16", cfg)
+    assert argv[1:3] == ["-m", "reorder16"]
+    assert argv[argv.index("-s") + 1] == "2000"
+    assert argv[argv.index("-t") + 1] == "5000"
+    assert argv[argv.index("-o") + 1] == "3,2,1,0"
+    assert argv[argv.index("-k") + 1] == "30"
+    assert "-p" in argv and "-c" in argv
+    assert int(argv[argv.index("-d") + 1]) >= 60 * 2 + A.DEADLINE_SLACK_MS
+    with pytest.raises(A.BenchError, match="unknown setup"):
+        A.server_argv("x", "nope", cfg)
+    with pytest.raises(A.BenchError, match="kill-first-at"):
+        A.RunConfig(connections=10, kill_first_at=10).validate()
+    with pytest.raises(A.BenchError, match="workers"):
+        A.RunConfig(workers=0).validate()
+
+
+def test_parse_order():
+    assert A.parse_order("forward", 3) is None
+    assert A.parse_order("reverse", 3) == (2, 1, 0)
+    assert A.parse_order("1,0,2", 3) == (1, 0, 2)
+    for bad in ("1,1,2", "0,1", "a,b,c"):
+        with pytest.raises(A.BenchError, match="--order"):
+            A.parse_order(bad, 3)
+
+
+def test_binary_path_tracks_source(tmp_path):
+    src = tmp_path / "s.c"
+    src.write_text("int main(void){return 0;}\n")
+    a = A.binary_path(tmp_path, src)
+    assert a == A.binary_path(tmp_path, src)
+    src.write_text("int main(void){return 1;}\n")
+    assert A.binary_path(tmp_path, src) != a
+
+
+def test_check_platform():
+    A.check_platform(A.SETUPS, system="Linux")
+    A.check_platform(["reuseport", "noflag"], system="FreeBSD")
+    with pytest.raises(A.BenchError, match="need Linux"):
+        A.check_platform(["exclusive"], system="FreeBSD")
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_dry_run(tmp_path):
+    res = CliRunner().invoke(bench, [
+        "accept", "--dry-run", "--build-dir", str(tmp_path),
+        "--setup", "exclusive", "--setup", "reuseport",
+        "--repetitions", "2", "--work-ms", "0", "--work-ms", "5"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    assert lines[0].startswith("cc ") and "-Werror" in lines[0]
+    assert len(lines) == 1 + 2 * 2 * 2
+    assert sum("-m exclusive" in x for x in lines) == 4
+    assert not any(tmp_path.iterdir())      # nothing built
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--workers", "0"], "--workers"),
+    (["--connections", "10", "--kill-first-at", "10"], "--kill-first-at"),
+    (["--order", "0,0"], "--order"),
+    (["--repetitions", "0"], "--repetitions"),
+])
+def test_cli_bad_input_one_line(tmp_path, args, msg):
+    res = CliRunner().invoke(bench, ["accept", "--dry-run", "--build-dir",
+                                     str(tmp_path), *args])
+    assert res.exit_code != 0
+    err = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert len(err) == 1 and msg in err[0]
+
+
+# ------------------------------------------------------------ live run
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or not shutil.which("cc"),
+                    reason="needs Linux and cc")
+def test_live_short_run(tmp_path):
+    res = CliRunner().invoke(bench, [
+        "accept", "--json", "--build-dir", str(tmp_path),
+        "--workers", "2", "--connections", "40", "--repetitions", "1",
+        "--setup", "reuseport", "--setup", "exclusive"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert [r["setup"] for r in doc["results"]] == ["reuseport",
+                                                     "exclusive"]
+    for r in doc["results"]:
+        (run,) = r["runs"]
+        assert sum(run["accepts"]) == 40
+        assert sum(run["wakeups"]) >= sum(run["accepts"])
+        assert len(run["cpu_ms"]) == 2
+    excl = doc["results"][1]["runs"][0]
+    # The first registrant stays ahead under EPOLLEXCLUSIVE (seed 004:
+    # in every one of its 18 zero-work runs, loaded or not).
+    assert excl["accepts"][0] > excl["accepts"][1]
+    # Built once, cached under the hash of the source.
+    assert len(list(tmp_path.glob("acceptd-*"))) == 1
+
+
+def test_plot_writes_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    runs = [load("noflag-w4-n60-r0.json"), load("noflag-w4-n60-r1.json")]
+    out = tmp_path / "shares.png"
+    A.plot_shares([A.summarise(runs),
+                   A.summarise([load("exclusive-w4-n60-r0.json")])], out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
