@@ -1,0 +1,207 @@
+"""Stage the guest root: a host directory QEMU serves as a FAT disk.
+
+Layout (what the guest sees on ``/dev/ada0s1``, msdosfs)::
+
+    efi/boot/BOOTx64.EFI   loader_simp.efi (UEFI default boot path)
+    boot/loader.rc         templates/loader.rc.j2: root, tunables, boot
+    boot/kernel/kernel     the kernel under test
+    etc/rc                 templates/rc.j2: the work, sentinels, poweroff
+    bin, sbin, usr/bin, libexec, lib, usr/lib: programs and their NEEDED libs
+    rxl/tests/<prog>       ATF test programs
+    dev/ tmp/              mount point for devfs; scratch for the tests
+
+FAT has no symlinks and no modes: every file is a plain copy (msdosfs shows
+them executable). Nothing here deletes anything outside ``root``; a restage
+replaces files inside ``root`` only.
+
+The pure part is :func:`plan_root` (a list of copy / write actions) and the
+template renderers; :func:`stage_root` carries a plan out.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import jinja2
+
+from rxl.parse import MARK
+
+TEMPLATES = Path(__file__).with_name("templates")
+#: Root device of the FAT disk on q35's AHCI port 0 (measured: ada0, slice 1).
+ROOTDEV = "ada0s1"
+#: Seconds one ATF case may run in the guest before timeout(1) kills it.
+#: TCG is slow: so_reuseport_lb's 2 x 1000-connection loops need tens of s.
+DEFAULT_CASE_TIMEOUT = 300
+#: sysctls printed by /etc/rc next to the topology (one-line values only).
+DEFAULT_SYSCTLS: Tuple[str, ...] = (
+    "kern.ostype", "kern.osrelease", "kern.ident", "hw.ncpu", "vm.ndomains",
+    "kern.smp.cpus", "kern.smp.threads_per_core", "kern.smp.cores",
+    "net.isr.dispatch", "net.isr.maxthreads", "net.isr.bindthreads",
+)
+#: Library search path in the guest, as rtld's default (lib before usr/lib).
+GUEST_LIBDIRS = ("/lib", "/usr/lib")
+#: Upper bound QEMU's vvfat handles comfortably (ci-qemu-test.sh: ~500 MB).
+FAT_LIMIT_BYTES = 500 * 1024 * 1024
+
+
+class ImageError(RuntimeError):
+    """A guest root that cannot be staged (missing input, too large, bad lib)."""
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+
+def render_loader_rc(tunables: Mapping[str, str] = (), *, rootdev: str = ROOTDEV,
+                     boot_verbose: bool = False) -> str:
+    """Text of ``/boot/loader.rc`` for loader_simp (``set`` lines, then ``boot``).
+
+    ``tunables``: kenv name -> value (e.g. ``{"hw.iflib.core_spread": "1"}``).
+    Raises ValueError for names or values with whitespace (the simple
+    interpreter splits on it).
+    """
+    items = sorted(dict(tunables).items())
+    for k, v in items:
+        if not k or any(c.isspace() for c in k + str(v)):
+            raise ValueError(f"loader tunable {k!r}={v!r}: no whitespace allowed")
+    return _env().get_template("loader.rc.j2").render(
+        rootdev=rootdev, tunables=items, boot_verbose=boot_verbose)
+
+
+def render_rc(label: str, programs: Sequence[str], *,
+              case_timeout: int = DEFAULT_CASE_TIMEOUT,
+              sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True) -> str:
+    """Text of the guest's ``/etc/rc``.
+
+    ``programs``: guest paths of ATF test programs, run case by case.
+    ``case_timeout``: seconds per case (timeout(1)). Raises ValueError on a
+    label or path with whitespace (they are words in the sentinel lines).
+    """
+    for word in [label, *programs, *sysctls]:
+        if not word or any(c.isspace() for c in word):
+            raise ValueError(f"rc: {word!r} must be a non-empty word without whitespace")
+    if case_timeout < 1:
+        raise ValueError(f"rc: case_timeout must be >= 1 s, got {case_timeout}")
+    return _env().get_template("rc.j2").render(
+        label=label, programs=list(programs), case_timeout=case_timeout,
+        sysctls=list(sysctls), poweroff=poweroff, mark=MARK)
+
+
+@dataclass(frozen=True)
+class Action:
+    """Put ``data`` (text) or a copy of ``source`` at ``dest`` (relative to root)."""
+
+    dest: str
+    source: Optional[str] = None
+    data: Optional[str] = None
+
+
+def plan_root(*, loader_efi: str, kernel: str, programs: Mapping[str, str],
+              libs: Mapping[str, str], tests: Mapping[str, str], loader_rc: str,
+              rc: str) -> List[Action]:
+    """The actions that build a guest root. Pure.
+
+    ``programs`` / ``libs`` / ``tests``: guest path -> host path (tests are
+    usually ``/rxl/tests/<name>``). Raises ImageError on a guest path that
+    is not absolute or that two inputs claim.
+    """
+    acts = [Action("efi/boot/BOOTx64.EFI", source=loader_efi),
+            Action("boot/kernel/kernel", source=kernel),
+            Action("boot/loader.rc", data=loader_rc),
+            Action("etc/rc", data=rc),
+            Action("dev/", data=None), Action("tmp/", data=None)]
+    seen = {a.dest for a in acts}
+    for mapping in (programs, libs, tests):
+        for guest, host in sorted(mapping.items()):
+            if not guest.startswith("/"):
+                raise ImageError(f"guest path {guest!r} is not absolute")
+            rel = guest.lstrip("/")
+            if rel in seen:
+                raise ImageError(f"guest path {guest} given twice")
+            seen.add(rel)
+            acts.append(Action(rel, source=host))
+    return acts
+
+
+def readelf_needed(path: str, readelf: str = "llvm-readelf-16") -> List[str]:
+    """DT_NEEDED sonames of an ELF file (empty for static). Raises ImageError if unreadable."""
+    tool = shutil.which(readelf) or shutil.which("llvm-readelf") or shutil.which("readelf")
+    if not tool:
+        raise ImageError("no readelf (install llvm-16: apt-get install -y llvm-16)")
+    p = subprocess.run([tool, "-d", path], capture_output=True, text=True)
+    if p.returncode:
+        raise ImageError(f"readelf {path}: {p.stderr.strip().splitlines()[-1:]}")
+    out = []
+    for line in p.stdout.splitlines():
+        if "(NEEDED)" in line and "[" in line:
+            out.append(line.rsplit("[", 1)[1].rstrip("]").strip())
+    return out
+
+
+def resolve_libs(binaries: Iterable[str], sysroot: str,
+                 needed: Callable[[str], List[str]] = readelf_needed) -> Dict[str, str]:
+    """Closure of NEEDED libraries: guest path -> host path under ``sysroot``.
+
+    Looks in ``<sysroot>/lib`` then ``<sysroot>/usr/lib`` (rtld's default
+    order). Raises ImageError naming the first soname not found.
+    """
+    found: Dict[str, str] = {}
+    todo = list(binaries)
+    done = set()
+    while todo:
+        b = todo.pop()
+        if b in done:
+            continue
+        done.add(b)
+        for soname in needed(b):
+            if any(g.endswith("/" + soname) for g in found):
+                continue
+            for d in GUEST_LIBDIRS:
+                host = Path(sysroot) / d.lstrip("/") / soname
+                if host.exists():
+                    found[f"{d}/{soname}"] = str(host.resolve())
+                    todo.append(str(host.resolve()))
+                    break
+            else:
+                raise ImageError(f"{b} needs {soname}, not found under {sysroot}/lib or /usr/lib")
+    return found
+
+
+def stage_root(root: str, actions: Sequence[Action], *, entropy: bool = True) -> dict:
+    """Carry out ``actions`` under ``root``; returns ``{"files": n, "bytes": total}``.
+
+    Raises ImageError for a missing source or a root above
+    :data:`FAT_LIMIT_BYTES`. Writes ``boot/entropy`` (4 KiB from os.urandom)
+    when ``entropy``. Never removes anything.
+    """
+    rootp = Path(root)
+    rootp.mkdir(parents=True, exist_ok=True)
+    total = files = 0
+    for a in actions:
+        dest = rootp / a.dest
+        if a.dest.endswith("/"):
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if a.source is not None:
+            if not Path(a.source).is_file():
+                raise ImageError(f"{a.source}: missing (needed for /{a.dest})")
+            shutil.copyfile(a.source, dest)
+            os.chmod(dest, 0o755)
+        else:
+            dest.write_text(a.data or "")
+        total += dest.stat().st_size
+        files += 1
+    if entropy:
+        (rootp / "boot").mkdir(parents=True, exist_ok=True)
+        (rootp / "boot/entropy").write_bytes(os.urandom(4096))
+    if total > FAT_LIMIT_BYTES:
+        raise ImageError(f"{root}: {total >> 20} MiB staged, above QEMU vvfat's "
+                         f"~{FAT_LIMIT_BYTES >> 20} MiB")
+    return {"files": files, "bytes": total}

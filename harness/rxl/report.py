@@ -1,0 +1,219 @@
+"""Results -> JSON, JUnit XML and a human table. Pure: strings in, strings out.
+
+Input is an ordered mapping ``label -> RunResult`` (from :mod:`rxl.parse`),
+one entry per guest boot, e.g. ``{"patched": ..., "pristine": ...}``; labels
+become JUnit test suites and table columns.
+
+Verdict (issue 4's exit status), see :func:`verdict`:
+  * every *new* case (the series' own ATF programs) passes on the patched
+    run and fails on the pristine run;
+  * every *base* case (FreeBSD's own, e.g. ``so_reuseport_lb_test``) passes
+    on both;
+  * the spread run places RX queues on every socket;
+  * every run completed (no panic, no truncated log).
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+from rxl.parse import CaseResult, Group, RunResult
+
+#: JUnit element per harness status; statuses not listed are successes.
+_JUNIT_FAIL = {"failed": "failure", "broken": "error", "timeout": "error",
+               "crashed": "error"}
+_JUNIT_SKIP = {"skipped", "expected_failure"}
+
+
+@dataclass
+class Verdict:
+    """``ok`` is the exit-0 condition; ``reasons`` lists every unmet rule."""
+
+    ok: bool
+    reasons: List[str] = field(default_factory=list)
+
+
+def _case_map(run: RunResult) -> Dict[str, CaseResult]:
+    return {c.name: c for c in run.cases}
+
+
+def _prog_of(name: str) -> str:
+    return name.split(":", 1)[0]
+
+
+def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
+            pristine: Optional[str] = "pristine", spread: Optional[str] = None,
+            new_programs: Iterable[str] = (), base_programs: Iterable[str] = ()
+            ) -> Verdict:
+    """Apply issue 4's pass rule to ``runs``.
+
+    ``new_programs`` / ``base_programs``: program basenames (e.g.
+    ``so_reuseport_lb_test``). A label given but missing from ``runs`` is a
+    reason, as is a run without cases. ``spread=None`` skips the placement
+    rule; ``pristine=None`` skips the must-fail-on-pristine half.
+    """
+    reasons: List[str] = []
+    new_p, base_p = set(new_programs), set(base_programs)
+    for label in (patched, pristine, spread):
+        if label is None:
+            continue
+        if label not in runs:
+            reasons.append(f"{label}: no run")
+    for label, run in runs.items():
+        if run.outcome != "completed":
+            reasons.append(f"{label}: run {run.outcome}")
+    pat = _case_map(runs[patched]) if patched in runs else {}
+    pri = _case_map(runs[pristine]) if pristine in runs else {}
+    if patched in runs and not pat:
+        reasons.append(f"{patched}: no test cases ran")
+    for name, c in sorted(pat.items()):
+        prog = _prog_of(name)
+        if prog in new_p:
+            if c.status != "passed":
+                reasons.append(f"{name}: {c.status} on {patched}, must pass")
+            if pristine is not None and pristine in runs:
+                p = pri.get(name)
+                if p is not None and p.status == "passed":
+                    reasons.append(f"{name}: passed on {pristine}, must fail")
+        elif prog in base_p:
+            if c.status != "passed":
+                reasons.append(f"{name}: {c.status} on {patched}, must pass")
+    if pristine is not None and pristine in runs:
+        for name, c in sorted(pri.items()):
+            if _prog_of(name) in base_p and c.status != "passed":
+                reasons.append(f"{name}: {c.status} on {pristine}, must pass")
+    if spread is not None and spread in runs:
+        run = runs[spread]
+        sockets = {s for s in run.socket_of_rxq.values() if s is not None}
+        if len(run.sockets) < 2:
+            reasons.append(f"{spread}: guest topology shows fewer than 2 sockets")
+        elif len(sockets) < len(run.sockets):
+            reasons.append(f"{spread}: rx queues on sockets {sorted(sockets)}, "
+                           f"need all {len(run.sockets)}")
+    return Verdict(not reasons, reasons)
+
+
+def to_json(runs: Mapping[str, RunResult], *, stages: Sequence[dict] = (),
+            verdict_: Optional[Verdict] = None, indent: int = 2) -> str:
+    """JSON text: ``{"runs": {label: RunResult.to_dict()}, "stages": [...], "verdict": ...}``."""
+    doc = {"runs": {k: v.to_dict() for k, v in runs.items()},
+           "stages": list(stages)}
+    if verdict_ is not None:
+        doc["verdict"] = {"ok": verdict_.ok, "reasons": verdict_.reasons}
+    return json.dumps(doc, indent=indent, sort_keys=False, default=str)
+
+
+def to_junit(runs: Mapping[str, RunResult]) -> str:
+    """JUnit XML text: one ``<testsuite name=label>`` per run, one ``<testcase>`` per case.
+
+    A run that did not complete gets an extra ``<testcase name="boot">`` in
+    error, so a truncated or panicked boot can never look green.
+    """
+    suites = ET.Element("testsuites")
+    for label, run in runs.items():
+        cases = list(run.cases)
+        fails = sum(1 for c in cases if _JUNIT_FAIL.get(c.status) == "failure")
+        errors = sum(1 for c in cases if _JUNIT_FAIL.get(c.status) == "error")
+        skipped = sum(1 for c in cases if c.status in _JUNIT_SKIP)
+        boot_bad = run.outcome != "completed"
+        suite = ET.SubElement(suites, "testsuite", {
+            "name": label, "tests": str(len(cases) + (1 if boot_bad else 0)),
+            "failures": str(fails), "errors": str(errors + (1 if boot_bad else 0)),
+            "skipped": str(skipped)})
+        if boot_bad:
+            tc = ET.SubElement(suite, "testcase", {"classname": label, "name": "boot"})
+            msg = f"guest {run.outcome}"
+            detail = "\n".join(run.panic_lines or [run.last_line])
+            ET.SubElement(tc, "error", {"message": msg}).text = detail
+        for c in cases:
+            tc = ET.SubElement(suite, "testcase", {
+                "classname": f"{label}.{_prog_of(c.name)}", "name": c.case,
+                "time": str(c.seconds if c.seconds is not None else 0)})
+            kind = _JUNIT_FAIL.get(c.status)
+            if kind:
+                ET.SubElement(tc, kind, {"message": f"{c.status}: {c.reason}".strip(": ")})
+            elif c.status in _JUNIT_SKIP:
+                ET.SubElement(tc, "skipped", {"message": f"{c.status}: {c.reason}".strip(": ")})
+    ET.indent(suites) if hasattr(ET, "indent") else None
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _fmt_rows(rows: List[List[str]]) -> str:
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for n, r in enumerate(rows):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def _topo_lines(g: Group, depth: int = 0) -> List[str]:
+    flags = ",".join(f for f in g.flags if f) or "-"
+    cpus = ",".join(str(c) for c in g.cpus)
+    lines = [f"{'  ' * depth}level {g.level} cache L{g.cache_level} flags {flags}: cpus {cpus}"]
+    for k in g.children:
+        lines += _topo_lines(k, depth + 1)
+    return lines
+
+
+def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None) -> str:
+    """Human-readable text: cases x runs, rxq placement per socket, topology, verdict."""
+    labels = list(runs)
+    out: List[str] = []
+    rows = [["run", "outcome", "cases", "passed", "notes"]]
+    for label in labels:
+        r = runs[label]
+        passed = sum(1 for c in r.cases if c.status == "passed")
+        note = r.panic_lines[0] if r.panic_lines else (r.notes[0] if r.notes else "")
+        rows.append([label, r.outcome, str(len(r.cases)), str(passed), note[:60]])
+    out += ["Runs", _fmt_rows(rows), ""]
+
+    names: List[str] = []
+    for label in labels:
+        for c in runs[label].cases:
+            if c.name not in names:
+                names.append(c.name)
+    if names:
+        rows = [["case"] + labels]
+        maps = {label: _case_map(runs[label]) for label in labels}
+        for name in names:
+            row = [name]
+            for label in labels:
+                c = maps[label].get(name)
+                row.append(c.status if c else "-")
+            rows.append(row)
+        out += ["Test cases", _fmt_rows(rows), ""]
+
+    rows = [["run", "rx queue", "cpu", "socket"]]
+    for label in labels:
+        r = runs[label]
+        sock = r.socket_of_rxq
+        for name in sorted(r.rxq):
+            s = sock.get(name)
+            rows.append([label, name, str(r.rxq[name]), "?" if s is None else str(s)])
+    if len(rows) > 1:
+        out += ["RX queue placement", _fmt_rows(rows), ""]
+
+    shown = set()
+    for label in labels:
+        r = runs[label]
+        if r.topology is None:
+            continue
+        key = r.topology_xml
+        if key in shown:
+            continue
+        shown.add(key)
+        out += [f"Guest topology ({label}): {len(r.sockets)} top-level groups "
+                + " | ".join(",".join(map(str, s)) for s in r.sockets)]
+        out += _topo_lines(r.topology) + [""]
+
+    if verdict_ is not None:
+        out.append("Verdict: " + ("PASS" if verdict_.ok else "FAIL"))
+        out += [f"  - {why}" for why in verdict_.reasons]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,80 @@
+"""rxl.image: templates, plan, NEEDED closure and staging (no FreeBSD tree needed)."""
+
+import pytest
+
+from rxl.image import (Action, ImageError, plan_root, render_loader_rc, render_rc,
+                       resolve_libs, stage_root)
+
+
+def test_loader_rc_root_and_tunables():
+    text = render_loader_rc({"hw.iflib.core_spread": "1"})
+    lines = [ln for ln in text.splitlines() if not ln.startswith("\\")]
+    assert lines == ["set vfs.root.mountfrom=msdosfs:/dev/ada0s1",
+                     "set vfs.root.mountfrom.options=rw",
+                     "set hw.iflib.core_spread=1", "boot"]
+    with pytest.raises(ValueError, match="whitespace"):
+        render_loader_rc({"a b": "1"})
+
+
+def test_rc_runs_every_case_with_timeout_and_powers_off():
+    text = render_rc("patched", ["/rxl/tests/so_reuseport_lb_test"], case_timeout=90)
+    assert text.startswith("#!/bin/sh\n")
+    assert "M='==RXL=='" in text
+    assert 'echo "$M BEGIN patched"' in text and 'echo "$M END patched"' in text
+    assert "sysctl -n kern.sched.topology_spec" in text
+    assert "dev.*.*.iflib.rxq*.cpu" in text
+    assert 'timeout 90 "$p" -r /tmp/rxl.res "$c"' in text
+    assert "for p in /rxl/tests/so_reuseport_lb_test; do" in text
+    assert text.rstrip().endswith("reboot -p")
+    assert "reboot" not in render_rc("x", [], poweroff=False)
+
+
+@pytest.mark.parametrize("label,progs,timeout", [("a b", [], 1), ("x", ["/p q"], 1),
+                                                 ("x", [], 0)])
+def test_rc_rejects_bad_words(label, progs, timeout):
+    with pytest.raises(ValueError):
+        render_rc(label, progs, case_timeout=timeout)
+
+
+def test_plan_root_layout_and_conflicts():
+    acts = plan_root(loader_efi="/o/loader_simp.efi", kernel="/o/kernel",
+                     programs={"/bin/sh": "/o/sh"}, libs={"/lib/libc.so.7": "/o/libc.so.7"},
+                     tests={"/rxl/tests/t": "/o/t"}, loader_rc="boot\n", rc="#!/bin/sh\n")
+    dests = [a.dest for a in acts]
+    assert dests[:6] == ["efi/boot/BOOTx64.EFI", "boot/kernel/kernel", "boot/loader.rc",
+                         "etc/rc", "dev/", "tmp/"]
+    assert {"bin/sh", "lib/libc.so.7", "rxl/tests/t"} <= set(dests)
+    with pytest.raises(ImageError, match="twice"):
+        plan_root(loader_efi="l", kernel="k", programs={"/etc/rc": "x"}, libs={}, tests={},
+                  loader_rc="", rc="")
+    with pytest.raises(ImageError, match="absolute"):
+        plan_root(loader_efi="l", kernel="k", programs={"bin/sh": "x"}, libs={}, tests={},
+                  loader_rc="", rc="")
+
+
+def test_resolve_libs_closure(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "usr/lib").mkdir(parents=True)
+    for p in ("lib/libc.so.7", "lib/libedit.so.8", "usr/lib/libtinfow.so.9"):
+        (tmp_path / p).write_bytes(b"")
+    graph = {"/bin/sh": ["libedit.so.8", "libc.so.7"],
+             str(tmp_path / "lib/libedit.so.8"): ["libtinfow.so.9", "libc.so.7"],
+             str(tmp_path / "usr/lib/libtinfow.so.9"): ["libc.so.7"],
+             str(tmp_path / "lib/libc.so.7"): []}
+    found = resolve_libs(["/bin/sh"], str(tmp_path), needed=lambda b: graph[b])
+    assert sorted(found) == ["/lib/libc.so.7", "/lib/libedit.so.8", "/usr/lib/libtinfow.so.9"]
+    with pytest.raises(ImageError, match="libnope.so.1"):
+        resolve_libs(["/x"], str(tmp_path), needed=lambda b: ["libnope.so.1"])
+
+
+def test_stage_root(tmp_path):
+    src = tmp_path / "kernel"
+    src.write_bytes(b"\x7fELF")
+    root = tmp_path / "root"
+    info = stage_root(str(root), [Action("boot/kernel/kernel", source=str(src)),
+                                  Action("etc/rc", data="#!/bin/sh\n"), Action("dev/")])
+    assert (root / "boot/kernel/kernel").read_bytes() == b"\x7fELF"
+    assert (root / "dev").is_dir() and len((root / "boot/entropy").read_bytes()) == 4096
+    assert info["files"] == 2
+    with pytest.raises(ImageError, match="missing"):
+        stage_root(str(root), [Action("x", source=str(tmp_path / "nope"))])

@@ -1,0 +1,103 @@
+"""rxl.parse on recorded console logs (tests/data/console)."""
+
+from pathlib import Path
+
+import pytest
+
+from rxl.parse import (TopologyParseError, parse_console, parse_file,
+                       parse_topology)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+
+
+def test_pass_log():
+    r = parse_file(str(DATA / "synthetic-pass.log"))
+    assert r.outcome == "completed" and r.label == "patched"
+    assert [(c.name, c.status) for c in r.cases] == [
+        ("so_reuseport_lb_test:basic_ipv4", "passed"),
+        ("so_reuseport_lb_test:basic_ipv6", "passed")]
+    assert r.rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 4}
+    assert r.sockets == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert r.socket_of_rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 1}
+    assert r.sysctls["net.isr.dispatch"] == "direct"
+    assert r.cases[0].seconds == 12 and r.cases[0].exit_code == 0
+
+
+def test_fail_log_keeps_reason():
+    r = parse_file(str(DATA / "synthetic-fail.log"))
+    assert r.outcome == "completed"
+    c = r.cases[1]
+    assert c.status == "failed" and "accepted 0 of 1000" in c.reason and c.exit_code == 1
+
+
+def test_truncated_log_is_crashed_never_passed():
+    r = parse_file(str(DATA / "synthetic-truncated.log"))
+    assert r.outcome == "crashed"
+    assert [c.status for c in r.cases] == ["passed", "crashed"]
+    assert any("no end marker" in n for n in r.notes)
+
+
+def test_panic_log():
+    r = parse_file(str(DATA / "synthetic-panic.log"))
+    assert r.outcome == "panic"
+    assert r.panic_lines[0].startswith("panic: Assertion")
+    assert any("KDB: enter" in p for p in r.panic_lines)
+    assert r.cases[-1].status == "crashed"
+
+
+def test_panic_wins_over_end_marker():
+    r = parse_console(["==RXL== BEGIN x", "Fatal trap 12: page fault while in kernel mode",
+                       "==RXL== END x"])
+    assert r.outcome == "panic"
+
+
+def test_timeout_broken_and_crlf():
+    r = parse_console([
+        "==RXL== BEGIN t\r\n",
+        "==RXL== LIST /p a\r\n", "==RXL== LIST /p b\r\n", "==RXL== LIST /p c\r\n",
+        "==RXL== CASE /p a rc=124 t=300 \r\n",
+        "==RXL== CASE /p b rc=139 t=1 \r\n",
+        "==RXL== CASE /p c rc=0 t=1 skipped: requires root\r\n",
+        "==RXL== END t\r\n"])
+    assert [(c.case, c.status) for c in r.cases] == [("a", "timeout"), ("b", "broken"),
+                                                      ("c", "skipped")]
+    assert r.cases[1].reason == "no result file (exit 139)"
+    assert r.cases[2].reason == "requires root"
+
+
+def test_raw_rxq_lines_and_unknown_sentinels_noted():
+    r = parse_console(["dev.em.1.iflib.rxq3.cpu: 6", "==RXL== WAT", "==RXL== CASE junk",
+                       "==RXL== NOTE no inet6 on lo0", "==RXL== END"])
+    assert r.rxq == {"dev.em.1.iflib.rxq3.cpu": 6}
+    assert any("unknown sentinel" in n for n in r.notes)
+    assert any("malformed CASE" in n for n in r.notes)
+    assert "no inet6 on lo0" in r.notes
+
+
+def test_empty_log_is_crashed():
+    r = parse_console([])
+    assert r.outcome == "crashed" and r.cases == []
+
+
+def test_topology_errors_and_prefix():
+    with pytest.raises(TopologyParseError):
+        parse_topology("not xml <")
+    with pytest.raises(TopologyParseError):
+        parse_topology("<foo/>")
+    g = parse_topology('kern.sched.topology_spec: <groups><group level="1" cache-level="0">'
+                       '<cpu count="2" mask="3">0, 1</cpu></group></groups>')
+    assert g.cpus == (0, 1) and g.children == ()
+
+
+def test_unclosed_topology_noted():
+    r = parse_console(["==RXL== TOPOLOGY BEGIN", "<groups>"])
+    assert r.topology is None
+    assert any("not closed" in n for n in r.notes)
+
+
+def test_to_dict_is_json_ready():
+    import json
+    r = parse_file(str(DATA / "synthetic-pass.log"))
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["cases"][0]["name"] == "so_reuseport_lb_test:basic_ipv4"
+    assert d["sockets"] == [[0, 1, 2, 3], [4, 5, 6, 7]]

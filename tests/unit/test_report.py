@@ -1,0 +1,80 @@
+"""rxl.report: verdict, JSON, JUnit XML and the table, on recorded logs."""
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rxl.parse import parse_file
+from rxl.report import table, to_json, to_junit, verdict
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+
+
+def runs(**files):
+    return {label: parse_file(str(DATA / f)) for label, f in files.items()}
+
+
+def test_verdict_new_cases_must_pass_patched_and_fail_pristine():
+    r = runs(patched="synthetic-pass.log", pristine="synthetic-fail.log")
+    v = verdict(r, new_programs=["so_reuseport_lb_test"])
+    # basic_ipv4 passed on pristine too: a new case must fail there.
+    assert not v.ok
+    assert v.reasons == ["so_reuseport_lb_test:basic_ipv4: passed on pristine, must fail"]
+
+
+def test_verdict_base_cases_must_pass_on_both():
+    r = runs(patched="synthetic-pass.log", pristine="synthetic-fail.log")
+    v = verdict(r, base_programs=["so_reuseport_lb_test"])
+    assert v.reasons == ["so_reuseport_lb_test:basic_ipv6: failed on pristine, must pass"]
+    v = verdict(runs(patched="synthetic-pass.log", pristine="synthetic-pass.log"),
+                base_programs=["so_reuseport_lb_test"])
+    assert v.ok, v.reasons
+
+
+def test_verdict_spread_and_crash_and_missing_runs():
+    r = runs(patched="synthetic-pass.log", spread="synthetic-pass.log",
+             pristine="synthetic-truncated.log")
+    v = verdict(r, spread="spread", base_programs=["so_reuseport_lb_test"])
+    assert "pristine: run crashed" in v.reasons
+    assert not any("rx queues" in x for x in v.reasons)  # 0 -> socket 0, 4 -> socket 1
+    one_socket = runs(patched="synthetic-pass.log", spread="synthetic-fail.log")
+    v = verdict(one_socket, pristine=None, spread="spread")
+    assert "spread: rx queues on sockets [0], need all 2" in v.reasons
+    v = verdict({}, spread="spread")
+    assert {"patched: no run", "pristine: no run", "spread: no run"} <= set(v.reasons)
+
+
+def test_json_round_trip():
+    r = runs(patched="synthetic-pass.log")
+    doc = json.loads(to_json(r, stages=[{"name": "boot", "status": "ok", "seconds": 34.0}],
+                             verdict_=verdict(r, pristine=None)))
+    assert doc["runs"]["patched"]["outcome"] == "completed"
+    assert doc["stages"][0]["seconds"] == 34.0
+    assert doc["verdict"]["ok"] is True
+
+
+def test_junit_panic_is_an_error_never_green():
+    r = runs(patched="synthetic-pass.log", pristine="synthetic-panic.log")
+    root = ET.fromstring(to_junit(r))
+    suites = {s.get("name"): s for s in root.findall("testsuite")}
+    assert suites["patched"].get("failures") == "0" and suites["patched"].get("errors") == "0"
+    pri = suites["pristine"]
+    assert pri.get("errors") == "2"  # the boot itself + the crashed case
+    boot = pri.find("testcase[@name='boot']/error")
+    assert boot is not None and "panic" in boot.get("message")
+
+
+def test_junit_failure_message():
+    root = ET.fromstring(to_junit(runs(pristine="synthetic-fail.log")))
+    f = root.find(".//testcase[@name='basic_ipv6']/failure")
+    assert "accepted 0 of 1000" in f.get("message")
+
+
+def test_table_shows_cases_placement_and_topology():
+    r = runs(patched="synthetic-pass.log", pristine="synthetic-fail.log")
+    text = table(r, verdict(r, base_programs=["so_reuseport_lb_test"]))
+    assert "so_reuseport_lb_test:basic_ipv6  passed   failed" in text
+    assert "patched   dev.em.0.iflib.rxq1.cpu  4    1" in text
+    assert "pristine  dev.em.0.iflib.rxq1.cpu  2    0" in text
+    assert "2 top-level groups 0,1,2,3 | 4,5,6,7" in text
+    assert "Verdict: FAIL" in text
