@@ -1,0 +1,477 @@
+"""``rxl run`` (the main job), ``rxl parse`` and ``rxl doctor``.
+
+``rxl run --src DIR`` goes through seven stages, each recorded with a status
+(``ok``, ``failed``, ``skipped``, ``planned``), wall seconds and its log:
+
+    series  the tree: a FreeBSD source tree, its HEAD and local changes
+    build   the patched kernel (rxl.build, issue 3), unless --kernel is given
+    world   the guest userland and the ATF programs (rxl.world)
+    image   one guest root per boot (rxl.image): patched, spread, pristine
+    boot    QEMU per root, console teed and watched (rxl.qemu, rxl.console)
+    parse   console logs -> results (rxl.parse)
+    report  report.json, junit.xml, report.txt (rxl.report)
+
+A failing stage prints one line naming its log and the run exits non-zero;
+nothing is deleted (``--out`` keeps every log and report). ``--dry-run``
+prints every command the run would execute, in order, and exits 0.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import click
+
+from rxl import parse as parse_mod
+from rxl import report as report_mod
+
+#: Default guest staging area and log root (this machine's layout).
+DEFAULT_GUEST_DIR = "/work/guest"
+DEFAULT_LOG_ROOT = "/work/logs"
+#: Loader tunable that turns on commit 1's spread for the guest's em0
+#: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
+SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
+#: FreeBSD's own test programs: must pass on patched and pristine.
+BASE_PROGRAMS = ("so_reuseport_lb_test",)
+
+STAGES = ("series", "build", "world", "image", "boot", "parse", "report")
+
+
+@dataclass
+class StageRecord:
+    """One stage's outcome. ``seconds``: wall time; ``log``: file to read on failure."""
+
+    name: str
+    status: str
+    seconds: float = 0.0
+    log: str = ""
+    detail: str = ""
+    commands: List[str] = field(default_factory=list)
+
+
+class StageFailed(Exception):
+    """A stage failed; the message is the one-line error (it names the log)."""
+
+
+@dataclass
+class RunOptions:
+    src: str
+    objdir: str
+    out: str
+    guest_dir: str
+    kernel: Optional[str]
+    pristine_kernel: Optional[str]
+    spread: bool
+    case_timeout: int
+    new_programs: Tuple[str, ...]
+    extra_tests: Tuple[Tuple[str, str], ...]
+    memory_mib: int
+    dry_run: bool
+    rebuild_world: bool
+
+
+def _echo_err(msg: str) -> None:
+    click.echo(msg, err=True)
+
+
+def _git(src: str, *args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", src, *args], capture_output=True, text=True,
+                              check=True).stdout.rstrip("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def boots(opts: RunOptions, patched_kernel: str) -> List[Tuple[str, str, Dict[str, str]]]:
+    """The guest boots of a run: (label, kernel path, loader tunables). Pure."""
+    out = [("patched", patched_kernel, {})]
+    if opts.spread:
+        out.append(("spread", patched_kernel, dict([SPREAD_TUNABLE])))
+    if opts.pristine_kernel:
+        out.append(("pristine", opts.pristine_kernel, {}))
+    return out
+
+
+class Runner:
+    """Carries out the stages; each method returns a StageRecord or raises StageFailed."""
+
+    def __init__(self, opts: RunOptions, echo: Callable[[str], None] = _echo_err):
+        self.o = opts
+        self.echo = echo
+        self.records: List[StageRecord] = []
+        self.kernel: Optional[str] = opts.kernel
+        self.world = None
+        self.tests: Dict[str, Path] = {}
+        self.roots: Dict[str, str] = {}
+        self.logs: Dict[str, str] = {}
+        self.runs: Dict[str, parse_mod.RunResult] = {}
+        self.verdict: Optional[report_mod.Verdict] = None
+
+    # ---------------------------------------------------------------- stages
+    def series(self) -> StageRecord:
+        src = self.o.src
+        if not (Path(src) / "tools/build/make.py").is_file() or not (Path(src) / "sys").is_dir():
+            raise StageFailed(f"series: {src} is not a FreeBSD source tree "
+                              "(no tools/build/make.py or sys/)")
+        head = _git(src, "rev-parse", "--short", "HEAD").strip() or "not a git tree"
+        changed = _git(src, "status", "--porcelain", "--untracked-files=no")
+        n_mod = sum(1 for ln in changed.splitlines() if not ln.startswith(" D"))
+        n_del = sum(1 for ln in changed.splitlines() if ln.startswith(" D"))
+        detail = (f"HEAD {head}; {n_mod} modified files (the series, applied by `rxl series`), "
+                  f"{n_del} files absent from the snapshot")
+        return StageRecord("series", "ok", detail=detail)
+
+    def build(self) -> StageRecord:
+        if self.o.kernel:
+            if not Path(self.o.kernel).is_file():
+                raise StageFailed(f"build: --kernel {self.o.kernel}: no such file")
+            return StageRecord("build", "skipped", detail=f"--kernel {self.o.kernel}")
+        from rxl import build as build_mod
+        src, objdir = self.o.src, self.o.objdir
+        stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
+        cmds = [s.shell() for s in stages]
+        kpath = str(build_mod.kernel_path(src, objdir))
+        if self.o.dry_run:
+            self.kernel = kpath
+            return StageRecord("build", "planned", commands=cmds, detail=f"kernel: {kpath}")
+        try:
+            res = build_mod.build_kernel(src, objdir, logdir=self.o.out, echo=self.echo)
+        except build_mod.BuildError as exc:
+            raise StageFailed(f"build: {exc}") from None
+        self.kernel = kpath
+        log = str(res[-1].log) if res else ""
+        return StageRecord("build", "ok", log=log, commands=cmds, detail=f"kernel: {kpath}")
+
+    def world_stage(self) -> StageRecord:
+        from rxl import world as world_mod
+        from rxl.build import BuildError
+        src, objdir = self.o.src, self.o.objdir
+        cmds = world_mod.shell_lines(src, objdir)
+        sysroot = str(world_mod.worldtmp(src, objdir))
+        tests_out = str(Path(self.o.guest_dir) / "tests")
+        for name, source in [(n, str(Path(src) / rel)) for n, rel in world_mod.BASE_TESTS] + \
+                list(self.o.extra_tests):
+            cmds.append(shlex.join(world_mod.atf_cc_argv(source, f"{tests_out}/{name}", sysroot)))
+        missing = world_mod.missing_atf_headers(src)
+        note = (f"tree lacks {', '.join(missing)}: generated equivalents go to libatf-c's objdir"
+                if missing else "")
+        if self.o.dry_run:
+            self.world = world_mod.world_outputs(src, objdir)
+            self.tests = {n: Path(tests_out) / n for n, _ in world_mod.BASE_TESTS}
+            self.tests.update({n: Path(tests_out) / n for n, _ in self.o.extra_tests})
+            return StageRecord("world", "planned", commands=cmds, detail=note)
+        log = str(Path(self.o.out) / "world-build.log")
+        try:
+            r = world_mod.build_world(src, objdir, logdir=self.o.out, force=self.o.rebuild_world,
+                                      echo=self._quiet_echo)
+            self.world = r["outputs"]
+            self.tests = world_mod.build_tests(src, objdir, tests_out, logdir=self.o.out,
+                                               extra_sources=self.o.extra_tests,
+                                               echo=self._quiet_echo)
+        except BuildError as exc:
+            raise StageFailed(f"world: {exc}") from None
+        except RuntimeError as exc:
+            raise StageFailed(f"world: {exc}") from None
+        detail = ("up to date, skipped" if r["skipped"] else "built") + (f"; {note}" if note else "")
+        return StageRecord("world", "ok", log=log, commands=cmds, detail=detail)
+
+    def _quiet_echo(self, line: str) -> None:
+        if "] ---" not in line:
+            self.echo(line)
+
+    def image(self) -> StageRecord:
+        from rxl import image as image_mod
+        assert self.world is not None and self.kernel is not None
+        plan = boots(self.o, self.kernel)
+        details = []
+        progs = {g: str(p) for g, p in self.world.programs.items()}
+        guest_tests = {f"/rxl/tests/{n}": str(p) for n, p in sorted(self.tests.items())}
+        for label, kernel, tunables in plan:
+            root = str(Path(self.o.guest_dir) / label)
+            self.roots[label] = root
+            if self.o.dry_run:
+                details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'})")
+                continue
+            try:
+                dyn = [p for g, p in progs.items() if g != "/libexec/ld-elf.so.1"]
+                libs = image_mod.resolve_libs(dyn, str(self.world.sysroot))
+                acts = image_mod.plan_root(
+                    loader_efi=str(self.world.loader_efi), kernel=kernel, programs=progs,
+                    libs=libs, tests=guest_tests,
+                    loader_rc=image_mod.render_loader_rc(tunables),
+                    rc=image_mod.render_rc(label, sorted(guest_tests),
+                                           case_timeout=self.o.case_timeout))
+                info = image_mod.stage_root(root, acts)
+            except (image_mod.ImageError, ValueError, OSError) as exc:
+                raise StageFailed(f"image: {label}: {exc}") from None
+            details.append(f"{label}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
+        return StageRecord("image", "planned" if self.o.dry_run else "ok",
+                           detail="; ".join(details))
+
+    def boot(self) -> StageRecord:
+        from rxl import console as console_mod
+        from rxl import qemu as qemu_mod
+        fw = qemu_mod.find_ovmf()
+        cmds, details = [], []
+        failures = []
+        for label, root in self.roots.items():
+            cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=self.o.memory_mib)
+            try:
+                argv = qemu_mod.build_argv(cfg, firmware=fw or "/usr/share/OVMF/OVMF_CODE_4M.fd"
+                                           if self.o.dry_run else fw)
+            except qemu_mod.QemuConfigError as exc:
+                raise StageFailed(f"boot: {exc}") from None
+            cmds.append(shlex.join(argv))
+            log = str(Path(self.o.out) / f"console-{label}.log")
+            self.logs[label] = log
+            if self.o.dry_run:
+                continue
+            self.echo(f"boot: {label}: QEMU started, console {log}")
+            try:
+                res = console_mod.watch(console_mod.SerialTransport(argv), log,
+                                        echo=lambda s, lb=label: self.echo(f"  [{lb}] {s}"))
+                details.append(f"{label}: end marker at {res.end_seen_at:.0f} s, "
+                               f"QEMU exit after {res.seconds:.0f} s")
+            except console_mod.GuestError as exc:
+                # Keep going: the other boots still tell us something; parse reports it.
+                failures.append(f"{label}: guest {exc.kind}: {exc}")
+                details.append(f"{label}: {exc.kind} after {exc.seconds:.0f} s")
+            except FileNotFoundError as exc:
+                raise StageFailed(f"boot: {exc}") from None
+        if self.o.dry_run:
+            return StageRecord("boot", "planned", commands=cmds)
+        rec = StageRecord("boot", "failed" if failures else "ok", commands=cmds,
+                          detail="; ".join(details),
+                          log=", ".join(self.logs.values()))
+        for f in failures:
+            self.echo(f"boot: {f}")
+        return rec
+
+    def parse_stage(self) -> StageRecord:
+        if self.o.dry_run:
+            return StageRecord("parse", "planned", detail=", ".join(self.logs.values()))
+        for label, log in self.logs.items():
+            self.runs[label] = parse_mod.parse_file(log)
+        detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in self.runs.items())
+        return StageRecord("parse", "ok", detail=detail)
+
+    def report_stage(self) -> StageRecord:
+        out = Path(self.o.out)
+        if self.o.dry_run:
+            return StageRecord("report", "planned",
+                               detail=f"{out}/report.json, {out}/junit.xml, {out}/report.txt")
+        self.verdict = report_mod.verdict(
+            self.runs, pristine="pristine" if "pristine" in self.runs else None,
+            spread="spread" if "spread" in self.runs else None,
+            new_programs=self.o.new_programs, base_programs=BASE_PROGRAMS)
+        if "pristine" not in self.runs:
+            self.verdict.ok = False
+            self.verdict.reasons.append("pristine: no pristine kernel given (--pristine-kernel); "
+                                        "the must-fail-on-pristine rule is unchecked")
+        (out / "report.json").write_text(self.json_text())
+        (out / "junit.xml").write_text(report_mod.to_junit(self.runs))
+        (out / "report.txt").write_text(report_mod.table(self.runs, self.verdict))
+        return StageRecord("report", "ok", log=str(out / "report.txt"),
+                           detail=f"{out}/report.json, {out}/junit.xml, {out}/report.txt")
+
+    # ---------------------------------------------------------------- driver
+    def json_text(self) -> str:
+        return report_mod.to_json(self.runs, stages=[asdict(r) for r in self.records],
+                                  verdict_=self.verdict)
+
+    def run(self) -> bool:
+        """Run every stage in order; False (after recording it) at the first failure."""
+        Path(self.o.out).mkdir(parents=True, exist_ok=True)
+        steps = [("series", self.series), ("build", self.build), ("world", self.world_stage),
+                 ("image", self.image), ("boot", self.boot), ("parse", self.parse_stage),
+                 ("report", self.report_stage)]
+        ok = True
+        for name, fn in steps:
+            t0 = time.monotonic()
+            self.echo(f"== {name}")
+            try:
+                rec = fn()
+            except StageFailed as exc:
+                rec = StageRecord(name, "failed", detail=str(exc))
+                rec.seconds = time.monotonic() - t0
+                self.records.append(rec)
+                self.echo(f"error: {exc}")
+                return False
+            rec.seconds = time.monotonic() - t0
+            self.records.append(rec)
+            self.echo(f"   {rec.status} in {rec.seconds:.0f} s" +
+                      (f": {rec.detail}" if rec.detail else ""))
+            if rec.status == "failed":
+                ok = False  # boot failures: still parse and report them
+        return ok
+
+
+# -------------------------------------------------------------------- click
+def _default_out() -> str:
+    return str(Path(DEFAULT_LOG_ROOT) / time.strftime("guest-run-%Y%m%d-%H%M%S"))
+
+
+#: The series' own ATF tests in this repository (tests/atf/*_test.c).
+REPO_ATF_DIR = Path(__file__).resolve().parents[2] / "tests" / "atf"
+
+
+def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
+    """(program name, C source) for every ``*_test.c`` in ``atf_dir`` (sorted); [] if none."""
+    if not atf_dir or not Path(atf_dir).is_dir():
+        return []
+    return [(p.stem, str(p)) for p in sorted(Path(atf_dir).glob("*_test.c"))]
+
+
+def _parse_test(value: str) -> Tuple[str, str]:
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path:
+        raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c")
+    return name, os.path.abspath(path)
+
+
+@click.command("run")
+@click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
+@click.option("--objdir", default="/work/obj", show_default=True, help="MAKEOBJDIRPREFIX.")
+@click.option("--out", default=None, help="Directory for logs and reports "
+              "[default: /work/logs/guest-run-<time>].")
+@click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
+              help="Where guest roots and test binaries are staged.")
+@click.option("--kernel", default=None, help="Patched kernel to boot (skips the build stage).")
+@click.option("--pristine-kernel", default=None, help="Kernel built from the base, for comparison.")
+@click.option("--spread/--no-spread", default=True, show_default=True,
+              help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1.")
+@click.option("--case-timeout", default=300, show_default=True, help="Seconds per ATF case.")
+@click.option("--new-program", "new_programs", multiple=True,
+              help="Basename of a test program of the series (must fail on pristine).")
+@click.option("--test", "tests", multiple=True, help="Extra ATF C test: NAME=PATH.c.")
+@click.option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True,
+              help="The series' ATF tests: every *_test.c is built and counted as new "
+                   "(must pass patched, fail pristine). '' for none.")
+@click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
+@click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
+@click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
+def run(src, objdir, out, guest_dir, kernel, pristine_kernel, spread, case_timeout,
+        new_programs, tests, atf_dir, memory_mib, rebuild_world, dry_run, as_json):
+    """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine."""
+    opts = RunOptions(
+        src=os.path.abspath(src), objdir=os.path.abspath(objdir),
+        out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
+        kernel=os.path.abspath(kernel) if kernel else None,
+        pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
+        spread=spread, case_timeout=case_timeout,
+        new_programs=tuple(new_programs) + tuple(n for n, _ in series_tests(atf_dir)),
+        extra_tests=tuple(series_tests(atf_dir)) + tuple(_parse_test(t) for t in tests),
+        memory_mib=memory_mib,
+        dry_run=dry_run, rebuild_world=rebuild_world)
+    r = Runner(opts)
+    ok = r.run()
+    if dry_run:
+        for rec in r.records:
+            click.echo(f"# {rec.name}: {rec.status}" + (f" ({rec.detail})" if rec.detail else ""))
+            for c in rec.commands:
+                click.echo(c)
+        sys.exit(0 if ok else 1)
+    if as_json:
+        click.echo(r.json_text())
+    elif r.runs:
+        click.echo(report_mod.table(r.runs, r.verdict))
+    click.echo(f"logs and reports: {opts.out}", err=True)
+    sys.exit(0 if ok and r.verdict is not None and r.verdict.ok else 1)
+
+
+@click.command("parse")
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+def parse(log, as_json):
+    """Re-read a saved guest console LOG and print its results.
+
+    Exit 0 only if the run completed and no case failed, broke, timed out or crashed.
+    """
+    if not Path(log).is_file():
+        raise click.ClickException(f"{log}: no such file")
+    res = parse_mod.parse_file(log)
+    label = res.label or Path(log).stem
+    if as_json:
+        click.echo(json.dumps(res.to_dict(), indent=2, default=str))
+    else:
+        click.echo(report_mod.table({label: res}))
+    good = ("passed", "skipped", "expected_failure")
+    sys.exit(0 if res.outcome == "completed" and all(c.status in good for c in res.cases) else 1)
+
+
+#: (what, how to check, Debian install line). Checks: "bin:NAME", "file:PATH", "py:MODULE".
+DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
+    ("qemu-system-x86_64", "bin:qemu-system-x86_64", "apt-get install -y qemu-system-x86"),
+    ("OVMF firmware", "ovmf", "apt-get install -y ovmf"),
+    ("clang-16", "bin:clang-16", "apt-get install -y clang-16"),
+    ("ld.lld-16", "bin:ld.lld-16", "apt-get install -y lld-16"),
+    ("llvm-readelf-16", "bin:llvm-readelf-16", "apt-get install -y llvm-16"),
+    ("llvm-ar-16", "bin:llvm-ar-16", "apt-get install -y llvm-16"),
+    ("bmake", "bin:bmake", "apt-get install -y bmake"),
+    ("flock", "bin:flock", "apt-get install -y util-linux"),
+    ("git", "bin:git", "apt-get install -y git"),
+    ("python: click", "py:click", "pip install click"),
+    ("python: jinja2", "py:jinja2", "pip install jinja2"),
+    ("python: yaml", "py:yaml", "pip install pyyaml"),
+)
+
+
+def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List[Tuple[str, bool, str]]:
+    """(name, present, install line) for each of :data:`DOCTOR_CHECKS`."""
+    from rxl.qemu import find_ovmf
+    out = []
+    for name, check, install in DOCTOR_CHECKS:
+        if check.startswith("bin:"):
+            ok = which(check[4:]) is not None
+        elif check == "ovmf":
+            ok = find_ovmf() is not None
+        else:
+            try:
+                importlib.import_module(check[3:])
+                ok = True
+            except ImportError:
+                ok = False
+        out.append((name, ok, install))
+    return out
+
+
+@click.command("doctor")
+@click.option("--install", is_flag=True,
+              help="Install missing host packages with apt-get (as root); otherwise print "
+                   "the exact command.")
+def doctor(install):
+    """Check the host tools `rxl run` needs; print the install line of each missing one."""
+    results = doctor_results()
+    missing = [(n, i) for n, ok, i in results if not ok]
+    for name, ok, line in results:
+        click.echo(f"{'ok     ' if ok else 'MISSING'}  {name:32s}" + ("" if ok else f"  {line}"))
+    if not missing:
+        return
+    apt = sorted({i.split()[-1] for _, i in missing if i.startswith("apt-get")})
+    pip = sorted({i.split()[-1] for _, i in missing if i.startswith("pip")})
+    if install and apt:
+        cmd = ["apt-get", "install", "-y", *apt]
+        if os.geteuid() == 0 and shutil.which("apt-get"):
+            click.echo(f"running: {shlex.join(cmd)}", err=True)
+            if subprocess.run(cmd).returncode != 0:
+                raise click.ClickException(f"{shlex.join(cmd)} failed")
+            apt = []
+        else:
+            click.echo(f"not root: run  sudo {shlex.join(cmd)}", err=True)
+    if pip:
+        click.echo(f"python packages: {sys.executable} -m pip install {' '.join(pip)}", err=True)
+    left = [n for n, ok, i in doctor_results() if not ok]
+    if left:
+        click.echo(f"{len(left)} missing: {', '.join(left)}", err=True)
+        sys.exit(1)

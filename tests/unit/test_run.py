@@ -1,0 +1,166 @@
+"""rxl run / parse / doctor (CLI, dry run) and the pure parts of rxl.world."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli import main
+from rxl.run_cli import RunOptions, boots, doctor_results
+from rxl.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
+                       missing_atf_headers, plan_world, atf_cc_argv,
+                       includes_check_only_failure, world_make_vars, world_outputs)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+DEFS_IN = """#if !defined(ATF_C_DEFS_H)
+#define ATF_DEFS_ATTRIBUTE_FORMAT_PRINTF(a, b) @ATTRIBUTE_FORMAT_PRINTF@
+#define ATF_DEFS_ATTRIBUTE_NORETURN @ATTRIBUTE_NORETURN@
+#define ATF_DEFS_ATTRIBUTE_UNUSED @ATTRIBUTE_UNUSED@
+#endif
+"""
+
+
+@pytest.fixture
+def fake_tree(tmp_path):
+    """Just enough of a FreeBSD tree for the dry run: make.py, sys/, defs.h.in."""
+    src = tmp_path / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("# stand-in\n")
+    (src / "sys/amd64/conf").mkdir(parents=True)
+    (src / "contrib/atf/atf-c").mkdir(parents=True)
+    (src / "contrib/atf/atf-c/defs.h.in").write_text(DEFS_IN)
+    return src
+
+
+# ------------------------------------------------------------------ world
+def test_world_make_vars_and_plan():
+    v = world_make_vars()
+    assert v["WORLDFAST"] is None
+    assert v["SUBDIR_OVERRIDE"].split()[:3] == ["libexec/rtld-elf", "bin/sh", "sbin/init"]
+    assert "stand" in v["SUBDIR_OVERRIDE"].split()
+    assert "lib/atf/libatf-c" in v["_generic_libs"].split()
+    inc, bw = plan_world("/s", "/o", lock="/l")
+    assert inc.name == "world-includes" and bw.name == "world-build"
+    assert inc.argv[:2] == ("flock", "/l") and inc.argv[-1] == "_includes"
+    assert bw.argv[-1] == "buildworld" and "-DWORLDFAST" in bw.argv
+    assert "env" in bw.argv and "MAKEOBJDIRPREFIX=/o" in bw.argv
+
+
+def test_world_outputs_paths():
+    w = world_outputs("/work/freebsd", "/work/obj")
+    assert str(w.sysroot) == "/work/obj/work/freebsd/amd64.amd64/tmp"
+    assert str(w.loader_efi).endswith("stand/efi/loader_simp/loader_simp.efi")
+    assert str(w.programs["/bin/sh"]).endswith("amd64.amd64/bin/sh/sh")
+
+
+def test_atf_headers_generated_and_announced(fake_tree, tmp_path):
+    assert missing_atf_headers(str(fake_tree)) == list(ATF_GENERATED)
+    said = []
+    out = ensure_atf_headers(str(fake_tree), str(tmp_path / "obj"), said.append)
+    names = sorted(p.name for p in out)
+    assert names == ["config.h", "defs.h", "defs.h"]
+    assert len(said) == 2 and all("lacks" in s and "generated" in s for s in said)
+    defs = [p for p in out if p.parent.name == "atf-c"][0].read_text()
+    assert "__attribute__((__noreturn__))" in defs and "@" not in defs
+    # A tree that has both headers: nothing written, nothing said.
+    for rel in ATF_GENERATED:
+        (fake_tree / rel).write_text("")
+    said.clear()
+    assert ensure_atf_headers(str(fake_tree), str(tmp_path / "obj2"), said.append) == []
+    assert said == []
+
+
+def test_atf_config_and_defs_text():
+    c = atf_config_h("0.22")
+    assert '#define PACKAGE_STRING "Automated Testing Framework 0.22"' in c
+    assert "HAVE_OPTRESET 1" in c and "HAVE_GNU_GETOPT" not in c
+    with pytest.raises(ValueError, match="NEW_THING"):
+        atf_defs_h("x @NEW_THING@")
+
+
+def test_includes_check_only_failure():
+    log = ("/o/tmp/usr/include/net/iflib_spread.h:53:1: error: unknown type name 'u_int'\n"
+           "bmake[3]: stopped in /s/tools/build/test-includes\n"
+           "bmake[2]: stopped in /s\n")
+    assert includes_check_only_failure(log, "/s") == ["net/iflib_spread.h"]
+    assert includes_check_only_failure(log + "bmake[5]: stopped in /s/lib/atf/libatf-c\n",
+                                      "/s") is None
+    assert includes_check_only_failure("bmake: stopped in /s\n", "/s") is None
+
+
+def test_atf_cc_argv_static_against_sysroot():
+    argv = atf_cc_argv("t.c", "t", "/sys")
+    assert "--target=x86_64-unknown-freebsd14.0" in argv and "--sysroot=/sys" in argv
+    assert "-static" in argv and argv[-1] == "-lprivateatf-c"
+
+
+# ------------------------------------------------------------------ run
+def _opts(**kw):
+    base = dict(src="/s", objdir="/o", out="/out", guest_dir="/g", kernel=None,
+                pristine_kernel=None, spread=True, case_timeout=60, new_programs=(),
+                extra_tests=(), memory_mib=1024, dry_run=True, rebuild_world=False)
+    base.update(kw)
+    return RunOptions(**base)
+
+
+def test_boots_patched_spread_pristine():
+    assert [b[0] for b in boots(_opts(), "/k")] == ["patched", "spread"]
+    b = boots(_opts(pristine_kernel="/p", spread=False), "/k")
+    assert b == [("patched", "/k", {}), ("pristine", "/p", {})]
+    assert boots(_opts(), "/k")[1][2] == {"dev.em.0.iflib.core_spread": "1"}
+
+
+def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
+    res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--objdir",
+                                    str(tmp_path / "obj"), "--out", str(tmp_path / "out"),
+                                    "--guest-dir", str(tmp_path / "g"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "buildkernel" in out and "_includes" in out and "buildworld" in out
+    assert "-lprivateatf-c" in out
+    assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 2
+    assert "sockets=2,cores=2,threads=2" in out
+    assert not (tmp_path / "g").exists()  # a dry run stages nothing
+
+
+def test_run_not_a_tree_is_one_line_error(tmp_path):
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--out",
+                                    str(tmp_path / "out"), "--dry-run"])
+    assert res.exit_code == 1
+    assert "is not a FreeBSD source tree" in res.output
+
+
+def test_run_missing_kernel(fake_tree, tmp_path):
+    res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
+                                    str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 1 and "no such file" in res.output
+
+
+def test_parse_cli_table_json_and_exit_status():
+    r = CliRunner()
+    ok = r.invoke(main, ["parse", str(DATA / "synthetic-pass.log")])
+    assert ok.exit_code == 0 and "so_reuseport_lb_test:basic_ipv4  passed" in ok.output
+    bad = r.invoke(main, ["parse", str(DATA / "synthetic-fail.log"), "--json"])
+    assert bad.exit_code == 1
+    assert json.loads(bad.output)["cases"][1]["status"] == "failed"
+    tr = r.invoke(main, ["parse", str(DATA / "synthetic-truncated.log")])
+    assert tr.exit_code == 1 and "crashed" in tr.output
+    missing = r.invoke(main, ["parse", "/nonexistent.log"])
+    assert missing.exit_code != 0
+
+
+def test_doctor_names_install_lines(monkeypatch):
+    res = doctor_results(which=lambda name: None if name == "bmake" else "/usr/bin/" + name)
+    missing = [(n, i) for n, ok, i in res if not ok]
+    assert ("bmake", "apt-get install -y bmake") in missing
+
+
+def test_series_tests_found_in_atf_dir(tmp_path):
+    from rxl.run_cli import series_tests
+    (tmp_path / "b_test.c").write_text("")
+    (tmp_path / "a_test.c").write_text("")
+    (tmp_path / "helper.c").write_text("")
+    assert series_tests(str(tmp_path)) == [("a_test", str(tmp_path / "a_test.c")),
+                                           ("b_test", str(tmp_path / "b_test.c"))]
+    assert series_tests("") == [] and series_tests(str(tmp_path / "none")) == []
