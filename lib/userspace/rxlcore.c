@@ -161,7 +161,10 @@ rxl_select(const uint32_t *cpuent, int ncpu, int cpu, uint32_t h, int n,
 	unsigned idx;
 	bool s;
 
-	idx = lbdeal_select(cpuent, (u_int)ncpu, (u_int)cpu, h, (u_int)n, &s);
+	/* The kernel never asks for a CPU beyond the map; this caller may. */
+	if (cpu < 0 || cpu >= ncpu)
+		cpuent = NULL;
+	idx = lbdeal_select(cpuent, (u_int)cpu, h, (u_int)n, &s);
 	*steered = s;
 	return (idx);
 }

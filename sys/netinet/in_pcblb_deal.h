@@ -112,20 +112,41 @@ bool	lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out,
 	    void *scratch);
 
 /*
- * Select among n > 0 members for a packet hashed to h that arrived on cpu.
- * cpuent is the map's per-CPU array, or NULL when the group has no map.
- * Returns an index: into the map's slot array when *steered is set, into
- * the member array otherwise.  Never fails for a non-empty group.
+ * The steered half of a lookup: if cpu supplies slots in the map whose
+ * per-CPU array is cpuent, store the slot for hash h in *slot and return
+ * true.  cpu must be below the map's ncpu; the kernel sizes every map
+ * for mp_maxid + 1 CPUs, so curcpu always is.  Two loads (the entry,
+ * then the caller's slot) and a multiply; no division, and no validation
+ * because a published map is never modified.
  */
-static __inline u_int
-lbdeal_select(const uint32_t *cpuent, u_int ncpu, u_int cpu, uint32_t h,
-    u_int n, bool *steered)
+static __inline bool
+lbdeal_steer(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int *slot)
 {
 	uint32_t e;
 
-	if (cpuent != NULL && cpu < ncpu && (e = cpuent[cpu]) != 0) {
+	e = cpuent[cpu];
+	if (e == 0)
+		return (false);
+	*slot = LBDEAL_SLOT(e, h);
+	return (true);
+}
+
+/*
+ * Select among n > 0 members for a packet hashed to h that arrived on cpu.
+ * cpuent is the map's per-CPU array, or NULL when the group has no map.
+ * Returns an index: into the map's slot array when *steered is set, into
+ * the member array otherwise (the tuple hash, as without a map).  Never
+ * fails for a non-empty group.
+ */
+static __inline u_int
+lbdeal_select(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int n,
+    bool *steered)
+{
+	u_int slot;
+
+	if (cpuent != NULL && lbdeal_steer(cpuent, cpu, h, &slot)) {
 		*steered = true;
-		return (LBDEAL_SLOT(e, h));
+		return (slot);
 	}
 	*steered = false;
 	return (h % n);
