@@ -43,11 +43,19 @@ struct lbmap {
 	struct member	*lm_slot[];	/* [16 * members] */
 };
 
+struct prison {
+	u_int		 pr_flags;
+};
+
+struct ucred {
+	struct prison	*cr_prison;
+};
+
 struct lbgroup {
 	struct lbgroup	*il_next;	/* Bucket chain. */
+	struct ucred	*il_cred;
 	uint16_t	 il_lport;
 	uint8_t		 il_vflag;
-	uint8_t		 il_jailed;
 	uint32_t	 il_laddr;
 	struct lbmap	*il_map;
 	u_int		 il_inpcnt;
@@ -61,6 +69,8 @@ struct conn {
 	uint8_t		 c_vflag;
 };
 
+static struct prison prison0;
+static struct ucred cred0 = { &prison0 };
 static struct lbgroup *buckets[64];
 static struct conn *conns[256];
 static struct conn established[512];
@@ -75,6 +85,14 @@ pkthash(uint32_t faddr, uint16_t lport, uint16_t fport)
 	return (faddr ^ (faddr >> 16) ^ (uint32_t)(uint16_t)(lport ^ fport));
 }
 
+/* Is the credential jailed with its own IPv4 addresses?  A real call. */
+__attribute__((noinline)) int
+prison_flag(struct ucred *cred, u_int flag)
+{
+
+	return ((cred->cr_prison->pr_flags & flag) != 0);
+}
+
 static inline struct lbgroup *
 find_group(uint32_t laddr, uint16_t lport)
 {
@@ -82,9 +100,10 @@ find_group(uint32_t laddr, uint16_t lport)
 
 	wild = NULL;
 	for (grp = buckets[lport & 63]; grp != NULL; grp = grp->il_next) {
-		if ((grp->il_vflag & 1) == 0 || grp->il_lport != lport ||
-		    grp->il_jailed)
+		if ((grp->il_vflag & 1) == 0 || grp->il_lport != lport)
 			continue;
+		if (prison_flag(grp->il_cred, 0x2) != 0)
+			continue;	/* Jailed groups: not in this bench. */
 		if (grp->il_laddr == laddr)
 			return (grp);
 		if (grp->il_laddr == 0 && wild == NULL)
@@ -291,6 +310,8 @@ main(int argc, char **argv)
 	other80.il_lport = 80 + 64;
 	other81.il_lport = 81 + 64;
 	other80.il_vflag = other81.il_vflag = 1;
+	other80.il_cred = other81.il_cred = &cred0;
+	untagged.il_cred = steered.il_cred = &cred0;
 	untagged.il_lport = 80;
 	steered.il_lport = 81;
 	untagged.il_vflag = steered.il_vflag = 1;
