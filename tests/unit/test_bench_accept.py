@@ -248,3 +248,15 @@ def test_plot_writes_png(tmp_path):
     A.plot_shares([A.summarise(runs),
                    A.summarise([load("exclusive-w4-n60-r0.json")])], out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_run_warnings():
+    r = load("exclusive-w4-n60-r0.json")
+    assert A.run_warnings(r) == []
+    r.accepted -= 2
+    r.connect_failed = 1
+    r.deadline_hit = True
+    w = A.run_warnings(r)
+    assert any("deadline" in x for x in w)
+    assert any("1 connects failed" in x for x in w)
+    assert any("2 connected clients never accepted" in x for x in w)

@@ -375,6 +375,27 @@ def parse_run(text: str) -> Run:
         deadline_hit=bool(d.get("deadline_hit")), raw=d)
 
 
+def run_warnings(run: Run) -> List[str]:
+    """Why a run's figures may not mean what the table implies.
+
+    Returns human-readable strings (empty when the run is clean): the
+    deadline cut the client short, connects failed, or connected clients
+    were never accepted (on Linux a killed SO_REUSEPORT listener's queue
+    is dropped unless net.ipv4.tcp_migrate_req is set).
+    """
+    out = []
+    if run.deadline_hit:
+        out.append("server deadline hit; the client stopped early")
+    if run.connect_ok + run.connect_failed < run.connections:
+        out.append(f"only {run.connect_ok + run.connect_failed} of "
+                   f"{run.connections} connections attempted")
+    if run.connect_failed:
+        out.append(f"{run.connect_failed} connects failed")
+    if run.lost:
+        out.append(f"{run.lost} connected clients never accepted")
+    return out
+
+
 # ------------------------------------------------------------ summarising
 
 

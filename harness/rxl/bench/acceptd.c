@@ -434,7 +434,9 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 
 	pfd.fd = go_fd;
 	pfd.events = POLLIN;
-	if (poll(&pfd, 1, (int)(deadline - now_ms())) != 1 ||
+	/* A negative timeout would mean forever: clamp at the deadline. */
+	if (poll(&pfd, 1, deadline > now_ms() ? (int)(deadline - now_ms()) :
+	    0) != 1 ||
 	    read(go_fd, &c, 1) != 1)
 		_exit(3);
 	c = 'r';
@@ -448,6 +450,7 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 		}
 #else
 		/* Without epoll the shared modes are poll(2): a plain herd. */
+		(void)ep;
 		if (o->mode != M_NOFLAG) {
 			ws->regerr = EOPNOTSUPP;
 			c = 'e';

@@ -156,6 +156,9 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
                      ).write_text(out)
                 run = A.parse_run(out)
                 runs.append(run)
+                for w in A.run_warnings(run):
+                    click.echo(f"warning: {setup} run {rep + 1}: {w}",
+                               err=True)
                 if not as_json:
                     click.echo(f"{setup} work={cfg.work_ms:g}ms run "
                                f"{rep + 1}/{repetitions}: {run.accepts}",
