@@ -226,8 +226,8 @@ def test_live_short_run(tmp_path):
         "--setup", "reuseport", "--setup", "exclusive"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
-    assert [r["setup"] for r in doc["results"]] == ["reuseport",
-                                                     "exclusive"]
+    setups = [r["setup"] for r in doc["results"]]
+    assert setups == ["reuseport", "exclusive"]
     for r in doc["results"]:
         (run,) = r["runs"]
         assert sum(run["accepts"]) == 40
@@ -260,3 +260,23 @@ def test_run_warnings():
     assert any("deadline" in x for x in w)
     assert any("1 connects failed" in x for x in w)
     assert any("2 connected clients never accepted" in x for x in w)
+
+
+def test_cli_plot_target_checked_before_running(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = CliRunner().invoke(bench, [
+        "accept", "--dry-run", "--build-dir", str(tmp_path), "--plot",
+        str(tmp_path / "missing" / "x.png")])
+    assert res.exit_code == 1
+    assert "does not exist" in res.output
+
+
+def test_tables_fall_back_to_plain_without_rich(monkeypatch, capsys):
+    from rxl.bench import cli as bcli
+    for mod in ("rich", "rich.console", "rich.table", "rich.text"):
+        monkeypatch.setitem(__import__("sys").modules, mod, None)
+    s = A.summarise([load("incoming-cpu-w4-n60-r0.json")])
+    bcli._echo_tables([s], use_rich=True)
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].startswith("----")
+    assert "0[u]" in out and "incoming-cpu" in out

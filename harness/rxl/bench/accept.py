@@ -13,6 +13,7 @@ worker the wakeups, accepts, empty wakeups and CPU time.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -418,13 +419,14 @@ class Stat:
         """``mean (lo-hi)``; ``pct`` renders fractions as percent."""
         k = 100.0 if pct else 1.0
         unit = "%" if pct else ""
-        m, a, b = (f"{v * k:.{digits}f}" for v in (self.mean, self.lo,
-                                                    self.hi))
+        m, a, b = (f"{v * k:.{digits}f}"
+                   for v in (self.mean, self.lo, self.hi))
         if a == b:
             return f"{m}{unit}"
         return f"{m}{unit} ({a}-{b})"
 
     def as_json(self) -> dict:
+        """``{"mean", "min", "max"}``, same units as the figure."""
         return {"mean": self.mean, "min": self.lo, "max": self.hi}
 
 
@@ -456,11 +458,13 @@ class Summary:
 
     @property
     def label(self) -> str:
+        """Table label: the setup, plus the work time when non-zero."""
         if self.work_ms:
             return f"{self.setup} work={self.work_ms:g}ms"
         return self.setup
 
     def as_json(self) -> dict:
+        """The --json record of this setup: its runs and the summary."""
         return {"setup": self.setup, "work_ms": self.work_ms,
                 "runs": [r.as_json() for r in self.runs],
                 "summary": {
@@ -587,6 +591,16 @@ def results_json(summaries: Sequence[Summary], config: dict) -> dict:
             "results": [s.as_json() for s in summaries]}
 
 
+def check_plot_target(path: os.PathLike) -> None:
+    """Raise BenchError unless matplotlib imports and ``path``'s
+    directory exists."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise BenchError("--plot needs matplotlib: pip install 'rxl[plot]'")
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise BenchError(f"--plot: directory {parent} does not exist")
+
+
 def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:
     """Draw per-worker accept shares per setup to ``path`` (PNG).
 
@@ -625,5 +639,9 @@ def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:
         ax.axis("off")
     axes[0][0].set_ylabel("share of accepts")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:
+        raise BenchError(f"--plot: cannot write {path}: {e}") from None
+    finally:
+        plt.close(fig)

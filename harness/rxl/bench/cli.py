@@ -136,6 +136,9 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         c.validate()
     if not dry_run:
         A.check_platform(setups)
+    if plot:
+        # Fail before minutes of runs, not after them.
+        A.check_plot_target(plot)
     bdir = Path(build_dir) if build_dir else A.default_build_dir()
     binary = A.ensure_built(bdir, cc=cc, dry_run=dry_run, echo=click.echo)
     summaries = []
