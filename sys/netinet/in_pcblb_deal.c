@@ -55,7 +55,7 @@
 
 #include <netinet/in_pcblb_deal.h>
 
-#define	LBDEAL_NOLEAF	((u_int)-1)
+#define	LBDEAL_NOLEAF	(~0u)
 
 /* Scratch space of one deal, carved out of the caller's buffer. */
 struct lbdeal_work {
@@ -65,11 +65,11 @@ struct lbdeal_work {
 	u_int	*w_parent;	/* [ngroups] parent of each group. */
 	u_int	*w_gdepth;	/* [ngroups] depth of each group. */
 	u_int	*w_lstart;	/* [nlists + 1] first entry of each list. */
-	u_int	*w_lcur;	/* [nlists] first entry that may have deficit. */
+	u_int	*w_lcur;	/* [nlists] first entry maybe owed slots. */
 	u_int	*w_entry;	/* [nentries] member index. */
-	u_int	*w_jump;	/* [nentries] next entry that may have deficit. */
+	u_int	*w_jump;	/* [nentries] next entry maybe owed slots. */
 	u_int	*w_deficit;	/* [nmembers] slots still owed. */
-	u_int	*w_fill;	/* [ncpu] slots of the CPU's range dealt so far. */
+	u_int	*w_fill;	/* [ncpu] slots of the CPU's range dealt. */
 	uint32_t *w_count;	/* [ncpu] handshakes, or stand-in counts. */
 };
 
@@ -216,7 +216,7 @@ lbdeal_fill(struct lbdeal_work *w, struct lbdeal_out *out, u_int cpu,
 	for (pos = w->w_lcur[l]; pos < end && *left > 0;) {
 		m = w->w_entry[pos];
 		if (w->w_deficit[m] == 0) {
-			/* Paid in full: link the previous live entry past it. */
+			/* Paid in full: link the last live entry past it. */
 			pos = w->w_jump[pos];
 			if (prev == end)
 				w->w_lcur[l] = pos;

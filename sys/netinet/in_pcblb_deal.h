@@ -81,8 +81,8 @@ struct cpu_group;
 /* Inputs of one deal.  All arrays are owned by the caller. */
 struct lbdeal_in {
 	const struct cpu_group	*di_root;	/* Scheduler topology. */
-	const uint16_t		*di_tags;	/* [di_nmembers] LBDEAL_TAG_*. */
-	const uint32_t		*di_counts;	/* [di_ncpu] handshakes, or NULL. */
+	const uint16_t		*di_tags;	/* [di_nmembers] tags. */
+	const uint32_t		*di_counts;	/* [di_ncpu], or NULL. */
 	u_int			 di_nmembers;
 	u_int			 di_ncpu;	/* mp_maxid + 1. */
 };
@@ -90,7 +90,7 @@ struct lbdeal_in {
 /* Output of one deal, written into caller-provided arrays. */
 struct lbdeal_out {
 	uint32_t		*do_cpu;	/* [di_ncpu] LBDEAL_ENTRY(). */
-	uint16_t		*do_slot;	/* [LBDEAL_SLOTS * di_nmembers]. */
+	uint16_t		*do_slot;	/* [16 * di_nmembers]. */
 	u_int			 do_nslots;	/* Set by lbdeal(). */
 };
 

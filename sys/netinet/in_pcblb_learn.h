@@ -50,7 +50,7 @@ struct lblearn {
 	uint32_t	*ll_cnt[2];	/* [ll_ncpu] handshakes per window. */
 	u_int		 ll_ncpu;
 	u_int		 ll_cur;	/* Index of the current window. */
-	int		 ll_start;	/* ticks when the current window began. */
+	int		 ll_start;	/* ticks when this window began. */
 	int		 ll_window;	/* Window length in ticks. */
 };
 
