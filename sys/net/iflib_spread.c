@@ -62,7 +62,7 @@ spread_next(const struct cpu_group *root, const struct cpu_group *cg,
 		return (&cg->cg_child[0]);
 	while (cg != root) {
 		parent = cg->cg_parent;
-		i = cg - parent->cg_child;
+		i = (int)(cg - parent->cg_child);
 		if (i + 1 < parent->cg_children)
 			return (&parent->cg_child[i + 1]);
 		cg = parent;
