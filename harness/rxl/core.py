@@ -58,6 +58,7 @@ int rxl_spread(const struct rxl_topo *, const int *, int, const int *, int,
 int rxl_deal(const struct rxl_topo *, int, const uint16_t *,
     const uint32_t *, int, uint32_t *, uint16_t *, unsigned *);
 unsigned rxl_select(const uint32_t *, int, int, uint32_t, int, int *);
+uint32_t rxl_mix(uint32_t);
 size_t rxl_deal_scratch_size(const struct rxl_topo *, int, int);
 struct rxl_learn *rxl_learn_new(int, int, int);
 void rxl_learn_free(struct rxl_learn *);
@@ -238,6 +239,11 @@ def select(d: Optional[CDeal], n: int, cpu: int, h: int) -> Tuple[int, bool]:
     if steered[0]:
         return d.slots[idx], True
     return idx, False
+
+
+def mix(h: int) -> int:
+    """``LBDEAL_MIX()``: the hash mix applied before steering."""
+    return lib().rxl_mix(h & 0xFFFFFFFF)
 
 
 def spread_order(topo: Topology, eligible: Sequence[int],

@@ -160,6 +160,21 @@ def select(d: Optional[Deal], n: int, cpu: int, h: int) -> Tuple[int, bool]:
     return d.slots[off + (h * cnt >> 32)], True
 
 
+#: 2^32 / phi, rounded to odd: Knuth's multiplicative hashing constant.
+FIBONACCI32 = 0x9E3779B1
+
+
+def mix(h: int) -> int:
+    """Carry a 32-bit hash's low-bit entropy into its high bits.
+
+    :func:`select` scales the high bits of ``h`` onto a CPU's range; the
+    lbgroup tuple hash (sys/netinet/in_pcb.h, INP_PCBLBGROUP_PKTHASH) has
+    only the foreign address in its high 16 bits, so the kernel mixes it
+    first with a Fibonacci multiply.
+    """
+    return (h * FIBONACCI32) & 0xFFFFFFFF
+
+
 def ring_counts(topo: Topology, tags: Sequence[Tag],
                 d: Deal) -> List[Dict[str, int]]:
     """Per member, its slots by distance class (exact, smt, l3, far, any)."""

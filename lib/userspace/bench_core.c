@@ -158,7 +158,7 @@ lbgroup_dealt(uint32_t faddr, uint16_t fport, uint32_t laddr, uint16_t lport,
 	h = pkthash(faddr, lport, fport);
 	map = __atomic_load_n(&grp->il_map, __ATOMIC_ACQUIRE);
 	if (__predict_false(map != NULL) &&
-	    lbdeal_steer(map->lm_cpu, cpu, h, &slot))
+	    lbdeal_steer(map->lm_cpu, cpu, LBDEAL_MIX(h), &slot))
 		return (map->lm_slot[slot]);
 	return (grp->il_inp[h % grp->il_inpcnt]);
 }

@@ -169,6 +169,13 @@ rxl_select(const uint32_t *cpuent, int ncpu, int cpu, uint32_t h, int n,
 	return (idx);
 }
 
+uint32_t
+rxl_mix(uint32_t h)
+{
+
+	return (LBDEAL_MIX(h));
+}
+
 size_t
 rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers, int ncpu)
 {

@@ -27,6 +27,7 @@ int	rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
 	    uint16_t *slots, unsigned *nslots);
 unsigned rxl_select(const uint32_t *cpuent, int ncpu, int cpu, uint32_t h,
 	    int n, int *steered);
+uint32_t rxl_mix(uint32_t h);
 size_t	rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers,
 	    int ncpu);
 struct rxl_learn *rxl_learn_new(int ncpu, int window, int now);

@@ -71,7 +71,14 @@
 #define	LBDEAL_ENTRY(off, cnt)	(((uint32_t)(off) << 16) | (uint32_t)(cnt))
 #define	LBDEAL_OFF(e)		((u_int)((e) >> 16))
 #define	LBDEAL_CNT(e)		((u_int)((e) & 0xffff))
-/* Scale a 32-bit hash onto a range: a multiply and a shift, no division. */
+/*
+ * Scale a 32-bit hash onto a range: a multiply and a shift, no division.
+ * The slot comes from the high bits of h, so h must carry its entropy
+ * there; a hash that does not (the lbgroup tuple hash's high bits are the
+ * foreign address alone) goes through LBDEAL_MIX() first, a Fibonacci
+ * multiply by 2^32 / phi.
+ */
+#define	LBDEAL_MIX(h)		((uint32_t)(h) * 0x9e3779b1u)
 #define	LBDEAL_SLOT(e, h)						\
 	(LBDEAL_OFF(e) + (u_int)(((uint64_t)(uint32_t)(h) *		\
 	    LBDEAL_CNT(e)) >> 32))

@@ -221,3 +221,19 @@ def test_explicit_tags_stand_in(impl):
     # Each pays its own member 16, and the untagged E 4 in the last ring.
     for cpu, m in ((0, 0), (1, 1), (2, 2), (9, 3)):
         assert runs(d.slots_of(cpu)) == [(m, 16), (4, 4)]
+
+
+def test_mix_spreads_a_loopback_tuple_hash():
+    """The lbgroup tuple hash of 127.0.0.1 clients varies only in its low 16
+    bits (the ports), so unmixed every connection would hit the first slot
+    of a CPU's range; mixed, 64 client ports reach all 4 members."""
+    faddr = 0x7F000001
+    hashes = [faddr ^ (faddr >> 16) ^ ((80 ^ port) & 0xFFFF)
+              for port in range(50000, 50064)]
+    topo = topology.load("2x4x2")
+    d = model.deal(topo, [Tag(0), Tag(1), Tag(2), Tag(3)], {0: 1})
+    unmixed = {model.select(d, 4, 0, h)[0] for h in hashes}
+    mixed = {model.select(d, 4, 0, model.mix(h))[0] for h in hashes}
+    assert len(unmixed) == 1
+    assert mixed == {0, 1, 2, 3}
+    assert [core.mix(h) for h in hashes] == [model.mix(h) for h in hashes]
