@@ -36,9 +36,11 @@ from typing import Dict, Iterable, List, Optional, Tuple
 MARK = "==RXL=="
 
 #: Console patterns that mean the kernel died (FreeBSD panic(9), trap and
-#: debugger entry messages).
+#: debugger entry messages). ``panic: `` may follow other output on the same
+#: line (recorded: ``debug.kdb.panic: 0panic: kdb_sysctl_panic``) but not a
+#: dot, so sysctl names such as ``debug.kdb.panic: 0`` alone do not count.
 PANIC_PATTERNS: Tuple[re.Pattern, ...] = (
-    re.compile(r"\bpanic: "),
+    re.compile(r"(?<!\.)panic: "),
     re.compile(r"\bFatal trap \d+"),
     re.compile(r"\bKDB: enter"),
 )

@@ -57,8 +57,10 @@ class GuestConfig:
         networking, the first NIC carries ``hostfwd``.
       hostfwd: ``"tcp::2222-:22"`` style rules for the first NIC.
       root_dir: host directory served as the FAT root disk (required).
-      root_rw: ``fat:rw:`` (guest writes go to the overlay when ``snapshot``).
-      snapshot: keep the host directory untouched (writes to a temp overlay).
+      snapshot: guest writes go to a temporary overlay; the host directory
+        is never written (default). Takes precedence over ``root_rw``.
+      root_rw: without ``snapshot``, ``fat:rw:`` (guest writes reach the host
+        directory); false: a read-only disk.
       firmware: OVMF code image; ``None`` means :func:`find_ovmf`.
       accel: ``tcg`` (default) or ``kvm``.
       serial: ``"stdio"`` or ``"file:PATH"`` (QEMU chardev syntax).
@@ -162,10 +164,14 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
         "-nodefaults", "-nographic", "-vga", "none", "-monitor", "none",
         "-serial", cfg.serial,
     ]
-    fat = f"fat:rw:{cfg.root_dir}" if cfg.root_rw else f"fat:{cfg.root_dir}"
-    drive = f"if=none,id=root,format=raw,file={fat}"
+    # QEMU 7.2 refuses fat:rw: under snapshot=on ("Unable to set VVFAT to 'rw'
+    # when drive is read-only"); a snapshot overlay is writable anyway.
     if cfg.snapshot:
-        drive += ",snapshot=on"
+        drive = f"if=none,id=root,format=raw,file=fat:{cfg.root_dir},snapshot=on"
+    elif cfg.root_rw:
+        drive = f"if=none,id=root,format=raw,file=fat:rw:{cfg.root_dir}"
+    else:
+        drive = f"if=none,id=root,format=raw,file=fat:{cfg.root_dir}"
     # q35's ICH9 AHCI controller exposes buses ide.0..ide.5; port 0 -> ada0.
     argv += ["-drive", drive, "-device", "ide-hd,drive=root,bus=ide.0"]
     for i, model in enumerate(cfg.nics):

@@ -78,6 +78,8 @@ class RunOptions:
     memory_mib: int
     dry_run: bool
     rebuild_world: bool
+    pristine_src: Optional[str] = None
+    tests_on_spread: bool = False
 
 
 def _echo_err(msg: str) -> None:
@@ -123,15 +125,40 @@ class Runner:
         if not (Path(src) / "tools/build/make.py").is_file() or not (Path(src) / "sys").is_dir():
             raise StageFailed(f"series: {src} is not a FreeBSD source tree "
                               "(no tools/build/make.py or sys/)")
-        head = _git(src, "rev-parse", "--short", "HEAD").strip() or "not a git tree"
+        head = _git(src, "log", "-1", "--format=%h %s").strip() or "not a git tree"
         changed = _git(src, "status", "--porcelain", "--untracked-files=no")
-        n_mod = sum(1 for ln in changed.splitlines() if not ln.startswith(" D"))
-        n_del = sum(1 for ln in changed.splitlines() if ln.startswith(" D"))
-        detail = (f"HEAD {head}; {n_mod} modified files (the series, applied by `rxl series`), "
-                  f"{n_del} files absent from the snapshot")
+        n_mod = sum(1 for ln in changed.splitlines() if ln.strip())
+        detail = f"HEAD {head}; {n_mod} uncommitted changes"
         return StageRecord("series", "ok", detail=detail)
 
     def build(self) -> StageRecord:
+        rec = self._build_patched()
+        if self.o.pristine_src and not self.o.pristine_kernel:
+            rec = self._build_pristine(rec)
+        return rec
+
+    def _build_pristine(self, rec: StageRecord) -> StageRecord:
+        """Build the same kernel config from a checkout of the base (own objdir)."""
+        from rxl import build as build_mod
+        src = self.o.pristine_src
+        objdir = str(Path(self.o.guest_dir) / "obj-pristine")
+        if not (Path(src) / "tools/build/make.py").is_file():
+            raise StageFailed(f"build: --pristine-src {src} is not a FreeBSD source tree")
+        stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
+        rec.commands += [s.shell() for s in stages]
+        kpath = str(build_mod.kernel_path(src, objdir))
+        self.o.pristine_kernel = kpath
+        rec.detail += f"; pristine kernel: {kpath}"
+        if self.o.dry_run:
+            return rec
+        try:
+            build_mod.build_kernel(src, objdir, logdir=str(Path(self.o.out) / "pristine"),
+                                   echo=self._quiet_echo)
+        except build_mod.BuildError as exc:
+            raise StageFailed(f"build: pristine: {exc}") from None
+        return rec
+
+    def _build_patched(self) -> StageRecord:
         if self.o.kernel:
             if not Path(self.o.kernel).is_file():
                 raise StageFailed(f"build: --kernel {self.o.kernel}: no such file")
@@ -209,7 +236,7 @@ class Runner:
                     loader_efi=str(self.world.loader_efi), kernel=kernel, programs=progs,
                     libs=libs, tests=guest_tests,
                     loader_rc=image_mod.render_loader_rc(tunables),
-                    rc=image_mod.render_rc(label, sorted(guest_tests),
+                    rc=image_mod.render_rc(label, self._programs_for(label, guest_tests),
                                            case_timeout=self.o.case_timeout))
                 info = image_mod.stage_root(root, acts)
             except (image_mod.ImageError, ValueError, OSError) as exc:
@@ -218,6 +245,13 @@ class Runner:
         return StageRecord("image", "planned" if self.o.dry_run else "ok",
                            detail="; ".join(details))
 
+    def _programs_for(self, label: str, guest_tests: Dict[str, str]) -> List[str]:
+        """ATF programs a boot runs: all, except on the spread boot (placement only)
+        unless --tests-on-spread (TCG: the suite costs minutes per boot)."""
+        if label == "spread" and not self.o.tests_on_spread:
+            return []
+        return sorted(guest_tests)
+
     def boot(self) -> StageRecord:
         from rxl import console as console_mod
         from rxl import qemu as qemu_mod
@@ -225,6 +259,8 @@ class Runner:
         cmds, details = [], []
         failures = []
         for label, root in self.roots.items():
+            # snapshot=on: the staged directory is never written. The guest's
+            # root stays read-only anyway (rc.j2 writes no file).
             cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=self.o.memory_mib)
             try:
                 argv = qemu_mod.build_argv(cfg, firmware=fw or "/usr/share/OVMF/OVMF_CODE_4M.fd"
@@ -348,8 +384,13 @@ def _parse_test(value: str) -> Tuple[str, str]:
               help="Where guest roots and test binaries are staged.")
 @click.option("--kernel", default=None, help="Patched kernel to boot (skips the build stage).")
 @click.option("--pristine-kernel", default=None, help="Kernel built from the base, for comparison.")
+@click.option("--pristine-src", default=None,
+              help="Checkout of the base (e.g. `git clone --branch main <repo> DIR`): its "
+                   "kernel is built with the same config, objdir <guest-dir>/obj-pristine.")
 @click.option("--spread/--no-spread", default=True, show_default=True,
               help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1.")
+@click.option("--tests-on-spread", is_flag=True,
+              help="Run the ATF suite on the spread boot too (default: placement only).")
 @click.option("--case-timeout", default=300, show_default=True, help="Seconds per ATF case.")
 @click.option("--new-program", "new_programs", multiple=True,
               help="Basename of a test program of the series (must fail on pristine).")
@@ -361,7 +402,7 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-def run(src, objdir, out, guest_dir, kernel, pristine_kernel, spread, case_timeout,
+def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, spread, tests_on_spread, case_timeout,
         new_programs, tests, atf_dir, memory_mib, rebuild_world, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine."""
     opts = RunOptions(
@@ -373,7 +414,9 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, spread, case_timeo
         new_programs=tuple(new_programs) + tuple(n for n, _ in series_tests(atf_dir)),
         extra_tests=tuple(series_tests(atf_dir)) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,
-        dry_run=dry_run, rebuild_world=rebuild_world)
+        dry_run=dry_run, rebuild_world=rebuild_world,
+        pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
+        tests_on_spread=tests_on_spread)
     r = Runner(opts)
     ok = r.run()
     if dry_run:

@@ -295,14 +295,24 @@ def build_tests(src: str, objdir: str, outdir: str, *, logdir: str,
     return built
 
 
-def head_of(src: str) -> str:
-    """``git rev-parse HEAD`` of the tree plus a dirty flag, or "" when not a git tree."""
+def head_of(src: str, paths: Sequence[str] = ()) -> str:
+    """Last commit touching ``paths`` in the tree (``git log -1 -- paths``); "" if not git.
+
+    The userland stamp uses the userland's own directories, so a new kernel
+    commit of the series does not force a userland rebuild.
+    """
     try:
-        head = subprocess.run(["git", "-C", src, "rev-parse", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(["git", "-C", src, "log", "-1", "--format=%H", "--", *paths],
+                              capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return ""
-    return head
+
+
+#: Paths whose history decides whether the userland must be rebuilt.
+#: Manual pages (``*.1`` .. ``*.9``) are excluded: the series edits getsockopt.2.
+USERLAND_PATHS: Tuple[str, ...] = SUBDIRS + PREBUILD_LIBS + GENERIC_LIBS + (
+    "lib/libc", "lib/csu", "contrib/atf", "include", "share/mk", "Makefile.inc1",
+    ":(exclude,glob)**/*.[1-9]")
 
 
 def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = "/work/logs",
@@ -321,7 +331,8 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = "/work/
                            "(no .kernel-toolchain.done); run the build stage first")
     stages = plan_world(src, objdir, jobs=jobs, lock=lock)
     stamp = objtop(src, objdir) / ".rxl-world.stamp"
-    plan_text = "\n".join(s.shell() for s in stages) + "\n" + head_of(src) + "\n"
+    plan_text = ("\n".join(s.shell() for s in stages) + "\n"
+                 + head_of(src, USERLAND_PATHS) + "\n")
     outs = world_outputs(src, objdir)
     if not force and stamp.is_file() and stamp.read_text() == plan_text and not outs.missing():
         echo(f"world: up to date ({stamp}), skipped")

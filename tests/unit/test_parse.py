@@ -101,3 +101,46 @@ def test_to_dict_is_json_ready():
     d = json.loads(json.dumps(r.to_dict()))
     assert d["cases"][0]["name"] == "so_reuseport_lb_test:basic_ipv4"
     assert d["sockets"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+# ---- real guest consoles (see tests/data/console/README.md)
+def test_real_commit1_boot():
+    r = parse_file(str(DATA / "real-c1-patched.log"))
+    assert r.outcome == "completed" and r.label == "patched"
+    status = {c.name: c.status for c in r.cases}
+    assert status["so_reuseport_lb_test:basic_ipv4"] == "passed"
+    assert status["so_reuseport_lb_test:basic_ipv6"] == "passed"
+    assert status["so_reuseport_lb_cpu_test:option"] == "failed"
+    assert len(r.cases) == 12
+    assert r.rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 2}
+    assert r.sockets == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    smt = [g.cpus for s in r.topology.children for g in s.children]
+    assert smt == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert all("SMT" in g.flags for s in r.topology.children for g in s.children)
+    assert r.sysctls["vm.ndomains"] == "2" and r.sysctls["dev.em.0.iflib.core_spread"] == "0"
+    assert r.panic_lines == []
+
+
+def test_real_spread_boot_moves_rxq1_to_socket1():
+    r = parse_file(str(DATA / "real-c1-spread.log"))
+    assert r.sysctls["dev.em.0.iflib.core_spread"] == "1"
+    assert r.socket_of_rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 1}
+
+
+def test_real_truncated_is_crashed():
+    r = parse_file(str(DATA / "real-c1-truncated.log"))
+    assert r.outcome == "crashed"
+    assert {c.name: c.status for c in r.cases}["so_reuseport_lb_test:basic_ipv6"] == "crashed"
+
+
+def test_real_panic():
+    r = parse_file(str(DATA / "real-panic.log"))
+    assert r.outcome == "panic"
+    assert "panic: kdb_sysctl_panic" in r.panic_lines[0]
+    assert r.cases[0].status == "crashed"
+
+
+def test_sysctl_named_panic_is_not_a_panic():
+    r = parse_console(["==RXL== BEGIN x", "debug.kdb.panic: 0", "kern.panic_reboot_wait_time: -1",
+                       "==RXL== END x"])
+    assert r.outcome == "completed"

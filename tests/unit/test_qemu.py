@@ -29,12 +29,17 @@ def test_firmware_root_disk_nic_serial():
     argv = build_argv(GuestConfig(root_dir="/r", hostfwd=("tcp::2222-:22",)), firmware=FW)
     drives = _opt(argv, "-drive")
     assert f"if=pflash,format=raw,readonly=on,file={FW}" in drives
-    assert "if=none,id=root,format=raw,file=fat:rw:/r,snapshot=on" in drives
+    assert "if=none,id=root,format=raw,file=fat:/r,snapshot=on" in drives
     assert "ide-hd,drive=root,bus=ide.0" in _opt(argv, "-device")
     assert "e1000e,netdev=net0" in _opt(argv, "-device")
     assert _opt(argv, "-netdev") == ["user,id=net0,hostfwd=tcp::2222-:22"]
     assert _opt(argv, "-serial") == ["stdio"]
     assert "-no-reboot" in argv and "-nographic" in argv
+
+
+def test_rw_fat_without_snapshot():
+    argv = build_argv(GuestConfig(root_dir="/r", snapshot=False), firmware=FW)
+    assert "if=none,id=root,format=raw,file=fat:rw:/r" in _opt(argv, "-drive")
 
 
 def test_no_numa_and_readonly_fat_and_serial_file():
