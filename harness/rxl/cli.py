@@ -22,3 +22,5 @@ from rxl.run_cli import run, parse, doctor  # noqa: E402
 main.add_command(run)
 main.add_command(parse)
 main.add_command(doctor)
+from rxl.learn_cli import learn  # noqa: E402
+main.add_command(learn)

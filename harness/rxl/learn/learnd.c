@@ -1,0 +1,499 @@
+/*-
+ * SPDX-License-Identifier: BSD-2-Clause
+ *
+ * learnd: the accept server of rxl's learning runs (issue 6).
+ *
+ * An unmodified SO_REUSEPORT_LB server: N worker processes, each with its
+ * own listener on INADDR_ANY:port, each optionally pinned to one CPU, and
+ * no SO_REUSEPORT_LB_CPU setsockopt anywhere, so whatever steering happens
+ * is what the kernel learned by itself at accept(2).
+ *
+ * Connections come from outside the guest (the host, through QEMU's user
+ * networking), so their SYNs arrive on the NIC with a hardware RSS hash.
+ * The client writes one byte naming the phase of the run ('w' warm-up,
+ * 'm' measured, 'q' quit); the server answers 'k' and closes.  Per
+ * accepted connection a worker records the phase, its own CPU, the
+ * handshake CPU (getsockopt SO_REUSEPORT_LB_CPU on the accepted socket,
+ * the series' observable), the flow type the NIC reported and the receive
+ * queue that the flow id selects on an 82574 (see rx_queue()).
+ *
+ * Output: sentinel lines on stdout (the guest's console), counts only,
+ * so the summary stays a few dozen lines however many connections ran:
+ *
+ *   ==RXL== LEARN READY <label> port=<p> workers=<n>
+ *   ==RXL== LEARN RUN <label> workers=<n> port=<p> ncpu=<c> nq=<q> pin=<list|none> hcpu_opt=<hex>
+ *   ==RXL== LEARN W <label> worker=<i> cpu=<pin|-1> accepts=<n> errors=<n> pinerr=<errno>
+ *   ==RXL== LEARN C <label> phase=<w|m|q|x> worker=<i> wcpu=<c> hcpu=<c|-1> q=<q|-1> n=<count>
+ *   ==RXL== LEARN FT <label> phase=<p> ftype=<M_HASHTYPE> n=<count>
+ *   ==RXL== LEARN DONE <label> accepted=<n> elapsed_ms=<ms> stop=<quit|deadline>
+ *
+ * Bounded: every wait has a timeout and the whole run has a deadline (-d).
+ * Builds on FreeBSD (the guest) and on Linux (SO_REUSEPORT, SO_INCOMING_CPU)
+ * so the protocol can be exercised on a build host over loopback.
+ */
+
+#ifdef __linux__
+#define	_GNU_SOURCE	/* sched_getcpu, CPU_SET */
+#endif
+
+#include <sys/types.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef __FreeBSD__
+#include <sys/param.h>
+#include <sys/cpuset.h>
+#endif
+
+/*
+ * The series' option (commit 2, sys/sys/socket.h).  The world's headers may
+ * predate it; the harness passes -DLEARND_LB_CPU_OPT=<value> read from the
+ * tree.  On a kernel without it getsockopt fails and the CPU is unknown.
+ */
+#if defined(SO_REUSEPORT_LB_CPU)
+#define	LB_CPU_OPT	SO_REUSEPORT_LB_CPU
+#elif defined(LEARND_LB_CPU_OPT)
+#define	LB_CPU_OPT	LEARND_LB_CPU_OPT
+#endif
+
+#define	MAXW		32		/* workers */
+#define	NCPU_MAX		64		/* CPUs counted; index NCPU_MAX = unknown */
+#define	MAXQ		4		/* queues; index MAXQ = unknown */
+#define	NPHASE		4		/* w m q x */
+#define	WAIT_MS		100		/* worker poll slice */
+#define	IO_MS		2000		/* per-connection byte wait */
+#define	REG_MS		5000		/* one worker's start-up */
+
+static const char phases[NPHASE] = { 'w', 'm', 'q', 'x' };
+
+struct wstat {
+	long	accepts;
+	long	errors;
+	int	pinerr;
+	int	ready;
+	/* [phase][worker cpu][handshake cpu][queue] */
+	long	c[NPHASE][NCPU_MAX + 1][NCPU_MAX + 1][MAXQ + 1];
+	long	ft[NPHASE][256];
+};
+
+struct shared {
+	volatile int	stop;		/* 1 quit, 2 deadline */
+	struct wstat	w[MAXW];
+};
+
+static struct shared *sh;
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: learnd -w workers [-c cpu,cpu,...] [-P port] "
+	    "[-l label] [-d deadline_s] [-Q nqueues]\n");
+	exit(2);
+}
+
+static long
+num(const char *s, long lo, long hi, const char *what)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno != 0 || *end != '\0' || end == s || v < lo || v > hi) {
+		fprintf(stderr, "learnd: bad %s '%s' (want %ld..%ld)\n", what,
+		    s, lo, hi);
+		exit(2);
+	}
+	return (v);
+}
+
+static long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ((long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+static int
+pin_self(int cpu)
+{
+#if defined(__FreeBSD__)
+	cpuset_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* The calling thread: what the learning's capture looks at. */
+	if (cpuset_setaffinity(CPU_LEVEL_WHICH, CPU_WHICH_TID, -1,
+	    sizeof(set), &set) != 0)
+		return (errno);
+	return (0);
+#elif defined(__linux__)
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return (sched_setaffinity(0, sizeof(set), &set) != 0 ? errno : 0);
+#else
+	(void)cpu;
+	return (EOPNOTSUPP);
+#endif
+}
+
+static int
+cur_cpu(void)
+{
+#if defined(__FreeBSD__) || defined(__linux__)
+	return (sched_getcpu());
+#else
+	return (-1);
+#endif
+}
+
+static int
+handshake_cpu(int fd)
+{
+	int cpu = -1;
+	socklen_t len = sizeof(cpu);
+
+#if defined(LB_CPU_OPT)
+	if (getsockopt(fd, SOL_SOCKET, LB_CPU_OPT, &cpu, &len) != 0)
+		cpu = -1;
+#elif defined(__linux__) && defined(SO_INCOMING_CPU)
+	if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0)
+		cpu = -1;
+#else
+	(void)fd;
+	(void)len;
+#endif
+	return (cpu);
+}
+
+/*
+ * The flow type and id the syncache copied from the handshake's mbuf
+ * (tcp_syncache.c: inp_flowid / inp_flowtype), -1 when unavailable.
+ */
+static void
+flow_of(int fd, int *ftype, unsigned *fid)
+{
+#if defined(IP_FLOWID) && defined(IP_FLOWTYPE)
+	int v;
+	socklen_t len = sizeof(v);
+
+	*ftype = -1;
+	*fid = 0;
+	if (getsockopt(fd, IPPROTO_IP, IP_FLOWTYPE, &v, &len) == 0)
+		*ftype = v;
+	len = sizeof(v);
+	if (getsockopt(fd, IPPROTO_IP, IP_FLOWID, &v, &len) == 0)
+		*fid = (unsigned)v;
+#else
+	(void)fd;
+	*ftype = -1;
+	*fid = 0;
+#endif
+}
+
+/*
+ * The receive queue an 82574 (em(4), e1000e) picks for a hash: the
+ * redirection table has 128 entries indexed by the hash's low 7 bits, and
+ * em_initialize_rss_mapping() (sys/dev/e1000/if_em.c) fills entry i with
+ * queue i % nqueues.  Only meaningful for a hardware hash (M_HASHTYPE_HASHPROP).
+ */
+static int
+rx_queue(int ftype, unsigned fid, int nq)
+{
+	if (nq <= 0 || nq > MAXQ || ftype < 0 || (ftype & 0x80) == 0)
+		return (-1);
+	return ((int)((fid & 0x7f) % (unsigned)nq));
+}
+
+static int
+listener(int port)
+{
+	struct sockaddr_in sin;
+	int fd, one = 1, fl;
+
+	if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1)
+		return (-1);
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+#if defined(SO_REUSEPORT_LB)
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT_LB, &one, sizeof(one)))
+		goto bad;
+#else
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)))
+		goto bad;
+#endif
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons((unsigned short)port);
+	sin.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0 ||
+	    listen(fd, 1024) != 0)
+		goto bad;
+	fl = fcntl(fd, F_GETFL);
+	if (fl == -1 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) == -1)
+		goto bad;
+	return (fd);
+bad:
+	close(fd);
+	return (-1);
+}
+
+static int
+phase_index(char c)
+{
+	int i;
+
+	for (i = 0; i < NPHASE - 1; i++)
+		if (phases[i] == c)
+			return (i);
+	return (NPHASE - 1);
+}
+
+/* Serve one accepted connection: read the phase byte, answer, count. */
+static void
+serve(struct wstat *ws, int fd, int nq)
+{
+	struct pollfd pfd;
+	unsigned fid;
+	int hc, wc, ft, q, p, fl;
+	char c = 'x';
+
+	wc = cur_cpu();
+	hc = handshake_cpu(fd);
+	flow_of(fd, &ft, &fid);
+	q = rx_queue(ft, fid, nq);
+	/* BSD accept(2) inherits O_NONBLOCK; be explicit either way. */
+	fl = fcntl(fd, F_GETFL);
+	if (fl != -1)
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, IO_MS) != 1 || read(fd, &c, 1) != 1)
+		c = 'x';
+	p = phase_index(c);
+	(void)write(fd, "k", 1);
+	close(fd);
+	ws->c[p][wc >= 0 && wc < NCPU_MAX ? wc : NCPU_MAX]
+	    [hc >= 0 && hc < NCPU_MAX ? hc : NCPU_MAX]
+	    [q >= 0 && q < MAXQ ? q : MAXQ]++;
+	ws->ft[p][ft >= 0 && ft < 256 ? ft : 255]++;
+	ws->accepts++;
+	if (c == 'q')
+		sh->stop = 1;
+}
+
+static void
+worker(int rank, int cpu, int port, int nq, long deadline)
+{
+	struct wstat *ws = &sh->w[rank];
+	struct pollfd pfd;
+	int lfd, fd, b;
+
+	if (cpu >= 0)
+		ws->pinerr = pin_self(cpu);
+	if ((lfd = listener(port)) == -1) {
+		ws->ready = -errno;
+		_exit(3);
+	}
+	ws->ready = 1;
+	while (!sh->stop && now_ms() < deadline) {
+		pfd.fd = lfd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, WAIT_MS) <= 0)
+			continue;
+		for (b = 0; b < 64; b++) {
+			fd = accept(lfd, NULL, NULL);
+			if (fd == -1) {
+				if (errno != EAGAIN && errno != EWOULDBLOCK &&
+				    errno != ECONNABORTED && errno != EINTR)
+					ws->errors++;
+				break;
+			}
+			serve(ws, fd, nq);
+		}
+	}
+	close(lfd);
+	_exit(0);
+}
+
+static int
+parse_cpus(char *s, int *cpus)
+{
+	char *tok, *save = NULL;
+	int n = 0;
+
+	for (tok = strtok_r(s, ",", &save); tok != NULL;
+	    tok = strtok_r(NULL, ",", &save)) {
+		if (n >= MAXW) {
+			fprintf(stderr, "learnd: more than %d CPUs in -c\n",
+			    MAXW);
+			exit(2);
+		}
+		cpus[n++] = (int)num(tok, 0, NCPU_MAX - 1, "cpu in -c");
+	}
+	return (n);
+}
+
+int
+main(int argc, char **argv)
+{
+	pid_t pid[MAXW];
+	int cpus[MAXW], ncpus = 0, nw = 0, port = 8080, nq = 0, ch, i, st;
+	int exited[MAXW], left, p, w, a, b, q;
+	const char *label = "run";
+	char *cpu_arg = NULL;
+	long deadline_s = 300, t0, deadline, total;
+	unsigned long opt = 0;
+
+	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:")) != -1) {
+		switch (ch) {
+		case 'w':
+			nw = (int)num(optarg, 1, MAXW, "workers");
+			break;
+		case 'c':
+			cpu_arg = optarg;
+			break;
+		case 'P':
+			port = (int)num(optarg, 1, 65535, "port");
+			break;
+		case 'l':
+			label = optarg;
+			break;
+		case 'd':
+			deadline_s = num(optarg, 1, 86400, "deadline_s");
+			break;
+		case 'Q':
+			nq = (int)num(optarg, 0, MAXQ, "nqueues");
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc || nw == 0)
+		usage();
+	if (cpu_arg != NULL && strcmp(cpu_arg, "none") != 0)
+		ncpus = parse_cpus(cpu_arg, cpus);
+#if defined(LB_CPU_OPT)
+	opt = (unsigned long)LB_CPU_OPT;
+#endif
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANON, -1, 0);
+	if (sh == MAP_FAILED) {
+		perror("learnd: mmap");
+		return (1);
+	}
+	t0 = now_ms();
+	deadline = t0 + deadline_s * 1000;
+	for (i = 0; i < nw; i++) {
+		exited[i] = 0;
+		fflush(stdout);
+		if ((pid[i] = fork()) == -1) {
+			perror("learnd: fork");
+			sh->stop = 2;
+			nw = i;
+			break;
+		}
+		if (pid[i] == 0)
+			worker(i, ncpus ? cpus[i % ncpus] : -1, port, nq,
+			    deadline);
+		/* Start workers one by one: member order = worker order. */
+		while (sh->w[i].ready == 0 && now_ms() - t0 < REG_MS * (i + 1))
+			usleep(2000);
+		if (sh->w[i].ready != 1) {
+			fprintf(stderr, "learnd: worker %d failed to listen: "
+			    "%s\n", i, strerror(-sh->w[i].ready));
+			sh->stop = 2;
+		}
+	}
+	if (!sh->stop) {
+		printf("==RXL== LEARN READY %s port=%d workers=%d\n", label,
+		    port, nw);
+		fflush(stdout);
+	}
+	while (!sh->stop && now_ms() < deadline)
+		usleep(50000);
+	if (!sh->stop)
+		sh->stop = 2;
+	for (t0 = now_ms();;) {
+		for (i = 0, left = 0; i < nw; i++) {
+			if (exited[i])
+				continue;
+			if (waitpid(pid[i], &st, WNOHANG) == pid[i])
+				exited[i] = 1;
+			else
+				left++;
+		}
+		if (left == 0 || now_ms() - t0 > 5000)
+			break;
+		if (now_ms() - t0 > 2000)
+			for (i = 0; i < nw; i++)
+				if (!exited[i])
+					(void)kill(pid[i], SIGKILL);
+		usleep(10000);
+	}
+
+	printf("==RXL== LEARN RUN %s workers=%d port=%d ncpu=%ld nq=%d pin=",
+	    label, nw, port, sysconf(_SC_NPROCESSORS_ONLN), nq);
+	if (ncpus == 0)
+		printf("none");
+	for (i = 0; i < ncpus; i++)
+		printf("%s%d", i ? "," : "", cpus[i]);
+	printf(" hcpu_opt=0x%lx\n", opt);
+	for (w = 0, total = 0; w < nw; w++) {
+		struct wstat *ws = &sh->w[w];
+
+		total += ws->accepts;
+		printf("==RXL== LEARN W %s worker=%d cpu=%d accepts=%ld "
+		    "errors=%ld pinerr=%d\n", label, w,
+		    ncpus ? cpus[w % ncpus] : -1, ws->accepts, ws->errors,
+		    ws->pinerr);
+		for (p = 0; p < NPHASE; p++)
+			for (a = 0; a <= NCPU_MAX; a++)
+				for (b = 0; b <= NCPU_MAX; b++)
+					for (q = 0; q <= MAXQ; q++)
+						if (ws->c[p][a][b][q])
+							printf("==RXL== LEARN C %s "
+							    "phase=%c worker=%d "
+							    "wcpu=%d hcpu=%d q=%d "
+							    "n=%ld\n", label,
+							    phases[p], w,
+							    a == NCPU_MAX ? -1 : a,
+							    b == NCPU_MAX ? -1 : b,
+							    q == MAXQ ? -1 : q,
+							    ws->c[p][a][b][q]);
+	}
+	for (p = 0; p < NPHASE; p++)
+		for (a = 0; a < 256; a++) {
+			long n = 0;
+
+			for (w = 0; w < nw; w++)
+				n += sh->w[w].ft[p][a];
+			if (n)
+				printf("==RXL== LEARN FT %s phase=%c ftype=%d "
+				    "n=%ld\n", label, phases[p],
+				    a == 255 ? -1 : a, n);
+		}
+	printf("==RXL== LEARN DONE %s accepted=%ld elapsed_ms=%ld stop=%s\n",
+	    label, total, now_ms() - (deadline - deadline_s * 1000),
+	    sh->stop == 1 ? "quit" : "deadline");
+	fflush(stdout);
+	return (0);
+}

@@ -1,0 +1,340 @@
+"""``rxl learn``: prove learning at accept(2) on the guest's e1000e (issue 6).
+
+Stages, each printed as it starts (``--dry-run`` prints every external
+command and runs nothing):
+
+    server  cross-compile learnd (harness/rxl/learn/learnd.c) for FreeBSD
+            against the world sysroot (``<objdir>/<src>/amd64.amd64/tmp``)
+    image   one guest root per boot under ``--guest-dir`` (rxl.image):
+            kernel, loader.rc tunables, the learn rc (templates/learn-rc.j2)
+    boot    QEMU per root (rxl.qemu, user networking with a hostfwd from
+            127.0.0.1:<free port> to the guest's learnd), console watched
+            (rxl.console); on each ``LEARN READY`` line the host drives the
+            warm-up and measured phases (rxl.learn.drive_run)
+    report  parse the console logs, analyse, print and save the table
+            (``<out>/learn.txt``, ``<out>/learn.json``)
+
+``--log FILE`` (repeatable) skips the first three stages and re-analyses
+saved console logs. Exit status: 0 when every planned run produced a
+summary with connections in its measured phase; the issue's targets are
+printed as MET/MISS (measured, not asserted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+import click
+
+from rxl import learn as L
+from rxl import parse as parse_mod
+from rxl import topology
+
+DEFAULT_GUEST_DIR = "/work/guest-learn"
+DEFAULT_LOG_ROOT = "/work/logs"
+#: Guest path of the server in the staged root.
+GUEST_LEARND = "/rxl/learnd"
+_READY = re.compile(re.escape(parse_mod.MARK) + r" LEARN READY (\S+)")
+
+
+class Conductor:
+    """Drives the host's connections whenever the guest prints ``LEARN READY <label>``.
+
+    ``on_line`` is given to :func:`rxl.console.watch` as its ``echo``; a
+    daemon thread waits (bounded by ``wait_s`` per run) for the next ready
+    label and runs :func:`rxl.learn.drive_run` against ``port``.
+    """
+
+    def __init__(self, port: int, phases: Sequence[L.Phase], nruns: int, *,
+                 concurrency: int, wait_s: float, echo: Callable[[str], None]):
+        self.port, self.phases, self.nruns = port, list(phases), nruns
+        self.concurrency, self.wait_s, self.echo = concurrency, wait_s, echo
+        self.q: "queue.Queue[Optional[str]]" = queue.Queue()
+        self.results: Dict[str, List[L.PhaseResult]] = {}
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def on_line(self, line: str) -> None:
+        self.echo(f"  {line}")
+        m = _READY.match(line)
+        if m:
+            self.q.put(m.group(1))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.q.put(None)
+        self.thread.join(30)
+
+    def _loop(self) -> None:
+        for _ in range(self.nruns):
+            try:
+                label = self.q.get(timeout=self.wait_s)
+            except queue.Empty:
+                self.echo("  driver: no LEARN READY line in time; stopping the driver")
+                return
+            if label is None:
+                return
+            res = L.drive_run(self.port, self.phases, concurrency=self.concurrency)
+            self.results[label] = res
+            self.echo("  driver: " + label + ": " + "; ".join(
+                f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
+                + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res))
+
+
+def _fail(msg: str) -> None:
+    raise click.ClickException(msg)
+
+
+def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
+    """Parse one console log: console result, learn runs, topology, metrics.
+
+    Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
+    dict}, "errors": [...], "metrics": [RunMetrics]}``. Raises OSError when
+    the log cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    con = parse_mod.parse_console(text)
+    runs = L.parse_learn(text)
+    errors: List[str] = []
+    if topo_override:
+        topo = topology.load(topo_override)
+    elif con.topology_xml:
+        try:
+            topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
+        except topology.TopologyError as exc:
+            errors.append(f"{path}: {exc}; using qemu-2s")
+            topo = topology.load("qemu-2s")
+    else:
+        errors.append(f"{path}: no topology in the log; using qemu-2s")
+        topo = topology.load("qemu-2s")
+    rxq = L.rxq_cpus(con.rxq)
+    metrics = []
+    for label, run in runs.items():
+        if not run.complete:
+            errors.append(f"{path}: run {label}: no DONE line (learnd did not finish)")
+            continue
+        try:
+            metrics.append(L.analyze(run, topo, rxq))
+        except L.LearnError as exc:
+            errors.append(f"{path}: {exc}")
+    if con.outcome != "completed":
+        errors.append(f"{path}: guest {con.outcome} ({con.last_line!r})")
+    return {"log": path, "outcome": con.outcome, "topology": topo.name,
+            "topology_xml": con.topology_xml, "rxq": rxq,
+            "sysctls": {**con.sysctls, **con.rxq},
+            "runs": {lbl: {"info": r.info, "sets": r.sets, "sysctls": r.sysctls,
+                           "done": r.done, "ftypes": r.ftypes, "notes": r.notes}
+                     for lbl, r in runs.items()},
+            "errors": errors, "metrics": metrics}
+
+
+def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
+    """Print (and save under ``out``) the table or JSON; return the exit status."""
+    metrics = [m for a in analyses for m in a["metrics"]]
+    rxq_by_run = {m.label: a["rxq"] for a in analyses for m in a["metrics"]}
+    topo_names = sorted({a["topology"] for a in analyses})
+    text = L.table(metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
+    errors = [e for a in analyses for e in a["errors"]]
+    doc = {"logs": [{k: v for k, v in a.items() if k != "metrics"} for a in analyses],
+           "runs": [m.to_dict() for m in metrics],
+           "targets": [t.__dict__ for m in metrics for t in L.targets(m)],
+           "errors": errors}
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "learn.txt").write_text(text + "".join(f"error: {e}\n" for e in errors))
+        (Path(out) / "learn.json").write_text(json.dumps(doc, indent=2, default=str))
+    click.echo(json.dumps(doc, indent=2, default=str) if as_json else text, nl=not as_json)
+    for e in errors:
+        click.echo(f"error: {e}", err=True)
+    return 1 if errors or not metrics else 0
+
+
+@click.command("learn")
+@click.option("--src", default="/usr/src", show_default=True, help="FreeBSD tree with the series.")
+@click.option("--objdir", default="/work/obj", show_default=True, help="MAKEOBJDIRPREFIX.")
+@click.option("--out", default=None, help="Logs and reports [default: /work/logs/learn-<time>].")
+@click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
+              help="Where learnd and the guest roots are staged.")
+@click.option("--kernel", default=None, help="Patched kernel [default: the objdir's RXL kernel].")
+@click.option("--pristine-kernel", default=None, help="Kernel of the base (for 'pristine').")
+@click.option("--config", "configs", multiple=True, type=click.Choice(L.CONFIGS),
+              help="Configurations to run (repeatable) [default: all].")
+@click.option("--workers", "worker_sets", multiple=True, type=click.Choice(L.WORKER_SETS),
+              help="Worker sets: one per rxq CPU, one per CPU (repeatable) [default: both].")
+@click.option("--warmup", default=25.0, show_default=True, help="Warm-up seconds (> 20).")
+@click.option("--measured", default=30.0, show_default=True, help="Measured seconds (> 20).")
+@click.option("--min-conns", default=512, show_default=True,
+              help="Measured phase runs on (up to 4x) until this many connections.")
+@click.option("--concurrency", default=4, show_default=True, help="Host connection threads.")
+@click.option("--learn-sysctl", default=None,
+              help="Commit 3's learning sysctl [default: found in the tree].")
+@click.option("--topology", "topo_spec", default=None,
+              help="Topology for the predictions [default: the guest's topology_spec].")
+@click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
+@click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
+              help="Analyse a saved console log instead of booting (repeatable).")
+@click.option("--tunable", "tunables", multiple=True,
+              help="Extra loader tunable NAME=VALUE for every boot (repeatable).")
+@click.option("--deadline", "deadline_s", default=None, type=int,
+              help="learnd's own deadline per run, s [default: every phase at its longest + 120].")
+@click.option("--pcap", is_flag=True,
+              help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
+@click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
+def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
+          measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
+          tunables, deadline_s, pcap, dry_run, as_json):
+    """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
+    try:
+        phases = L.plan_phases(warmup, measured, min_measured=min_conns)
+        boots = L.plan_boots(configs or L.CONFIGS, worker_sets or L.WORKER_SETS)
+        if topo_spec:
+            topology.load(topo_spec)
+    except (L.LearnError, topology.TopologyError) as exc:
+        _fail(str(exc))
+    if concurrency < 1:
+        _fail(f"--concurrency must be >= 1, got {concurrency}")
+    extra_tun = {}
+    for t in tunables:
+        name, sep, value = t.partition("=")
+        if not sep or not name or not value or any(c.isspace() for c in t):
+            _fail(f"--tunable {t!r}: expected NAME=VALUE without spaces")
+        extra_tun[name] = value
+    if deadline_s is not None and deadline_s < 1:
+        _fail(f"--deadline must be >= 1 s, got {deadline_s}")
+    if logs:
+        missing = [p for p in logs if not Path(p).is_file()]
+        if missing:
+            _fail(f"{missing[0]}: no such file")
+        analyses = [analyze_log(p, topo_spec) for p in logs]
+        sys.exit(report(analyses, out, as_json))
+
+    from rxl import build as build_mod
+    from rxl import image as image_mod
+    from rxl import qemu as qemu_mod
+    from rxl import world as world_mod
+
+    src, objdir, guest_dir = (os.path.abspath(p) for p in (src, objdir, guest_dir))
+    out = os.path.abspath(out or str(Path(DEFAULT_LOG_ROOT) /
+                                     time.strftime("learn-%Y%m%d-%H%M%S")))
+    echo = lambda s: click.echo(s, err=True)  # noqa: E731
+    if not (Path(src) / "sys").is_dir():
+        _fail(f"{src} is not a FreeBSD source tree (no sys/)")
+    kernels = {"patched": os.path.abspath(kernel) if kernel
+               else str(build_mod.kernel_path(src, objdir)),
+               "pristine": os.path.abspath(pristine_kernel) if pristine_kernel else None}
+    if any(b.kernel == "pristine" for b in boots) and not kernels["pristine"]:
+        _fail("the 'pristine' configuration needs --pristine-kernel "
+              "(or leave it out with --config)")
+    opt = L.lb_cpu_option(src)
+    sysctl_name = learn_sysctl or L.learn_sysctl_name(src)
+    needs_learning = any(r.learning is not None for b in boots for r in b.runs)
+    wout = world_mod.world_outputs(src, objdir)
+    learnd_bin = str(Path(guest_dir) / "learnd")
+    cc = L.learnd_cc_argv(str(L.learnd_source()), learnd_bin, str(wout.sysroot),
+                          lb_cpu_opt=opt)
+    deadline = deadline_s or L.run_deadline_s(phases)
+
+    if dry_run:
+        click.echo(f"# tree {src}: SO_REUSEPORT_LB_CPU "
+                   f"{hex(opt) if opt is not None else 'absent (commit 2 missing)'}; "
+                   f"learning sysctl {sysctl_name or 'absent (commit 3 missing)'}")
+        click.echo("# server")
+        click.echo(shlex.join(cc))
+        fw = qemu_mod.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"
+        for b in boots:
+            root = str(Path(guest_dir) / b.name)
+            click.echo(f"# boot {b.name}: kernel {kernels[b.kernel]}, tunables "
+                       f"{ {**extra_tun, **dict(b.tunables)} or '-'}, runs "
+                       f"{', '.join(r.label for r in b.runs)}; root {root}")
+            cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,
+                                       hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",))
+            click.echo(shlex.join(qemu_mod.build_argv(cfg, firmware=fw)))
+        click.echo(f"# host driver per run: {len(phases)} phases "
+                   + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
+                               for p in phases)
+                   + f", {concurrency} threads to 127.0.0.1:<port>; learnd deadline {deadline} s")
+        sys.exit(0)
+
+    if needs_learning and not sysctl_name:
+        _fail(f"{src}: no learning sysctl found (commit 3 missing?); give --learn-sysctl")
+    for what, path in [("kernel", kernels["patched"]), ("loader", str(wout.loader_efi))] + \
+            [("pristine kernel", kernels["pristine"])] * any(b.kernel == "pristine"
+                                                               for b in boots):
+        if not path or not Path(path).is_file():
+            _fail(f"{what} {path}: no such file (build it first: rxl build / rxl run)")
+    missing = wout.missing()
+    if missing:
+        _fail(f"world: missing {missing[0]} (build the guest userland first: rxl run)")
+    Path(out).mkdir(parents=True, exist_ok=True)
+    Path(guest_dir).mkdir(parents=True, exist_ok=True)
+
+    echo(f"== server: {shlex.join(cc)}")
+    p = subprocess.run(cc, capture_output=True, text=True)
+    (Path(out) / "learnd-cc.log").write_text(p.stdout + p.stderr)
+    if p.returncode:
+        _fail(f"server: cross-compile failed (exit {p.returncode}); log {out}/learnd-cc.log")
+
+    progs = {g: str(pth) for g, pth in wout.programs.items()}
+    try:
+        dyn = [pth for g, pth in progs.items() if g != "/libexec/ld-elf.so.1"]
+        libs = image_mod.resolve_libs(dyn, str(wout.sysroot))
+    except image_mod.ImageError as exc:
+        _fail(f"image: {exc}")
+    fw = qemu_mod.find_ovmf()
+    if not fw:
+        _fail("no OVMF firmware (apt-get install -y ovmf)")
+
+    from rxl import console as console_mod
+    analyses = []
+    for b in boots:
+        root = str(Path(guest_dir) / b.name)
+        try:
+            acts = image_mod.plan_root(
+                loader_efi=str(wout.loader_efi), kernel=kernels[b.kernel], programs=progs,
+                libs=libs, tests={GUEST_LEARND: learnd_bin},
+                loader_rc=image_mod.render_loader_rc({**extra_tun, **dict(b.tunables)}),
+                rc=L.render_learn_rc(b, learn_sysctl=sysctl_name, learnd=GUEST_LEARND,
+                                     deadline_s=deadline))
+            info = image_mod.stage_root(root, acts)
+        except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
+            _fail(f"image: {b.name}: {exc}")
+        echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
+        port = L.free_port()
+        extra = (("-object", f"filter-dump,id=dump0,netdev=net0,"
+                  f"file={Path(out) / (b.name + '.pcap')}") if pcap else ())
+        cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,
+                                   hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
+                                   extra=extra)
+        argv = qemu_mod.build_argv(cfg, firmware=fw)
+        log = str(Path(out) / f"console-{b.name}.log")
+        echo(f"== boot {b.name}: {shlex.join(argv)}")
+        echo(f"   console {log}")
+        cond = Conductor(port, phases, len(b.runs), concurrency=concurrency,
+                         wait_s=deadline + 600, echo=echo)
+        cond.start()
+        total = 600 + len(b.runs) * (deadline + 60)
+        try:
+            console_mod.watch(console_mod.SerialTransport(argv), log, echo=cond.on_line,
+                              total_timeout=total)
+        except console_mod.GuestError as exc:
+            echo(f"boot {b.name}: guest {exc.kind}: {exc}")
+        except FileNotFoundError as exc:
+            _fail(f"boot: {exc}")
+        finally:
+            cond.stop()
+        (Path(out) / f"driver-{b.name}.json").write_text(json.dumps(
+            {k: [r.__dict__ for r in v] for k, v in cond.results.items()}, indent=2))
+        analyses.append(analyze_log(log, topo_spec))
+    sys.exit(report(analyses, out, as_json))

@@ -1,0 +1,398 @@
+"""Learning at accept(2) on the guest (issue 6): plan, driver, parser, analysis, CLI.
+
+Console logs under tests/data/learn/: ``synthetic-*.log`` are written by hand
+with known counts (qemu-2s topology from tests/data/topology); learnd's own
+output format is also checked by building learnd.c with the host compiler and
+running it over loopback (skipped without a C compiler).
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl import learn as L
+from rxl import topology
+from rxl.cli import main
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+PATCHED = DATA / "synthetic-patched.log"
+SPREAD = DATA / "synthetic-spread.log"
+PRISTINE = DATA / "synthetic-pristine-panic.log"
+QEMU = topology.load("qemu-2s")
+
+
+def _runs(path):
+    return L.parse_learn(path.read_text().splitlines())
+
+
+# ------------------------------------------------------------------ plan
+
+def test_phases_outlast_both_windows():
+    ph = L.plan_phases()
+    assert [p.name for p in ph] == ["warmup", "measured"]
+    assert [p.byte for p in ph] == ["w", "m"]
+    assert all(p.min_s > 2 * L.WINDOW_S for p in ph)
+    assert ph[1].min_conns == 512 and ph[1].max_s == 120.0
+
+
+@pytest.mark.parametrize("warm,meas", [(20, 30), (30, 20), (5, 60)])
+def test_phase_not_longer_than_windows_is_refused(warm, meas):
+    with pytest.raises(L.LearnError, match="not longer than the two 10 s"):
+        L.plan_phases(warm, meas)
+
+
+def test_boots_cover_every_config_and_keep_off_before_on():
+    boots = L.plan_boots()
+    assert [b.name for b in boots] == ["patched", "spread", "pristine"]
+    assert [r.label for r in boots[0].runs] == [
+        "learn-off.rxq", "learn-off.all", "learn-on.rxq", "learn-on.all"]
+    assert [r.learning for r in boots[0].runs] == [0, 0, 1, 1]
+    assert boots[1].tunables == (("dev.em.0.iflib.core_spread", "1"),)
+    assert [r.label for r in boots[1].runs] == ["learn-spread.all", "learn-spread.rxq"]
+    assert boots[2].kernel == "pristine"
+    assert all(r.learning is None for r in boots[2].runs)
+
+
+def test_boots_subset_and_errors():
+    boots = L.plan_boots(["learn-spread"], ["all"])
+    assert len(boots) == 1 and boots[0].runs == (L.RunPlan("learn-spread", "all", 1),)
+    with pytest.raises(L.LearnError, match="unknown configuration"):
+        L.plan_boots(["learn-maybe"])
+    with pytest.raises(L.LearnError, match="no configuration"):
+        L.plan_boots([], ["rxq"])
+
+
+def test_config_of():
+    assert L.config_of("learn-spread.all") == ("learn-spread", "all")
+    with pytest.raises(L.LearnError):
+        L.config_of("learn-on")
+    with pytest.raises(L.LearnError):
+        L.config_of("other.rxq")
+
+
+def test_tree_lookups(tmp_path):
+    assert L.lb_cpu_option(str(tmp_path)) is None
+    assert L.learn_sysctl_name(str(tmp_path)) is None
+    (tmp_path / "sys/sys").mkdir(parents=True)
+    (tmp_path / "sys/sys/socket.h").write_text(
+        "#define\tSO_REUSEPORT_LB\t0x10000\n#define\tSO_REUSEPORT_LB_CPU\t0x1030\t/* x */\n")
+    (tmp_path / "sys/netinet").mkdir(parents=True)
+    (tmp_path / "sys/netinet/in_pcb.c").write_text(
+        "SYSCTL_INT(_net_inet_tcp, OID_AUTO, reuseport_lb_learn,\n"
+        "    CTLFLAG_VNET | CTLFLAG_RW, &x, 0, \"learn\");\n")
+    assert L.lb_cpu_option(str(tmp_path)) == 0x1030
+    assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
+
+
+def test_cc_argv():
+    argv = L.learnd_cc_argv("/s/learnd.c", "/o/learnd", "/sysroot", lb_cpu_opt=0x1030)
+    assert argv[1:3] == ["--target=x86_64-unknown-freebsd14.0", "--sysroot=/sysroot"]
+    assert "-static" in argv and "-DLEARND_LB_CPU_OPT=0x1030" in argv
+    assert argv[-3:] == ["-o", "/o/learnd", "/s/learnd.c"]
+    assert not any(a.startswith("-DLEARND") for a in
+                   L.learnd_cc_argv("a.c", "a", "/r", lb_cpu_opt=None))
+
+
+def test_rc_sets_sysctl_pins_and_network():
+    boot = L.plan_boots(["learn-off", "learn-on"], ["rxq"])[0]
+    rc = L.render_learn_rc(boot, learn_sysctl="net.inet.tcp.reuseport_lb_learn",
+                           deadline_s=200)
+    assert "ifconfig em0 inet 10.0.2.15/24 up" in rc
+    assert rc.index("net.inet.tcp.reuseport_lb_learn=0") < rc.index(
+        "net.inet.tcp.reuseport_lb_learn=1")
+    assert "timeout 230 /rxl/learnd -w \"$nw\" -c \"$cpus\" -P 8080 -l learn-on.rxq -d 200" in rc
+    assert "dev.em.0.iflib.rxq*.cpu) rxq=" in rc
+    assert rc.rstrip().endswith("reboot -p")
+    if shutil.which("sh"):
+        assert subprocess.run(["sh", "-n"], input=rc, text=True).returncode == 0
+
+
+def test_rc_errors():
+    boot = L.plan_boots(["learn-on"], ["rxq"])[0]
+    with pytest.raises(L.LearnError, match="no learning sysctl"):
+        L.render_learn_rc(boot, learn_sysctl=None)
+    with pytest.raises(L.LearnError, match="driver"):
+        L.render_learn_rc(boot, learn_sysctl="a.b", nic="eth-0")
+    pristine = L.plan_boots(["pristine"], ["all"])[0]
+    assert "LEARN SET" not in L.render_learn_rc(pristine, learn_sysctl=None)
+
+
+def test_deadline_covers_longest_phases():
+    assert L.run_deadline_s(L.plan_phases(25, 30)) == 25 + 120 + 120
+
+
+# ---------------------------------------------------------------- driver
+
+class FakeClock:
+    def __init__(self, step):
+        self.t, self.step = 0.0, step
+
+    def __call__(self):
+        self.t += self.step
+        return self.t
+
+
+def test_driver_stops_at_min_time_and_count():
+    ph = L.Phase("measured", "m", min_s=10, max_s=100, min_conns=50, max_conns=1000)
+    seen = []
+    res = L.drive_phase(8080, ph, connect=lambda p, b: seen.append((p, b)) or True,
+                        clock=FakeClock(0.1))
+    # Two clock reads per connection (claim + nothing else) at 0.1 s each:
+    # the time bound (10 s) is reached after ~50 claims, the count after 50.
+    assert res.ok == res.attempts == len(seen) >= 50
+    assert res.stopped_by == "done" and res.failed == 0
+    assert set(seen) == {(8080, "m")}
+
+
+def test_driver_time_and_count_bounds():
+    ph = L.Phase("w", "w", min_s=5, max_s=5, min_conns=0, max_conns=10**6)
+    res = L.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(1.0))
+    assert res.stopped_by == "max_s" and res.attempts == 4
+    ph = L.Phase("w", "w", min_s=100, max_s=100, min_conns=0, max_conns=7)
+    res = L.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(0.01))
+    assert res.stopped_by == "max_conns" and res.attempts == 7
+
+
+def test_driver_gives_up_after_consecutive_failures():
+    ph = L.Phase("m", "m", min_s=1000, max_s=1000, min_conns=5, max_conns=10**6)
+    res = L.drive_phase(1, ph, connect=lambda p, b: False, clock=FakeClock(0.001),
+                        max_consecutive_failures=25)
+    assert (res.stopped_by, res.failed, res.ok) == ("failures", 25, 0)
+
+
+def test_driver_threads_respect_max_conns():
+    ph = L.Phase("m", "m", min_s=1000, max_s=30, min_conns=10**6, max_conns=300)
+    res = L.drive_phase(1, ph, concurrency=4, connect=lambda p, b: True)
+    assert res.attempts == res.ok == 300 and res.stopped_by == "max_conns"
+
+
+def test_drive_run_retries_quit():
+    calls = []
+
+    def connect(port, byte):
+        calls.append(byte)
+        return byte != "q" or calls.count("q") == 3
+
+    ph = [L.Phase("warmup", "w", 0, 0, 0, 10)]
+    res = L.drive_run(1, ph, connect=connect, clock=FakeClock(0.0), sleep=lambda s: None)
+    assert [r.name for r in res] == ["warmup", "quit"]
+    assert (res[1].attempts, res[1].ok, res[1].failed) == (3, 1, 2)
+
+
+def test_connect_refuses_non_loopback():
+    with pytest.raises(L.LearnError, match="loopback only"):
+        L.connect_once(80, "m", host="10.0.2.15")
+
+
+# ----------------------------------------------------------------- parse
+
+def test_parse_patched_log():
+    runs = _runs(PATCHED)
+    assert sorted(runs) == ["learn-off.rxq", "learn-on.all", "learn-on.rxq"]
+    r = runs["learn-on.rxq"]
+    assert r.complete and r.ready and r.rc == 0
+    assert r.pins == [0, 2]
+    assert r.sets == {"net.inet.tcp.reuseport_lb_learn": "1"}
+    assert r.info["hcpu_opt"] == "0x1030"
+    assert r.done == {"accepted": "1091", "elapsed_ms": "61234", "stop": "quit"}
+    assert sum(c.n for c in r.counts if c.phase == "m") == 500
+    assert L.Count("m", 0, 0, 2, 1, 5) in r.counts
+    assert r.ftypes["m"] == {130: 500}
+    assert r.sysctls == {"after.dev.em.0.queue_rx_0.rx_irq": "1234"}
+    assert any("malformed learnd line" in n for n in r.notes)
+
+
+def test_parse_truncated_run_is_incomplete():
+    runs = _runs(PRISTINE)
+    assert runs["pristine.rxq"].complete
+    assert not runs["pristine.all"].complete and runs["pristine.all"].ready
+
+
+def test_rxq_cpus_in_queue_order():
+    assert L.rxq_cpus({"dev.em.0.iflib.rxq1.cpu": 2, "dev.em.0.iflib.rxq0.cpu": 0,
+                       "dev.em.1.iflib.rxq0.cpu": 5}) == [0, 2]
+
+
+# --------------------------------------------------------------- analyze
+
+def test_learning_on_rxq_colocation_and_prediction():
+    m = L.analyze(_runs(PATCHED)["learn-on.rxq"], QEMU, [0, 2])
+    assert m.n == 500 and m.hcpu_source == "getsockopt"
+    assert m.rx == {0: 250, 2: 250}
+    assert m.colocated == pytest.approx(495 / 500)
+    assert m.starved == 0 and m.policy == "deal"
+    assert m.predicted_colocated == pytest.approx(1.0)
+    assert m.hash_colocated == pytest.approx(0.5)
+    assert [w.n for w in m.workers] == [255, 245]
+    assert m.max_dev == pytest.approx(0.02)
+    assert m.queue_agreement == pytest.approx(1.0) and m.hw_hashed == pytest.approx(1.0)
+    assert [t.met for t in L.targets(m)] == [True, True]
+
+
+def test_learning_off_behaves_as_hash():
+    m = L.analyze(_runs(PATCHED)["learn-off.rxq"], QEMU, [0, 2])
+    assert m.policy == "hash" and m.colocated == pytest.approx(253 / 500)
+    assert m.predicted_colocated == pytest.approx(0.5)
+    (t,) = L.targets(m)
+    assert t.met and "as the hash" in t.what
+
+
+def test_learning_on_all_cpus_without_spread_predicts_far_workers():
+    m = L.analyze(_runs(PATCHED)["learn-on.all"], QEMU, [0, 2])
+    # rx on CPUs 0 and 2 (socket 0): the deal serves 4-7 from socket 0.
+    assert m.predicted_colocated == pytest.approx(0.25)
+    assert m.predicted_same_socket == pytest.approx(0.5)
+    assert m.same_socket == pytest.approx(0.5) and m.colocated == pytest.approx(0.25)
+    assert L.targets(m) == []
+
+
+def test_spread_all_targets():
+    m = L.analyze(_runs(SPREAD)["learn-spread.all"], QEMU, [0, 4])
+    assert m.rx == {0: 396, 4: 404}
+    assert m.same_socket == pytest.approx(796 / 800)
+    assert m.colocated == pytest.approx(0.25)
+    assert m.predicted_colocated == pytest.approx(0.25, abs=0.01)
+    assert m.max_dev == pytest.approx(0.0)
+    met = {t.what: t.met for t in L.targets(m)}
+    assert met == {"same socket >= 96%": True, "exact share = deal prediction (3 SD)": True,
+                   "every worker within +-10% of equal, n >= 512": True, "0 starved": True}
+
+
+def test_spread_target_misses_below_512():
+    run = _runs(SPREAD)["learn-spread.all"]
+    run.counts = [c for c in run.counts if not (c.phase == "m" and c.worker >= 5)]
+    m = L.analyze(run, QEMU, [0, 4])
+    assert m.n == 500 and m.starved == 3
+    met = {t.what: t.met for t in L.targets(m)}
+    assert met["every worker within +-10% of equal, n >= 512"] is False
+    assert met["0 starved"] is False
+
+
+def test_pristine_uses_queue_derived_handshake_cpu():
+    m = L.analyze(_runs(PRISTINE)["pristine.rxq"], QEMU, [0, 2])
+    assert m.hcpu_source == "queue"
+    assert m.rx == {0: 248, 2: 252}
+    assert m.colocated == pytest.approx((130 + 132) / 500)
+    assert m.queue_agreement is None
+
+
+def test_analyze_errors():
+    r = L.RunSummary("learn-on.rxq")
+    with pytest.raises(L.LearnError, match="no workers"):
+        L.analyze(r, QEMU, [0, 2])
+    r.workers = [{"worker": 0, "cpu": 0, "accepts": 0, "errors": 0, "pinerr": 0}]
+    with pytest.raises(L.LearnError, match="no connection"):
+        L.analyze(r, QEMU, [0, 2])
+
+
+def test_unknown_handshake_cpu_is_noted():
+    r = L.RunSummary("pristine.rxq", workers=[
+        {"worker": 0, "cpu": 0, "accepts": 3, "errors": 0, "pinerr": 0}],
+        counts=[L.Count("m", 0, 0, -1, -1, 3)])
+    m = L.analyze(r, QEMU, [0, 2])
+    assert m.hcpu_source == "none" and m.colocated == 0.0
+    assert any("not measurable" in n for n in m.notes)
+
+
+def test_socket_of():
+    assert [L.socket_of(QEMU, c) for c in range(8)] == [0] * 4 + [1] * 4
+    assert L.socket_of(topology.load("1x4x2"), 7) == 0
+    with pytest.raises(L.LearnError):
+        L.socket_of(QEMU, 9)
+
+
+def test_table_lists_every_worker_and_target():
+    ms = [L.analyze(r, QEMU, [0, 4]) for r in _runs(SPREAD).values()]
+    text = L.table(ms, topo_name="qemu-2s")
+    assert text.splitlines()[0] == "guest topology: qemu-2s"
+    assert text.index("learn-spread.all") < text.index("learn-spread.rxq")
+    assert "target MET  same socket >= 96%: 99.5%" in text
+    assert "       7    7    100   12.5%" in text
+
+
+# ------------------------------------------------------------------- CLI
+
+def test_cli_log_json():
+    res = CliRunner().invoke(main, ["learn", "--log", str(PATCHED), "--log", str(SPREAD),
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+    doc = json.loads(res.stdout)
+    byl = {r["label"]: r for r in doc["runs"]}
+    assert set(byl) == {"learn-off.rxq", "learn-on.rxq", "learn-on.all", "learn-spread.all",
+                        "learn-spread.rxq"}
+    assert byl["learn-on.rxq"]["colocated"] == pytest.approx(0.99)
+    assert doc["errors"] == []
+
+
+def test_cli_log_with_crash_exits_nonzero(tmp_path):
+    res = CliRunner().invoke(main, ["learn", "--log", str(PRISTINE), "--out", str(tmp_path)])
+    assert res.exit_code == 1
+    assert "pristine.all: no DONE line" in res.stderr
+    assert (tmp_path / "learn.txt").read_text().startswith("guest topology")
+
+
+def test_cli_bad_input_one_line():
+    res = CliRunner().invoke(main, ["learn", "--warmup", "10", "--log", str(PATCHED)])
+    assert res.exit_code != 0 and "not longer than the two 10 s" in res.output
+    res = CliRunner().invoke(main, ["learn", "--log", "/nonexistent.log"])
+    assert res.exit_code != 0 and "no such file" in res.output
+
+
+def test_cli_dry_run_prints_commands(tmp_path):
+    src = tmp_path / "src"
+    (src / "sys/sys").mkdir(parents=True)
+    (src / "sys/sys/socket.h").write_text("#define\tSO_REUSEPORT_LB_CPU\t0x1030\n")
+    res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
+                                    "--guest-dir", str(tmp_path / "g"), "--dry-run",
+                                    "--config", "learn-on", "--config", "learn-spread"])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "learning sysctl absent" in out
+    assert f"--sysroot={tmp_path}/o{src}/amd64.amd64/tmp" in out
+    assert "-DLEARND_LB_CPU_OPT=0x1030" in out
+    assert out.count("qemu-system-x86_64 ") == 2
+    assert "hostfwd=tcp:127.0.0.1:<port>-:8080" in out
+    assert "e1000e,netdev=net0" in out
+
+
+def test_cli_pristine_needs_kernel(tmp_path):
+    (tmp_path / "sys").mkdir()
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--config", "pristine"])
+    assert res.exit_code != 0 and "--pristine-kernel" in res.output
+
+
+# ------------------------------------------- learnd itself, over loopback
+
+@pytest.mark.skipif(not shutil.which("cc") or not sys.platform.startswith("linux"),
+                    reason="needs a C compiler and Linux (SO_REUSEPORT build of learnd)")
+def test_learnd_over_loopback(tmp_path):
+    exe = tmp_path / "learnd"
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(L.learnd_source())],
+                   check=True)
+    port = L.free_port()
+    proc = subprocess.Popen([str(exe), "-w", "2", "-P", str(port), "-l", "learn-on.rxq",
+                             "-d", "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        ready = proc.stdout.readline()
+        assert "LEARN READY learn-on.rxq" in ready and time.monotonic() < deadline
+        phases = [L.Phase("warmup", "w", 5, 5, 0, 7), L.Phase("measured", "m", 5, 5, 0, 25)]
+        res = L.drive_run(port, phases, concurrency=2)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [(r.name, r.ok) for r in res] == [("warmup", 7), ("measured", 25), ("quit", 1)]
+    runs = L.parse_learn((ready + out).splitlines())
+    r = runs["learn-on.rxq"]
+    assert r.done["stop"] == "quit" and int(r.done["accepted"]) == 33
+    by_phase = {p: sum(c.n for c in r.counts if c.phase == p) for p in "wmq"}
+    assert by_phase == {"w": 7, "m": 25, "q": 1}
+    assert r.pins == [-1, -1] and sum(w["accepts"] for w in r.workers) == 33
