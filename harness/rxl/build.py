@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -201,7 +202,24 @@ def kernel_path(src: PathLike, objdir: PathLike,
 # --------------------------------------------------------------------------
 # Running (impure).
 
-_PROGRESS = re.compile(r"^(>>> .*|--- .*|linking kernel.*|\S+ completed on .*)$")
+_PROGRESS = re.compile(r"^(>>> .*|linking kernel.*|.*\*\*\* \[.*\] Error code.*|"
+                       r".*error: .*)$")
+#: Makefile.inc1's closing line of a kernel build, with its own timing.
+_BUILT = re.compile(r"^>>> Kernel\(s\) +\S.* built in (\d+) seconds")
+#: Echo a count of build targets every this many ``--- target ---`` lines.
+PROGRESS_EVERY = 500
+
+
+def _default_signals() -> None:
+    """Child pre-exec: restore SIGINT/SIGQUIT to their defaults.
+
+    A job started in the background by a non-interactive shell inherits
+    SIGINT and SIGQUIT ignored, and bmake's own unit tests, which make.py
+    runs while bootstrapping bmake, then fail (cmd-interrupt,
+    deptgt-interrupt: measured on this host).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 class BuildError(RuntimeError):
@@ -214,7 +232,12 @@ class BuildError(RuntimeError):
 
 @dataclass
 class StageResult:
-    """A finished stage: name, exit status, wall seconds, log path."""
+    """A finished stage: name, exit status, wall seconds, log path.
+
+    ``extra`` holds ``wait_seconds`` (until the first output line, i.e. the
+    time spent waiting for the build lock) and, for a kernel,
+    ``make_seconds`` (Makefile.inc1's own "built in N seconds").
+    """
 
     name: str
     rc: int
@@ -228,8 +251,9 @@ def run_stage(stage: Stage, logdir: PathLike,
               ) -> StageResult:
     """Run one stage, teeing output to ``<logdir>/<name>.log``.
 
-    Lines that mark progress (``>>>`` banners of Makefile.inc1, ``---``
-    targets, ``linking kernel``) go to ``echo``; every line goes to the log.
+    Lines that mark progress (``>>>`` banners of Makefile.inc1, ``linking
+    kernel``, errors) go to ``echo``, with a count of ``--- target ---``
+    lines every :data:`PROGRESS_EVERY`; every line goes to the log.
     Raises :class:`BuildError` on a non-zero exit.
     """
     logdir = Path(logdir)
@@ -241,18 +265,36 @@ def run_stage(stage: Stage, logdir: PathLike,
         fh.flush()
         proc = subprocess.Popen(stage.argv, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,
-                                errors="replace")
+                                errors="replace",
+                                preexec_fn=_default_signals)
         assert proc.stdout is not None
+        ntargets = 0
+        first = None
+        built = None
         for line in proc.stdout:
             fh.write(line)
-            if _PROGRESS.match(line.rstrip("\n")):
+            if first is None:
+                # make.py prints nothing before it holds the lock.
+                first = time.monotonic() - t0
+            m = _BUILT.match(line)
+            if m:
+                built = int(m.group(1))
+            if line.startswith("--- "):
+                ntargets += 1
+                if ntargets % PROGRESS_EVERY == 0:
+                    echo(f"  [{stage.name}] {ntargets} targets, "
+                         f"{time.monotonic() - t0:.0f} s")
+            elif _PROGRESS.match(line.rstrip("\n")):
                 echo(f"  [{stage.name}] {line.rstrip()}")
         rc = proc.wait()
         dt = time.monotonic() - t0
         fh.write(f"# exit {rc} after {dt:.0f} s\n")
     if rc != 0:
         raise BuildError(stage.name, rc, log)
-    return StageResult(stage.name, rc, dt, log)
+    extra = {"wait_seconds": round(first or 0.0)}
+    if built is not None:
+        extra["make_seconds"] = built
+    return StageResult(stage.name, rc, dt, log, extra)
 
 
 def write_kernconf(src: PathLike, ident: str = DEFAULT_KERNCONF) -> Path:

@@ -1,0 +1,104 @@
+"""``rxl series``: apply, export and check the kernel patch series."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from rxl import series as S
+
+#: The project root: harness/rxl/series_cli.py -> ../../
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"rxl series: error: {msg}", err=True)
+    sys.exit(1)
+
+
+@click.group()
+def series():
+    """The three-commit FreeBSD patch series in patches/."""
+
+
+@series.command("apply")
+@click.option("--src", required=True, type=click.Path(file_okay=False),
+              help="FreeBSD source tree (a git work tree holding the base).")
+@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True,
+              help="Branch to create at the base.")
+@click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
+              show_default=True, type=click.Path(file_okay=False))
+@click.option("--lock", default=None, type=click.Path(dir_okay=False),
+              help="Hold this flock(1) lock around checkout and am "
+                   "(default: /work/build.lock if it exists).")
+def apply_cmd(src, branch, patches_dir, lock):
+    """Branch from patches/BASE and git am the series."""
+    if lock is None and Path("/work/build.lock").exists():
+        lock = "/work/build.lock"
+    try:
+        S.apply_series(Path(src), Path(patches_dir), branch=branch,
+                       lock=Path(lock) if lock else None, echo=click.echo)
+    except (S.SeriesError, OSError) as e:
+        _fail(str(e))
+
+
+@series.command("export")
+@click.option("--src", required=True, type=click.Path(file_okay=False))
+@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
+@click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
+              show_default=True, type=click.Path(file_okay=False))
+def export_cmd(src, branch, patches_dir):
+    """Regenerate patches/ with git format-patch from the branch."""
+    try:
+        S.export_series(Path(src), Path(patches_dir), branch=branch,
+                        echo=click.echo)
+    except (S.SeriesError, OSError) as e:
+        _fail(str(e))
+
+
+@series.command("check")
+@click.option("--src", default=None, type=click.Path(file_okay=False),
+              help="Tree with the series applied: also run mandoc -Tlint "
+                   "and checkstyle9.pl.")
+@click.option("--project", default=str(PROJECT), show_default=True,
+              type=click.Path(file_okay=False))
+@click.option("--author/--no-author", default=True, show_default=True,
+              help="Require the patches' author to be git's configured "
+                   "identity (skipped when none is configured).")
+def check_cmd(src, project, author):
+    """Consistency with sys/ and tests/atf/, messages, man pages, style."""
+    ident = S.git_identity(Path(project)) if author else None
+    rep = S.check_series(Path(project), Path(src) if src else None, ident)
+    for n in rep.notes:
+        click.echo(f"note: {n}")
+    if author and ident is None:
+        click.echo("note: no git identity configured; author not compared")
+    for p in rep.problems:
+        click.echo(f"problem: {p}")
+    if rep.ok:
+        click.echo("series check: clean")
+    else:
+        click.echo(f"series check: {len(rep.problems)} problem(s)")
+        sys.exit(1)
+
+
+@series.command("sync")
+@click.option("--src", required=True, type=click.Path(file_okay=False))
+@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
+@click.option("--project", default=str(PROJECT), show_default=True,
+              type=click.Path(file_okay=False))
+@click.option("--lock", default=None, type=click.Path(dir_okay=False),
+              help="flock(1) lock around the rebase (default: "
+                   "/work/build.lock if it exists).")
+def sync_cmd(src, branch, project, lock):
+    """Fold changed sys/ and tests/atf/ files into the commits adding them."""
+    if lock is None and Path("/work/build.lock").exists():
+        lock = "/work/build.lock"
+    try:
+        S.sync_project_files(Path(src), Path(project), branch=branch,
+                             lock=Path(lock) if lock else None,
+                             echo=click.echo)
+    except (S.SeriesError, OSError) as e:
+        _fail(str(e))

@@ -1,0 +1,108 @@
+"""Unit tests for rxl.build's pure parts (no FreeBSD tree needed)."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from rxl import build as B
+
+
+def test_make_py_argv_shape():
+    argv = B.make_py_argv("/usr/src", "/work/obj", ["buildworld"],
+                          {"SUBDIR_OVERRIDE": "bin/sh", "WORLDFAST": None})
+    assert argv == [
+        "env", "MAKEOBJDIRPREFIX=/work/obj", "python3",
+        "/usr/src/tools/build/make.py",
+        "--cross-bindir=/usr/lib/llvm-16/bin",
+        "TARGET=amd64", "TARGET_ARCH=amd64", "-j2",
+        "SUBDIR_OVERRIDE=bin/sh", "-DWORLDFAST", "buildworld"]
+
+
+def test_make_py_argv_relative_paths_become_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = B.make_py_argv("src", "obj", ["kernel-toolchain"], jobs=4)
+    assert argv[1] == f"MAKEOBJDIRPREFIX={tmp_path / 'obj'}"
+    assert argv[3] == str(tmp_path / "src/tools/build/make.py")
+    assert "-j4" in argv
+
+
+@pytest.mark.parametrize("kwargs,msg", [
+    (dict(targets=[]), "no targets"),
+    (dict(targets=["x"], jobs=0), "jobs"),
+    (dict(targets=["x"], make_vars={"-n": "1"}), "bad make variable"),
+    (dict(targets=["x"], make_vars={"A B": "1"}), "bad make variable"),
+])
+def test_make_py_argv_errors(kwargs, msg):
+    with pytest.raises(ValueError, match=msg):
+        B.make_py_argv("/s", "/o", **kwargs)
+
+
+def test_locked_argv():
+    assert B.locked_argv(["a", "b"], "/l") == ["flock", "/l", "a", "b"]
+    assert B.locked_argv(["a"], None) == ["a"]
+
+
+def test_kernconf_text():
+    text = B.kernconf_text()
+    lines = text.splitlines()
+    assert "include\tGENERIC" in lines
+    assert "ident\tRXL" in lines
+    for opt in ("INVARIANTS", "INVARIANT_SUPPORT", "WITNESS"):
+        assert f"options \t{opt}" in lines
+    assert text.endswith("\n")
+    with pytest.raises(ValueError):
+        B.kernconf_text("rxl lower")
+
+
+def test_kernconf_and_kernel_paths():
+    assert B.kernconf_path("/s") == Path("/s/sys/amd64/conf/RXL")
+    assert B.kernel_path("/work/freebsd", "/work/obj") == Path(
+        "/work/obj/work/freebsd/amd64.amd64/sys/RXL/kernel")
+
+
+def test_plan_stages_first_build():
+    st = B.plan_stages("/s", "/o", toolchain=True)
+    assert [s.name for s in st] == ["kernel-toolchain", "buildkernel-RXL"]
+    assert st[0].argv[:2] == ("flock", B.DEFAULT_LOCK)
+    assert st[0].argv[-1] == "kernel-toolchain"
+    k = st[1].argv
+    assert k[-1] == "buildkernel"
+    assert "KERNCONF=RXL" in k and "NO_MODULES=yes" in k
+    assert "-DNO_KERNELCLEAN" in k
+    assert "-DKERNFAST" not in k      # it would skip config(8)
+
+
+def test_plan_stages_toolchain_done_and_clean():
+    st = B.plan_stages("/s", "/o", toolchain=False, clean_kernel=True,
+                       lock=None, kernconf="GENERIC")
+    assert [s.name for s in st] == ["buildkernel-GENERIC"]
+    assert st[0].argv[0] == "env"
+    assert "-DNO_KERNELCLEAN" not in st[0].argv
+    assert shlex.split(st[0].shell()) == list(st[0].argv)
+
+
+def test_toolchain_done_marker(tmp_path):
+    assert not B.toolchain_done(tmp_path)
+    (tmp_path / B.TOOLCHAIN_DONE).touch()
+    assert B.toolchain_done(tmp_path)
+
+
+def test_run_stage_logs_and_raises(tmp_path):
+    ok = B.Stage("ok", ("sh", "-c", "echo '>>> stage 1'; echo hidden"))
+    seen = []
+    res = B.run_stage(ok, tmp_path, seen.append)
+    assert res.rc == 0
+    log = (tmp_path / "ok.log").read_text()
+    assert "hidden" in log and ">>> stage 1" in log
+    assert any(">>> stage 1" in s for s in seen)
+    assert not any("hidden" in s for s in seen)
+    bad = B.Stage("bad", ("sh", "-c", "exit 3"))
+    with pytest.raises(B.BuildError, match="exit 3") as ei:
+        B.run_stage(bad, tmp_path, seen.append)
+    assert ei.value.log == tmp_path / "bad.log"
+
+
+def test_build_kernel_refuses_non_tree(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a FreeBSD source tree"):
+        B.build_kernel(tmp_path, tmp_path / "obj", logdir=tmp_path)

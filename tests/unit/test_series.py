@@ -1,0 +1,277 @@
+"""Unit tests for rxl.series: patch parsing, message rules, consistency.
+
+None of these need a FreeBSD tree; the last test checks the committed
+project itself (sys/ and tests/atf/ against patches/), which is the CI
+consistency check.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from rxl import series as S
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+GOOD_BODY = """Queue i of an iflib device is bound to the i-th CPU of its
+interrupt set, so a device with fewer queues than CPUs fills one L3
+group.  Add a tunable that interleaves the L3 groups instead."""
+
+NEW_FILE_PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A Person <a@example.org>
+Date: Mon, 30 Nov 2026 05:00:00 +0000
+Subject: [PATCH 1/2] net: Add a thing that is long enough to wrap the
+ subject line
+
+Body line one.
+
+Reviewed by:	nobody
+---
+ sys/net/thing.c | 3 +++
+ sys/net/old.c   | 3 ++-
+ 2 files changed, 5 insertions(+), 1 deletion(-)
+
+diff --git a/sys/net/old.c b/sys/net/old.c
+index 1111111..2222222 100644
+--- a/sys/net/old.c
++++ b/sys/net/old.c
+@@ -1,3 +1,3 @@
+ a
+-b
++B
+ c
+diff --git a/sys/net/thing.c b/sys/net/thing.c
+new file mode 100644
+index 0000000..3333333
+--- /dev/null
++++ b/sys/net/thing.c
+@@ -0,0 +1,3 @@
++int x;
++
++int y;
+-- 
+2.39.2
+
+"""
+
+SECOND_PATCH = """From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A Person <a@example.org>
+Date: Mon, 30 Nov 2026 05:01:00 +0000
+Subject: [PATCH 2/2] net: Change the thing
+
+Why.
+---
+diff --git a/sys/net/thing.c b/sys/net/thing.c
+index 3333333..4444444 100644
+--- a/sys/net/thing.c
++++ b/sys/net/thing.c
+@@ -1,3 +1,4 @@
+ int x;
+ 
+ int y;
++int z;
+diff --git a/tests/sys/netinet/t_test.c b/tests/sys/netinet/t_test.c
+new file mode 100644
+--- /dev/null
++++ b/tests/sys/netinet/t_test.c
+@@ -0,0 +1 @@
++no newline
+\\ No newline at end of file
+"""
+
+
+def test_parse_header_and_folded_subject():
+    p = S.parse_patch(NEW_FILE_PATCH, "0001-x.patch")
+    assert p.author_name == "A Person"
+    assert p.author_email == "a@example.org"
+    assert p.subject == ("net: Add a thing that is long enough to wrap the "
+                         "subject line")
+    assert p.body == "Body line one.\n\nReviewed by:\tnobody"
+    assert [f.path for f in p.files] == ["sys/net/old.c", "sys/net/thing.c"]
+
+
+def test_new_file_content_and_modified_file():
+    p = S.parse_patch(NEW_FILE_PATCH)
+    thing = p.file("sys/net/thing.c")
+    assert thing.new_file and not thing.deleted
+    assert thing.added_content() == "int x;\n\nint y;\n"
+    old = p.file("sys/net/old.c")
+    assert not old.new_file
+    with pytest.raises(S.SeriesError):
+        old.added_content()
+    assert S.apply_hunks("a\nb\nc\n", old.hunks) == "a\nB\nc\n"
+
+
+def test_apply_hunks_mismatch_is_an_error():
+    old = S.parse_patch(NEW_FILE_PATCH).file("sys/net/old.c")
+    with pytest.raises(S.SeriesError, match="does not apply"):
+        S.apply_hunks("a\nX\nc\n", old.hunks, "sys/net/old.c")
+
+
+def test_series_added_files_follow_later_patches_and_no_eol():
+    ps = [S.parse_patch(NEW_FILE_PATCH), S.parse_patch(SECOND_PATCH)]
+    added = S.series_added_files(ps)
+    assert added["sys/net/thing.c"] == "int x;\n\nint y;\nint z;\n"
+    assert added["tests/sys/netinet/t_test.c"] == "no newline"
+    assert "sys/net/old.c" not in added
+
+
+def test_truncated_hunk_is_detected():
+    text = NEW_FILE_PATCH.replace("+int y;\n-- \n", "-- \n")
+    with pytest.raises(S.SeriesError, match="truncated hunk|longer than"):
+        S.parse_patch(text)
+
+
+def test_not_a_patch():
+    with pytest.raises(S.SeriesError, match="no From/Subject"):
+        S.parse_patch("hello\n\nworld\n")
+
+
+def test_project_path_mapping():
+    assert S.project_path_for("sys/netinet/in_pcblb_deal.c") == \
+        "sys/netinet/in_pcblb_deal.c"
+    assert S.project_path_for("tests/sys/netinet/so_x_test.c") == \
+        "tests/atf/so_x_test.c"
+    assert S.project_path_for("tests/sys/netinet/Makefile") is None
+    assert S.project_path_for("share/man/man4/iflib.4") is None
+
+
+def test_consistency(tmp_path):
+    ps = [S.parse_patch(NEW_FILE_PATCH), S.parse_patch(SECOND_PATCH)]
+    (tmp_path / "sys/net").mkdir(parents=True)
+    (tmp_path / "tests/atf").mkdir(parents=True)
+    (tmp_path / "sys/net/thing.c").write_text("int x;\n\nint y;\nint z;\n")
+    (tmp_path / "tests/atf/t_test.c").write_text("no newline")
+    assert S.check_consistency(ps, tmp_path) == []
+    (tmp_path / "sys/net/thing.c").write_text("int x;\n\nint w;\nint z;\n")
+    (tmp_path / "sys/net/extra.h").write_text("")
+    (tmp_path / "tests/atf/t_test.c").unlink()
+    probs = S.check_consistency(ps, tmp_path)
+    assert any("extra.h: in the project but added by no patch" in p
+               for p in probs)
+    assert any("t_test.c: added by the series but missing" in p
+               for p in probs)
+    assert any("thing.c: differs" in p and "line 3" in p for p in probs)
+
+
+@pytest.mark.parametrize("subject", [
+    "iflib: Optionally spread queue CPUs across cache groups",
+    "netinet: Add SO_REUSEPORT_LB_CPU, dealing members by receive CPU",
+    "netinet: Learn SO_REUSEPORT_LB receive and worker CPUs at accept",
+    "sys/netinet, tests: Fix a thing",
+])
+def test_good_messages(subject):
+    assert S.check_message(subject, GOOD_BODY) == []
+    assert S.check_message(subject, GOOD_BODY +
+                           "\n\nReviewed by:\tx\nSponsored by:\ty") == []
+
+
+@pytest.mark.parametrize("subject,fragment", [
+    ("iflib: optionally spread", "capital letter"),
+    ("Optionally spread queue CPUs", "area: Summary"),
+    ("iflib:Optionally spread", "area: Summary"),
+    ("iflib: Spread.", "period"),
+    ("iflib: " + "X" * 60, "characters, must be under 67"),
+])
+def test_bad_subjects(subject, fragment):
+    probs = S.check_message(subject, GOOD_BODY)
+    assert any(fragment in p for p in probs), probs
+
+
+def test_sixty_seven_characters_is_too_long():
+    # The subject the issue proposed for commit 3 is exactly 67 long.
+    subj = "netinet: Learn SO_REUSEPORT_LB receive and worker CPUs at accept(2)"
+    assert len(subj) == 67
+    assert any("under 67" in p for p in S.check_message(subj, GOOD_BODY))
+
+
+def test_subject_length_boundary():
+    ok = "iflib: S" + "x" * (S.SUBJECT_MAX - 9)
+    assert len(ok) == S.SUBJECT_MAX - 1
+    assert S.check_message(ok, GOOD_BODY) == []
+    assert S.check_message(ok + "x", GOOD_BODY) != []
+
+
+@pytest.mark.parametrize("body,fragment", [
+    ("", "body is empty"),
+    ("Reviewed by:\tsomeone", "only trailers"),
+    ("Reviewed by:\tsomeone\n\nWhy this is needed.", "not in the last"),
+    ("Why.\n\nReviewed by:\tx\nand some prose", "mixes trailers"),
+    ("x" * 80, "longer than 72"),
+])
+def test_bad_bodies(body, fragment):
+    probs = S.check_message("iflib: Do it", body)
+    assert any(fragment in p for p in probs), probs
+
+
+def test_long_url_line_is_allowed():
+    body = "See https://example.org/" + "a" * 80 + " for details."
+    assert S.check_message("iflib: Do it", body) == []
+
+
+def test_authors():
+    a = S.parse_patch(NEW_FILE_PATCH)
+    b = S.parse_patch(SECOND_PATCH.replace("A Person", "B Other"))
+    assert S.check_authors([a, a]) == []
+    assert "different authors" in S.check_authors([a, b])[0]
+    assert S.check_authors([a], ("A Person", "a@example.org")) == []
+    assert "not the configured identity" in \
+        S.check_authors([a], ("Z", "z@z"))[0]
+
+
+def test_base_roundtrip_and_errors():
+    b = S.Base("ilnp/ilnp-freebsd14", "a" * 40, "1400507")
+    assert S.parse_base(b.text()) == b
+    with pytest.raises(S.SeriesError, match="no 'commit'"):
+        S.parse_base("repository: x\n__FreeBSD_version: 1\n")
+    with pytest.raises(S.SeriesError, match="not a full sha1"):
+        S.parse_base("repository: x\ncommit: abc\n__FreeBSD_version: 1\n")
+
+
+def test_touched_man_pages():
+    text = NEW_FILE_PATCH.replace("sys/net/old.c", "share/man/man4/x.4")
+    assert S.touched_man_pages([S.parse_patch(text)]) == \
+        ["share/man/man4/x.4"]
+
+
+def test_new_lint_messages_ignore_positions_and_count_duplicates():
+    old = ["mandoc: /tmp/a.4:12:2: WARNING: missing -width in -tag list",
+           "mandoc: /tmp/a.4:30:1: WARNING: new sentence, new line"]
+    new = ["mandoc: share/man/man4/a.4:14:2: WARNING: missing -width in "
+           "-tag list",
+           "mandoc: share/man/man4/a.4:31:1: WARNING: new sentence, new line",
+           "mandoc: share/man/man4/a.4:40:3: WARNING: new sentence, new line"]
+    assert S.new_lint_messages(old, new) == [new[2]]
+    assert S.new_lint_messages(new, old) == []
+    assert S.new_lint_messages([], ["x.4:1:1: ERROR: y"]) == \
+        ["x.4:1:1: ERROR: y"]
+
+
+def test_split_paragraphs():
+    assert S.split_paragraphs("a\nb\n\n\nc\n") == [["a", "b"], ["c"]]
+
+
+# The CI consistency check, on the committed project.
+
+def _series():
+    return S.load_series(PROJECT / "patches")
+
+
+def test_committed_series_matches_sys_and_tests_atf():
+    assert S.check_consistency(_series(), PROJECT) == []
+
+
+def test_committed_series_messages_and_base():
+    ps = _series()
+    assert len(ps) == 3
+    for p in ps:
+        assert S.check_message(p.subject, p.body) == [], p.name
+    assert S.check_authors(ps) == []
+    base = S.parse_base((PROJECT / "patches/BASE").read_text())
+    assert base.repository == "ilnp/ilnp-freebsd14"
+    assert base.freebsd_version == "1400507"
+
+
+def test_committed_series_check_without_tree():
+    rep = S.check_series(PROJECT)
+    assert rep.ok, rep.problems
