@@ -188,7 +188,7 @@ def config_of(label: str) -> Tuple[str, str]:
 
 _OPT_RE = re.compile(r"^#define\s+SO_REUSEPORT_LB_CPU\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
 _SYSCTL_RE = re.compile(
-    r"SYSCTL_(?:INT|UINT|BOOL|U8|U16|U32)\s*\(\s*_net_inet(_tcp|_ip)?\s*,\s*OID_AUTO\s*,"
+    r"SYSCTL_(?:INT|UINT|BOOL|U8|U16|U32|PROC)\s*\(\s*_net_inet(_tcp|_ip)?\s*,\s*OID_AUTO\s*,"
     r"\s*(\w*learn\w*)\s*,")
 _SYSCTL_PARENTS = {None: "net.inet", "_tcp": "net.inet.tcp", "_ip": "net.inet.ip"}
 #: Files of commit 3 that may declare the learning sysctl (seed 000, "The
@@ -209,8 +209,10 @@ def lb_cpu_option(src: str) -> Optional[int]:
 def learn_sysctl_name(src: str) -> Optional[str]:
     """Dotted name of commit 3's learning sysctl found in the tree, or None.
 
-    Recognises ``SYSCTL_<type>(_net_inet[_tcp|_ip], OID_AUTO, <name with
-    "learn">, ...)`` in :data:`SYSCTL_FILES`.
+    Recognises ``SYSCTL_<INT|UINT|BOOL|U8|U16|U32|PROC>(_net_inet[_tcp|_ip],
+    OID_AUTO, <name with "learn">, ...)`` in :data:`SYSCTL_FILES` (commit 3
+    declares ``net.inet.tcp.reuseport_lb_learn`` with SYSCTL_PROC in
+    tcp_usrreq.c).
     """
     for rel in SYSCTL_FILES:
         p = Path(src) / rel

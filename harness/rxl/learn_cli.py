@@ -179,6 +179,9 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--concurrency", default=4, show_default=True, help="Host connection threads.")
 @click.option("--learn-sysctl", default=None,
               help="Commit 3's learning sysctl [default: found in the tree].")
+@click.option("--lb-cpu-opt", default=None,
+              help="Value of SO_REUSEPORT_LB_CPU for learnd [default: from the tree's "
+                   "sys/sys/socket.h]; e.g. 0x1030.")
 @click.option("--topology", "topo_spec", default=None,
               help="Topology for the predictions [default: the guest's topology_spec].")
 @click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
@@ -194,7 +197,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          tunables, deadline_s, pcap, dry_run, as_json):
+          lb_cpu_opt, tunables, deadline_s, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -237,7 +240,13 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     if any(b.kernel == "pristine" for b in boots) and not kernels["pristine"]:
         _fail("the 'pristine' configuration needs --pristine-kernel "
               "(or leave it out with --config)")
-    opt = L.lb_cpu_option(src)
+    if lb_cpu_opt is not None:
+        try:
+            opt = int(lb_cpu_opt, 0)
+        except ValueError:
+            _fail(f"--lb-cpu-opt {lb_cpu_opt!r}: not an integer (e.g. 0x1030)")
+    else:
+        opt = L.lb_cpu_option(src)
     sysctl_name = learn_sysctl or L.learn_sysctl_name(src)
     needs_learning = any(r.learning is not None for b in boots for r in b.runs)
     wout = world_mod.world_outputs(src, objdir)
@@ -250,6 +259,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         click.echo(f"# tree {src}: SO_REUSEPORT_LB_CPU "
                    f"{hex(opt) if opt is not None else 'absent (commit 2 missing)'}; "
                    f"learning sysctl {sysctl_name or 'absent (commit 3 missing)'}")
+        if extra_tun:
+            click.echo(f"# extra loader tunables for every boot: {extra_tun}")
         click.echo("# server")
         click.echo(shlex.join(cc))
         fw = qemu_mod.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"

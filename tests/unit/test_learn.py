@@ -88,6 +88,11 @@ def test_tree_lookups(tmp_path):
         "    CTLFLAG_VNET | CTLFLAG_RW, &x, 0, \"learn\");\n")
     assert L.lb_cpu_option(str(tmp_path)) == 0x1030
     assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
+    (tmp_path / "sys/netinet/in_pcb.c").write_text("/* nothing */\n")
+    (tmp_path / "sys/netinet/tcp_usrreq.c").write_text(
+        "SYSCTL_PROC(_net_inet_tcp, OID_AUTO, reuseport_lb_learn,\n"
+        "    CTLFLAG_VNET | CTLTYPE_INT | CTLFLAG_RW, NULL, 0, h, \"I\", \"x\");\n")
+    assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
 
 
 def test_cc_argv():
@@ -396,3 +401,21 @@ def test_learnd_over_loopback(tmp_path):
     by_phase = {p: sum(c.n for c in r.counts if c.phase == p) for p in "wmq"}
     assert by_phase == {"w": 7, "m": 25, "q": 1}
     assert r.pins == [-1, -1] and sum(w["accepts"] for w in r.workers) == 33
+
+
+def test_cli_dry_run_overrides(tmp_path):
+    (tmp_path / "sys").mkdir()
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
+                                    "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
+                                    "--lb-cpu-opt", "4144", "--tunable",
+                                    "dev.em.0.iflib.disable_msix=1"])
+    assert res.exit_code == 0, res.output
+    assert "-DLEARND_LB_CPU_OPT=0x1030" in res.stdout
+    assert "learning sysctl net.inet.tcp.x" in res.stdout
+    assert "tunables {'dev.em.0.iflib.disable_msix': '1'}" in res.stdout
+    bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
+                                    "--tunable", "novalue"])
+    assert bad.exit_code != 0 and "expected NAME=VALUE" in bad.output
+    bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
+                                    "--config", "learn-on", "--lb-cpu-opt", "x"])
+    assert bad.exit_code != 0 and "not an integer" in bad.output
