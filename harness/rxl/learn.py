@@ -259,20 +259,68 @@ class PhaseResult:
 
 
 def connect_once(port: int, byte: str, *, host: str = "127.0.0.1",
-                 timeout: float = 5.0) -> bool:
+                 timeout: float = 5.0, src_port: Optional[int] = None) -> bool:
     """One connection: connect, send ``byte``, wait for learnd's ``k``. True on success.
 
-    Raises LearnError for a host outside :data:`LOOPBACK_HOSTS`.
+    ``src_port``: bind the client to this local port first (None: the
+    kernel picks). Raises LearnError for a host outside
+    :data:`LOOPBACK_HOSTS`; a port already in use is a failed attempt.
     """
     if host not in LOOPBACK_HOSTS:
         raise LearnError(f"refusing to connect to {host}: loopback only")
     try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.settimeout(timeout)
+            if src_port is not None:
+                s.bind((host, src_port))
+            s.connect((host, port))
             s.sendall(byte.encode("ascii"))
             return s.recv(1) == b"k"
     except OSError:
         return False
+
+
+#: Client source ports for :func:`port_connector` (both parities; below
+#: Linux's default ephemeral range 32768-60999 would be fine too, this
+#: range just avoids the well-known and registered low ports).
+SRC_PORT_RANGE = (20000, 61000)
+
+
+def port_connector(mode: str = "random", *, seed: int = 6,
+                   port_range: Tuple[int, int] = SRC_PORT_RANGE,
+                   connect: Callable[..., bool] = connect_once,
+                   tries: int = 5) -> Callable[[int, str], bool]:
+    """A ``connect(port, byte)`` for the driver that chooses client source ports.
+
+    QEMU's user networking hands the host client's source port to the guest
+    as the connection's foreign port (measured: ``rxl learn`` run of
+    2026-11-30, docs/results/learning.md), and Linux's connect(2) prefers
+    even ephemeral ports, so with ``mode="kernel"`` every guest-side foreign
+    port is even and the lbgroup tuple hash (``INP_PCBLBGROUP_PKTHASH``: the
+    port pair XORed into the low bits) never selects odd-indexed members.
+    ``mode="random"`` binds each connection to a port drawn uniformly from
+    ``port_range`` (seeded, thread-safe), retrying up to ``tries`` ports.
+    Raises LearnError for an unknown mode or an empty range.
+    """
+    if mode == "kernel":
+        return lambda port, byte: connect(port, byte)
+    if mode != "random":
+        raise LearnError(f"client port mode {mode!r}: 'random' or 'kernel'")
+    lo, hi = port_range
+    if not 0 < lo < hi <= 65536:
+        raise LearnError(f"bad client port range {port_range}")
+    import random
+    rng = random.Random(seed)
+    lock = threading.Lock()
+
+    def go(port: int, byte: str) -> bool:
+        for _ in range(tries):
+            with lock:
+                src = rng.randrange(lo, hi)
+            if connect(port, byte, src_port=src):
+                return True
+        return False
+    return go
 
 
 def drive_phase(port: int, phase: Phase, *, concurrency: int = 1,
@@ -521,8 +569,9 @@ class RunMetrics:
 
     ``hcpu_source``: ``getsockopt`` (the series' SO_REUSEPORT_LB_CPU on the
     accepted socket), ``queue`` (derived: the 82574's queue of the flow id,
-    mapped to that queue's CPU; used when the kernel has no getsockopt) or
-    ``none``. ``rx``: handshake CPU -> connections. ``policy``: the
+    mapped to that queue's CPU; used when the kernel has no getsockopt),
+    ``single-queue`` (the NIC has one receive queue: its CPU, which with
+    ``net.isr.dispatch=direct`` processes every handshake) or ``none``. ``rx``: handshake CPU -> connections. ``policy``: the
     :mod:`rxl.outcomes` policy the configuration should behave as.
     ``max_dev``: largest |share - 1/W| relative to 1/W.
     """
@@ -609,7 +658,8 @@ def analyze(run: RunSummary, topo: topology.Topology, rxq: Sequence[int], *,
         raise LearnError(f"{run.label}: no connection in phase {phase!r}")
     known = sum(c.n for c in counts if c.hcpu >= 0)
     qknown = sum(c.n for c in counts if 0 <= c.q < len(rxq))
-    source = "getsockopt" if known == n else "queue" if qknown == n else "none"
+    source = ("getsockopt" if known == n else "queue" if qknown == n
+              else "single-queue" if len(rxq) == 1 else "none")
     notes: List[str] = list(run.notes)
     if source == "none":
         notes.append(f"handshake CPU known for {known}/{n} connections by getsockopt, "
@@ -620,6 +670,8 @@ def analyze(run: RunSummary, topo: topology.Topology, rxq: Sequence[int], *,
             return c.hcpu
         if source == "queue":
             return rxq[c.q]
+        if source == "single-queue":
+            return rxq[0]
         return -1
 
     per_n = [0] * len(pins)

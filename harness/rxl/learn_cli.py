@@ -56,8 +56,10 @@ class Conductor:
     """
 
     def __init__(self, port: int, phases: Sequence[L.Phase], nruns: int, *,
-                 concurrency: int, wait_s: float, echo: Callable[[str], None]):
+                 concurrency: int, wait_s: float, echo: Callable[[str], None],
+                 connect: Callable[[int, str], bool] = L.connect_once):
         self.port, self.phases, self.nruns = port, list(phases), nruns
+        self.connect = connect
         self.concurrency, self.wait_s, self.echo = concurrency, wait_s, echo
         self.q: "queue.Queue[Optional[str]]" = queue.Queue()
         self.results: Dict[str, List[L.PhaseResult]] = {}
@@ -85,7 +87,8 @@ class Conductor:
                 return
             if label is None:
                 return
-            res = L.drive_run(self.port, self.phases, concurrency=self.concurrency)
+            res = L.drive_run(self.port, self.phases, concurrency=self.concurrency,
+                              connect=self.connect)
             self.results[label] = res
             self.echo("  driver: " + label + ": " + "; ".join(
                 f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
@@ -179,6 +182,10 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--concurrency", default=4, show_default=True, help="Host connection threads.")
 @click.option("--learn-sysctl", default=None,
               help="Commit 3's learning sysctl [default: found in the tree].")
+@click.option("--client-ports", type=click.Choice(["random", "kernel"]), default="random",
+              show_default=True,
+              help="Client source ports: uniform over 20000-60999 (seeded), or the host "
+                   "kernel's choice (Linux: even ports only, which biases the lbgroup hash).")
 @click.option("--lb-cpu-opt", default=None,
               help="Value of SO_REUSEPORT_LB_CPU for learnd [default: from the tree's "
                    "sys/sys/socket.h]; e.g. 0x1030.")
@@ -197,7 +204,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          lb_cpu_opt, tunables, deadline_s, pcap, dry_run, as_json):
+          client_ports, lb_cpu_opt, tunables, deadline_s, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -275,7 +282,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         click.echo(f"# host driver per run: {len(phases)} phases "
                    + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
                                for p in phases)
-                   + f", {concurrency} threads to 127.0.0.1:<port>; learnd deadline {deadline} s")
+                   + f", {concurrency} threads to 127.0.0.1:<port>, client ports {client_ports}; "
+                   f"learnd deadline {deadline} s")
         sys.exit(0)
 
     if needs_learning and not sysctl_name:
@@ -333,7 +341,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         echo(f"== boot {b.name}: {shlex.join(argv)}")
         echo(f"   console {log}")
         cond = Conductor(port, phases, len(b.runs), concurrency=concurrency,
-                         wait_s=deadline + 600, echo=echo)
+                         wait_s=deadline + 600, echo=echo,
+                         connect=L.port_connector(client_ports))
         cond.start()
         total = 600 + len(b.runs) * (deadline + 60)
         try:

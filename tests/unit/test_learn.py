@@ -303,6 +303,8 @@ def test_unknown_handshake_cpu_is_noted():
     m = L.analyze(r, QEMU, [0, 2])
     assert m.hcpu_source == "none" and m.colocated == 0.0
     assert any("not measurable" in n for n in m.notes)
+    m = L.analyze(r, QEMU, [0])
+    assert m.hcpu_source == "single-queue" and m.rx == {0: 3} and m.colocated == 1.0
 
 
 def test_socket_of():
@@ -419,3 +421,25 @@ def test_cli_dry_run_overrides(tmp_path):
     bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
                                     "--config", "learn-on", "--lb-cpu-opt", "x"])
     assert bad.exit_code != 0 and "not an integer" in bad.output
+
+
+def test_port_connector_draws_both_parities_and_retries():
+    seen = []
+
+    def fake(port, byte, src_port=None):
+        seen.append(src_port)
+        return len(seen) % 3 != 1          # calls 1, 4, 7, ... fail
+
+    go = L.port_connector("random", seed=1, port_range=(20000, 20100), connect=fake)
+    assert all(go(8080, "m") for _ in range(60))
+    assert all(20000 <= p < 20100 for p in seen)
+    assert {p % 2 for p in seen} == {0, 1}
+    assert len(seen) == 90                 # 30 failed tries, each retried once
+    again = []
+    L.port_connector("random", seed=1, port_range=(20000, 20100),
+                     connect=lambda p, b, src_port=None: again.append(src_port) or True)(1, "w")
+    assert again[0] == seen[0]             # seeded: reproducible
+    kern = L.port_connector("kernel", connect=lambda p, b, src_port=None: src_port is None)
+    assert kern(1, "w")
+    with pytest.raises(L.LearnError):
+        L.port_connector("sequential")
