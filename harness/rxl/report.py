@@ -81,6 +81,13 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
         elif prog in base_p:
             if c.status != "passed":
                 reasons.append(f"{name}: {c.status} on {patched}, must pass")
+    # A case some boot listed but the patched boot never reached (it died
+    # before listing that program) is a failure too, never silently absent.
+    if patched in runs:
+        seen = {c.name for r in runs.values() for c in r.cases}
+        for name in sorted(seen - set(pat)):
+            if _prog_of(name) in new_p | base_p:
+                reasons.append(f"{name}: not run on {patched}")
     if pristine is not None and pristine in runs:
         for name, c in sorted(pri.items()):
             if _prog_of(name) in base_p and c.status != "passed":

@@ -349,6 +349,8 @@ class Runner:
                       (f": {rec.detail}" if rec.detail else ""))
             if rec.status == "failed":
                 ok = False  # boot failures: still parse and report them
+        if (Path(self.o.out) / "report.json").exists():  # now with the report stage's record
+            (Path(self.o.out) / "report.json").write_text(self.json_text())
         return ok
 
 

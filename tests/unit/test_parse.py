@@ -144,3 +144,11 @@ def test_sysctl_named_panic_is_not_a_panic():
     r = parse_console(["==RXL== BEGIN x", "debug.kdb.panic: 0", "kern.panic_reboot_wait_time: -1",
                        "==RXL== END x"])
     assert r.outcome == "completed"
+
+
+def test_real_panic_in_a_test_case():
+    r = parse_file(str(DATA / "real-c3-panic.log"))
+    assert r.outcome == "panic"
+    assert r.panic_lines[0] == "Fatal trap 12: page fault while in kernel mode"
+    assert "panic: page fault" in r.panic_lines
+    assert {c.status for c in r.cases} == {"crashed"} and len(r.cases) == 6

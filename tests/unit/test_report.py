@@ -78,3 +78,13 @@ def test_table_shows_cases_placement_and_topology():
     assert "pristine  dev.em.0.iflib.rxq1.cpu  2    0" in text
     assert "2 top-level groups 0,1,2,3 | 4,5,6,7" in text
     assert "Verdict: FAIL" in text
+
+
+def test_verdict_cases_the_patched_boot_never_reached():
+    r = runs(patched="real-c3-panic.log", pristine="real-c1-patched.log")
+    v = verdict(r, new_programs=["so_reuseport_lb_cpu_test", "so_reuseport_lb_learn_test"],
+                base_programs=["so_reuseport_lb_test"])
+    assert "patched: run panic" in v.reasons
+    assert "so_reuseport_lb_test:basic_ipv4: not run on patched" in v.reasons
+    assert "so_reuseport_lb_learn_test:capture: not run on patched" in v.reasons
+    assert "so_reuseport_lb_cpu_test:option: crashed on patched, must pass" in v.reasons
