@@ -325,6 +325,18 @@ class Runner:
         return report_mod.to_json(self.runs, stages=[asdict(r) for r in self.records],
                                   verdict_=self.verdict)
 
+    def _stage_log(self, rec: StageRecord) -> None:
+        """Write ``<out>/stage-<name>.log`` (status, time, detail, commands, logs)."""
+        if self.o.dry_run:
+            return
+        path = Path(self.o.out) / f"stage-{rec.name}.log"
+        lines = [f"stage: {rec.name}", f"status: {rec.status}", f"seconds: {rec.seconds:.1f}",
+                 f"detail: {rec.detail}", f"logs: {rec.log or '-'}", "commands:"]
+        lines += [f"  {c}" for c in rec.commands]
+        path.write_text("\n".join(lines) + "\n")
+        if not rec.log:
+            rec.log = str(path)
+
     def run(self) -> bool:
         """Run every stage in order; False (after recording it) at the first failure."""
         Path(self.o.out).mkdir(parents=True, exist_ok=True)
@@ -341,10 +353,12 @@ class Runner:
                 rec = StageRecord(name, "failed", detail=str(exc))
                 rec.seconds = time.monotonic() - t0
                 self.records.append(rec)
+                self._stage_log(rec)
                 self.echo(f"error: {exc}")
                 return False
             rec.seconds = time.monotonic() - t0
             self.records.append(rec)
+            self._stage_log(rec)
             self.echo(f"   {rec.status} in {rec.seconds:.0f} s" +
                       (f": {rec.detail}" if rec.detail else ""))
             if rec.status == "failed":

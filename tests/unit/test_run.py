@@ -164,3 +164,13 @@ def test_series_tests_found_in_atf_dir(tmp_path):
     assert series_tests(str(tmp_path)) == [("a_test", str(tmp_path / "a_test.c")),
                                            ("b_test", str(tmp_path / "b_test.c"))]
     assert series_tests("") == [] and series_tests(str(tmp_path / "none")) == []
+
+
+def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
+                                    str(tmp_path / "nope"), "--out", str(out)])
+    assert res.exit_code == 1
+    assert (out / "stage-series.log").read_text().startswith("stage: series\nstatus: ok")
+    build_log = (out / "stage-build.log").read_text()
+    assert "status: failed" in build_log and "no such file" in build_log
