@@ -94,6 +94,25 @@ def _git(src: str, *args: str) -> str:
         return ""
 
 
+def kernel_stamp_text(src: str, kernel: str) -> str:
+    """What a cached kernel must match: last commit under sys/, the uncommitted
+    changes under sys/, and the kernel file's size and mtime (ns)."""
+    head = _git(src, "log", "-1", "--format=%H", "--", "sys").strip()
+    dirty = _git(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
+    diff = _git(src, "diff", "HEAD", "--", "sys") if dirty.strip() else ""
+    import hashlib
+    st = os.stat(kernel) if os.path.exists(kernel) else None
+    return "\n".join([head, hashlib.sha256(diff.encode()).hexdigest() if diff else "clean",
+                      f"{st.st_size} {st.st_mtime_ns}" if st else "no kernel"]) + "\n"
+
+
+def kernel_cached(src: str, kernel: str) -> bool:
+    """True if ``<kernel>.rxl-stamp`` says this kernel was built from the tree as it is."""
+    stamp = Path(kernel + ".rxl-stamp")
+    return (Path(kernel).is_file() and stamp.is_file()
+            and stamp.read_text() == kernel_stamp_text(src, kernel))
+
+
 def boots(opts: RunOptions, patched_kernel: str) -> List[Tuple[str, str, Dict[str, str]]]:
     """The guest boots of a run: (label, kernel path, loader tunables). Pure."""
     out = [("patched", patched_kernel, {})]
@@ -151,11 +170,15 @@ class Runner:
         rec.detail += f"; pristine kernel: {kpath}"
         if self.o.dry_run:
             return rec
+        if kernel_cached(src, kpath):
+            rec.detail += " (cached)"
+            return rec
         try:
             build_mod.build_kernel(src, objdir, logdir=str(Path(self.o.out) / "pristine"),
                                    echo=self._quiet_echo)
         except build_mod.BuildError as exc:
             raise StageFailed(f"build: pristine: {exc}") from None
+        Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
         return rec
 
     def _build_patched(self) -> StageRecord:
@@ -171,10 +194,15 @@ class Runner:
         if self.o.dry_run:
             self.kernel = kpath
             return StageRecord("build", "planned", commands=cmds, detail=f"kernel: {kpath}")
+        if kernel_cached(src, kpath):
+            self.kernel = kpath
+            return StageRecord("build", "ok", commands=cmds,
+                               detail=f"kernel: {kpath} (cached: {kpath}.rxl-stamp matches)")
         try:
-            res = build_mod.build_kernel(src, objdir, logdir=self.o.out, echo=self.echo)
+            res = build_mod.build_kernel(src, objdir, logdir=self.o.out, echo=self._quiet_echo)
         except build_mod.BuildError as exc:
             raise StageFailed(f"build: {exc}") from None
+        Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
         self.kernel = kpath
         log = str(res[-1].log) if res else ""
         return StageRecord("build", "ok", log=log, commands=cmds, detail=f"kernel: {kpath}")

@@ -174,3 +174,27 @@ def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
     assert (out / "stage-series.log").read_text().startswith("stage: series\nstatus: ok")
     build_log = (out / "stage-build.log").read_text()
     assert "status: failed" in build_log and "no such file" in build_log
+
+
+def test_kernel_cache_follows_tree_and_file(tmp_path):
+    import os
+    import subprocess
+    from rxl.run_cli import kernel_cached, kernel_stamp_text
+    src = tmp_path / "src"
+    (src / "sys").mkdir(parents=True)
+    (src / "sys/a.c").write_text("int a;\n")
+    git = ["git", "-C", str(src), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    k = tmp_path / "kernel"
+    k.write_bytes(b"k")
+    assert not kernel_cached(str(src), str(k))
+    (tmp_path / "kernel.rxl-stamp").write_text(kernel_stamp_text(str(src), str(k)))
+    assert kernel_cached(str(src), str(k))
+    (src / "sys/a.c").write_text("int b;\n")          # uncommitted change under sys/
+    assert not kernel_cached(str(src), str(k))
+    (src / "sys/a.c").write_text("int a;\n")
+    assert kernel_cached(str(src), str(k))
+    os.utime(k, ns=(1, 1))                             # someone rebuilt the kernel
+    assert not kernel_cached(str(src), str(k))
