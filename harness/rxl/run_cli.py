@@ -137,6 +137,9 @@ class Runner:
         self.logs: Dict[str, str] = {}
         self.runs: Dict[str, parse_mod.RunResult] = {}
         self.verdict: Optional[report_mod.Verdict] = None
+        # One staging directory per run (named like --out): QEMU's vvfat reads
+        # file contents lazily, so a root must not change under a running guest.
+        self.stage_dir = Path(opts.guest_dir) / Path(opts.out).name
 
     # ---------------------------------------------------------------- stages
     def series(self) -> StageRecord:
@@ -213,7 +216,7 @@ class Runner:
         src, objdir = self.o.src, self.o.objdir
         cmds = world_mod.shell_lines(src, objdir)
         sysroot = str(world_mod.worldtmp(src, objdir))
-        tests_out = str(Path(self.o.guest_dir) / "tests")
+        tests_out = str(self.stage_dir / "tests")
         for name, source in [(n, str(Path(src) / rel)) for n, rel in world_mod.BASE_TESTS] + \
                 list(self.o.extra_tests):
             cmds.append(shlex.join(world_mod.atf_cc_argv(source, f"{tests_out}/{name}", sysroot)))
@@ -252,7 +255,7 @@ class Runner:
         progs = {g: str(p) for g, p in self.world.programs.items()}
         guest_tests = {f"/rxl/tests/{n}": str(p) for n, p in sorted(self.tests.items())}
         for label, kernel, tunables in plan:
-            root = str(Path(self.o.guest_dir) / label)
+            root = str(self.stage_dir / label)
             self.roots[label] = root
             if self.o.dry_run:
                 details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'})")
@@ -425,7 +428,7 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--out", default=None, help="Directory for logs and reports "
               "[default: /work/logs/guest-run-<time>].")
 @click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
-              help="Where guest roots and test binaries are staged.")
+              help="Guest roots and test binaries go to <guest-dir>/<name of --out>/.")
 @click.option("--kernel", default=None, help="Patched kernel to boot (skips the build stage).")
 @click.option("--pristine-kernel", default=None, help="Kernel built from the base, for comparison.")
 @click.option("--pristine-src", default=None,
