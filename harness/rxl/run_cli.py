@@ -80,6 +80,7 @@ class RunOptions:
     rebuild_world: bool
     pristine_src: Optional[str] = None
     tests_on_spread: bool = False
+    auto_pristine: bool = True
 
 
 def _echo_err(msg: str) -> None:
@@ -92,6 +93,56 @@ def _git(src: str, *args: str) -> str:
                               check=True).stdout.rstrip("\n")
     except (OSError, subprocess.CalledProcessError):
         return ""
+
+
+#: The project's patch series (issue 3): ``patches/BASE`` names the base commit.
+REPO_PATCHES = Path(__file__).resolve().parents[2] / "patches"
+
+
+def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
+    """The base commit (40 hex) from ``patches/BASE``, or None if there is none."""
+    try:
+        from rxl.series import SeriesError, parse_base
+        return parse_base((Path(patches_dir) / "BASE").read_text()).commit
+    except (OSError, ImportError):
+        return None
+    except SeriesError as exc:
+        raise StageFailed(f"series: {exc}") from None
+
+
+def pristine_checkout(src: str, base: str, dest: Path,
+                      echo: Callable[[str], None] = _echo_err) -> str:
+    """A checkout of ``base`` at ``dest`` borrowing ``src``'s objects (``clone --shared``).
+
+    ``src``'s own checkout is never touched. The snapshot lacks some large
+    blobs, so git's checkout reports them and stops early; that is accepted
+    when HEAD is ``base`` and ``tools/build/make.py`` is there (said, not
+    hidden). Raises StageFailed if ``dest`` exists and is something else.
+    """
+    def head(d: Path) -> str:
+        return _git(str(d), "rev-parse", "HEAD").strip()
+
+    if dest.exists():
+        if head(dest) == base and (dest / "tools/build/make.py").is_file():
+            return str(dest)
+        raise StageFailed(f"build: {dest} exists but is not a checkout of {base[:12]}; "
+                          "move it away or pass --pristine-src")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", src, str(dest)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise StageFailed(f"build: git clone --shared {src} {dest} failed: "
+                          f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    r = subprocess.run(["git", "-C", str(dest), "checkout", "-q", "--detach", base],
+                       capture_output=True, text=True)
+    missing = [ln for ln in r.stderr.splitlines() if "unable to read sha1 file" in ln]
+    if head(dest) != base or not (dest / "tools/build/make.py").is_file():
+        raise StageFailed(f"build: checkout of {base[:12]} in {dest} failed: "
+                          f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    echo(f"build: pristine tree {dest} at {base[:12]}"
+         + (f" ({len(missing)} files of the snapshot have no blob and are absent)"
+            if missing else ""))
+    return str(dest)
 
 
 def kernel_stamp_text(src: str, kernel: str) -> str:
@@ -155,6 +206,21 @@ class Runner:
 
     def build(self) -> StageRecord:
         rec = self._build_patched()
+        if not self.o.pristine_kernel and not self.o.pristine_src and self.o.auto_pristine:
+            base = series_base()
+            if base is None:
+                rec.detail += "; no patches/BASE: no pristine kernel"
+            elif not _git(self.o.src, "rev-parse", "HEAD").strip():
+                rec.detail += f"; {self.o.src} is not a git tree: no pristine kernel"
+            elif self.o.dry_run:
+                self.o.pristine_src = str(Path(self.o.guest_dir) / f"pristine-src-{base[:12]}")
+                rec.commands.append(f"git clone -q --shared --no-checkout {self.o.src} "
+                                    f"{self.o.pristine_src} && git -C {self.o.pristine_src} "
+                                    f"checkout -q --detach {base}")
+            else:
+                self.o.pristine_src = pristine_checkout(
+                    self.o.src, base, Path(self.o.guest_dir) / f"pristine-src-{base[:12]}",
+                    self.echo)
         if self.o.pristine_src and not self.o.pristine_kernel:
             rec = self._build_pristine(rec)
         return rec
@@ -164,7 +230,7 @@ class Runner:
         from rxl import build as build_mod
         src = self.o.pristine_src
         objdir = str(Path(self.o.guest_dir) / "obj-pristine")
-        if not (Path(src) / "tools/build/make.py").is_file():
+        if not (Path(src) / "tools/build/make.py").is_file() and not self.o.dry_run:
             raise StageFailed(f"build: --pristine-src {src} is not a FreeBSD source tree")
         stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
         rec.commands += [s.shell() for s in stages]
@@ -434,6 +500,9 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--pristine-src", default=None,
               help="Checkout of the base (e.g. `git clone --branch main <repo> DIR`): its "
                    "kernel is built with the same config, objdir <guest-dir>/obj-pristine.")
+@click.option("--auto-pristine/--no-auto-pristine", default=True, show_default=True,
+              help="Without --pristine-kernel/--pristine-src: check out patches/BASE's "
+                   "commit from --src (git clone --shared) and build it.")
 @click.option("--spread/--no-spread", default=True, show_default=True,
               help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1.")
 @click.option("--tests-on-spread", is_flag=True,
@@ -449,7 +518,8 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, spread, tests_on_spread, case_timeout,
+def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto_pristine, spread,
+        tests_on_spread, case_timeout,
         new_programs, tests, atf_dir, memory_mib, rebuild_world, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine."""
     opts = RunOptions(
@@ -463,7 +533,7 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, spre
         memory_mib=memory_mib,
         dry_run=dry_run, rebuild_world=rebuild_world,
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
-        tests_on_spread=tests_on_spread)
+        tests_on_spread=tests_on_spread, auto_pristine=auto_pristine)
     r = Runner(opts)
     ok = r.run()
     if dry_run:

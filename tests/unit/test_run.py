@@ -198,3 +198,28 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     assert kernel_cached(str(src), str(k))
     os.utime(k, ns=(1, 1))                             # someone rebuilt the kernel
     assert not kernel_cached(str(src), str(k))
+
+
+def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path):
+    import subprocess
+    src = tmp_path / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("# stand-in\n")
+    (src / "sys").mkdir()
+    (src / "sys/x.c").write_text("")
+    git = ["git", "-C", str(src), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    from rxl.run_cli import series_base
+    base = series_base()
+    res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
+                                    "--out", str(tmp_path / "out"), "--guest-dir",
+                                    str(tmp_path / "g"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    if base is None:
+        assert "no patches/BASE" in res.output
+        return
+    assert f"checkout -q --detach {base}" in res.output
+    assert f"pristine-src-{base[:12]}/tools/build/make.py" in res.output
+    assert res.output.count("qemu-system-x86_64 -machine") == 3
