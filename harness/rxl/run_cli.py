@@ -202,6 +202,17 @@ class Runner:
         changed = _git(src, "status", "--porcelain", "--untracked-files=no")
         n_mod = sum(1 for ln in changed.splitlines() if ln.strip())
         detail = f"HEAD {head}; {n_mod} uncommitted changes"
+        base = series_base()
+        if base and head != "not a git tree":
+            n_patches = len(list(REPO_PATCHES.glob("[0-9][0-9][0-9][0-9]-*.patch")))
+            anc = subprocess.run(["git", "-C", src, "merge-base", "--is-ancestor", base, "HEAD"],
+                                 capture_output=True).returncode == 0
+            if not anc:
+                detail += (f"; base {base[:12]} (patches/BASE) is not an ancestor of HEAD: "
+                           f"the series is not applied (rxl series apply --src {src})")
+            else:
+                n = _git(src, "rev-list", "--count", f"{base}..HEAD").strip()
+                detail += f"; {n} commits on base {base[:12]} (patches/ has {n_patches})"
         return StageRecord("series", "ok", detail=detail)
 
     def build(self) -> StageRecord:
