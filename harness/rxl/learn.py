@@ -828,12 +828,15 @@ RC_SYSCTLS = ("kern.ident", "hw.ncpu", "vm.ndomains", "net.isr.dispatch",
 
 def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str = "/rxl/learnd",
                     port: int = GUEST_PORT, nic: str = "em0", deadline_s: int = 600,
-                    link_wait_s: int = 3, poweroff: bool = True) -> str:
+                    link_wait_s: int = 3, nic_reinit: int = 0, poweroff: bool = True) -> str:
     """Text of the guest's ``/etc/rc`` for one boot (template ``learn-rc.j2``).
 
     ``learn_sysctl``: commit 3's sysctl (dotted name); required when a run
     sets learning. ``deadline_s``: learnd's own deadline per run (``-d``);
-    timeout(1) kills it 30 s later. Raises LearnError on a missing sysctl
+    timeout(1) kills it 30 s later. ``nic_reinit``: after the address is
+    set, take the NIC down and up this many times (a reset of the device;
+    an experiment against QEMU 7.2's e1000e losing receive interrupts under
+    MSI-X, docs/results/learning.md). Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
     import jinja2
@@ -857,7 +860,7 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
         nic_sysctl=f"{m.group(1)}.{m.group(2)}", addr=GUEST_ADDR, prefix=GUEST_PREFIX,
         gateway=GUEST_GATEWAY, link_wait=link_wait_s, sysctls=RC_SYSCTLS,
         learn_sysctl=learn_sysctl or "", learnd=learnd, port=port, deadline=deadline_s,
-        run_timeout=deadline_s + 30, poweroff=poweroff)
+        run_timeout=deadline_s + 30, nic_reinit=nic_reinit, poweroff=poweroff)
 
 
 def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0) -> int:

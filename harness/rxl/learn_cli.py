@@ -198,13 +198,18 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Extra loader tunable NAME=VALUE for every boot (repeatable).")
 @click.option("--deadline", "deadline_s", default=None, type=int,
               help="learnd's own deadline per run, s [default: every phase at its longest + 120].")
+@click.option("--nic-reinit", default=0, show_default=True,
+              help="Take em0 down and up this many times before the runs.")
+@click.option("--qemu-arg", "qemu_args", multiple=True,
+              help="Extra QEMU argument, e.g. for tracing (repeatable, in order).")
 @click.option("--pcap", is_flag=True,
               help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          client_ports, lb_cpu_opt, tunables, deadline_s, pcap, dry_run, as_json):
+          client_ports, lb_cpu_opt, tunables, deadline_s, nic_reinit, qemu_args, pcap, dry_run,
+          as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -325,14 +330,14 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                 libs=libs, tests={GUEST_LEARND: learnd_bin},
                 loader_rc=image_mod.render_loader_rc({**extra_tun, **dict(b.tunables)}),
                 rc=L.render_learn_rc(b, learn_sysctl=sysctl_name, learnd=GUEST_LEARND,
-                                     deadline_s=deadline))
+                                     deadline_s=deadline, nic_reinit=nic_reinit))
             info = image_mod.stage_root(root, acts)
         except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
             _fail(f"image: {b.name}: {exc}")
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = L.free_port()
         extra = (("-object", f"filter-dump,id=dump0,netdev=net0,"
-                  f"file={Path(out) / (b.name + '.pcap')}") if pcap else ())
+                  f"file={Path(out) / (b.name + '.pcap')}") if pcap else ()) + tuple(qemu_args)
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
                                    extra=extra)
