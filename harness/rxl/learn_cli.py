@@ -95,6 +95,20 @@ class Conductor:
                 + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res))
 
 
+def single_thread(argv: List[str]) -> List[str]:
+    """``argv`` with ``-machine q35,accel=tcg`` turned into ``-machine q35 -accel tcg,thread=single``.
+
+    QEMU refuses both spellings at once. Raises ValueError if the argv has
+    no ``accel=tcg`` machine option.
+    """
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "-machine" and ",accel=tcg" in out[i + 1]:
+            out[i + 1] = out[i + 1].replace(",accel=tcg", "")
+            return out[:i + 2] + ["-accel", "tcg,thread=single"] + out[i + 2:]
+    raise ValueError("no '-machine ...,accel=tcg' in the QEMU argv")
+
+
 def _fail(msg: str) -> None:
     raise click.ClickException(msg)
 
@@ -198,6 +212,10 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Extra loader tunable NAME=VALUE for every boot (repeatable).")
 @click.option("--deadline", "deadline_s", default=None, type=int,
               help="learnd's own deadline per run, s [default: every phase at its longest + 120].")
+@click.option("--tcg-single-thread", is_flag=True,
+              help="Run every vCPU in one TCG thread (-accel tcg,thread=single).")
+@click.option("--smp", default="2,2,2", show_default=True,
+              help="Guest sockets,cores,threads (one NUMA node per socket).")
 @click.option("--nic-reinit", default=0, show_default=True,
               help="Take em0 down and up this many times before the runs.")
 @click.option("--qemu-arg", "qemu_args", multiple=True,
@@ -208,8 +226,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          client_ports, lb_cpu_opt, tunables, deadline_s, nic_reinit, qemu_args, pcap, dry_run,
-          as_json):
+          client_ports, lb_cpu_opt, tunables, deadline_s, tcg_single_thread, smp, nic_reinit,
+          qemu_args, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -226,6 +244,11 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         if not sep or not name or not value or any(c.isspace() for c in t):
             _fail(f"--tunable {t!r}: expected NAME=VALUE without spaces")
         extra_tun[name] = value
+    try:
+        sockets, cores, threads = (int(x) for x in smp.split(","))
+    except ValueError:
+        _fail(f"--smp {smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
+    topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
     if deadline_s is not None and deadline_s < 1:
         _fail(f"--deadline must be >= 1 s, got {deadline_s}")
     if logs:
@@ -282,7 +305,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                        f"{ {**extra_tun, **dict(b.tunables)} or '-'}, runs "
                        f"{', '.join(r.label for r in b.runs)}; root {root}")
             cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,
-                                       hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",))
+                                       hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",),
+                                       **topo_kw)
             click.echo(shlex.join(qemu_mod.build_argv(cfg, firmware=fw)))
         click.echo(f"# host driver per run: {len(phases)} phases "
                    + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
@@ -340,8 +364,9 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                   f"file={Path(out) / (b.name + '.pcap')}") if pcap else ()) + tuple(qemu_args)
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
-                                   extra=extra)
-        argv = qemu_mod.build_argv(cfg, firmware=fw)
+                                   extra=extra, **topo_kw)
+        argv = single_thread(qemu_mod.build_argv(cfg, firmware=fw)) if tcg_single_thread \
+            else qemu_mod.build_argv(cfg, firmware=fw)
         log = str(Path(out) / f"console-{b.name}.log")
         echo(f"== boot {b.name}: {shlex.join(argv)}")
         echo(f"   console {log}")

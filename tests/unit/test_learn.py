@@ -443,3 +443,22 @@ def test_port_connector_draws_both_parities_and_retries():
     assert kern(1, "w")
     with pytest.raises(L.LearnError):
         L.port_connector("sequential")
+
+
+def test_single_thread_rewrites_the_accelerator():
+    from rxl.learn_cli import single_thread
+    argv = ["qemu", "-machine", "q35,accel=tcg", "-cpu", "max"]
+    assert single_thread(argv) == ["qemu", "-machine", "q35", "-accel", "tcg,thread=single",
+                                   "-cpu", "max"]
+    with pytest.raises(ValueError):
+        single_thread(["qemu", "-machine", "q35"])
+
+
+def test_cli_smp_option(tmp_path):
+    (tmp_path / "sys").mkdir()
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--config",
+                                    "learn-on", "--learn-sysctl", "a.b", "--smp", "2,1,2"])
+    assert res.exit_code == 0, res.output
+    assert "-smp 4,sockets=2,cores=1,threads=2" in res.stdout
+    bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--smp", "8"])
+    assert bad.exit_code != 0 and "SOCKETS,CORES,THREADS" in bad.output
