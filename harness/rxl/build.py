@@ -151,9 +151,24 @@ class Stage:
         return shlex.join(self.argv)
 
 
-def toolchain_done(objdir: PathLike) -> bool:
-    """True if a kernel-toolchain has completed in ``objdir`` (marker file)."""
-    return (Path(objdir) / TOOLCHAIN_DONE).exists()
+def toolchain_done(objdir: PathLike, src: Optional[PathLike] = None,
+                   target: str = DEFAULT_TARGET,
+                   target_arch: str = DEFAULT_TARGET_ARCH) -> bool:
+    """True if a kernel-toolchain has completed in ``objdir``.
+
+    The marker :data:`TOOLCHAIN_DONE` says so for the objdir (the agreement
+    with the userland build).  The toolchain lives under the source tree's
+    own object tree, though, so with ``src`` the object tree of that tree
+    must also hold ``toolchain-metadata.mk``, which kernel-toolchain writes
+    in its last stage (build-metadata, Makefile.inc1).
+    """
+    if not (Path(objdir) / TOOLCHAIN_DONE).exists():
+        return False
+    if src is None:
+        return True
+    srcabs = os.path.abspath(os.fspath(src)).lstrip("/")
+    return (Path(os.path.abspath(os.fspath(objdir))) / srcabs /
+            f"{target}.{target_arch}" / "toolchain-metadata.mk").is_file()
 
 
 def plan_stages(src: PathLike, objdir: PathLike, *,
@@ -329,10 +344,11 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     Path(objdir).mkdir(parents=True, exist_ok=True)
     if kernconf == DEFAULT_KERNCONF:
         write_kernconf(src, kernconf)
+    done = toolchain_done(objdir, src)
     stages = plan_stages(src, objdir, kernconf=kernconf,
-                         toolchain=not toolchain_done(objdir), jobs=jobs,
+                         toolchain=not done, jobs=jobs,
                          lock=lock, clean_kernel=clean_kernel)
-    if toolchain_done(objdir):
+    if done:
         echo("kernel-toolchain: already built in "
              f"{objdir} ({TOOLCHAIN_DONE} present), skipped")
     results = []

@@ -33,14 +33,14 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
     """kernel-toolchain once, then buildkernel KERNCONF."""
     lock = lock or None
     stages = B.plan_stages(src, objdir, kernconf=kernconf,
-                           toolchain=not B.toolchain_done(objdir),
+                           toolchain=not B.toolchain_done(objdir, src),
                            jobs=jobs, lock=lock, clean_kernel=clean)
     if dry_run:
         if kernconf == B.DEFAULT_KERNCONF:
             click.echo(f"# would write {B.kernconf_path(src, kernconf)}:")
             for line in B.kernconf_text(kernconf).splitlines():
                 click.echo(f"#   {line}")
-        if B.toolchain_done(objdir):
+        if B.toolchain_done(objdir, src):
             click.echo(f"# kernel-toolchain already done in {objdir}")
         for st in stages:
             click.echo(st.shell())

@@ -552,26 +552,47 @@ def missing_blob_paths(src: Path) -> list[str]:
     cp = _git(src, "ls-files", "--deleted", "-s", check=False)
     if cp.returncode != 0:
         return []
-    out = []
+    entries = []
     for line in cp.stdout.splitlines():
         meta, _, path = line.partition("\t")
         parts = meta.split()
-        if len(parts) < 2:
-            continue
-        blob = parts[1]
-        if _git(src, "cat-file", "-e", blob, check=False).returncode != 0:
-            out.append(path)
-    return out
+        if len(parts) >= 2:
+            entries.append((parts[1], path))
+    if not entries:
+        return []
+    # One batch query, never fetching: in a repository already declared a
+    # partial clone every missing object would otherwise cost a fetch
+    # attempt from the promisor remote (about 20 s each, measured).
+    env = dict(os.environ, GIT_NO_LAZY_FETCH="1")
+    bc = subprocess.run(["git", "-C", str(src), "cat-file", "--batch-check"],
+                        input="".join(b + "\n" for b, _ in entries),
+                        text=True, capture_output=True, env=env)
+    missing = {ln.split()[0] for ln in bc.stdout.splitlines()
+               if ln.endswith(" missing")}
+    return [path for blob, path in entries if blob in missing]
 
 
 def prepare_snapshot(src: Path, echo=print) -> list[str]:
     """Let git commit in a tree whose large blobs are absent.
 
-    Marks the files whose blobs are missing skip-worktree and, if there are
-    any, declares ``origin`` a promisor remote (git then accepts the
-    missing blobs when writing trees).  Returns the paths.  A complete tree
-    is left untouched.
+    Rebuilds an empty index from HEAD (what a clone of the snapshot leaves
+    behind), marks the files whose blobs are missing skip-worktree and, if
+    there are any, declares ``origin`` a promisor remote (git then accepts
+    the missing blobs when writing trees).  Returns the paths.  A complete
+    tree is left untouched.
     """
+    # A clone of the snapshot stops its checkout at the first missing blob:
+    # every file is written but the index stays empty.  Rebuild the index
+    # from HEAD; the work tree is not touched.
+    if _git(src, "rev-parse", "--verify", "--quiet", "HEAD",
+            check=False).returncode == 0:
+        probe = subprocess.run(["git", "-C", str(src), "ls-files"],
+                               stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL)
+        if not probe.stdout.strip():
+            _git(src, "read-tree", "HEAD")
+            echo("note: the index was empty (the clone's checkout stopped "
+                 "at a missing blob); rebuilt it from HEAD")
     paths = missing_blob_paths(src)
     if not paths:
         return []

@@ -86,6 +86,13 @@ def test_toolchain_done_marker(tmp_path):
     assert not B.toolchain_done(tmp_path)
     (tmp_path / B.TOOLCHAIN_DONE).touch()
     assert B.toolchain_done(tmp_path)
+    # Per source tree: its own object tree must hold the metadata.
+    assert not B.toolchain_done(tmp_path, "/usr/src")
+    meta = tmp_path / "usr/src/amd64.amd64/toolchain-metadata.mk"
+    meta.parent.mkdir(parents=True)
+    meta.touch()
+    assert B.toolchain_done(tmp_path, "/usr/src")
+    assert not B.toolchain_done(tmp_path, "/other/src")
 
 
 def test_run_stage_logs_and_raises(tmp_path):
