@@ -152,3 +152,11 @@ def test_real_panic_in_a_test_case():
     assert r.panic_lines[0] == "Fatal trap 12: page fault while in kernel mode"
     assert "panic: page fault" in r.panic_lines
     assert {c.status for c in r.cases} == {"crashed"} and len(r.cases) == 6
+
+
+def test_real_experimental_boot_mostly_passes():
+    r = parse_file(str(DATA / "real-exp-patched.log"))
+    assert r.outcome == "completed" and len(r.cases) == 12
+    bad = [(c.name, c.status) for c in r.cases if c.status != "passed"]
+    assert bad == [("so_reuseport_lb_cpu_test:untagged_share", "failed")]
+    assert "got no connection" in [c for c in r.cases if c.status == "failed"][0].reason
