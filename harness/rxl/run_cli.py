@@ -240,7 +240,9 @@ class Runner:
         """Build the same kernel config from a checkout of the base (own objdir)."""
         from rxl import build as build_mod
         src = self.o.pristine_src
-        objdir = str(Path(self.o.guest_dir) / "obj-pristine")
+        # One objdir per pristine tree: OBJTOP contains the tree's path, and the
+        # kernel-toolchain marker is per objdir.
+        objdir = str(Path(self.o.guest_dir) / f"obj-{Path(src).name}")
         if not (Path(src) / "tools/build/make.py").is_file() and not self.o.dry_run:
             raise StageFailed(f"build: --pristine-src {src} is not a FreeBSD source tree")
         stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
@@ -510,7 +512,7 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--pristine-kernel", default=None, help="Kernel built from the base, for comparison.")
 @click.option("--pristine-src", default=None,
               help="Checkout of the base (e.g. `git clone --branch main <repo> DIR`): its "
-                   "kernel is built with the same config, objdir <guest-dir>/obj-pristine.")
+                   "kernel is built with the same config, objdir <guest-dir>/obj-<name of DIR>.")
 @click.option("--auto-pristine/--no-auto-pristine", default=True, show_default=True,
               help="Without --pristine-kernel/--pristine-src: check out patches/BASE's "
                    "commit from --src (git clone --shared) and build it.")
