@@ -828,7 +828,9 @@ RC_SYSCTLS = ("kern.ident", "hw.ncpu", "vm.ndomains", "net.isr.dispatch",
 
 def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str = "/rxl/learnd",
                     port: int = GUEST_PORT, nic: str = "em0", deadline_s: int = 600,
-                    link_wait_s: int = 3, nic_reinit: int = 0, poweroff: bool = True) -> str:
+                    link_wait_s: int = 3, nic_reinit: int = 0,
+                    guest_sysctls: Sequence[Tuple[str, str]] = (),
+                    poweroff: bool = True) -> str:
     """Text of the guest's ``/etc/rc`` for one boot (template ``learn-rc.j2``).
 
     ``learn_sysctl``: commit 3's sysctl (dotted name); required when a run
@@ -836,7 +838,9 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     timeout(1) kills it 30 s later. ``nic_reinit``: after the address is
     set, take the NIC down and up this many times (a reset of the device;
     an experiment against QEMU 7.2's e1000e losing receive interrupts under
-    MSI-X, docs/results/learning.md). Raises LearnError on a missing sysctl
+    MSI-X, docs/results/learning.md). ``guest_sysctls``: (name, value)
+    pairs the rc sets before the runs (e.g. ``kern.ipc.soacceptqueue``).
+    Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
     import jinja2
@@ -847,7 +851,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     if any(r.learning is not None for r in boot.runs) and not learn_sysctl:
         raise LearnError(f"boot {boot.name}: a run sets learning but no learning sysctl "
                          "name is known (give --learn-sysctl)")
-    for word in [boot.name, learnd, learn_sysctl or "x", *(r.label for r in boot.runs)]:
+    for word in [boot.name, learnd, learn_sysctl or "x", *(r.label for r in boot.runs),
+                 *(w for pair in guest_sysctls for w in pair)]:
         if not word or any(c.isspace() for c in word):
             raise LearnError(f"rc: {word!r} must be a non-empty word without whitespace")
     if deadline_s < 1 or not 1 <= port <= 65535:
@@ -860,7 +865,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
         nic_sysctl=f"{m.group(1)}.{m.group(2)}", addr=GUEST_ADDR, prefix=GUEST_PREFIX,
         gateway=GUEST_GATEWAY, link_wait=link_wait_s, sysctls=RC_SYSCTLS,
         learn_sysctl=learn_sysctl or "", learnd=learnd, port=port, deadline=deadline_s,
-        run_timeout=deadline_s + 30, nic_reinit=nic_reinit, poweroff=poweroff)
+        run_timeout=deadline_s + 30, nic_reinit=nic_reinit,
+        guest_sysctls=list(guest_sysctls), poweroff=poweroff)
 
 
 def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0) -> int:

@@ -216,6 +216,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Run every vCPU in one TCG thread (-accel tcg,thread=single).")
 @click.option("--smp", default="2,2,2", show_default=True,
               help="Guest sockets,cores,threads (one NUMA node per socket).")
+@click.option("--guest-sysctl", "guest_sysctls", multiple=True,
+              help="sysctl NAME=VALUE the guest sets before the runs (repeatable).")
 @click.option("--nic-reinit", default=0, show_default=True,
               help="Take em0 down and up this many times before the runs.")
 @click.option("--qemu-arg", "qemu_args", multiple=True,
@@ -226,8 +228,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          client_ports, lb_cpu_opt, tunables, deadline_s, tcg_single_thread, smp, nic_reinit,
-          qemu_args, pcap, dry_run, as_json):
+          client_ports, lb_cpu_opt, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
+          nic_reinit, qemu_args, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -238,6 +240,12 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         _fail(str(exc))
     if concurrency < 1:
         _fail(f"--concurrency must be >= 1, got {concurrency}")
+    gsys = []
+    for t in guest_sysctls:
+        name, sep, value = t.partition("=")
+        if not sep or not name or not value or any(c.isspace() for c in t):
+            _fail(f"--guest-sysctl {t!r}: expected NAME=VALUE without spaces")
+        gsys.append((name, value))
     extra_tun = {}
     for t in tunables:
         name, sep, value = t.partition("=")
@@ -354,7 +362,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                 libs=libs, tests={GUEST_LEARND: learnd_bin},
                 loader_rc=image_mod.render_loader_rc({**extra_tun, **dict(b.tunables)}),
                 rc=L.render_learn_rc(b, learn_sysctl=sysctl_name, learnd=GUEST_LEARND,
-                                     deadline_s=deadline, nic_reinit=nic_reinit))
+                                     deadline_s=deadline, nic_reinit=nic_reinit,
+                                     guest_sysctls=gsys))
             info = image_mod.stage_root(root, acts)
         except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
             _fail(f"image: {b.name}: {exc}")

@@ -45,6 +45,7 @@
 #include <arpa/inet.h>
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -58,6 +59,8 @@
 #ifdef __FreeBSD__
 #include <sys/param.h>
 #include <sys/cpuset.h>
+#include <sys/sysctl.h>
+#include <netinet/tcp_var.h>
 #endif
 
 /*
@@ -256,6 +259,33 @@ bad:
 	return (-1);
 }
 
+/*
+ * TCP's drop counters (FreeBSD: net.inet.tcp.stats, struct tcpstat), printed
+ * before and after the run: a listen queue that overflows loses connections
+ * of the worker that falls behind.
+ */
+static void
+print_tcpstat(const char *label, const char *when)
+{
+#ifdef __FreeBSD__
+	struct tcpstat st;
+	size_t len = sizeof(st);
+
+	if (sysctlbyname("net.inet.tcp.stats", &st, &len, NULL, 0) != 0)
+		return;
+	printf("==RXL== LEARN SYSCTL %s %s.listendrop: %ju\n", label, when,
+	    (uintmax_t)st.tcps_listendrop);
+	printf("==RXL== LEARN SYSCTL %s %s.sc_dropped: %ju\n", label, when,
+	    (uintmax_t)st.tcps_sc_dropped);
+	printf("==RXL== LEARN SYSCTL %s %s.sc_bucketoverflow: %ju\n", label, when,
+	    (uintmax_t)st.tcps_sc_bucketoverflow);
+	fflush(stdout);
+#else
+	(void)label;
+	(void)when;
+#endif
+}
+
 static int
 phase_index(char c)
 {
@@ -400,6 +430,7 @@ main(int argc, char **argv)
 		perror("learnd: mmap");
 		return (1);
 	}
+	print_tcpstat(label, "before");
 	t0 = now_ms();
 	deadline = t0 + deadline_s * 1000;
 	for (i = 0; i < nw; i++) {
@@ -491,6 +522,7 @@ main(int argc, char **argv)
 				    "n=%ld\n", label, phases[p],
 				    a == 255 ? -1 : a, n);
 		}
+	print_tcpstat(label, "after");
 	printf("==RXL== LEARN DONE %s accepted=%ld elapsed_ms=%ld stop=%s\n",
 	    label, total, now_ms() - (deadline - deadline_s * 1000),
 	    sh->stop == 1 ? "quit" : "deadline");
