@@ -462,3 +462,46 @@ def test_cli_smp_option(tmp_path):
     assert "-smp 4,sockets=2,cores=1,threads=2" in res.stdout
     bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--smp", "8"])
     assert bad.exit_code != 0 and "SOCKETS,CORES,THREADS" in bad.output
+
+
+# ------------------------------------- recorded guest runs (2026-11-30)
+# Console logs of `rxl learn` on the series kernel with the local rig fixes
+# (docs/results/learning.md): boot "spread" and a learning-on boot.
+
+REC_SPREAD = DATA / "recorded-c3fix-spread.log"
+REC_ON = DATA / "recorded-c3fix-patched-on.log"
+
+
+def test_recorded_spread_run():
+    from rxl.learn_cli import analyze_log
+    a = analyze_log(str(REC_SPREAD))
+    assert a["outcome"] == "completed" and a["errors"] == []
+    assert a["rxq"] == [0, 4]
+    assert a["sysctls"]["dev.em.0.iflib.core_spread"] == "1"
+    by = {m.label: m for m in a["metrics"]}
+    m = by["learn-spread.all"]
+    assert (m.n, m.starved, m.hcpu_source) == (13720, 0, "getsockopt")
+    assert m.rx == {0: 6923, 4: 6797}
+    assert m.same_socket == pytest.approx(13690 / 13720)
+    assert m.colocated == pytest.approx((1595 + 1622) / 13720)
+    assert m.queue_agreement == 1.0 and m.hw_hashed == 1.0
+    met = {t.what: t.met for t in L.targets(m)}
+    assert met["same socket >= 96%"] and met["0 starved"]
+    assert met["every worker within +-10% of equal, n >= 512"]
+    assert not met["exact share = deal prediction (3 SD)"]      # the measured gap
+    r = by["learn-spread.rxq"]
+    assert r.colocated == pytest.approx(10359 / 10497)
+    assert all(t.met for t in L.targets(r))
+
+
+def test_recorded_learning_on_run():
+    from rxl.learn_cli import analyze_log
+    a = analyze_log(str(REC_ON))
+    assert a["errors"] == [] and a["rxq"] == [0, 2]
+    by = {m.label: m for m in a["metrics"]}
+    assert by["learn-on.rxq"].colocated >= 0.96
+    assert by["learn-on.rxq"].learning == "net.inet.tcp.reuseport_lb_learn=1"
+    allw = by["learn-on.all"]
+    assert allw.predicted_colocated == pytest.approx(0.25, abs=0.005)
+    assert allw.predicted_same_socket == pytest.approx(0.5, abs=0.005)
+    assert allw.same_socket == pytest.approx(0.488, abs=0.001)
