@@ -92,6 +92,7 @@ def _digest() -> str:
                             "binding needs a checkout of the repository")
         h.update(rel.encode() + b"\0" + path.read_bytes())
     h.update(" ".join(CFLAGS).encode())
+    h.update(os.environ.get("CC", "cc").encode())
     return h.hexdigest()[:12]
 
 
@@ -118,12 +119,23 @@ def build(force: bool = False) -> Path:
     out = library_path()
     if out.exists() and not force:
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    proc = subprocess.run(build_argv(tmp), capture_output=True, text=True)
+    log = out.with_suffix(".log")
+    argv = build_argv(tmp)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        raise CoreError(f"building the C cores: {argv[0]}: {e.strerror} "
+                        f"({e.filename or out.parent}); set CC or "
+                        "RXL_BUILD_DIR")
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
-        raise CoreError("building the C cores failed:\n" + proc.stderr)
+        log.write_text(shlex.join(argv) + "\n" + proc.stdout + proc.stderr)
+        first = next((ln for ln in proc.stderr.splitlines() if ln.strip()),
+                     f"exit status {proc.returncode}")
+        raise CoreError(f"building the C cores failed: {first} "
+                        f"(full output: {log})")
     os.replace(tmp, out)
     return out
 

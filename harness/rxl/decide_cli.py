@@ -35,8 +35,10 @@ def _friendly(fn):
             return fn(*args, **kwargs)
         except (TopologyError, ValueError) as e:
             raise click.ClickException(str(e))
-        except RuntimeError as e:  # core.CoreError
+        except RuntimeError as e:  # core.CoreError: one line by design
             raise click.ClickException(str(e).splitlines()[0])
+        except MemoryError:
+            raise click.ClickException("input too large")
     return wrapper
 
 
@@ -180,7 +182,8 @@ def domain_cpus(topo: Topology, domain: int) -> List[int]:
 @click.option("--topology", "topo_spec", required=True)
 @click.option("--intr-cpus", required=True,
               help="The interrupt-eligible CPU set, e.g. 0-30:2.")
-@click.option("--queues", type=click.IntRange(min=1), required=True)
+@click.option("--queues", type=click.IntRange(min=1, max=4096), required=True,
+              help="Queues to place (at most 4096).")
 @click.option("--domain", type=int, default=None,
               help="The NIC's NUMA domain (default: unknown).")
 @click.option("--no-spread", is_flag=True,
@@ -205,8 +208,9 @@ def spread(topo_spec, intr_cpus, queues, domain, no_spread, impl, as_json):
     doc = {"topology": topo.name, "spread": not no_spread, "order": order,
            "queues": qmap}
     text = (f"order: {', '.join(map(str, order))}\n" + "\n".join(
-        f"rxq{e['queue']}: cpu {e['cpu']} (L3 group {e['l3']})"
-        for e in qmap))
+        f"rxq{e['queue']}: cpu {e['cpu']} (" + (
+            f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group")
+        + ")" for e in qmap))
     _emit(as_json, doc, text)
 
 
@@ -252,6 +256,9 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     if len(ladder) != 4:
         raise TopologyError("--cost-ladder takes four numbers: exact, smt, "
                             "l3, far")
+    if not all(0 < x < float("inf") for x in ladder):
+        raise TopologyError(f"--cost-ladder {cost_ladder!r}: costs must be "
+                            "positive and finite")
     deal_fn = _impl(impl).deal
     docs = []
     for pol in policy or outcomes.POLICIES:
@@ -279,5 +286,6 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
             for c in outcomes.WORKER_CLASSES) +
             f"{p['cycles_per_request']:>9.4f}")
     rows.append("each cell: workers in that class (their share of "
-                "connections); cycles relative to exact")
+                "connections); cycles: expected per request, in the cost "
+                "ladder's units (exact = " + f"{ladder[0]:g})")
     _emit(as_json, doc, "\n".join(rows))

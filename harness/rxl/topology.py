@@ -42,6 +42,14 @@ CG_FLAG_NODE = 0x04
 
 _FLAG_NAMES = {"HTT": CG_FLAG_HTT, "SMT": CG_FLAG_SMT, "NODE": CG_FLAG_NODE}
 
+#: CPU ids are below CPU_MAXSIZE = 1024 (sys/sys/_cpuset.h), the size of a
+#: cpuset_t outside the kernel and the userspace build's CPU_SETSIZE.
+CPU_MAXSIZE = 1024
+#: Deepest cpu_group tree accepted.  smp_topo() builds at most a root, a
+#: package, a NUMA node and one group per cache level (MAX_CACHE_LEVELS = 3
+#: in sys/sys/smp.h); 8 leaves room and stops runaway nesting.
+MAX_DEPTH = 8
+
 #: Distance classes, nearest first: the keys of ``rings`` in ``rxl deal``.
 CLASSES = ("exact", "smt", "l3", "far", "any")
 
@@ -187,23 +195,36 @@ def _chain(root: Group, cpu: int) -> List[Group]:
     return list(reversed(path))
 
 
-def _validate(root: Group) -> None:
-    for group in root.walk():
-        if not group.cpus:
-            raise TopologyError("a cpu_group with no CPUs")
-        if list(group.cpus) != sorted(set(group.cpus)):
+def _validate(group: Group, depth: int = 0) -> None:
+    """Raise TopologyError unless ``group`` and its subtree could have come
+    from smp_topo(): CPU ids in range, known levels and flags, children
+    partitioning their parent."""
+    if depth > MAX_DEPTH:
+        raise TopologyError(f"cpu_group tree deeper than {MAX_DEPTH} levels")
+    if not group.cpus:
+        raise TopologyError("a cpu_group with no CPUs")
+    if list(group.cpus) != sorted(set(group.cpus)):
+        raise TopologyError(
+            f"cpu_group CPUs not ascending and distinct: {group.cpus}")
+    for cpu in (group.cpus[0], group.cpus[-1]):
+        if not 0 <= cpu < CPU_MAXSIZE:
+            raise TopologyError(f"CPU id {cpu} outside 0-{CPU_MAXSIZE - 1} "
+                                "(CPU_MAXSIZE)")
+    if not CG_SHARE_NONE <= group.level <= CG_SHARE_L3:
+        raise TopologyError(f"cache-level {group.level} is not one of 0-3 "
+                            "(CG_SHARE_NONE to CG_SHARE_L3)")
+    if group.flags & ~(CG_FLAG_THREAD | CG_FLAG_NODE):
+        raise TopologyError(f"unknown cpu_group flags {group.flags:#x}")
+    if group.children:
+        union: List[int] = []
+        for child in group.children:
+            union.extend(child.cpus)
+        if sorted(union) != list(group.cpus):
             raise TopologyError(
-                f"cpu_group CPUs not ascending and distinct: {group.cpus}")
-        if group.cpus[0] < 0:
-            raise TopologyError(f"negative CPU id {group.cpus[0]}")
-        if group.children:
-            union: List[int] = []
-            for child in group.children:
-                union.extend(child.cpus)
-            if sorted(union) != list(group.cpus):
-                raise TopologyError(
-                    "children of a cpu_group do not partition its CPUs "
-                    f"{_ranges(group.cpus)}")
+                "children of a cpu_group do not partition its CPUs "
+                f"{_ranges(group.cpus)}")
+        for child in group.children:
+            _validate(child, depth + 1)
 
 
 def _emit(group: Group, indent: int, lines: List[str]) -> None:
@@ -247,6 +268,9 @@ def regular(name: str, l3_groups: int, cores: int, threads: int,
     if min(l3_groups, cores, threads) < 1:
         raise TopologyError(f"topology sizes must be positive: "
                             f"{l3_groups}x{cores}x{threads}")
+    if l3_groups * cores * threads > CPU_MAXSIZE:
+        raise TopologyError(f"{l3_groups}x{cores}x{threads} has more than "
+                            f"{CPU_MAXSIZE} CPUs (CPU_MAXSIZE)")
     per_l3 = cores * threads
 
     def l3(base: int) -> Group:
@@ -299,6 +323,8 @@ def load(spec: str) -> Topology:
                 text = f.read()
         except OSError as e:
             raise TopologyError(f"cannot read {spec}: {e.strerror}")
+        except UnicodeDecodeError:
+            raise TopologyError(f"{spec}: not a text file (not UTF-8)")
         return parse_spec(text, name=spec)
     raise TopologyError(
         f"unknown topology {spec!r}: use one of {', '.join(BUILTINS)}, "
@@ -332,10 +358,16 @@ def parse_spec(text: str, name: str = "topology_spec") -> Topology:
             raise TopologyError(f"{name}: expected one root <group>, "
                                 f"found {len(groups)}")
         doc = groups[0]
-    return Topology(name, _parse_group(doc, name))
+    try:
+        return Topology(name, _parse_group(doc, name, 0))
+    except TopologyError as e:
+        msg = str(e)
+        raise TopologyError(msg if msg.startswith(name) else f"{name}: {msg}")
 
 
-def _parse_group(el: ET.Element, name: str) -> Group:
+def _parse_group(el: ET.Element, name: str, depth: int) -> Group:
+    if depth > MAX_DEPTH:
+        raise TopologyError(f"cpu_group tree deeper than {MAX_DEPTH} levels")
     if el.tag != "group":
         raise TopologyError(f"{name}: unexpected element <{el.tag}>")
     cpu = el.find("cpu")
@@ -356,8 +388,8 @@ def _parse_group(el: ET.Element, name: str) -> Group:
         for f in fl.findall("flag"):
             flags |= _FLAG_NAMES.get(f.get("name", ""), 0)
     kids = el.find("children")
-    children = tuple(_parse_group(c, name) for c in kids.findall("group")) \
-        if kids is not None else ()
+    children = tuple(_parse_group(c, name, depth + 1)
+                     for c in kids.findall("group")) if kids is not None else ()
     return Group(tuple(sorted(cpus)), level, flags, children)
 
 
@@ -376,6 +408,9 @@ def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         step = int(m.group(3)) if m.group(3) else 1
+        if hi >= CPU_MAXSIZE:
+            raise TopologyError(f"CPU {hi} in {what} is beyond CPU_MAXSIZE "
+                                f"({CPU_MAXSIZE})")
         if hi < lo or step < 1:
             raise TopologyError(f"empty range {item!r} in {what}")
         out.extend(range(lo, hi + 1, step))

@@ -231,7 +231,13 @@ def test_live_short_run(tmp_path):
     for r in doc["results"]:
         (run,) = r["runs"]
         assert sum(run["accepts"]) == 40
-        assert sum(run["wakeups"]) >= sum(run["accepts"])
+        # Every accept happens in a wakeup, and a wakeup drains at most
+        # ACCEPT_BATCH (64) connections, so a busy machine may see fewer
+        # wakeups than accepts, but never none for a worker that accepted.
+        for acc, wk, empty in zip(run["accepts"], run["wakeups"],
+                                  run["empty_wakeups"]):
+            assert acc <= 64 * wk
+            assert empty <= wk
         assert len(run["cpu_ms"]) == 2
     excl = doc["results"][1]["runs"][0]
     # The first registrant stays ahead under EPOLLEXCLUSIVE (seed 004:

@@ -130,3 +130,27 @@ def test_console_script_installed():
     r = subprocess.run([sys.executable, "-m", "rxl", "--help"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "deal" in r.stdout
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["spread", "--topology", "2x4x2", "--intr-cpus", "0-15", "--queues",
+      "4294967296"], "1<=x<=4096"),
+    (["outcomes", "--topology", "2x4x2", "--workers", "0-15", "--rx-cpus",
+      "0", "--cost-ladder", "1,1,1,-5"], "positive and finite"),
+])
+def test_bounds(args, msg):
+    code, out = run(*args)
+    assert code != 0 and msg in out
+
+
+def test_core_build_errors_are_one_line(tmp_path, monkeypatch):
+    from rxl import core
+    monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "b"))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(core, "_lib", None)
+    code, out = run("deal", "--topology", "2x4x2", "--members", "0")
+    assert code == 1 and "no-such-cc" in out
+    assert len(out.strip().splitlines()) == 1
+    monkeypatch.setenv("CC", "false")
+    code, out = run("deal", "--topology", "2x4x2", "--members", "0")
+    assert code == 1 and "full output:" in out

@@ -76,3 +76,46 @@ def test_cpu_lists():
     for bad in ("1,,2", "a", "5-3", "1,1"):
         with pytest.raises(TopologyError):
             topology.parse_cpu_list(bad)
+
+
+@pytest.mark.parametrize("level, flags, cpus, msg", [
+    ("259", "", "0, 1", "cache-level 259"),
+    ("-1", "", "0, 1", "cache-level -1"),
+    ("3", "", "1023, 1024", "outside 0-1023"),
+])
+def test_xml_values_out_of_range(level, flags, cpus, msg):
+    text = (f'<group level="1" cache-level="{level}">'
+            f'<cpu count="2">{cpus}</cpu>{flags}</group>')
+    with pytest.raises(TopologyError, match=msg):
+        topology.parse_spec(text, name="spec.xml")
+
+
+def test_xml_too_deep():
+    text = ""
+    for _ in range(50):
+        text += '<group level="1" cache-level="0"><cpu count="1">0</cpu>' \
+                '<children>'
+    text += '<group level="1" cache-level="0"><cpu count="1">0</cpu></group>'
+    text += "</children></group>" * 50
+    with pytest.raises(TopologyError, match="deeper than"):
+        topology.parse_spec(text)
+
+
+def test_errors_name_the_file(tmp_path):
+    f = tmp_path / "bad.xml"
+    f.write_text('<group level="1" cache-level="0"><cpu count="2">0, 1</cpu>'
+                 '<children><group level="2" cache-level="3">'
+                 '<cpu count="1">0</cpu></group></children></group>')
+    with pytest.raises(TopologyError, match=f"^{f}: children"):
+        topology.load(str(f))
+    f.write_bytes(b"\xac\xff<group>")
+    with pytest.raises(TopologyError, match="not UTF-8"):
+        topology.load(str(f))
+
+
+def test_size_limits():
+    with pytest.raises(TopologyError, match="CPU_MAXSIZE"):
+        topology.load("100x100x100")
+    with pytest.raises(TopologyError, match="CPU_MAXSIZE"):
+        topology.parse_cpu_list("0-4294967296")
+    assert len(topology.load("16x32x2").cpus) == 1024
