@@ -569,7 +569,12 @@ def missing_blob_paths(src: Path) -> list[str]:
                         text=True, capture_output=True, env=env)
     missing = {ln.split()[0] for ln in bc.stdout.splitlines()
                if ln.endswith(" missing")}
-    return [path for blob, path in entries if blob in missing]
+    out: list[str] = []
+    for blob, path in entries:
+        # ls-files -s --deleted can list an entry twice; report it once.
+        if blob in missing and path not in out:
+            out.append(path)
+    return out
 
 
 def prepare_snapshot(src: Path, echo=print) -> list[str]:
