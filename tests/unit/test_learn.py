@@ -505,3 +505,17 @@ def test_recorded_learning_on_run():
     assert allw.predicted_colocated == pytest.approx(0.25, abs=0.005)
     assert allw.predicted_same_socket == pytest.approx(0.5, abs=0.005)
     assert allw.same_socket == pytest.approx(0.488, abs=0.001)
+
+
+def test_recorded_pristine_run_behaves_as_the_hash():
+    from rxl.learn_cli import analyze_log
+    a = analyze_log(str(DATA / "recorded-pristine-emfix.log"))
+    assert a["errors"] == []
+    by = {m.label: m for m in a["metrics"]}
+    for label, hash_coloc in (("pristine.rxq", 0.5), ("pristine.all", 0.125)):
+        m = by[label]
+        assert m.hcpu_source == "queue" and m.policy == "hash"
+        assert m.predicted_colocated == pytest.approx(hash_coloc)
+        assert abs(m.colocated - hash_coloc) <= 3 * L.binomial_sd(hash_coloc, m.n)
+        assert m.starved == 0
+    assert by["pristine.all"].n == 11339 and by["pristine.rxq"].n == 6460
