@@ -145,6 +145,12 @@ def pristine_checkout(src: str, base: str, dest: Path,
     return str(dest)
 
 
+def _timings(results) -> str:
+    """``name N s (lock wait W s)`` per build stage result (rxl.build.StageResult)."""
+    return ", ".join(f"{r.name} {r.seconds:.0f} s (lock wait {r.extra.get('wait_seconds', '?')} s)"
+                     for r in results)
+
+
 def kernel_stamp_text(src: str, kernel: str) -> str:
     """What a cached kernel must match: last commit under sys/, the uncommitted
     changes under sys/, and the kernel file's size and mtime (ns)."""
@@ -256,10 +262,11 @@ class Runner:
             rec.detail += " (cached)"
             return rec
         try:
-            build_mod.build_kernel(src, objdir, logdir=str(Path(self.o.out) / "pristine"),
-                                   echo=self._quiet_echo)
+            res = build_mod.build_kernel(src, objdir, logdir=str(Path(self.o.out) / "pristine"),
+                                         echo=self._quiet_echo)
         except build_mod.BuildError as exc:
             raise StageFailed(f"build: pristine: {exc}") from None
+        rec.detail += "; pristine: " + _timings(res)
         Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
         return rec
 
@@ -286,6 +293,7 @@ class Runner:
             raise StageFailed(f"build: {exc}") from None
         Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
         self.kernel = kpath
+        cmds.append(f"# {_timings(res)}")
         log = str(res[-1].log) if res else ""
         return StageRecord("build", "ok", log=log, commands=cmds, detail=f"kernel: {kpath}")
 
