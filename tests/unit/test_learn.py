@@ -519,3 +519,15 @@ def test_recorded_pristine_run_behaves_as_the_hash():
         assert abs(m.colocated - hash_coloc) <= 3 * L.binomial_sd(hash_coloc, m.n)
         assert m.starved == 0
     assert by["pristine.all"].n == 11339 and by["pristine.rxq"].n == 6460
+
+
+def test_recorded_series_spread_run_meets_the_targets():
+    from rxl.learn_cli import analyze_log
+    a = analyze_log(str(DATA / "recorded-series-spread.log"))
+    assert a["errors"] == [] and a["rxq"] == [0, 4]
+    by = {m.label: m for m in a["metrics"]}
+    m = by["learn-spread.all"]
+    assert (m.n, m.starved) == (6698, 0)
+    assert m.same_socket >= 0.96 and m.max_dev <= 0.10
+    assert all(t.met for t in L.targets(m))
+    assert by["learn-spread.rxq"].colocated >= 0.96
