@@ -24,6 +24,8 @@ Facts this module relies on, and where they come from:
 
 from __future__ import annotations
 
+from rxl import paths
+
 import os
 import re
 import shlex
@@ -40,9 +42,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 #: Directory of the host's clang/lld used for target code (Debian clang-16).
 DEFAULT_CROSS_BINDIR = "/usr/lib/llvm-16/bin"
 #: Where object trees go unless told otherwise (shared with the guest build).
-DEFAULT_OBJDIR = "/work/obj"
+DEFAULT_OBJDIR = paths.OBJDIR
 #: Lock file every make.py run and every checkout in the shared tree takes.
-DEFAULT_LOCK = "/work/build.lock"
+DEFAULT_LOCK = paths.LOCK
 #: Parallel jobs: the build host has 2 cores, shared.
 DEFAULT_JOBS = 2
 #: amd64 only: the guest and the host are both amd64.
@@ -326,7 +328,7 @@ def write_kernconf(src: PathLike, ident: str = DEFAULT_KERNCONF) -> Path:
 
 def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
                  kernconf: str = DEFAULT_KERNCONF,
-                 logdir: PathLike = "/work/logs",
+                 logdir: PathLike = paths.LOGS,
                  lock: Optional[PathLike] = DEFAULT_LOCK,
                  jobs: int = DEFAULT_JOBS,
                  clean_kernel: bool = False,

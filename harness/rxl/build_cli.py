@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rxl import paths
+
 import sys
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from rxl import build as B
 @click.option("--kernconf", default=B.DEFAULT_KERNCONF, show_default=True,
               help="Kernel config; RXL (GENERIC + INVARIANTS, "
                    "INVARIANT_SUPPORT, WITNESS) is written into the tree.")
-@click.option("--logdir", default="/work/logs", show_default=True,
+@click.option("--logdir", default=paths.LOGS, show_default=True,
               type=click.Path(file_okay=False),
               help="Full log of each stage goes here.")
 @click.option("--jobs", "-j", default=B.DEFAULT_JOBS, show_default=True,

@@ -22,6 +22,8 @@ printed as MET/MISS (measured, not asserted).
 
 from __future__ import annotations
 
+from rxl import paths
+
 import json
 import os
 import queue
@@ -40,8 +42,8 @@ from rxl import learn as L
 from rxl import parse as parse_mod
 from rxl import topology
 
-DEFAULT_GUEST_DIR = "/work/guest-learn"
-DEFAULT_LOG_ROOT = "/work/logs"
+DEFAULT_GUEST_DIR = paths.GUEST_LEARN
+DEFAULT_LOG_ROOT = paths.LOGS
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
 _READY = re.compile(re.escape(parse_mod.MARK) + r" LEARN READY (\S+)")
@@ -179,8 +181,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 
 @click.command("learn")
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD tree with the series.")
-@click.option("--objdir", default="/work/obj", show_default=True, help="MAKEOBJDIRPREFIX.")
-@click.option("--out", default=None, help="Logs and reports [default: /work/logs/learn-<time>].")
+@click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
+@click.option("--out", default=None, help="Logs and reports [default: $RXL_WORK/logs/learn-<time>].")
 @click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
               help="Where learnd and the guest roots are staged.")
 @click.option("--kernel", default=None, help="Patched kernel [default: the objdir's RXL kernel].")

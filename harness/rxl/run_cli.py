@@ -18,6 +18,8 @@ prints every command the run would execute, in order, and exits 0.
 
 from __future__ import annotations
 
+from rxl import paths
+
 import importlib
 import json
 import os
@@ -36,8 +38,8 @@ from rxl import parse as parse_mod
 from rxl import report as report_mod
 
 #: Default guest staging area and log root (this machine's layout).
-DEFAULT_GUEST_DIR = "/work/guest"
-DEFAULT_LOG_ROOT = "/work/logs"
+DEFAULT_GUEST_DIR = paths.GUEST
+DEFAULT_LOG_ROOT = paths.LOGS
 #: Loader tunable that turns on commit 1's spread for the guest's em0
 #: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
 SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
@@ -511,9 +513,9 @@ def _parse_test(value: str) -> Tuple[str, str]:
 
 @click.command("run")
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
-@click.option("--objdir", default="/work/obj", show_default=True, help="MAKEOBJDIRPREFIX.")
+@click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
 @click.option("--out", default=None, help="Directory for logs and reports "
-              "[default: /work/logs/guest-run-<time>].")
+              "[default: $RXL_WORK/logs/guest-run-<time>].")
 @click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
               help="Guest roots and test binaries go to <guest-dir>/<name of --out>/.")
 @click.option("--kernel", default=None, help="Patched kernel to boot (skips the build stage).")

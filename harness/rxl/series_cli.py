@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rxl import paths
+
 import sys
 from pathlib import Path
 
@@ -32,11 +34,11 @@ def series():
               show_default=True, type=click.Path(file_okay=False))
 @click.option("--lock", default=None, type=click.Path(dir_okay=False),
               help="Hold this flock(1) lock around checkout and am "
-                   "(default: /work/build.lock if it exists).")
+                   "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
-    if lock is None and Path("/work/build.lock").exists():
-        lock = "/work/build.lock"
+    if lock is None and Path(paths.LOCK).exists():
+        lock = paths.LOCK
     try:
         S.apply_series(Path(src), Path(patches_dir), branch=branch,
                        lock=Path(lock) if lock else None, echo=click.echo)
@@ -91,11 +93,11 @@ def check_cmd(src, project, author):
               type=click.Path(file_okay=False))
 @click.option("--lock", default=None, type=click.Path(dir_okay=False),
               help="flock(1) lock around the rebase (default: "
-                   "/work/build.lock if it exists).")
+                   "$RXL_WORK/build.lock if it exists).")
 def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
-    if lock is None and Path("/work/build.lock").exists():
-        lock = "/work/build.lock"
+    if lock is None and Path(paths.LOCK).exists():
+        lock = paths.LOCK
     try:
         S.sync_project_files(Path(src), Path(project), branch=branch,
                              lock=Path(lock) if lock else None,

@@ -24,6 +24,8 @@ on the include path, and its ``INCS`` install finds ``defs.h`` there too.
 
 from __future__ import annotations
 
+from rxl import paths
+
 import os
 import re
 import shlex
@@ -315,7 +317,7 @@ USERLAND_PATHS: Tuple[str, ...] = SUBDIRS + PREBUILD_LIBS + GENERIC_LIBS + (
     ":(exclude,glob)**/*.[1-9]")
 
 
-def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = "/work/logs",
+def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.LOGS,
                 lock: Optional[str] = DEFAULT_LOCK, jobs: int = 2, force: bool = False,
                 echo: Callable[[str], None] = print) -> dict:
     """Run the userland build; skip it when a stamp says the same plan already succeeded.
@@ -373,6 +375,6 @@ def shell_lines(src: str, objdir: str = DEFAULT_OBJDIR, lock: Optional[str] = DE
 
 if __name__ == "__main__":  # pragma: no cover
     import sys
-    for line in shell_lines(sys.argv[1] if len(sys.argv) > 1 else "/work/freebsd"):
+    for line in shell_lines(sys.argv[1] if len(sys.argv) > 1 else "/usr/src"):
         print(line)
     print(shlex.join(atf_cc_argv("x.c", "x", "/sysroot")))
