@@ -237,3 +237,19 @@ def test_mix_spreads_a_loopback_tuple_hash():
     assert len(unmixed) == 1
     assert mixed == {0, 1, 2, 3}
     assert [core.mix(h) for h in hashes] == [model.mix(h) for h in hashes]
+
+
+def test_kernel_without_smp_deals_exact_then_everyone():
+    """A kernel without SMP passes no cpu_group tree (di_root NULL): the
+    rings degrade to exact, then everyone in member order (seed 000, "Cases
+    the rules decide": single-L3 machine, or a kernel without SMP)."""
+    ffi = core._ffi
+    tags = ffi.new("uint16_t[]", [0, core.TAG_NONE, 1])
+    counts = ffi.new("uint32_t[]", [1, 0])
+    cpuent = ffi.new("uint32_t[]", 2)
+    slots = ffi.new("uint16_t[]", 48)
+    nslots = ffi.new("unsigned *")
+    assert core.lib().rxl_deal(ffi.NULL, 3, tags, counts, 2, cpuent, slots,
+                               nslots) == 1
+    assert (cpuent[0], cpuent[1], nslots[0]) == (48, 0, 48)
+    assert list(slots) == [0] * 16 + [1] * 16 + [2] * 16
