@@ -25,6 +25,13 @@ def series():
     """The three-commit FreeBSD patch series in patches/."""
 
 
+def _lock(lock):
+    """The --lock given, else the shared build lock if it exists."""
+    if lock is None and Path(paths.LOCK).exists():
+        lock = paths.LOCK
+    return Path(lock) if lock else None
+
+
 @series.command("apply")
 @click.option("--src", required=True, type=click.Path(file_okay=False),
               help="FreeBSD source tree (a git work tree holding the base).")
@@ -37,11 +44,9 @@ def series():
                    "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
-    if lock is None and Path(paths.LOCK).exists():
-        lock = paths.LOCK
     try:
         S.apply_series(Path(src), Path(patches_dir), branch=branch,
-                       lock=Path(lock) if lock else None, echo=click.echo)
+                       lock=_lock(lock), echo=click.echo)
     except (S.SeriesError, OSError) as e:
         _fail(str(e))
 
@@ -96,11 +101,8 @@ def check_cmd(src, project, author):
                    "$RXL_WORK/build.lock if it exists).")
 def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
-    if lock is None and Path(paths.LOCK).exists():
-        lock = paths.LOCK
     try:
         S.sync_project_files(Path(src), Path(project), branch=branch,
-                             lock=Path(lock) if lock else None,
-                             echo=click.echo)
+                             lock=_lock(lock), echo=click.echo)
     except (S.SeriesError, OSError) as e:
         _fail(str(e))
