@@ -459,7 +459,11 @@ class Runner:
 
     def run(self) -> bool:
         """Run every stage in order; False (after recording it) at the first failure."""
-        Path(self.o.out).mkdir(parents=True, exist_ok=True)
+        if not self.o.dry_run:  # a dry run writes nothing
+            try:
+                Path(self.o.out).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise click.ClickException(f"cannot create --out {self.o.out}: {exc.strerror}")
         steps = [("series", self.series), ("build", self.build), ("world", self.world_stage),
                  ("image", self.image), ("boot", self.boot), ("parse", self.parse_stage),
                  ("report", self.report_stage)]
