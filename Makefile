@@ -13,11 +13,6 @@ SRC ?= /usr/src
 BUILD ?= build
 CC ?= cc
 
-CORES := sys/net/iflib_spread.c sys/netinet/in_pcblb_deal.c \
-	sys/netinet/in_pcblb_learn.c
-CORE_CFLAGS := -std=c99 -Wall -Wextra -Werror -include \
-	lib/userspace/rxl_compat.h -Isys -Ilib/userspace
-
 .PHONY: all setup core core-check test run doctor bench-core clean
 
 all: test
@@ -36,14 +31,10 @@ setup: $(VENV)/.installed
 core: setup
 	$(PY) -m rxl.core
 
-# Each core on its own, with and without INVARIANTS, as the kernel would.
-core-check:
-	@mkdir -p $(BUILD)/check
-	for f in $(CORES); do \
-		$(CC) $(CORE_CFLAGS) -O2 -c $$f -o $(BUILD)/check/$$(basename $$f .c).o && \
-		$(CC) $(CORE_CFLAGS) -O2 -DINVARIANTS -c $$f \
-		    -o $(BUILD)/check/$$(basename $$f .c).inv.o || exit 1; \
-	done
+# Each core on its own, with and without INVARIANTS, as the kernel would;
+# the sources and flags are rxl.core's, the same as the library's.
+core-check: setup
+	CC="$(CC)" $(PY) -m rxl.core --check
 
 test: setup core core-check
 	$(PY) -m pytest

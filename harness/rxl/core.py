@@ -301,11 +301,48 @@ class Windows:
         return {c: buf[c] for c in range(self.ncpu) if buf[c]}
 
 
+def check_argvs(outdir: Path) -> List[List[str]]:
+    """Compile lines for each core alone, without and with INVARIANTS, as
+    the kernel builds them one file at a time (``make core-check``)."""
+    cc = shlex.split(os.environ.get("CC", "cc"))
+    out = []
+    for src in CORE_SOURCES:
+        stem = Path(src).stem
+        for extra, suffix in (((), ".o"), (("-DINVARIANTS",), ".inv.o")):
+            out.append([*cc, *CFLAGS, *extra,
+                        "-include", str(ROOT / "lib/userspace/rxl_compat.h"),
+                        "-I", str(ROOT / "sys"), "-c", str(ROOT / src),
+                        "-o", str(outdir / (stem + suffix))])
+    return out
+
+
+def check() -> None:
+    """Run :func:`check_argvs`; raise CoreError with the first failure."""
+    outdir = build_dir() / "check"
+    outdir.mkdir(parents=True, exist_ok=True)
+    for argv in check_argvs(outdir):
+        print(shlex.join(argv))
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CoreError("core check failed:\n" + proc.stderr)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rxl.core [--dry-run]``: build the library, print its path."""
+    """``python -m rxl.core [--dry-run] [--check]``: build the library and
+    print its path, or (``--check``) compile each core alone."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--dry-run" in args:
-        print(shlex.join(build_argv(library_path())))
+        lines = check_argvs(build_dir() / "check") if "--check" in args \
+            else [build_argv(library_path())]
+        for line in lines:
+            print(shlex.join(line))
+        return 0
+    if "--check" in args:
+        try:
+            check()
+        except (CoreError, OSError) as e:
+            print(f"rxl: {e}", file=sys.stderr)
+            return 1
         return 0
     try:
         print(build())
