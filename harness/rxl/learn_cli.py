@@ -3,6 +3,14 @@
 Stages, each printed as it starts (``--dry-run`` prints every external
 command and runs nothing):
 
+    kernels without ``--kernel`` / ``--pristine-kernel``: the rig kernels
+            (rxl.rig): ``<guest-dir>/rig-src``, a shared clone of ``--src``
+            (never touched itself), at ``--src``'s HEAD (patched) and at
+            patches/BASE (pristine), each with patches/guest/*.patch applied
+            (the em(4) change QEMU 7.2's e1000e needs), built in
+            ``<guest-dir>/obj-rig-src`` and kept under ``<guest-dir>/kernels/``
+            by commit and guest-patch hash (a cached one is reused)
+    world   the guest userland (rxl.world), built only when it is missing
     server  cross-compile learnd (harness/rxl/learn/learnd.c) for FreeBSD
             against the world sysroot (``<objdir>/<src>/amd64.amd64/tmp``)
     image   one guest root per boot under ``--guest-dir`` (rxl.image):
@@ -115,6 +123,36 @@ def _fail(msg: str) -> None:
     raise click.ClickException(msg)
 
 
+def _world_lines(src: str, objdir: str) -> List[str]:
+    """Shell lines of the guest userland build (kernel-toolchain first if the objdir lacks it)."""
+    from rxl import build as build_mod
+    from rxl import world as world_mod
+    lines = []
+    if not build_mod.toolchain_done(objdir, src):
+        lines.append(build_mod.plan_stages(src, objdir, toolchain=True)[0].shell())
+    return lines + world_mod.shell_lines(src, objdir)
+
+
+def _build_world(src: str, objdir: str, logdir: str, echo: Callable[[str], None]) -> None:
+    """Build the guest userland as ``rxl run`` does (kernel-toolchain first if needed).
+
+    Raises rxl.build.BuildError naming the failed stage's log, RuntimeError
+    when a product is missing afterwards.
+    """
+    from rxl import build as build_mod
+    from rxl import world as world_mod
+    Path(objdir).mkdir(parents=True, exist_ok=True)
+    if not build_mod.toolchain_done(objdir, src):
+        st = build_mod.plan_stages(src, objdir, toolchain=True)[0]
+        echo(f"$ {st.shell()}")
+        res = build_mod.run_stage(st, logdir, echo)
+        (Path(objdir) / build_mod.TOOLCHAIN_DONE).touch()
+        echo(f"{st.name}: done in {res.seconds:.0f} s")
+    for line in world_mod.shell_lines(src, objdir):
+        echo(f"$ {line}")
+    world_mod.build_world(src, objdir, logdir=logdir, echo=echo)
+
+
 def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
     """Parse one console log: console result, learn runs, topology, metrics.
 
@@ -185,8 +223,12 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--out", default=None, help="Logs and reports [default: $RXL_WORK/logs/learn-<time>].")
 @click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
               help="Where learnd and the guest roots are staged.")
-@click.option("--kernel", default=None, help="Patched kernel [default: the objdir's RXL kernel].")
-@click.option("--pristine-kernel", default=None, help="Kernel of the base (for 'pristine').")
+@click.option("--kernel", default=None,
+              help="Patched kernel [default: a rig kernel built from --src's HEAD with "
+                   "patches/guest/ applied, in <guest-dir>/rig-src].")
+@click.option("--pristine-kernel", default=None,
+              help="Kernel of the base, for 'pristine' [default: a rig kernel built from "
+                   "patches/BASE with patches/guest/ applied].")
 @click.option("--config", "configs", multiple=True, type=click.Choice(L.CONFIGS),
               help="Configurations to run (repeatable) [default: all].")
 @click.option("--workers", "worker_sets", multiple=True, type=click.Choice(L.WORKER_SETS),
@@ -271,6 +313,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     from rxl import build as build_mod
     from rxl import image as image_mod
     from rxl import qemu as qemu_mod
+    from rxl import rig as rig_mod
     from rxl import world as world_mod
 
     src, objdir, guest_dir = (os.path.abspath(p) for p in (src, objdir, guest_dir))
@@ -279,12 +322,25 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     echo = lambda s: click.echo(s, err=True)  # noqa: E731
     if not (Path(src) / "sys").is_dir():
         _fail(f"{src} is not a FreeBSD source tree (no sys/)")
-    kernels = {"patched": os.path.abspath(kernel) if kernel
-               else str(build_mod.kernel_path(src, objdir)),
+    kernels = {"patched": os.path.abspath(kernel) if kernel else None,
                "pristine": os.path.abspath(pristine_kernel) if pristine_kernel else None}
-    if any(b.kernel == "pristine" for b in boots) and not kernels["pristine"]:
-        _fail("the 'pristine' configuration needs --pristine-kernel "
-              "(or leave it out with --config)")
+    wanted = [v for v in rig_mod.VARIANTS
+              if any(b.kernel == v for b in boots) and not kernels[v]]
+    rig_plan = None
+    if wanted:
+        try:
+            commits = rig_mod.tree_commits(src, wanted)
+            gpatches = rig_mod.read_guest_patches()
+            rig_dir = Path(guest_dir) / rig_mod.RIG_SRC
+            rig_plan = rig_mod.plan_rig(
+                src, guest_dir, commits, gpatches, rig_exists=rig_mod.rig_is_clone(rig_dir),
+                toolchain_done=build_mod.toolchain_done(Path(guest_dir) / rig_mod.RIG_OBJDIR,
+                                                        rig_dir),
+                cached=lambda pth: pth.is_file())
+        except (rig_mod.RigError, ValueError) as exc:
+            _fail(f"kernels: {exc}")
+        for v, k in rig_plan.kernels.items():
+            kernels[v] = str(k.path)
     if lb_cpu_opt is not None:
         try:
             opt = int(lb_cpu_opt, 0)
@@ -306,6 +362,20 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                    f"learning sysctl {sysctl_name or 'absent (commit 3 missing)'}")
         if extra_tun:
             click.echo(f"# extra loader tunables for every boot: {extra_tun}")
+        if rig_plan is not None:
+            click.echo("# kernels")
+            for line in rig_plan.lines():
+                click.echo(line)
+        for v in rig_mod.VARIANTS:
+            if v not in wanted and kernels[v] and any(b.kernel == v for b in boots):
+                click.echo(f"# kernel {v}: {kernels[v]} (given)")
+        wmissing = wout.missing()
+        if wmissing:
+            click.echo(f"# world: missing {wmissing[0]}; built first")
+            for line in _world_lines(src, objdir):
+                click.echo(line)
+        else:
+            click.echo(f"# world: {wout.objtop} (present)")
         click.echo("# server")
         click.echo(shlex.join(cc))
         fw = qemu_mod.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"
@@ -327,19 +397,49 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
 
     if needs_learning and not sysctl_name:
         _fail(f"{src}: no learning sysctl found (commit 3 missing?); give --learn-sysctl")
-    for what, path in [("kernel", kernels["patched"]), ("loader", str(wout.loader_efi))] + \
-            [("pristine kernel", kernels["pristine"])] * any(b.kernel == "pristine"
-                                                               for b in boots):
-        if not path or not Path(path).is_file():
-            _fail(f"{what} {path}: no such file (build it first: rxl build / rxl run)")
+    for what, v in (("kernel", "patched"), ("pristine kernel", "pristine")):
+        if v not in wanted and any(b.kernel == v for b in boots) and \
+                not Path(kernels[v] or "").is_file():
+            _fail(f"{what} {kernels[v]}: no such file")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(guest_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"{exc.filename}: {exc.strerror}")
+    timings: Dict[str, float] = {}
+
+    if rig_plan is not None:
+        t0 = time.monotonic()
+        echo("== kernels: " + "; ".join(
+            f"{k.variant} {k.commit[:12]} -> {k.path}" + (" (cached)" if k.cached else "")
+            for k in rig_plan.kernels.values()))
+        try:
+            rig_res = rig_mod.run_rig(rig_plan, out=out, echo=echo)
+        except rig_mod.RigError as exc:
+            _fail(f"kernels: {exc}")
+        timings["kernels"] = time.monotonic() - t0
+        for v, r in rig_res.items():
+            echo(f"== kernel {v}: {r['kernel']}" + (" (cached)" if r["cached"] else
+                 f" built in {r['seconds']} s (" + ", ".join(
+                     f"{st['name']} {st['seconds']} s, lock wait {st['wait_seconds']} s"
+                     for st in r["stages"]) + ")"))
+        (Path(out) / "kernels.json").write_text(json.dumps(rig_res, indent=2))
+
     missing = wout.missing()
     if missing:
-        _fail(f"world: missing {missing[0]} (build the guest userland first: rxl run)")
-    Path(out).mkdir(parents=True, exist_ok=True)
-    Path(guest_dir).mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        echo(f"== world: missing {missing[0]}; building the guest userland")
+        try:
+            _build_world(src, objdir, str(Path(out) / "world"), echo)
+        except (build_mod.BuildError, RuntimeError, OSError) as exc:
+            _fail(f"world: {exc}")
+        timings["world"] = time.monotonic() - t0
+        echo(f"== world: done in {timings['world']:.0f} s")
 
     echo(f"== server: {shlex.join(cc)}")
+    t0 = time.monotonic()
     p = subprocess.run(cc, capture_output=True, text=True)
+    timings["server"] = time.monotonic() - t0
     (Path(out) / "learnd-cc.log").write_text(p.stdout + p.stderr)
     if p.returncode:
         _fail(f"server: cross-compile failed (exit {p.returncode}); log {out}/learnd-cc.log")
@@ -381,6 +481,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         log = str(Path(out) / f"console-{b.name}.log")
         echo(f"== boot {b.name}: {shlex.join(argv)}")
         echo(f"   console {log}")
+        t0 = time.monotonic()
         cond = Conductor(port, phases, len(b.runs), concurrency=concurrency,
                          wait_s=deadline + 600, echo=echo,
                          connect=L.port_connector(client_ports))
@@ -397,5 +498,10 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
             cond.stop()
         (Path(out) / f"driver-{b.name}.json").write_text(json.dumps(
             {k: [r.__dict__ for r in v] for k, v in cond.results.items()}, indent=2))
+        timings[f"boot {b.name}"] = time.monotonic() - t0
+        echo(f"== boot {b.name}: done in {timings[f'boot {b.name}']:.0f} s")
         analyses.append(analyze_log(log, topo_spec))
+    (Path(out) / "timings.json").write_text(json.dumps(
+        {k: round(v) for k, v in timings.items()}, indent=2))
+    echo("== wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
     sys.exit(report(analyses, out, as_json))

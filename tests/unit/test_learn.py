@@ -358,6 +358,7 @@ def test_cli_dry_run_prints_commands(tmp_path):
     (src / "sys/sys/socket.h").write_text("#define\tSO_REUSEPORT_LB_CPU\t0x1030\n")
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--guest-dir", str(tmp_path / "g"), "--dry-run",
+                                    "--kernel", str(tmp_path / "k"),
                                     "--config", "learn-on", "--config", "learn-spread"])
     assert res.exit_code == 0, res.output
     out = res.stdout
@@ -365,14 +366,16 @@ def test_cli_dry_run_prints_commands(tmp_path):
     assert f"--sysroot={tmp_path}/o{src}/amd64.amd64/tmp" in out
     assert "-DLEARND_LB_CPU_OPT=0x1030" in out
     assert out.count("qemu-system-x86_64 ") == 2
+    assert f"# kernel patched: {tmp_path / 'k'} (given)" in out and "rig-src" not in out
     assert "hostfwd=tcp:127.0.0.1:<port>-:8080" in out
     assert "e1000e,netdev=net0" in out
 
 
-def test_cli_pristine_needs_kernel(tmp_path):
+def test_cli_pristine_needs_kernel_or_a_git_tree(tmp_path):
     (tmp_path / "sys").mkdir()
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--config", "pristine"])
-    assert res.exit_code != 0 and "--pristine-kernel" in res.output
+    assert res.exit_code != 0 and "not a git tree" in res.output
+    assert "--pristine-kernel" in res.output
 
 
 # ------------------------------------------- learnd itself, over loopback
@@ -407,7 +410,7 @@ def test_learnd_over_loopback(tmp_path):
 
 def test_cli_dry_run_overrides(tmp_path):
     (tmp_path / "sys").mkdir()
-    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", "/k",
                                     "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
                                     "--lb-cpu-opt", "4144", "--tunable",
                                     "dev.em.0.iflib.disable_msix=1"])
@@ -418,7 +421,7 @@ def test_cli_dry_run_overrides(tmp_path):
     bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
                                     "--tunable", "novalue"])
     assert bad.exit_code != 0 and "expected NAME=VALUE" in bad.output
-    bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
+    bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", "/k",
                                     "--config", "learn-on", "--lb-cpu-opt", "x"])
     assert bad.exit_code != 0 and "not an integer" in bad.output
 
@@ -457,7 +460,8 @@ def test_single_thread_rewrites_the_accelerator():
 def test_cli_smp_option(tmp_path):
     (tmp_path / "sys").mkdir()
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--config",
-                                    "learn-on", "--learn-sysctl", "a.b", "--smp", "2,1,2"])
+                                    "learn-on", "--learn-sysctl", "a.b", "--smp", "2,1,2",
+                                    "--kernel", "/k"])
     assert res.exit_code == 0, res.output
     assert "-smp 4,sockets=2,cores=1,threads=2" in res.stdout
     bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--smp", "8"])
