@@ -333,7 +333,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
             gpatches = rig_mod.read_guest_patches()
             rig_dir = Path(guest_dir) / rig_mod.RIG_SRC
             rig_plan = rig_mod.plan_rig(
-                src, guest_dir, commits, gpatches, rig_exists=rig_mod.rig_is_clone(rig_dir),
+                src, guest_dir, commits, gpatches, rig_exists=rig_mod.rig_is_clone(rig_dir, src),
                 toolchain_done=build_mod.toolchain_done(Path(guest_dir) / rig_mod.RIG_OBJDIR,
                                                         rig_dir),
                 cached=lambda pth: pth.is_file())

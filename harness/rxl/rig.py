@@ -295,14 +295,22 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
     return out
 
 
-def rig_is_clone(rig: Path) -> bool:
-    """True if ``rig`` is a git work tree (a previous run's clone)."""
-    if not rig.is_dir():
+def rig_is_clone(rig: Path, src: str) -> bool:
+    """True if ``rig`` is a previous run's clone of ``src``; False if it does not exist.
+
+    Raises :class:`RigError` when ``rig`` exists and is anything else (another
+    tree, or a clone of another source: its commits may not be visible).
+    """
+    if not rig.exists():
         return False
-    cp = _git(str(rig), "rev-parse", "--is-inside-work-tree")
     top = _git(str(rig), "rev-parse", "--show-toplevel")
-    return (cp.returncode == 0 and cp.stdout.strip() == "true"
-            and os.path.realpath(top.stdout.strip()) == os.path.realpath(rig))
+    url = _git(str(rig), "config", "remote.origin.url").stdout.strip()
+    if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(rig):
+        raise RigError(f"{rig} exists and is not a git clone; remove it")
+    if not url or os.path.realpath(url) != os.path.realpath(src):
+        raise RigError(f"{rig} is a clone of {url or 'nothing'}, not of {src}; remove it "
+                       "(or give another --guest-dir)")
+    return True
 
 
 # ------------------------------------------------------------------ run

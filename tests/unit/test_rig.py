@@ -240,3 +240,20 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
                                     "--learn-sysctl", "a.b", "--dry-run"])
     assert res.exit_code == 0, res.output
     assert f"-> {k} (cached)" in res.stdout and "git clone" not in res.stdout
+
+
+@needs_git
+def test_rig_clone_must_be_of_the_same_source(tmp_path):
+    src = _repo(tmp_path)
+    rig_dir = tmp_path / "g" / "rig-src"
+    assert rig.rig_is_clone(rig_dir, str(src)) is False
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(src), str(rig_dir)],
+                   check=True)
+    assert rig.rig_is_clone(rig_dir, str(src)) is True
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(rig.RigError, match="not of .*remove it"):
+        rig.rig_is_clone(rig_dir, str(other))
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(rig.RigError, match="not a git clone"):
+        rig.rig_is_clone(tmp_path / "plain", str(src))
