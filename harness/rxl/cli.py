@@ -28,3 +28,5 @@ from rxl.build_cli import build  # noqa: E402
 main.add_command(build)
 from rxl.learn_cli import learn  # noqa: E402
 main.add_command(learn)
+from rxl.kcount import main as kcount  # noqa: E402
+main.add_command(kcount)

@@ -14,7 +14,7 @@
  *		(the patched lookup of a group with one).  Each function is
  *		the whole group lookup of a SYN, as in_pcblookup_lbgroup()
  *		does it: walk the port's bucket, match the group, hash the
- *		tuple, select.
+ *		tuple (the base tree's seeded Jenkins hash), select.
  *   rebuild R	time R deals of 256 members over 64 receiving CPUs on a
  *		128-CPU two-L3 machine, scratch allocation included; prints
  *		the median in nanoseconds and the map's size in bytes.
@@ -37,10 +37,12 @@ struct member {
 	int		m_id;
 };
 
+/* As the series' struct inpcblbmap: the slots follow the per-CPU array. */
 struct lbmap {
-	uint32_t	*lm_cpu;	/* [lm_ncpu] */
+	struct member	**lm_slot;	/* [16 * members], after lm_cpu[] */
 	u_int		 lm_ncpu;
-	struct member	*lm_slot[];	/* [16 * members] */
+	u_int		 lm_nslots;
+	uint32_t	 lm_cpu[];	/* [lm_ncpu] */
 };
 
 struct prison {
@@ -77,12 +79,45 @@ static struct conn established[512];
 static struct member members[NMEMBERS];
 static struct cpu_group topo[1 + 2 + NCPU / 2];
 
-/* The tuple hash: folds the foreign address, mixes in both ports. */
+/*
+ * The tuple hash of the base tree (14.0's in_pcb.h): a seeded Jenkins
+ * hash of the foreign address, called out of line as the kernel calls its
+ * libkern one, XORed with the byte-swapped ports.  One 32-bit word through
+ * Bob Jenkins' lookup3 final mix (public domain algorithm).
+ */
+static uint32_t hashseed = 0x5eed1e55;
+
+#define	ROT32(x, k)	(((x) << (k)) | ((x) >> (32 - (k))))
+
+__attribute__((noinline)) uint32_t
+jhash_word(uint32_t k, uint32_t seed)
+{
+	uint32_t a, b, c;
+
+	a = b = c = 0xdeadbeef + (1 << 2) + seed;
+	a += k;
+	c ^= b; c -= ROT32(b, 14);
+	a ^= c; a -= ROT32(c, 11);
+	b ^= a; b -= ROT32(a, 25);
+	c ^= b; c -= ROT32(b, 16);
+	a ^= c; a -= ROT32(c, 4);
+	b ^= a; b -= ROT32(a, 14);
+	c ^= b; c -= ROT32(b, 24);
+	return (c);
+}
+
+static inline uint32_t
+addrhash(uint32_t addr)
+{
+
+	return (addr == 0 ? hashseed : jhash_word(addr, hashseed));
+}
+
 static inline uint32_t
 pkthash(uint32_t faddr, uint16_t lport, uint16_t fport)
 {
 
-	return (faddr ^ (faddr >> 16) ^ (uint32_t)(uint16_t)(lport ^ fport));
+	return (addrhash(faddr) ^ __builtin_bswap16(lport ^ fport));
 }
 
 /* Is the credential jailed with its own IPv4 addresses?  A real call. */
@@ -121,8 +156,8 @@ find_exact(uint32_t faddr, uint16_t fport, uint32_t laddr, uint16_t lport)
 {
 	struct conn *c;
 
-	for (c = conns[(faddr ^ (faddr >> 16) ^ (uint16_t)(lport ^ fport)) &
-	    255]; c != NULL; c = c->c_next)
+	for (c = conns[pkthash(faddr, lport, fport) & 255]; c != NULL;
+	    c = c->c_next)
 		if ((c->c_vflag & 1) != 0 && c->c_faddr == faddr &&
 		    c->c_laddr == laddr && c->c_fport == fport &&
 		    c->c_lport == lport)
@@ -253,14 +288,16 @@ deal(struct lbgroup *grp, uint64_t *ns)
 	in.di_nmembers = NMEMBERS;
 	in.di_ncpu = NCPU;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	map = malloc(sizeof(*map) + LBDEAL_SLOTS * NMEMBERS *
-	    sizeof(map->lm_slot[0]) + NCPU * sizeof(uint32_t));
+	map = malloc(sizeof(*map) + NCPU * sizeof(uint32_t) +
+	    LBDEAL_SLOTS * NMEMBERS * sizeof(struct member *));
 	scratch = malloc(lbdeal_scratch_size(in.di_root, NMEMBERS, NCPU) +
 	    LBDEAL_SLOTS * NMEMBERS * sizeof(uint16_t));
 	if (map == NULL || scratch == NULL)
 		abort();
-	map->lm_cpu = (uint32_t *)&map->lm_slot[LBDEAL_SLOTS * NMEMBERS];
+	/* 128 four-byte entries keep the slot pointers aligned. */
+	map->lm_slot = (struct member **)&map->lm_cpu[NCPU];
 	map->lm_ncpu = NCPU;
+	map->lm_nslots = LBDEAL_SLOTS * NMEMBERS;
 	idx = (uint16_t *)((char *)scratch +
 	    lbdeal_scratch_size(in.di_root, NMEMBERS, NCPU));
 	out.do_cpu = map->lm_cpu;
@@ -291,7 +328,7 @@ main(int argc, char **argv)
 	struct member *volatile sink;
 	struct lbmap *map;
 	uint64_t *ns;
-	uint32_t h;
+	uint32_t b, h;
 	long i, n;
 
 	if (argc != 3 || (n = atol(argv[2])) <= 0) {
@@ -335,8 +372,8 @@ main(int argc, char **argv)
 		    "\"map_bytes\": %zu, \"scratch_bytes\": %zu}\n",
 		    NMEMBERS, NRX, NCPU, (unsigned long long)ns[n / 2],
 		    (unsigned long long)ns[0],
-		    sizeof(struct lbmap) + LBDEAL_SLOTS * NMEMBERS *
-		    sizeof(struct member *) + NCPU * sizeof(uint32_t),
+		    sizeof(struct lbmap) + NCPU * sizeof(uint32_t) +
+		    LBDEAL_SLOTS * NMEMBERS * sizeof(struct member *),
 		    lbdeal_scratch_size(&topo[0], NMEMBERS, NCPU));
 		free(ns);
 		return (0);
@@ -351,8 +388,10 @@ main(int argc, char **argv)
 		established[i].c_fport = (uint16_t)(1024 + i);
 		established[i].c_lport = 80;
 		established[i].c_vflag = 1;
-		established[i].c_next = conns[i & 255];
-		conns[i & 255] = &established[i];
+		b = pkthash(established[i].c_faddr, 80,
+		    established[i].c_fport) & 255;
+		established[i].c_next = conns[b];
+		conns[b] = &established[i];
 	}
 	steered.il_map = deal(&steered, &(uint64_t){0});
 	h = 0x12345678;

@@ -1,0 +1,323 @@
+"""Instructions a running guest kernel executes per lookup, by single-stepping.
+
+``make bench-core`` counts a userspace analogue of the lbgroup lookup under
+callgrind (issue 2).  This module measures the real thing: it attaches gdb
+to QEMU's gdbstub (``-gdb tcp:127.0.0.1:PORT``), breaks at the entry of a
+kernel function (default ``in_pcblookup_mbuf``, where tcp_input() looks up
+the inpcb of every segment), single-steps that one vCPU until the function
+returns, and records every program counter and stack pointer.  QEMU masks
+interrupts and timers while single-stepping (its default ``sstep`` flags),
+and gdb keeps the other vCPUs stopped (``scheduler-locking step``), so a
+trace is the function's own path and nothing else.
+
+Two halves:
+
+* ``record`` (runs gdb; ``--dry-run`` prints its argv) writes a JSON trace
+  file: ``{"kernel", "outer", "entries": {name: address}, "samples":
+  [{"pc": [...], "sp": [...]}]}``;
+* ``analyze`` (pure, :func:`frame_counts` and :func:`summarize`) turns the
+  traces into instruction counts per invocation of each named function:
+  the instructions from its entry up to and including its ``ret``, callees
+  included.  A function the compiler inlined is never entered and counts
+  nothing.
+
+Usage (``rxl kcount`` is the same as ``python -m rxl.kcount``)::
+
+    python -m rxl.kcount record --kernel K --port 1234 --samples 40 --out T.json
+    python -m rxl.kcount analyze T.json [T2.json ...] [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import click
+
+#: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
+OUTER = "in_pcblookup_mbuf"
+#: Functions whose frames are counted inside OUTER when they are entered:
+#: the lookup without locks, the lbgroup lookup, and the series' selection.
+INNER = ("in_pcblookup_hash_locked", "in_pcblookup_lbgroup", "in_pcblbgroup_select")
+#: The function whose presence marks a lookup that reached a listening
+#: group: a SYN (or the ACK completing a syncache entry), never an
+#: established connection's segment.
+GROUP_MARK = "in_pcblookup_lbgroup"
+#: Give up on a trace after this many steps (a lookup is a few hundred).
+STEP_LIMIT = 100000
+
+_MASK = (1 << 64) - 1
+
+#: The gdb side, run with ``gdb -batch -nx -x <this text>``; parameters come
+#: through gdb convenience variables set with -ex before it.
+GDB_SCRIPT = r'''
+import json
+
+import gdb
+
+def _s(name):
+    return gdb.convenience_variable(name).string()
+
+def _i(name):
+    return int(gdb.convenience_variable(name))
+
+MASK = (1 << 64) - 1
+outer, out = _s("kc_outer"), _s("kc_out")
+nsamples, limit = _i("kc_samples"), _i("kc_limit")
+gdb.execute("set pagination off")
+gdb.execute("set confirm off")
+gdb.execute("set suppress-cli-notifications on")
+# The kernel is a FreeBSD ELF; Debian's gdb has no FreeBSD OS ABI and then
+# rejects QEMU's register description unless told the architecture first.
+gdb.execute("set osabi none")
+gdb.execute("set architecture i386:x86-64")
+gdb.execute("target remote " + _s("kc_remote"))
+gdb.execute("set scheduler-locking step")
+
+# Addresses come from the host (nm): Debian's gdb reads this FreeBSD
+# kernel's minimal symbols 32 bits wide and would cut them off.
+entries = dict((k, int(v, 16)) for k, v in
+               (e.split("=") for e in _s("kc_entries").split(",")))
+bp = gdb.Breakpoint("*%#x" % entries[outer], internal=True)
+inf = gdb.selected_inferior()
+samples = []
+while len(samples) < nsamples:
+    gdb.execute("continue", to_string=True)
+    fr = gdb.selected_frame()
+    pc0 = int(fr.pc()) & MASK
+    if pc0 != entries[outer]:
+        continue
+    sp0 = int(fr.read_register("rsp")) & MASK
+    ret = int.from_bytes(bytes(inf.read_memory(sp0, 8)), "little")
+    pcs, sps = [pc0], [sp0]
+    bp.enabled = False
+    while len(pcs) < limit:
+        gdb.execute("stepi", to_string=True)
+        fr = gdb.selected_frame()
+        pc = int(fr.pc()) & MASK
+        sp = int(fr.read_register("rsp")) & MASK
+        if pc == ret and sp > sp0:
+            break
+        pcs.append(pc)
+        sps.append(sp)
+    bp.enabled = True
+    samples.append({"pc": pcs, "sp": sps, "complete": len(pcs) < limit})
+    gdb.write("kcount: sample %d: %d instructions\n" % (len(samples), len(pcs)))
+bp.delete()
+with open(out, "w") as f:
+    json.dump({"outer": outer, "entries": {k: "%#x" % v for k, v in entries.items()},
+               "samples": samples}, f)
+gdb.execute("detach")
+'''
+
+
+class KcountError(ValueError):
+    """A trace file that is not what ``record`` writes (one-line message)."""
+
+
+def frame_counts(pcs: Sequence[int], sps: Sequence[int], entry: int) -> List[int]:
+    """Instructions per invocation of the function at ``entry`` in one trace.
+
+    ``pcs``/``sps``: program counter and stack pointer before each executed
+    instruction, same length.  An invocation starts where ``pc == entry``
+    and ends with the first later instruction whose stack pointer is above
+    the entry's (the ``ret`` popped the return address); its count runs
+    from the entry up to that point, the ``ret`` included.  An invocation
+    still open at the end of the trace counts to the end.  Returns one
+    count per invocation, in order; ``[]`` if it was never entered.
+    Raises KcountError when the lists differ in length.
+    """
+    if len(pcs) != len(sps):
+        raise KcountError(f"trace has {len(pcs)} pcs but {len(sps)} sps")
+    out = []
+    i, n = 0, len(pcs)
+    while i < n:
+        if pcs[i] != entry:
+            i += 1
+            continue
+        sp0 = sps[i]
+        j = i + 1
+        while j < n and sps[j] <= sp0:
+            j += 1
+        out.append(j - i)
+        i = j
+    return out
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One recorded lookup: total instructions and per-function counts."""
+
+    total: int
+    frames: Dict[str, List[int]]
+    group: bool
+    complete: bool
+
+
+def load(path: str) -> dict:
+    """Read a trace file written by ``record``. Raises KcountError, OSError."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        entries = {k: int(v, 16) for k, v in doc["entries"].items()}
+        samples = doc["samples"]
+        outer = doc["outer"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KcountError(f"{path}: not a kcount trace ({exc})") from None
+    return {"outer": outer, "entries": entries, "samples": samples}
+
+
+def samples_of(doc: dict) -> List[Sample]:
+    """Per recorded lookup: its total and the frames of every entry but the outer."""
+    out = []
+    for s in doc["samples"]:
+        pcs = [int(p) & _MASK for p in s["pc"]]
+        sps = [int(p) & _MASK for p in s["sp"]]
+        frames = {name: frame_counts(pcs, sps, addr) for name, addr in doc["entries"].items()
+                  if name != doc["outer"]}
+        out.append(Sample(total=len(pcs), frames=frames,
+                          group=bool(frames.get(GROUP_MARK)),
+                          complete=bool(s.get("complete", True))))
+    return out
+
+
+def summarize(samples: Sequence[Sample]) -> Dict[str, dict]:
+    """Median/min/max instructions per function over the group lookups.
+
+    Only complete samples that entered :data:`GROUP_MARK` count (a SYN's
+    lookup); the others are reported as ``other``.  Returns ``{name:
+    {"n", "median", "min", "max"}}`` with ``"total"`` for the outer
+    function, plus ``{"other": {"n": k}}``.
+    """
+    grp = [s for s in samples if s.group and s.complete]
+    res: Dict[str, dict] = {}
+
+    def stats(vals: List[int]) -> dict:
+        if not vals:
+            return {"n": 0, "median": None, "min": None, "max": None}
+        return {"n": len(vals), "median": statistics.median(vals), "min": min(vals),
+                "max": max(vals)}
+
+    res["total"] = stats([s.total for s in grp])
+    names = sorted({n for s in grp for n in s.frames})
+    for name in names:
+        res[name] = stats([sum(s.frames[name]) for s in grp if s.frames.get(name)])
+    res["other"] = {"n": len(samples) - len(grp)}
+    return res
+
+
+def symbol_addresses(nm_output: str, names: Sequence[str]) -> Dict[str, int]:
+    """``{name: address}`` for ``names`` from ``nm -P`` output. Pure.
+
+    Raises KcountError naming the first symbol not found (a kernel built
+    without the series has no ``in_pcblbgroup_select``: leave it out).
+    """
+    found: Dict[str, int] = {}
+    for line in nm_output.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0] in names and f[1] in "TtWw":
+            found.setdefault(f[0], int(f[2], 16))
+    for n in names:
+        if n not in found:
+            raise KcountError(f"no text symbol {n} in the kernel's symbol table")
+    return found
+
+
+def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
+             entries: Dict[str, int], outer: str = OUTER,
+             limit: int = STEP_LIMIT, gdb: str = "gdb") -> List[str]:
+    """The gdb command line of ``record``. Pure.
+
+    ``kernel``: the booted kernel file; ``entries``: ``{function:
+    address}``, ``outer`` among them; ``remote``: ``HOST:PORT`` of QEMU's
+    gdbstub; ``script``: a file holding :data:`GDB_SCRIPT`.  Raises
+    KcountError if ``outer`` has no address.
+    """
+    if outer not in entries:
+        raise KcountError(f"no address for the traced function {outer}")
+    def conv(name: str, value) -> List[str]:
+        v = f'"{value}"' if isinstance(value, str) else str(value)
+        return ["-ex", f"set ${name} = {v}"]
+
+    return ([gdb, "-batch", "-nx", kernel] + conv("kc_outer", outer)
+            + conv("kc_entries", ",".join(f"{k}={v:#x}" for k, v in entries.items()))
+            + conv("kc_out", out)
+            + conv("kc_remote", remote) + conv("kc_samples", samples)
+            + conv("kc_limit", limit) + ["-x", script])
+
+
+@click.group("kcount")
+def main() -> None:
+    """Count a guest kernel's instructions per lookup through QEMU's gdbstub."""
+
+
+@main.command()
+@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The kernel the guest booted (symbols).")
+@click.option("--port", default=1234, show_default=True, help="QEMU -gdb tcp:127.0.0.1:PORT.")
+@click.option("--samples", default=40, show_default=True, help="Lookups to record.")
+@click.option("--outer", default=OUTER, show_default=True, help="Function to trace.")
+@click.option("--inner", multiple=True, default=INNER, show_default=True,
+              help="Functions whose frames are counted inside it (repeatable).")
+@click.option("--out", required=True, help="Trace file (JSON).")
+@click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
+def record(kernel, port, samples, outer, inner, out, dry_run):
+    """Record --samples invocations of --outer, every instruction."""
+    if samples < 1:
+        raise click.ClickException(f"--samples must be >= 1, got {samples}")
+    script = str(Path(tempfile.gettempdir()) / "rxl-kcount-gdb.py")
+    nm = ["nm", "-P", kernel]
+    names = [outer] + [n for n in inner if n != outer]
+    if dry_run:
+        click.echo(shlex.join(nm))
+        click.echo(f"# {script}: rxl.kcount.GDB_SCRIPT; <addresses> from nm")
+        click.echo(shlex.join(gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
+                                       script, samples=samples, outer=outer,
+                                       entries={n: 0 for n in names})))
+        return
+    r = subprocess.run(nm, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise click.ClickException(f"nm -P {kernel} failed: {r.stderr.strip()}")
+    try:
+        entries = symbol_addresses(r.stdout, names)
+    except KcountError as exc:
+        raise click.ClickException(str(exc))
+    argv = gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), script,
+                    samples=samples, outer=outer, entries=entries)
+    Path(script).write_text(GDB_SCRIPT)
+    r = subprocess.run(argv)
+    if r.returncode != 0 or not Path(out).is_file():
+        raise click.ClickException(f"gdb exited {r.returncode}; no trace in {out}")
+
+
+@main.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def analyze(traces, as_json):
+    """Instructions per function over the group lookups of each trace file."""
+    rows = {}
+    for t in traces:
+        try:
+            rows[t] = summarize(samples_of(load(t)))
+        except KcountError as exc:
+            raise click.ClickException(str(exc))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for t, res in rows.items():
+        click.echo(f"{t}: {res['total']['n']} group lookups ({res['other']['n']} others)")
+        for name, st in res.items():
+            if name == "other" or not st["n"]:
+                continue
+            click.echo(f"  {name:28} median {st['median']:>7g}  min {st['min']:>5}  "
+                       f"max {st['max']:>5}  (n={st['n']})")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""rxl.kcount: frame attribution from single-step traces, nm parsing, gdb argv."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rxl import kcount
+
+
+def test_frame_counts_nested_call_and_ret():
+    # outer at 0x100 calls f at 0x200 (3 instructions, ret included), returns.
+    pcs = [0x100, 0x101, 0x200, 0x201, 0x202, 0x102, 0x103]
+    sps = [1000, 1000, 992, 992, 992, 1000, 1000]
+    assert kcount.frame_counts(pcs, sps, 0x200) == [3]
+    assert kcount.frame_counts(pcs, sps, 0x100) == [7]
+    assert kcount.frame_counts(pcs, sps, 0x300) == []
+
+
+def test_frame_counts_two_invocations_and_recursion_depth():
+    # f entered twice; the second time it pushes (sp drops) before returning.
+    pcs = [0x10, 0x20, 0x21, 0x11, 0x20, 0x22, 0x23, 0x24, 0x12]
+    sps = [100, 92, 92, 100, 92, 84, 84, 92, 100]
+    assert kcount.frame_counts(pcs, sps, 0x20) == [2, 4]
+
+
+def test_frame_counts_open_at_end_and_length_mismatch():
+    assert kcount.frame_counts([1, 2, 3], [10, 10, 10], 2) == [2]
+    with pytest.raises(kcount.KcountError):
+        kcount.frame_counts([1, 2], [10], 1)
+
+
+def test_symbol_addresses_from_nm():
+    nm = ("in_pcblookup_mbuf T ffffffff80d09480 1b0\n"
+          "in_pcblookup_lbgroup t ffffffff80d0a280 200\n"
+          "in_pcblookup_mbuf_data D ffffffff81000000 8\n")
+    got = kcount.symbol_addresses(nm, ["in_pcblookup_mbuf", "in_pcblookup_lbgroup"])
+    assert got == {"in_pcblookup_mbuf": 0xffffffff80d09480,
+                   "in_pcblookup_lbgroup": 0xffffffff80d0a280}
+    with pytest.raises(kcount.KcountError, match="in_pcblbgroup_select"):
+        kcount.symbol_addresses(nm, ["in_pcblbgroup_select"])
+
+
+def test_gdb_argv_passes_full_addresses():
+    argv = kcount.gdb_argv("/k", "127.0.0.1:1234", "/o.json", "/s.py", samples=5,
+                           entries={"in_pcblookup_mbuf": 0xffffffff80d09480})
+    assert argv[:4] == ["gdb", "-batch", "-nx", "/k"]
+    assert 'set $kc_entries = "in_pcblookup_mbuf=0xffffffff80d09480"' in argv
+    assert argv[-2:] == ["-x", "/s.py"]
+    with pytest.raises(kcount.KcountError):
+        kcount.gdb_argv("/k", "h:1", "/o", "/s", samples=1, entries={})
+
+
+def _trace(tmp_path, samples):
+    doc = {"outer": "outer_fn",
+           "entries": {"outer_fn": "0x100", "in_pcblookup_lbgroup": "0x200"},
+           "samples": samples}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+def test_summarize_keeps_only_group_lookups(tmp_path):
+    group = {"pc": [0x100, 0x200, 0x201, 0x101], "sp": [100, 92, 92, 100]}
+    established = {"pc": [0x100, 0x101], "sp": [100, 100]}
+    res = kcount.summarize(kcount.samples_of(kcount.load(
+        _trace(tmp_path, [group, group, established]))))
+    assert res["total"] == {"n": 2, "median": 4, "min": 4, "max": 4}
+    assert res["in_pcblookup_lbgroup"]["median"] == 2
+    assert res["other"] == {"n": 1}
+
+
+def test_analyze_cli_rejects_a_foreign_file(tmp_path):
+    p = tmp_path / "bad.json"
+    p.write_text("{}")
+    r = CliRunner().invoke(kcount.main, ["analyze", str(p)])
+    assert r.exit_code != 0 and "not a kcount trace" in r.output
