@@ -637,10 +637,16 @@ def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List
 @click.option("--install", is_flag=True,
               help="Install missing host packages with apt-get (as root); otherwise print "
                    "the exact command.")
-def doctor(install):
+@click.option("--json", "as_json", is_flag=True,
+              help='Print [{"name", "ok", "install"}] as JSON (exit 1 if any is missing).')
+def doctor(install, as_json):
     """Check the host tools `rxl run` needs; print the install line of each missing one."""
     results = doctor_results()
     missing = [(n, i) for n, ok, i in results if not ok]
+    if as_json:
+        click.echo(json.dumps([{"name": n, "ok": ok, "install": i} for n, ok, i in results],
+                              indent=2))
+        sys.exit(1 if missing else 0)
     for name, ok, line in results:
         click.echo(f"{'ok     ' if ok else 'MISSING'}  {name:32s}" + ("" if ok else f"  {line}"))
     if not missing:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rxl import paths
 
+import json
 import sys
 from pathlib import Path
 
@@ -74,10 +75,20 @@ def export_cmd(src, branch, patches_dir):
 @click.option("--author/--no-author", default=True, show_default=True,
               help="Require the patches' author to be git's configured "
                    "identity (skipped when none is configured).")
-def check_cmd(src, project, author):
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"ok", "problems", "notes"} as JSON.')
+def check_cmd(src, project, author, as_json):
     """Consistency with sys/ and tests/atf/, messages, man pages, style."""
+    if src is not None and not (Path(src) / "sys").is_dir():
+        _fail(f"--src {src}: not a FreeBSD source tree (no sys/ directory)")
     ident = S.git_identity(Path(project)) if author else None
     rep = S.check_series(Path(project), Path(src) if src else None, ident)
+    if as_json:
+        notes = list(rep.notes) + (["no git identity configured; author not compared"]
+                                   if author and ident is None else [])
+        click.echo(json.dumps({"ok": rep.ok, "problems": rep.problems, "notes": notes},
+                              indent=2))
+        sys.exit(0 if rep.ok else 1)
     for n in rep.notes:
         click.echo(f"note: {n}")
     if author and ident is None:

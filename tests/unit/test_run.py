@@ -223,3 +223,17 @@ def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path):
     assert f"checkout -q --detach {base}" in res.output
     assert f"pristine-src-{base[:12]}/tools/build/make.py" in res.output
     assert res.output.count("qemu-system-x86_64 -machine") == 3
+
+
+def test_doctor_json_lists_every_check_and_exits_by_missing(monkeypatch):
+    import json
+    from click.testing import CliRunner
+    from rxl import run_cli
+    monkeypatch.setattr(run_cli, "doctor_results",
+                        lambda: [("bmake", False, "apt-get install -y bmake"),
+                                 ("git", True, "apt-get install -y git")])
+    r = CliRunner().invoke(run_cli.doctor, ["--json"])
+    assert r.exit_code == 1
+    assert json.loads(r.output) == [
+        {"name": "bmake", "ok": False, "install": "apt-get install -y bmake"},
+        {"name": "git", "ok": True, "install": "apt-get install -y git"}]

@@ -275,3 +275,21 @@ def test_committed_series_messages_and_base():
 def test_committed_series_check_without_tree():
     rep = S.check_series(PROJECT)
     assert rep.ok, rep.problems
+
+
+def test_check_cli_rejects_a_src_that_is_no_tree(tmp_path):
+    from click.testing import CliRunner
+    from rxl.series_cli import series
+    r = CliRunner().invoke(series, ["check", "--src", str(tmp_path / "absent")])
+    assert r.exit_code != 0
+    assert "not a FreeBSD source tree (no sys/ directory)" in r.output
+
+
+def test_check_cli_json_reports_the_committed_series_clean():
+    import json
+    from click.testing import CliRunner
+    from rxl.series_cli import series
+    r = CliRunner().invoke(series, ["check", "--json", "--no-author"])
+    doc = json.loads(r.output)
+    assert r.exit_code == 0 and doc["ok"] is True and doc["problems"] == []
+    assert any(n.startswith("base ilnp/ilnp-freebsd14 2f2a4162bbb9") for n in doc["notes"])
