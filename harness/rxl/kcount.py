@@ -174,11 +174,24 @@ def load(path: str) -> dict:
 
 
 def samples_of(doc: dict) -> List[Sample]:
-    """Per recorded lookup: its total and the frames of every entry but the outer."""
+    """Per recorded lookup: its total and the frames of every entry but the outer.
+
+    Raises KcountError for a sample that is not ``{"pc": [...], "sp":
+    [...]}`` of integers of equal length.
+    """
+    samples = doc["samples"]
+    if not isinstance(samples, list):
+        raise KcountError(f"samples: expected a list, got {type(samples).__name__}")
     out = []
-    for s in doc["samples"]:
-        pcs = [int(p) & _MASK for p in s["pc"]]
-        sps = [int(p) & _MASK for p in s["sp"]]
+    for k, s in enumerate(samples, 1):
+        try:
+            pcs = [int(p) & _MASK for p in s["pc"]]
+            sps = [int(p) & _MASK for p in s["sp"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise KcountError(f"sample {k}: not a trace of integer pc and sp lists "
+                              f"({type(exc).__name__}: {exc})") from None
+        if len(pcs) != len(sps):
+            raise KcountError(f"sample {k}: {len(pcs)} pcs but {len(sps)} sps")
         frames = {name: frame_counts(pcs, sps, addr) for name, addr in doc["entries"].items()
                   if name != doc["outer"]}
         out.append(Sample(total=len(pcs), frames=frames,
@@ -271,10 +284,10 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if samples < 1:
         raise click.ClickException(f"--samples must be >= 1, got {samples}")
-    script = str(Path(tempfile.gettempdir()) / "rxl-kcount-gdb.py")
     nm = ["nm", "-P", kernel]
     names = [outer] + [n for n in inner if n != outer]
     if dry_run:
+        script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
         click.echo(shlex.join(nm))
         click.echo(f"# {script}: rxl.kcount.GDB_SCRIPT; <addresses> from nm")
         click.echo(shlex.join(gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
@@ -288,10 +301,12 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
         entries = symbol_addresses(r.stdout, names)
     except KcountError as exc:
         raise click.ClickException(str(exc))
-    argv = gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), script,
-                    samples=samples, outer=outer, entries=entries)
-    Path(script).write_text(GDB_SCRIPT)
-    r = subprocess.run(argv)
+    with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
+        f.write(GDB_SCRIPT)
+        f.flush()
+        argv = gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
+                        samples=samples, outer=outer, entries=entries)
+        r = subprocess.run(argv)
     if r.returncode != 0 or not Path(out).is_file():
         raise click.ClickException(f"gdb exited {r.returncode}; no trace in {out}")
 

@@ -75,3 +75,14 @@ def test_analyze_cli_rejects_a_foreign_file(tmp_path):
     p.write_text("{}")
     r = CliRunner().invoke(kcount.main, ["analyze", str(p)])
     assert r.exit_code != 0 and "not a kcount trace" in r.output
+
+
+@pytest.mark.parametrize("samples", [[{"a": 1}], 5, [{"pc": ["zz"], "sp": [1]}],
+                                     [{"pc": [1, 2], "sp": [1]}]])
+def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"outer": "x", "entries": {}, "samples": samples}))
+    r = CliRunner().invoke(kcount.main, ["analyze", str(p)])
+    assert r.exit_code == 1
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    assert "Error:" in r.output
