@@ -227,7 +227,8 @@ def _l3_index(topo: Topology, cpu: int) -> Optional[int]:
 @click.option("--workers", required=True, help="Worker CPUs, e.g. 0-31.")
 @click.option("--rx-cpus", required=True, help="Receiving CPUs.")
 @click.option("--rx-counts", default="",
-              help="Relative handshakes per receiving CPU (default equal).")
+              help="Relative handshakes per receiving CPU as CPU:COUNT,... "
+                   "(e.g. 0:3,2:1; default equal).")
 @click.option("--policy", type=click.Choice(outcomes.POLICIES), multiple=True,
               help="Repeatable; default all three.")
 @click.option("--cost-ladder", default="1,1,1,1.19", show_default=True,

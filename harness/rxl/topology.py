@@ -326,6 +326,9 @@ def load(spec: str) -> Topology:
         except UnicodeDecodeError:
             raise TopologyError(f"{spec}: not a text file (not UTF-8)")
         return parse_spec(text, name=spec)
+    if os.sep in spec or spec.endswith(".xml"):
+        raise TopologyError(f"{spec}: no such file (a topology file holds "
+                            "sysctl -n kern.sched.topology_spec output)")
     raise TopologyError(
         f"unknown topology {spec!r}: use one of {', '.join(BUILTINS)}, "
         "LxCxT (e.g. 2x4x2) or a kern.sched.topology_spec XML file")
@@ -345,8 +348,11 @@ def parse_spec(text: str, name: str = "topology_spec") -> Topology:
     else:
         start = text.find("<group")
         end = text.rfind("</group>")
-        if start < 0 or end < start:
+        if start < 0:
             raise TopologyError(f"{name}: no <group> element found")
+        if end < start:
+            raise TopologyError(f"{name}: unparseable topology XML: "
+                                "a <group> element is never closed")
         text = text[start:end + len("</group>")]
     try:
         doc = ET.fromstring(text)

@@ -119,3 +119,13 @@ def test_size_limits():
     with pytest.raises(TopologyError, match="CPU_MAXSIZE"):
         topology.parse_cpu_list("0-4294967296")
     assert len(topology.load("16x32x2").cpus) == 1024
+
+
+def test_load_names_a_missing_file_and_an_unclosed_group(tmp_path):
+    with pytest.raises(TopologyError, match="no such file"):
+        topology.load(str(tmp_path / "absent.xml"))
+    p = tmp_path / "unclosed.xml"
+    p.write_text('<groups>\n<group level="1" cache-level="0">\n'
+                 ' <cpu count="2" mask="3">0, 1</cpu>\n')
+    with pytest.raises(TopologyError, match="never closed"):
+        topology.load(str(p))
