@@ -502,10 +502,23 @@ REPO_ATF_DIR = Path(__file__).resolve().parents[2] / "tests" / "atf"
 
 
 def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
-    """(program name, C source) for every ``*_test.c`` in ``atf_dir`` (sorted); [] if none."""
-    if not atf_dir or not Path(atf_dir).is_dir():
+    """(program name, C source) for every ``*_test.c`` in ``atf_dir`` (sorted).
+
+    ``''`` (or None) means no series tests: []. A directory that does not
+    exist or holds no ``*_test.c`` is an error (click.BadParameter): the
+    series' own tests must never drop out of the verdict silently.
+    """
+    if not atf_dir:
         return []
-    return [(p.stem, str(p)) for p in sorted(Path(atf_dir).glob("*_test.c"))]
+    d = Path(atf_dir)
+    if not d.is_dir():
+        raise click.BadParameter(f"{atf_dir}: no such directory ('' for no series tests)",
+                                 param_hint="'--atf-dir'")
+    found = [(p.stem, str(p)) for p in sorted(d.glob("*_test.c"))]
+    if not found:
+        raise click.BadParameter(f"{atf_dir}: no *_test.c in it ('' for no series tests)",
+                                 param_hint="'--atf-dir'")
+    return found
 
 
 def _parse_test(value: str) -> Tuple[str, str]:
@@ -540,7 +553,8 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--test", "tests", multiple=True, help="Extra ATF C test: NAME=PATH.c.")
 @click.option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True,
               help="The series' ATF tests: every *_test.c is built and counted as new "
-                   "(must pass patched, fail pristine). '' for none.")
+                   "(must pass patched, fail pristine). '' for none; a directory that does "
+                   "not exist or holds no *_test.c is an error.")
 @click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
 @click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
@@ -549,14 +563,15 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         tests_on_spread, case_timeout,
         new_programs, tests, atf_dir, memory_mib, rebuild_world, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine."""
+    stests = series_tests(atf_dir)
     opts = RunOptions(
         src=os.path.abspath(src), objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
         kernel=os.path.abspath(kernel) if kernel else None,
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
         spread=spread, case_timeout=case_timeout,
-        new_programs=tuple(new_programs) + tuple(n for n, _ in series_tests(atf_dir)),
-        extra_tests=tuple(series_tests(atf_dir)) + tuple(_parse_test(t) for t in tests),
+        new_programs=tuple(new_programs) + tuple(n for n, _ in stests),
+        extra_tests=tuple(stests) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,
         dry_run=dry_run, rebuild_world=rebuild_world,
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,

@@ -163,7 +163,22 @@ def test_series_tests_found_in_atf_dir(tmp_path):
     (tmp_path / "helper.c").write_text("")
     assert series_tests(str(tmp_path)) == [("a_test", str(tmp_path / "a_test.c")),
                                            ("b_test", str(tmp_path / "b_test.c"))]
-    assert series_tests("") == [] and series_tests(str(tmp_path / "none")) == []
+    assert series_tests("") == []
+
+
+def test_atf_dir_missing_or_empty_is_an_error(fake_tree, tmp_path):
+    """A mistyped --atf-dir must not drop the series' tests from the verdict."""
+    args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run"]
+    res = CliRunner().invoke(main, args + ["--atf-dir", str(tmp_path / "nonexistent")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "--atf-dir" in res.output and "no such directory" in res.output
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(main, args + ["--atf-dir", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "no *_test.c" in res.output
+    res = CliRunner().invoke(main, args + ["--atf-dir", ""])
+    assert res.exit_code == 0, res.output
+    assert "_test.c" not in res.output.replace("so_reuseport_lb_test.c", "")
 
 
 def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
