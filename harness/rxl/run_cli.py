@@ -3,7 +3,8 @@
 ``rxl run --src DIR`` goes through seven stages, each recorded with a status
 (``ok``, ``failed``, ``skipped``, ``planned``), wall seconds and its log:
 
-    series  the tree: a FreeBSD source tree, its HEAD and local changes
+    series  the tree: a FreeBSD source tree with the series applied
+            (``rxl series apply --src DIR``), its HEAD and local changes
     build   the patched kernel (rxl.build, issue 3), unless --kernel is given
     world   the guest userland and the ATF programs (rxl.world)
     image   one guest root per boot (rxl.image): patched, spread, pristine
@@ -112,6 +113,35 @@ def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
         raise StageFailed(f"series: {exc}") from None
 
 
+#: The project's copies of the files the series adds (``sys/...``, issue 3).
+REPO_SYS = REPO_PATCHES.parent / "sys"
+
+
+def is_git_toplevel(src: str) -> bool:
+    """True if ``src`` is the top of a git work tree (not a folder inside one)."""
+    top = _git(src, "rev-parse", "--show-toplevel").strip()
+    return bool(top) and os.path.realpath(top) == os.path.realpath(src)
+
+
+def unapplied_files(src: str, repo_sys: Path = REPO_SYS) -> List[Tuple[str, str]]:
+    """(path, why) for each of the series' files (those in ``repo_sys``) that
+    ``src`` lacks or holds with other bytes; [] when all are there, or when
+    this checkout has no ``sys/``."""
+    out: List[Tuple[str, str]] = []
+    if not repo_sys.is_dir():
+        return out
+    for p in sorted(repo_sys.rglob("*")):
+        if not p.is_file() or p.name.startswith(".") or "__pycache__" in p.parts:
+            continue
+        rel = p.relative_to(repo_sys.parent).as_posix()
+        mine = Path(src) / rel
+        if not mine.is_file():
+            out.append((rel, "is missing"))
+        elif mine.read_bytes() != p.read_bytes():
+            out.append((rel, "differs from this repository's copy"))
+    return out
+
+
 def pristine_checkout(src: str, base: str, dest: Path,
                       echo: Callable[[str], None] = _echo_err) -> str:
     """A checkout of ``base`` at ``dest`` borrowing ``src``'s objects (``clone --shared``).
@@ -202,25 +232,46 @@ class Runner:
 
     # ---------------------------------------------------------------- stages
     def series(self) -> StageRecord:
+        """The tree must hold the series: with patches/BASE, a git tree's HEAD
+        must have the base as an ancestor and commits on top of it; a tree
+        that is not a git tree must hold the series' files as sys/ has them."""
         src = self.o.src
         if not (Path(src) / "tools/build/make.py").is_file() or not (Path(src) / "sys").is_dir():
             raise StageFailed(f"series: {src} is not a FreeBSD source tree "
                               "(no tools/build/make.py or sys/)")
-        head = _git(src, "log", "-1", "--format=%h %s").strip() or "not a git tree"
-        changed = _git(src, "status", "--porcelain", "--untracked-files=no")
+        is_git = is_git_toplevel(src)
+        head = (_git(src, "log", "-1", "--format=%h %s").strip() if is_git else "") \
+            or "not a git tree"
+        changed = _git(src, "status", "--porcelain", "--untracked-files=no") if is_git else ""
         n_mod = sum(1 for ln in changed.splitlines() if ln.strip())
         detail = f"HEAD {head}; {n_mod} uncommitted changes"
         base = series_base()
-        if base and head != "not a git tree":
+        if not base:
+            return StageRecord("series", "ok", detail=detail + "; no patches/BASE: not checked")
+        apply = f"apply it first: rxl series apply --src {src}"
+        if is_git:
             n_patches = len(list(REPO_PATCHES.glob("[0-9][0-9][0-9][0-9]-*.patch")))
             anc = subprocess.run(["git", "-C", src, "merge-base", "--is-ancestor", base, "HEAD"],
                                  capture_output=True).returncode == 0
             if not anc:
-                detail += (f"; base {base[:12]} (patches/BASE) is not an ancestor of HEAD: "
-                           f"the series is not applied (rxl series apply --src {src})")
-            else:
-                n = _git(src, "rev-list", "--count", f"{base}..HEAD").strip()
-                detail += f"; {n} commits on base {base[:12]} (patches/ has {n_patches})"
+                raise StageFailed(f"series: base {base[:12]} (patches/BASE) is not an ancestor "
+                                  f"of HEAD ({head}) in {src}: the series is not applied; "
+                                  f"{apply}")
+            n = _git(src, "rev-list", "--count", f"{base}..HEAD").strip()
+            if n in ("", "0"):
+                raise StageFailed(f"series: HEAD of {src} is the base {base[:12]} "
+                                  f"(patches/BASE) with no commits on top: the series is "
+                                  f"not applied; {apply}")
+            detail += f"; {n} commits on base {base[:12]} (patches/ has {n_patches})"
+        else:
+            bad = unapplied_files(src)
+            if bad:
+                rel, why = bad[0]
+                raise StageFailed(f"series: {src} is not a git tree and {rel} {why} "
+                                  f"({len(bad)} of the series' files): the series is not "
+                                  f"applied; apply it to a git clone holding base "
+                                  f"{base[:12]}: rxl series apply --src DIR")
+            detail += "; the series' files match this repository's sys/"
         return StageRecord("series", "ok", detail=detail)
 
     def build(self) -> StageRecord:

@@ -21,16 +21,46 @@ DEFS_IN = """#if !defined(ATF_C_DEFS_H)
 """
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def copy_series_files(src):
+    """Put the series' files (this repository's sys/) into a fake tree."""
+    import shutil
+    for p in (REPO / "sys").rglob("*"):
+        if p.is_file():
+            dest = src / p.relative_to(REPO)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(p, dest)
+
+
 @pytest.fixture
 def fake_tree(tmp_path):
-    """Just enough of a FreeBSD tree for the dry run: make.py, sys/, defs.h.in."""
+    """Just enough of a FreeBSD tree for the dry run: make.py, sys/ with the
+    series' files (not a git tree), defs.h.in."""
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
     (src / "sys/amd64/conf").mkdir(parents=True)
+    copy_series_files(src)
     (src / "contrib/atf/atf-c").mkdir(parents=True)
     (src / "contrib/atf/atf-c/defs.h.in").write_text(DEFS_IN)
     return src
+
+
+def git_tree(src, commits=1):
+    """Make ``src`` (make.py, sys/) a git tree with ``commits`` commits; their hashes."""
+    import subprocess
+    git = ["git", "-C", str(src), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    out = []
+    for i in range(commits):
+        (src / "sys" / f"c{i}.c").write_text(f"int c{i};\n")
+        subprocess.run(git + ["add", "."], check=True)
+        subprocess.run(git + ["commit", "-qm", f"c{i}"], check=True)
+        out.append(subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True,
+                                  text=True).stdout.strip())
+    return out
 
 
 # ------------------------------------------------------------------ world
@@ -215,26 +245,19 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     assert not kernel_cached(str(src), str(k))
 
 
-def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path):
-    import subprocess
+def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
+    from rxl import run_cli
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
     (src / "sys").mkdir()
-    (src / "sys/x.c").write_text("")
-    git = ["git", "-C", str(src), "-c", "user.email=t@t", "-c", "user.name=t"]
-    subprocess.run(git + ["init", "-q"], check=True)
-    subprocess.run(git + ["add", "."], check=True)
-    subprocess.run(git + ["commit", "-qm", "x"], check=True)
-    from rxl.run_cli import series_base
-    base = series_base()
+    base, _ = git_tree(src, commits=2)  # a "series" of one commit on the base
+    monkeypatch.setattr(run_cli, "series_base", lambda: base)
     res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--out", str(tmp_path / "out"), "--guest-dir",
                                     str(tmp_path / "g"), "--dry-run"])
     assert res.exit_code == 0, res.output
-    if base is None:
-        assert "no patches/BASE" in res.output
-        return
+    assert f"1 commits on base {base[:12]}" in res.output
     assert f"checkout -q --detach {base}" in res.output
     assert f"pristine-src-{base[:12]}/tools/build/make.py" in res.output
     assert res.output.count("qemu-system-x86_64 -machine") == 3
@@ -252,3 +275,57 @@ def test_doctor_json_lists_every_check_and_exits_by_missing(monkeypatch):
     assert json.loads(r.output) == [
         {"name": "bmake", "ok": False, "install": "apt-get install -y bmake"},
         {"name": "git", "ok": True, "install": "apt-get install -y git"}]
+
+
+# ------------------------------------------------------- series not applied
+def _dry(src, tmp_path):
+    return CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
+                                     "--out", str(tmp_path / "out"), "--guest-dir",
+                                     str(tmp_path / "g"), "--dry-run"])
+
+
+def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
+    from rxl.run_cli import series_base
+    if series_base() is None:
+        pytest.skip("no patches/BASE")
+    git_tree(fake_tree)              # HEAD does not descend from patches/BASE
+    res = _dry(fake_tree, tmp_path)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "is not an ancestor of HEAD" in res.output and "series is not applied" in res.output
+    assert f"rxl series apply --src {fake_tree}" in res.output
+    assert "buildkernel" not in res.output   # nothing planned after the series stage
+
+
+def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
+    from rxl import run_cli
+    (base,) = git_tree(fake_tree)
+    monkeypatch.setattr(run_cli, "series_base", lambda: base)
+    res = _dry(fake_tree, tmp_path)
+    assert res.exit_code == 1
+    assert "no commits on top" in res.output and f"rxl series apply --src {fake_tree}" in res.output
+
+
+def test_series_stage_on_a_tree_that_is_not_git(fake_tree, tmp_path):
+    from rxl.run_cli import series_base
+    if series_base() is None:
+        pytest.skip("no patches/BASE")
+    assert _dry(fake_tree, tmp_path).exit_code == 0     # holds the series' files
+    deal = fake_tree / "sys/netinet/in_pcblb_deal.c"
+    deal.write_bytes(deal.read_bytes() + b"/* older */\n")
+    res = _dry(fake_tree, tmp_path)
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    assert "sys/netinet/in_pcblb_deal.c differs" in res.output
+    assert "series is not applied" in res.output and "rxl series apply --src" in res.output
+    deal.unlink()
+    res = _dry(fake_tree, tmp_path)
+    assert res.exit_code == 1 and "sys/netinet/in_pcblb_deal.c is missing" in res.output
+
+
+def test_series_stage_failure_is_recorded(fake_tree, tmp_path):
+    (fake_tree / "sys/netinet/in_pcblb_deal.c").unlink()
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
+                                    str(tmp_path / "nope"), "--out", str(out)])
+    assert res.exit_code == 1
+    assert "status: failed" in (out / "stage-series.log").read_text()
+    assert not (out / "stage-build.log").exists()
