@@ -286,3 +286,39 @@ def test_tables_fall_back_to_plain_without_rich(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("----")
     assert "0[u]" in out and "incoming-cpu" in out
+
+
+def _no_server(monkeypatch, tmp_path):
+    """Stub out the build and the server; returns the list of server runs."""
+    calls = []
+    monkeypatch.setattr(A, "ensure_built",
+                        lambda *a, **k: tmp_path / "acceptd-stub")
+    monkeypatch.setattr(A, "run_server",
+                        lambda argv, t: calls.append(argv) or
+                        (DATA / "noflag-w4-n60-r0.json").read_text())
+    return calls
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_cli_raw_dir_checked_before_the_first_run(tmp_path, monkeypatch, dry):
+    calls = _no_server(monkeypatch, tmp_path)
+    (tmp_path / "file").write_text("")
+    res = CliRunner().invoke(bench, [
+        "accept", "--raw-dir", str(tmp_path / "file" / "x"), "--setup",
+        "noflag", "--repetitions", "1", "--connections", "10",
+        "--build-dir", str(tmp_path / "b")] + (["--dry-run"] if dry else []))
+    assert res.exit_code == 1 and res.exception is not None
+    assert isinstance(res.exception, SystemExit)       # no traceback
+    err = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert len(err) == 1 and "--raw-dir" in err[0], res.output
+    assert calls == []                                 # no run was started
+
+
+def test_cli_raw_dir_is_created_and_filled(tmp_path, monkeypatch):
+    _no_server(monkeypatch, tmp_path)
+    raw = tmp_path / "raw" / "deeper"
+    res = CliRunner().invoke(bench, [
+        "accept", "--raw-dir", str(raw), "--setup", "noflag",
+        "--repetitions", "1", "--workers", "4", "--plain"])
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in raw.iterdir()] == ["noflag-work0-r0.json"]

@@ -591,6 +591,31 @@ def results_json(summaries: Sequence[Summary], config: dict) -> dict:
             "results": [s.as_json() for s in summaries]}
 
 
+def check_dir(path: os.PathLike, what: str, create: bool = True) -> Path:
+    """Make ``path`` a writable directory, or raise BenchError naming ``what``.
+
+    With ``create`` false (a dry run) nothing is made: the nearest existing
+    ancestor must be a writable directory.  Returns the path.
+    """
+    p = Path(path)
+    if create:
+        try:
+            p.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BenchError(f"{what} {path}: cannot create it: "
+                             f"{e.strerror}") from None
+        near = p
+    else:
+        near = p
+        while not near.exists() and near != near.parent:
+            near = near.parent
+    if not near.is_dir():
+        raise BenchError(f"{what} {path}: {near} is not a directory")
+    if not os.access(near, os.W_OK | os.X_OK):
+        raise BenchError(f"{what} {path}: {near} is not writable")
+    return p
+
+
 def check_plot_target(path: os.PathLike) -> None:
     """Raise BenchError unless matplotlib imports and ``path``'s
     directory exists."""

@@ -139,6 +139,8 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
     if plot:
         # Fail before minutes of runs, not after them.
         A.check_plot_target(plot)
+    if raw_dir:
+        A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
     bdir = Path(build_dir) if build_dir else A.default_build_dir()
     binary = A.ensure_built(bdir, cc=cc, dry_run=dry_run, echo=click.echo)
     summaries = []
@@ -153,10 +155,14 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
             for rep in range(repetitions):
                 out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
                 if raw_dir:
-                    d = Path(raw_dir)
-                    d.mkdir(parents=True, exist_ok=True)
-                    (d / f"{setup}-work{cfg.work_ms:g}-r{rep}.json"
-                     ).write_text(out)
+                    raw = (Path(raw_dir) /
+                           f"{setup}-work{cfg.work_ms:g}-r{rep}.json")
+                    try:
+                        raw.write_text(out)
+                    except OSError as e:
+                        # The run is done: keep it, say what was not kept.
+                        click.echo(f"warning: cannot write {raw}: "
+                                   f"{e.strerror}", err=True)
                 run = A.parse_run(out)
                 runs.append(run)
                 for w in A.run_warnings(run):
