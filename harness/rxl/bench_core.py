@@ -44,7 +44,7 @@ def build() -> Path:
     out = core.build_dir() / f"bench_core-{core._digest()}"
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
+    core.make_build_dir(out.parent)
     argv = [*core.build_argv(out)[:1], *core.CFLAGS,
             "-D_POSIX_C_SOURCE=200809L",
             "-include", str(core.ROOT / "lib/userspace/rxl_compat.h"),

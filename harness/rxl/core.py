@@ -83,6 +83,21 @@ def build_dir() -> Path:
     return Path(os.environ.get("RXL_BUILD_DIR", ROOT / "build"))
 
 
+def make_build_dir(path: Optional[Path] = None) -> Path:
+    """Create ``path`` (default :func:`build_dir`) and return it.
+
+    Raises CoreError, one line naming the directory and RXL_BUILD_DIR,
+    when it cannot be made (e.g. a path under a file).
+    """
+    d = Path(path) if path is not None else build_dir()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CoreError(f"build directory {d}: cannot create it: {e.strerror}; "
+                        "set RXL_BUILD_DIR to a writable directory") from None
+    return d
+
+
 def _digest() -> str:
     h = hashlib.sha256()
     for rel in CORE_SOURCES + CORE_HEADERS + GLUE:
@@ -122,8 +137,8 @@ def build(force: bool = False) -> Path:
     tmp = out.with_suffix(f".{os.getpid()}.tmp")
     log = out.with_suffix(".log")
     argv = build_argv(tmp)
+    make_build_dir(out.parent)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         proc = subprocess.run(argv, capture_output=True, text=True)
     except OSError as e:
         raise CoreError(f"building the C cores: {argv[0]}: {e.strerror} "
@@ -318,8 +333,7 @@ def check_argvs(outdir: Path) -> List[List[str]]:
 
 def check() -> None:
     """Run :func:`check_argvs`; raise CoreError with the first failure."""
-    outdir = build_dir() / "check"
-    outdir.mkdir(parents=True, exist_ok=True)
+    outdir = make_build_dir(build_dir() / "check")
     for argv in check_argvs(outdir):
         print(shlex.join(argv))
         proc = subprocess.run(argv, capture_output=True, text=True)

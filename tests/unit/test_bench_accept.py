@@ -322,3 +322,41 @@ def test_cli_raw_dir_is_created_and_filled(tmp_path, monkeypatch):
         "--repetitions", "1", "--workers", "4", "--plain"])
     assert res.exit_code == 0, res.output
     assert [p.name for p in raw.iterdir()] == ["noflag-work0-r0.json"]
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_cli_bad_build_dir_is_one_line(tmp_path, monkeypatch, how):
+    (tmp_path / "file").write_text("")
+    bad = tmp_path / "file" / "x"
+    args = ["accept", "--setup", "noflag", "--repetitions", "1",
+            "--connections", "10"]
+    if how == "option":
+        args += ["--build-dir", str(bad)]
+    else:
+        monkeypatch.setenv("RXL_BUILD_DIR", str(bad))
+    for extra in ([], ["--dry-run"]):
+        res = CliRunner().invoke(bench, args + extra)
+        assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+        err = [x for x in res.output.splitlines() if x.startswith("Error")]
+        assert len(err) == 1 and str(bad) in err[0], res.output
+        assert ("--build-dir" if how == "option" else "RXL_BUILD_DIR") in err[0]
+
+
+def test_ensure_built_bad_dir_is_a_bench_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(A.BenchError, match="cannot create"):
+        A.ensure_built(tmp_path / "file" / "x")
+
+
+def test_bench_core_bad_build_dir_is_one_line(tmp_path, monkeypatch, capsys):
+    """`RXL_BUILD_DIR=/dev/null/x make bench-core`: one line, exit 1."""
+    from rxl import bench_core, core
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "file" / "x"))
+    monkeypatch.setattr("sys.argv", ["bench_core"])
+    assert bench_core.main() == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RXL_BUILD_DIR" in err[0]
+    assert f"build directory {tmp_path / 'file' / 'x'}" in err[0]
+    with pytest.raises(core.CoreError, match="build directory .*cannot create"):
+        core.build(force=True)

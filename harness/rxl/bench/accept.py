@@ -229,7 +229,7 @@ def ensure_built(build_dir: Path, cc: str = "cc", dry_run: bool = False,
     if dry_run:
         echo(" ".join(argv))
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
+    check_dir(out.parent, "build directory")
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     try:
         res = subprocess.run(compile_argv(tmp, cc), capture_output=True,

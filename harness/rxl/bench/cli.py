@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -142,6 +143,10 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
     if raw_dir:
         A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
     bdir = Path(build_dir) if build_dir else A.default_build_dir()
+    A.check_dir(bdir, "--build-dir" if build_dir else
+                "build directory (from $RXL_BUILD_DIR)"
+                if os.environ.get("RXL_BUILD_DIR") else "build directory",
+                create=not dry_run)
     binary = A.ensure_built(bdir, cc=cc, dry_run=dry_run, echo=click.echo)
     summaries = []
     for cfg in cfgs:
