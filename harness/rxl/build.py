@@ -247,6 +247,30 @@ class BuildError(RuntimeError):
         self.stage, self.rc, self.log = stage, rc, log
 
 
+class BuildSetupError(RuntimeError):
+    """The build cannot start: a directory it needs cannot be made (one line)."""
+
+
+def prepare_dirs(objdir: PathLike, logdir: PathLike,
+                 lock: Optional[PathLike] = None) -> None:
+    """Create the object directory, the log directory and the lock's directory.
+
+    Raises :class:`BuildSetupError` naming the first that cannot be made
+    (e.g. a path under a file), before any stage runs.
+    """
+    dirs = [("object directory", objdir, "--objdir"),
+            ("log directory", logdir, "--logdir")]
+    if lock is not None:
+        dirs.append(("directory of the lock", Path(lock).parent, "--lock"))
+    for what, d, opt in dirs:
+        try:
+            Path(d).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BuildSetupError(f"{what} {d}: cannot create it: {e.strerror} "
+                                  f"(set by {opt}, default under $RXL_WORK)"
+                                  ) from None
+
+
 @dataclass
 class StageResult:
     """A finished stage: name, exit status, wall seconds, log path.
@@ -337,13 +361,18 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     """kernel-toolchain once, then buildkernel of ``kernconf``.
 
     Returns the results of the stages run.  Raises ``FileNotFoundError``
-    when ``src`` is no FreeBSD tree and :class:`BuildError` when a stage
-    fails.  Marks the objdir when kernel-toolchain succeeds.
+    when ``src`` is no FreeBSD tree, :class:`BuildSetupError` when a
+    directory cannot be made, both before any stage runs, and
+    :class:`BuildError` when a stage fails.  Marks the objdir when
+    kernel-toolchain succeeds.
     """
     if not (Path(src) / "tools/build/make.py").is_file():
         raise FileNotFoundError(f"{src}: no tools/build/make.py, "
                                 "not a FreeBSD source tree")
-    Path(objdir).mkdir(parents=True, exist_ok=True)
+    if kernconf == DEFAULT_KERNCONF and not kernconf_path(src, kernconf).parent.is_dir():
+        raise FileNotFoundError(f"{kernconf_path(src, kernconf).parent}: not a "
+                                "FreeBSD tree (no sys/amd64/conf)")
+    prepare_dirs(objdir, logdir, lock)
     if kernconf == DEFAULT_KERNCONF:
         write_kernconf(src, kernconf)
     done = toolchain_done(objdir, src)

@@ -51,8 +51,13 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
         res = B.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,
                              lock=lock, jobs=jobs, clean_kernel=clean,
                              echo=click.echo)
-    except (B.BuildError, FileNotFoundError, ValueError) as e:
+    except (B.BuildError, B.BuildSetupError, FileNotFoundError,
+            ValueError) as e:
         click.echo(f"rxl build: error: {e}", err=True)
+        sys.exit(1)
+    except OSError as e:
+        click.echo(f"rxl build: error: {e.filename or src}: {e.strerror}",
+                   err=True)
         sys.exit(1)
     for r in res:
         extra = ""

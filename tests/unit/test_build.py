@@ -113,3 +113,46 @@ def test_run_stage_logs_and_raises(tmp_path):
 def test_build_kernel_refuses_non_tree(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a FreeBSD source tree"):
         B.build_kernel(tmp_path, tmp_path / "obj", logdir=tmp_path)
+
+
+def _tree(tmp_path, conf=True):
+    src = tmp_path / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("# stand-in\n")
+    (src / ("sys/amd64/conf" if conf else "sys")).mkdir(parents=True)
+    return src
+
+
+def test_build_cli_objdir_under_a_file_is_one_line(tmp_path):
+    from click.testing import CliRunner
+    from rxl.build_cli import build
+    src = _tree(tmp_path)
+    (tmp_path / "file").write_text("")
+    res = CliRunner().invoke(build, ["--src", str(src), "--objdir",
+                                     str(tmp_path / "file/x"), "--logdir",
+                                     str(tmp_path / "logs"), "--lock", ""])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+    (line,) = res.output.strip().splitlines()
+    assert "object directory" in line and "cannot create it" in line
+    assert not (src / "sys/amd64/conf/RXL").exists()   # nothing written
+
+
+def test_build_cli_bad_rxl_work_is_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+    src = _tree(tmp_path)
+    (tmp_path / "file").write_text("")
+    env = dict(os.environ, RXL_WORK=str(tmp_path / "file/x"))
+    cp = subprocess.run([sys.executable, "-m", "rxl", "build", "--src", str(src)],
+                        env=env, capture_output=True, text=True)
+    assert cp.returncode == 1 and "Traceback" not in cp.stderr, cp.stderr
+    (line,) = cp.stderr.strip().splitlines()
+    assert f"{tmp_path / 'file/x'}" in line and "$RXL_WORK" in line
+
+
+def test_build_kernel_checks_the_tree_before_making_dirs(tmp_path):
+    src = _tree(tmp_path, conf=False)
+    with pytest.raises(FileNotFoundError, match="no sys/amd64/conf"):
+        B.build_kernel(src, tmp_path / "obj", logdir=tmp_path / "logs", lock=None)
+    assert not (tmp_path / "obj").exists()
