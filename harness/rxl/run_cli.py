@@ -86,6 +86,13 @@ class RunOptions:
     auto_pristine: bool = True
 
 
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: ``PATH: reason`` for an OSError."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def _echo_err(msg: str) -> None:
     click.echo(msg, err=True)
 
@@ -195,6 +202,18 @@ def kernel_stamp_text(src: str, kernel: str) -> str:
                       f"{st.st_size} {st.st_mtime_ns}" if st else "no kernel"]) + "\n"
 
 
+def write_kernel_stamp(src: str, kernel: str, what: str = "build", results=()) -> None:
+    """Write ``<kernel>.rxl-stamp`` after a build; StageFailed if the build
+    left no kernel there (a stamp is never written for a missing kernel)."""
+    if not Path(kernel).is_file():
+        log = f"; log {results[-1].log}" if results else ""
+        raise StageFailed(f"{what}: make.py finished but left no kernel at {kernel}{log}")
+    try:
+        Path(kernel + ".rxl-stamp").write_text(kernel_stamp_text(src, kernel))
+    except OSError as exc:
+        raise StageFailed(f"{what}: cannot write {kernel}.rxl-stamp: {exc.strerror}") from None
+
+
 def kernel_cached(src: str, kernel: str) -> bool:
     """True if ``<kernel>.rxl-stamp`` says this kernel was built from the tree as it is."""
     stamp = Path(kernel + ".rxl-stamp")
@@ -239,6 +258,9 @@ class Runner:
         if not (Path(src) / "tools/build/make.py").is_file() or not (Path(src) / "sys").is_dir():
             raise StageFailed(f"series: {src} is not a FreeBSD source tree "
                               "(no tools/build/make.py or sys/)")
+        if not (Path(src) / "sys/amd64/conf").is_dir():
+            raise StageFailed(f"series: {src} is not a FreeBSD source tree for amd64 "
+                              "(no sys/amd64/conf)")
         is_git = is_git_toplevel(src)
         head = (_git(src, "log", "-1", "--format=%h %s").strip() if is_git else "") \
             or "not a git tree"
@@ -320,7 +342,7 @@ class Runner:
         except build_mod.BuildError as exc:
             raise StageFailed(f"build: pristine: {exc}") from None
         rec.detail += "; pristine: " + _timings(res)
-        Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
+        write_kernel_stamp(src, kpath, "build: pristine", res)
         return rec
 
     def _build_patched(self) -> StageRecord:
@@ -344,7 +366,7 @@ class Runner:
             res = build_mod.build_kernel(src, objdir, logdir=self.o.out, echo=self._quiet_echo)
         except build_mod.BuildError as exc:
             raise StageFailed(f"build: {exc}") from None
-        Path(kpath + ".rxl-stamp").write_text(kernel_stamp_text(src, kpath))
+        write_kernel_stamp(src, kpath, "build", res)
         self.kernel = kpath
         cmds.append(f"# {_timings(res)}")
         log = str(res[-1].log) if res else ""
@@ -508,8 +530,20 @@ class Runner:
         if not rec.log:
             rec.log = str(path)
 
+    def _failure_report(self, reason: str) -> None:
+        """report.json of a run stopped by a failed stage: every stage so far,
+        the runs parsed so far and a failed verdict naming the stage's error."""
+        if self.o.dry_run:
+            return
+        self.verdict = report_mod.Verdict(False, [reason])
+        try:
+            (Path(self.o.out) / "report.json").write_text(self.json_text())
+        except OSError as exc:
+            self.echo(f"error: cannot write {self.o.out}/report.json: {exc.strerror}")
+
     def run(self) -> bool:
-        """Run every stage in order; False (after recording it) at the first failure."""
+        """Run every stage in order; False (after recording it and writing
+        report.json with a failed verdict) at the first failure."""
         if not self.o.dry_run:  # a dry run writes nothing
             try:
                 Path(self.o.out).mkdir(parents=True, exist_ok=True)
@@ -523,12 +557,20 @@ class Runner:
             t0 = time.monotonic()
             self.echo(f"== {name}")
             try:
-                rec = fn()
+                try:
+                    rec = fn()
+                except StageFailed:
+                    raise
+                except (OSError, RuntimeError, ValueError) as exc:
+                    # rxl.build's errors (BuildError, BuildSetupError) are
+                    # RuntimeErrors; an OSError is a file the stage needed.
+                    raise StageFailed(f"{name}: {_one_line(exc)}") from None
             except StageFailed as exc:
                 rec = StageRecord(name, "failed", detail=str(exc))
                 rec.seconds = time.monotonic() - t0
                 self.records.append(rec)
                 self._stage_log(rec)
+                self._failure_report(str(exc))
                 self.echo(f"error: {exc}")
                 return False
             rec.seconds = time.monotonic() - t0

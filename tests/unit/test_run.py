@@ -250,7 +250,7 @@ def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
-    (src / "sys").mkdir()
+    (src / "sys/amd64/conf").mkdir(parents=True)
     base, _ = git_tree(src, commits=2)  # a "series" of one commit on the base
     monkeypatch.setattr(run_cli, "series_base", lambda: base)
     res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
@@ -329,3 +329,62 @@ def test_series_stage_failure_is_recorded(fake_tree, tmp_path):
     assert res.exit_code == 1
     assert "status: failed" in (out / "stage-series.log").read_text()
     assert not (out / "stage-build.log").exists()
+
+
+# ------------------------------------------- errors become a failed stage
+def _live(src, tmp_path, *extra):
+    return CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
+                                     "--out", str(tmp_path / "out"), "--guest-dir",
+                                     str(tmp_path / "g"), *extra])
+
+
+def _report(tmp_path):
+    return json.loads((tmp_path / "out" / "report.json").read_text())
+
+
+def test_tree_without_amd64_conf_fails_the_series_stage(fake_tree, tmp_path):
+    (fake_tree / "sys/amd64/conf").rmdir()
+    res = _live(fake_tree, tmp_path)
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert "no sys/amd64/conf" in res.output
+    doc = _report(tmp_path)
+    assert doc["verdict"]["ok"] is False and "no sys/amd64/conf" in doc["verdict"]["reasons"][0]
+    assert [(s["name"], s["status"]) for s in doc["stages"]] == [("series", "failed")]
+    assert _dry(fake_tree, tmp_path).exit_code == 1
+
+
+@pytest.mark.parametrize("exc", [FileNotFoundError(2, "No such file or directory", "/x/RXL"),
+                                 "setup", "build"])
+def test_build_errors_become_a_failed_stage_with_a_report(fake_tree, tmp_path, monkeypatch,
+                                                          exc):
+    from rxl import build as B
+    if exc == "setup":
+        exc = B.BuildSetupError("object directory /o: cannot create it: Not a directory")
+    elif exc == "build":
+        exc = B.BuildError("buildkernel-RXL", 2, tmp_path / "buildkernel-RXL.log")
+
+    def boom(*a, **k):
+        raise exc
+    monkeypatch.setattr(B, "build_kernel", boom)
+    res = _live(fake_tree, tmp_path)
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    err = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and err[0].startswith("error: build: ")
+    doc = _report(tmp_path)
+    assert doc["verdict"]["ok"] is False
+    assert [(s["name"], s["status"]) for s in doc["stages"]] == [("series", "ok"),
+                                                                ("build", "failed")]
+    assert "status: failed" in (tmp_path / "out/stage-build.log").read_text()
+
+
+def test_a_build_that_leaves_no_kernel_writes_no_stamp(fake_tree, tmp_path, monkeypatch):
+    from rxl import build as B
+    log = tmp_path / "buildkernel-RXL.log"
+    monkeypatch.setattr(B, "build_kernel", lambda *a, **k: [
+        B.StageResult("buildkernel-RXL", 0, 1.0, log)])
+    res = _live(fake_tree, tmp_path)
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
+    assert "left no kernel at" in res.output and str(log) in res.output
+    assert not list(tmp_path.rglob("*.rxl-stamp"))
+    doc = _report(tmp_path)
+    assert doc["stages"][-1]["name"] == "build" and doc["stages"][-1]["status"] == "failed"
