@@ -24,6 +24,7 @@ from rxl import paths
 import importlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -229,6 +230,55 @@ def boots(opts: RunOptions, patched_kernel: str) -> List[Tuple[str, str, Dict[st
     if opts.pristine_kernel:
         out.append(("pristine", opts.pristine_kernel, {}))
     return out
+
+
+def guest_config(root: str, opts: RunOptions):
+    """The QEMU guest of one boot (rxl.qemu.GuestConfig), staged root ``root``."""
+    from rxl import qemu as qemu_mod
+    return qemu_mod.GuestConfig(root_dir=root, memory_mib=opts.memory_mib)
+
+
+def check_options(opts: RunOptions) -> None:
+    """Refuse, in one line (click.BadParameter/ClickException), options that
+    would otherwise fail only after the builds: the guest configuration
+    (--memory, the staging path), --case-timeout, --test sources, names
+    given to --new-program, --pristine-kernel and --pristine-src."""
+    from rxl import qemu as qemu_mod
+    from rxl import world as world_mod
+    if opts.case_timeout < 1:
+        raise click.BadParameter(f"{opts.case_timeout}: must be >= 1 (seconds per case)",
+                                 param_hint="'--case-timeout'")
+    root = str(Path(opts.guest_dir) / Path(opts.out).name / "patched")
+    try:
+        # The firmware is looked for at boot (rxl doctor checks it); only the
+        # configuration is checked here.
+        qemu_mod.build_argv(guest_config(root, opts),
+                            firmware=qemu_mod.find_ovmf() or "OVMF_CODE.fd")
+    except qemu_mod.QemuConfigError as exc:
+        if "memory_mib" in str(exc):
+            raise click.BadParameter(f"{opts.memory_mib}: {exc}", param_hint="'--memory'")
+        raise click.ClickException(f"guest configuration: {exc}") from None
+    names = [n for n, _ in world_mod.BASE_TESTS]
+    for name, source in opts.extra_tests:
+        if name in names:
+            raise click.BadParameter(f"{name}: a test program of that name is already "
+                                     "built (--atf-dir or an earlier --test)",
+                                     param_hint="'--test'")
+        names.append(name)
+        if not Path(source).is_file():
+            raise click.BadParameter(f"{name}={source}: no such file", param_hint="'--test'")
+    unknown = [n for n in opts.new_programs if n not in names]
+    if unknown:
+        raise click.BadParameter(f"{', '.join(unknown)}: not a test program of this run "
+                                 f"(known: {', '.join(names)})",
+                                 param_hint="'--new-program'")
+    if opts.pristine_kernel and not Path(opts.pristine_kernel).is_file():
+        raise click.BadParameter(f"{opts.pristine_kernel}: no such file",
+                                 param_hint="'--pristine-kernel'")
+    if opts.pristine_src and not opts.pristine_kernel and \
+            not (Path(opts.pristine_src) / "tools/build/make.py").is_file():
+        raise click.BadParameter(f"{opts.pristine_src}: not a FreeBSD source tree "
+                                 "(no tools/build/make.py)", param_hint="'--pristine-src'")
 
 
 class Runner:
@@ -454,7 +504,7 @@ class Runner:
         for label, root in self.roots.items():
             # snapshot=on: the staged directory is never written. The guest's
             # root stays read-only anyway (rc.j2 writes no file).
-            cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=self.o.memory_mib)
+            cfg = guest_config(root, self.o)
             try:
                 argv = qemu_mod.build_argv(cfg, firmware=fw or "/usr/share/OVMF/OVMF_CODE_4M.fd"
                                            if self.o.dry_run else fw)
@@ -617,7 +667,11 @@ def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
 def _parse_test(value: str) -> Tuple[str, str]:
     name, sep, path = value.partition("=")
     if not sep or not name or not path:
-        raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c")
+        raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c",
+                                 param_hint="'--test'")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
+        raise click.BadParameter(f"{value!r}: NAME must be a plain file name "
+                                 "(letters, digits, '_', '.', '-')", param_hint="'--test'")
     return name, os.path.abspath(path)
 
 
@@ -640,15 +694,19 @@ def _parse_test(value: str) -> Tuple[str, str]:
               help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1.")
 @click.option("--tests-on-spread", is_flag=True,
               help="Run the ATF suite on the spread boot too (default: placement only).")
-@click.option("--case-timeout", default=300, show_default=True, help="Seconds per ATF case.")
+@click.option("--case-timeout", default=300, show_default=True,
+              help="Seconds per ATF case (>= 1).")
 @click.option("--new-program", "new_programs", multiple=True,
-              help="Basename of a test program of the series (must fail on pristine).")
-@click.option("--test", "tests", multiple=True, help="Extra ATF C test: NAME=PATH.c.")
+              help="Basename of a test program of the run (from --atf-dir or --test) "
+                   "that must fail on pristine; the --atf-dir ones are already.")
+@click.option("--test", "tests", multiple=True,
+              help="Extra ATF C test: NAME=PATH.c (the file must exist).")
 @click.option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True,
               help="The series' ATF tests: every *_test.c is built and counted as new "
                    "(must pass patched, fail pristine). '' for none; a directory that does "
                    "not exist or holds no *_test.c is an error.")
-@click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
+@click.option("--memory", "memory_mib", default=1024, show_default=True,
+              help="Guest MiB (>= 128 per NUMA node, 2 nodes).")
 @click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
@@ -669,6 +727,7 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         dry_run=dry_run, rebuild_world=rebuild_world,
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
         tests_on_spread=tests_on_spread, auto_pristine=auto_pristine)
+    check_options(opts)
     r = Runner(opts)
     ok = r.run()
     if dry_run:

@@ -388,3 +388,39 @@ def test_a_build_that_leaves_no_kernel_writes_no_stamp(fake_tree, tmp_path, monk
     assert not list(tmp_path.rglob("*.rxl-stamp"))
     doc = _report(tmp_path)
     assert doc["stages"][-1]["name"] == "build" and doc["stages"][-1]["status"] == "failed"
+
+
+# ---------------------------------------- options checked before any build
+@pytest.mark.parametrize("args,hint", [
+    (["--memory", "0"], "--memory"),
+    (["--memory", "301"], "--memory"),            # does not split over 2 nodes evenly
+    (["--case-timeout", "0"], "--case-timeout"),
+    (["--case-timeout", "-5"], "--case-timeout"),
+    (["--test", "extra=/nonexistent.c"], "--test"),
+    (["--test", "a/b=/x.c"], "--test"),
+    (["--new-program", "nosuch"], "--new-program"),
+    (["--pristine-kernel", "/nonexistent/kernel"], "--pristine-kernel"),
+    (["--pristine-src", "/nonexistent"], "--pristine-src"),
+])
+def test_bad_options_refused_before_any_build(fake_tree, tmp_path, monkeypatch, args, hint):
+    from rxl import build as B
+    built = []
+    monkeypatch.setattr(B, "build_kernel", lambda *a, **k: built.append(a) or [])
+    for extra in ([], ["--dry-run"]):
+        res = _live(fake_tree, tmp_path, *args, *extra)
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+        err = [ln for ln in res.output.splitlines() if ln.startswith("Error")]
+        assert len(err) == 1 and hint in err[0], res.output
+        assert "== series" not in res.output and built == []
+    assert not (tmp_path / "out").exists()
+
+
+def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
+    src = tmp_path / "t.c"
+    src.write_text("")
+    res = _live(fake_tree, tmp_path, "--dry-run", "--test", f"so_reuseport_lb_test={src}")
+    assert res.exit_code == 2 and "already built" in res.output
+    res = _live(fake_tree, tmp_path, "--dry-run", "--test", f"mine={src}",
+                "--new-program", "mine", "--case-timeout", "1", "--memory", "256")
+    assert res.exit_code == 0, res.output
+    assert f"{src}" in res.output and "-m 256M" in res.output
