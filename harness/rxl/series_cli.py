@@ -72,9 +72,11 @@ def export_cmd(src, branch, patches_dir):
                    "and checkstyle9.pl.")
 @click.option("--project", default=str(PROJECT), show_default=True,
               type=click.Path(file_okay=False))
-@click.option("--author/--no-author", default=True, show_default=True,
-              help="Require the patches' author to be git's configured "
-                   "identity (skipped when none is configured).")
+@click.option("--author/--no-author", default=False, show_default=True,
+              help="Also require the patches' author to be git's configured "
+                   "identity (skipped when none is configured); off by "
+                   "default, so anyone can check the series. All patches "
+                   "having one author is checked either way.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print {"ok", "problems", "notes"} as JSON.')
 def check_cmd(src, project, author, as_json):

@@ -293,3 +293,17 @@ def test_check_cli_json_reports_the_committed_series_clean():
     doc = json.loads(r.output)
     assert r.exit_code == 0 and doc["ok"] is True and doc["problems"] == []
     assert any(n.startswith("base ilnp/ilnp-freebsd14 2f2a4162bbb9") for n in doc["notes"])
+
+
+def test_check_cli_compares_the_author_only_when_asked(monkeypatch):
+    from click.testing import CliRunner
+    from rxl.series_cli import series
+    monkeypatch.setattr(S, "git_identity", lambda repo=None: ("Someone Else", "else@example.org"))
+    r = CliRunner().invoke(series, ["check"])
+    assert r.exit_code == 0, r.output
+    assert "is not the configured identity" not in r.output
+    r = CliRunner().invoke(series, ["check", "--author"])
+    assert r.exit_code == 1
+    assert r.output.count("is not the configured identity") == len(S.patch_files(PROJECT / "patches"))
+    r = CliRunner().invoke(series, ["check", "--help"])
+    assert "--author / --no-author" in r.output and "off by" in r.output
