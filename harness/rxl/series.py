@@ -695,6 +695,14 @@ def export_series(src: Path, patches_dir: Path, *,
     ensure_git_tree(src)
     patches_dir = Path(patches_dir)
     base = parse_base((patches_dir / "BASE").read_text())
+    if _git(src, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",
+            check=False).returncode != 0:
+        raise SeriesError(f"no branch {branch} in {src} (rxl series apply "
+                          "creates it)")
+    if _git(src, "cat-file", "-e", base.commit + "^{commit}",
+            check=False).returncode != 0:
+        raise SeriesError(f"{src}: base commit {base.commit[:12]} "
+                          f"({base.repository}) is not in this repository")
     with tempfile.TemporaryDirectory() as tmp:
         _git(src, "format-patch", "-q", "--zero-commit", "--no-signature",
              "-o", tmp, f"{base.commit}..{branch}")

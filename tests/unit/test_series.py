@@ -307,3 +307,43 @@ def test_check_cli_compares_the_author_only_when_asked(monkeypatch):
     assert r.output.count("is not the configured identity") == len(S.patch_files(PROJECT / "patches"))
     r = CliRunner().invoke(series, ["check", "--help"])
     assert "--author / --no-author" in r.output and "off by" in r.output
+
+
+def _git_repo(path):
+    import subprocess
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q", "-b", "main"], check=True)
+    (path / "f").write_text("x\n")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    return git
+
+
+def test_export_without_the_branch_names_it(tmp_path):
+    import shutil
+    from click.testing import CliRunner
+    from rxl.series_cli import series
+    _git_repo(tmp_path / "src")
+    patches = tmp_path / "patches"
+    shutil.copytree(PROJECT / "patches", patches)
+    before = {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file()}
+    r = CliRunner().invoke(series, ["export", "--src", str(tmp_path / "src"),
+                                    "--patches", str(patches)])
+    assert r.exit_code == 1
+    assert r.output.strip() == (f"rxl series: error: no branch rxl in {tmp_path / 'src'} "
+                                "(rxl series apply creates it)")
+    assert {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file()} == before
+
+
+def test_export_without_the_base_commit_names_it(tmp_path):
+    import shutil
+    import subprocess
+    git = _git_repo(tmp_path / "src")
+    subprocess.run(git + ["branch", "rxl"], check=True)
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    shutil.copyfile(PROJECT / "patches/BASE", patches / "BASE")
+    base = S.parse_base((patches / "BASE").read_text()).commit
+    with pytest.raises(S.SeriesError, match=f"base commit {base[:12]} .* is not in this"):
+        S.export_series(tmp_path / "src", patches)
