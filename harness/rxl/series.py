@@ -828,7 +828,12 @@ def check_series(project: Path, src: Optional[Path] = None,
         rep.notes.append("no --src: mandoc and checkstyle9.pl not run")
         return rep
     src = Path(src)
-    mans = touched_man_pages(patches)
+    mans = []
+    for m in touched_man_pages(patches):
+        if (src / m).is_file():
+            mans.append(m)
+        else:
+            rep.problems.append(f"{m}: not in the tree")
     if shutil.which("mandoc") is None:
         rep.problems.append("mandoc is not installed (apt-get install "
                             "mandoc)")
