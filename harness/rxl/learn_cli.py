@@ -301,6 +301,15 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     except ValueError:
         _fail(f"--smp {smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
     topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
+    from rxl import qemu as qemu_mod
+    try:
+        # The same checks the boot makes, before any build or checkout.
+        qemu_mod.build_argv(qemu_mod.GuestConfig(root_dir="/rxl-check", memory_mib=memory_mib,
+                                                 **topo_kw), firmware="/rxl-check.fd")
+    except qemu_mod.QemuConfigError as exc:
+        _fail(f"guest (--smp {smp}, --memory {memory_mib}): {exc}")
+    if nic_reinit < 0:
+        _fail(f"--nic-reinit must be >= 0, got {nic_reinit}")
     if deadline_s is not None and deadline_s < 1:
         _fail(f"--deadline must be >= 1 s, got {deadline_s}")
     if logs:
@@ -356,6 +365,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                           lb_cpu_opt=opt)
     deadline = deadline_s or L.run_deadline_s(phases)
 
+    if needs_learning and not sysctl_name:
+        _fail(f"{src}: no learning sysctl found (commit 3 missing?); give --learn-sysctl")
     if dry_run:
         click.echo(f"# tree {src}: SO_REUSEPORT_LB_CPU "
                    f"{hex(opt) if opt is not None else 'absent (commit 2 missing)'}; "
@@ -395,8 +406,6 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                    f"learnd deadline {deadline} s")
         sys.exit(0)
 
-    if needs_learning and not sysctl_name:
-        _fail(f"{src}: no learning sysctl found (commit 3 missing?); give --learn-sysctl")
     for what, v in (("kernel", "patched"), ("pristine kernel", "pristine")):
         if v not in wanted and any(b.kernel == v for b in boots) and \
                 not Path(kernels[v] or "").is_file():

@@ -359,10 +359,11 @@ def test_cli_dry_run_prints_commands(tmp_path):
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--guest-dir", str(tmp_path / "g"), "--dry-run",
                                     "--kernel", str(tmp_path / "k"),
+                                    "--learn-sysctl", "net.inet.tcp.reuseport_lb_learn",
                                     "--config", "learn-on", "--config", "learn-spread"])
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "learning sysctl absent" in out
+    assert "learning sysctl net.inet.tcp.reuseport_lb_learn" in out
     assert f"--sysroot={tmp_path}/o{src}/amd64.amd64/tmp" in out
     assert "-DLEARND_LB_CPU_OPT=0x1030" in out
     assert out.count("qemu-system-x86_64 ") == 2
@@ -535,3 +536,19 @@ def test_recorded_series_spread_run_meets_the_targets():
     assert m.same_socket >= 0.96 and m.max_dev <= 0.10
     assert all(t.met for t in L.targets(m))
     assert by["learn-spread.rxq"].colocated >= 0.96
+
+
+def test_cli_dry_run_refuses_what_the_run_would(tmp_path):
+    """A tree without commit 3 and an impossible guest fail the dry run too."""
+    src = tmp_path / "src"
+    (src / "sys/sys").mkdir(parents=True)
+    base = ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
+            "--guest-dir", str(tmp_path / "g"), "--dry-run", "--kernel", str(tmp_path / "k"),
+            "--config", "learn-on"]
+    res = CliRunner().invoke(main, base)
+    assert res.exit_code == 1 and "no learning sysctl found" in res.output
+    for extra, msg in ((["--smp", "0,0,0"], "sockets must be a positive integer"),
+                       (["--memory", "0"], "below 128 MiB per NUMA node")):
+        res = CliRunner().invoke(main, base + extra)
+        assert res.exit_code == 1 and msg in res.output, res.output
+        assert res.exception is None or isinstance(res.exception, SystemExit)

@@ -4,6 +4,7 @@ No FreeBSD tree: the plan is pure, and the git questions run against small
 temporary repositories.
 """
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -222,9 +223,12 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
     assert res.exit_code == 0, res.output
     out = res.stdout
     tag = rig.rig_tag([p.data for p in rig.read_guest_patches()])
-    assert f"git clone -q --shared --no-checkout {src} {g}/rig-src" in out
-    assert f"git -C {g}/rig-src checkout -q -f --detach {head}" in out
-    assert f"git -C {g}/rig-src apply {GUEST}/0001-em-" in out
+    rig_src = f"{g}/rig-src"
+    assert shlex.join(["git", "clone", "-q", "--shared", "--no-checkout", str(src),
+                       rig_src]) in out
+    assert shlex.join(["git", "-C", rig_src, "checkout", "-q", "-f", "--detach", head]) in out
+    patch = sorted(GUEST.glob("0001-em-*.patch"))[0]
+    assert shlex.join(["git", "-C", rig_src, "apply", str(patch)]) in out
     assert "kernel-toolchain" in out and "buildkernel" in out
     assert f"{g}/kernels/patched-{head[:12]}-{tag}/kernel" in out
     assert "pristine" not in out.split("# server")[0].replace("--pristine-kernel", "")
