@@ -298,9 +298,18 @@ def port_connector(mode: str = "random", *, seed: int = 6,
     even ephemeral ports, so with ``mode="kernel"`` every guest-side foreign
     port is even and the lbgroup tuple hash (``INP_PCBLBGROUP_PKTHASH``: the
     port pair XORed into the low bits) never selects odd-indexed members.
-    ``mode="random"`` binds each connection to a port drawn uniformly from
-    ``port_range`` (seeded, thread-safe), retrying up to ``tries`` ports.
-    Raises LearnError for an unknown mode or an empty range.
+
+    ``mode="random"`` walks a seeded random permutation of ``port_range``,
+    so a port comes back only after every other port of the range has been
+    used: at a few hundred connections a second, later than the 60 s
+    TIME_WAIT of either side.  Drawing with replacement reused ports within
+    TIME_WAIT, and such a reuse fails more often for some members than
+    others (docs/results/learning.md, "Where the exact share goes"); the
+    driver's retry with a fresh port then skewed which ports, and so which
+    slots, the measured connections had.  A failed try moves on to the next
+    port, up to ``tries`` per connection.  The returned function counts
+    failed tries in its ``retries`` attribute.  Raises LearnError for an
+    unknown mode or an empty range.
     """
     if mode == "kernel":
         return lambda port, byte: connect(port, byte)
@@ -310,16 +319,22 @@ def port_connector(mode: str = "random", *, seed: int = 6,
     if not 0 < lo < hi <= 65536:
         raise LearnError(f"bad client port range {port_range}")
     import random
-    rng = random.Random(seed)
+    order = list(range(lo, hi))
+    random.Random(seed).shuffle(order)
+    pos = [0]
     lock = threading.Lock()
 
     def go(port: int, byte: str) -> bool:
         for _ in range(tries):
             with lock:
-                src = rng.randrange(lo, hi)
+                src = order[pos[0] % len(order)]
+                pos[0] += 1
             if connect(port, byte, src_port=src):
                 return True
+            with lock:
+                go.retries += 1
         return False
+    go.retries = 0
     return go
 
 
@@ -451,6 +466,9 @@ class RunSummary:
     sysctls: Dict[str, str] = field(default_factory=dict)
     rc: Optional[int] = None
     notes: List[str] = field(default_factory=list)
+    #: With learnd -K: (worker, foreign port, handshake CPU) per measured
+    #: connection, in accept order per worker.
+    conns: List[Tuple[int, int, int]] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -473,8 +491,9 @@ def _ints(kv: Dict[str, str], keys: Sequence[str], line: str) -> Dict[str, int]:
 def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
 
-    Lines (prefix :data:`rxl.parse.MARK`): ``LEARN BEGIN|READY|RUN|W|C|FT|
-    DONE|SET|SYSCTL|END <label> key=value...``. Other lines are ignored; a
+    Lines (prefix :data:`rxl.parse.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
+    DONE|SET|SYSCTL|END <label> key=value...`` (``K``: ``worker=<i>`` then
+    ``<fport>:<hcpu>`` items, learnd -K). Other lines are ignored; a
     malformed LEARN line is kept in the run's ``notes`` (a console can
     interleave kernel messages), never raised.
     """
@@ -502,6 +521,13 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 if ph not in ("w", "m", "q", "x"):
                     raise LearnError(f"malformed learnd line (phase): {line}")
                 r.counts.append(Count(ph, v["worker"], v["wcpu"], v["hcpu"], v["q"], v["n"]))
+            elif kind == "K":
+                w = _ints(kv, ("worker",), line)["worker"]
+                for item in rest.split()[1:]:
+                    port, sep, hcpu = item.partition(":")
+                    if not sep or not port.isdigit() or not hcpu.lstrip("-").isdigit():
+                        raise LearnError(f"malformed learnd line (K item {item!r}): {line}")
+                    r.conns.append((w, int(port), int(hcpu)))
             elif kind == "FT":
                 v = _ints(kv, ("ftype", "n"), line)
                 r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]
@@ -830,7 +856,7 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
                     port: int = GUEST_PORT, nic: str = "em0", deadline_s: int = 600,
                     link_wait_s: int = 3, nic_reinit: int = 0,
                     guest_sysctls: Sequence[Tuple[str, str]] = (),
-                    poweroff: bool = True) -> str:
+                    poweroff: bool = True, per_connection: bool = False) -> str:
     """Text of the guest's ``/etc/rc`` for one boot (template ``learn-rc.j2``).
 
     ``learn_sysctl``: commit 3's sysctl (dotted name); required when a run
@@ -840,6 +866,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     an experiment against QEMU 7.2's e1000e losing receive interrupts under
     MSI-X, docs/results/learning.md). ``guest_sysctls``: (name, value)
     pairs the rc sets before the runs (e.g. ``kern.ipc.soacceptqueue``).
+    ``per_connection``: run learnd with -K (every measured connection's
+    foreign port and handshake CPU, printed after the run).
     Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
@@ -866,7 +894,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
         gateway=GUEST_GATEWAY, link_wait=link_wait_s, sysctls=RC_SYSCTLS,
         learn_sysctl=learn_sysctl or "", learnd=learnd, port=port, deadline=deadline_s,
         run_timeout=deadline_s + 30, nic_reinit=nic_reinit,
-        guest_sysctls=list(guest_sysctls), poweroff=poweroff)
+        guest_sysctls=list(guest_sysctls), poweroff=poweroff,
+        learnd_extra=" -K" if per_connection else "")
 
 
 def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0) -> int:

@@ -97,12 +97,15 @@ class Conductor:
                 return
             if label is None:
                 return
+            before = getattr(self.connect, "retries", 0)
             res = L.drive_run(self.port, self.phases, concurrency=self.concurrency,
                               connect=self.connect)
             self.results[label] = res
+            retried = getattr(self.connect, "retries", 0) - before
             self.echo("  driver: " + label + ": " + "; ".join(
                 f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
-                + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res))
+                + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res)
+                + f"; {retried} tries retried on a fresh client port")
 
 
 def single_thread(argv: List[str]) -> List[str]:
@@ -266,6 +269,9 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Take em0 down and up this many times before the runs.")
 @click.option("--qemu-arg", "qemu_args", multiple=True,
               help="Extra QEMU argument, e.g. for tracing (repeatable, in order).")
+@click.option("--per-connection", is_flag=True,
+              help="learnd -K: log every measured connection's foreign port and "
+                   "handshake CPU (LEARN K lines; see rxl.learn_ports).")
 @click.option("--pcap", is_flag=True,
               help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
@@ -273,7 +279,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
           client_ports, lb_cpu_opt, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
-          nic_reinit, qemu_args, pcap, dry_run, as_json):
+          nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
@@ -474,6 +480,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                 loader_rc=image_mod.render_loader_rc({**extra_tun, **dict(b.tunables)}),
                 rc=L.render_learn_rc(b, learn_sysctl=sysctl_name, learnd=GUEST_LEARND,
                                      deadline_s=deadline, nic_reinit=nic_reinit,
+                                     per_connection=per_connection,
                                      guest_sysctls=gsys))
             info = image_mod.stage_root(root, acts)
         except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:

@@ -439,6 +439,8 @@ def test_port_connector_draws_both_parities_and_retries():
     assert all(20000 <= p < 20100 for p in seen)
     assert {p % 2 for p in seen} == {0, 1}
     assert len(seen) == 90                 # 30 failed tries, each retried once
+    assert go.retries == 30
+    assert len(set(seen)) == 90            # no port again before the range is used up
     again = []
     L.port_connector("random", seed=1, port_range=(20000, 20100),
                      connect=lambda p, b, src_port=None: again.append(src_port) or True)(1, "w")
@@ -552,3 +554,13 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path):
         res = CliRunner().invoke(main, base + extra)
         assert res.exit_code == 1 and msg in res.output, res.output
         assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_port_connector_uses_every_port_before_any_again():
+    seen = []
+    go = L.port_connector("random", seed=3, port_range=(30000, 30050),
+                          connect=lambda p, b, src_port=None: seen.append(src_port) or True)
+    for _ in range(120):
+        go(8080, "m")
+    assert sorted(seen[:50]) == list(range(30000, 30050))
+    assert seen[50:100] == seen[:50]        # the same permutation, cycled

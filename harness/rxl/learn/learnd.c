@@ -27,6 +27,12 @@
  *   ==RXL== LEARN FT <label> phase=<p> ftype=<M_HASHTYPE> n=<count>
  *   ==RXL== LEARN DONE <label> accepted=<n> elapsed_ms=<ms> stop=<quit|deadline>
  *
+ * With -K, also every measured-phase connection's foreign port and
+ * handshake CPU, kept in memory and printed after the run (so printing
+ * does not slow the workers), up to MAXK per worker, 32 to a line:
+ *
+ *   ==RXL== LEARN K <label> worker=<i> <fport>:<hcpu> ...
+ *
  * Bounded: every wait has a timeout and the whole run has a deadline (-d).
  * Builds on FreeBSD (the guest) and on Linux (SO_REUSEPORT, SO_INCOMING_CPU)
  * so the protocol can be exercised on a build host over loopback.
@@ -81,6 +87,7 @@
 #define	WAIT_MS		100		/* worker poll slice */
 #define	IO_MS		2000		/* per-connection byte wait */
 #define	REG_MS		5000		/* one worker's start-up */
+#define	MAXK		32768		/* -K records per worker */
 
 static const char phases[NPHASE] = { 'w', 'm', 'q', 'x' };
 
@@ -92,6 +99,11 @@ struct wstat {
 	/* [phase][worker cpu][handshake cpu][queue] */
 	long	c[NPHASE][NCPU_MAX + 1][NCPU_MAX + 1][MAXQ + 1];
 	long	ft[NPHASE][256];
+	long	nk;			/* -K records kept */
+	struct {
+		uint16_t port;		/* foreign port, host order */
+		int16_t	 hcpu;
+	}	k[MAXK];
 };
 
 struct shared {
@@ -100,12 +112,13 @@ struct shared {
 };
 
 static struct shared *sh;
+static int keep;			/* -K: keep measured connections */
 
 static void
 usage(void)
 {
 	fprintf(stderr, "usage: learnd -w workers [-c cpu,cpu,...] [-P port] "
-	    "[-l label] [-d deadline_s] [-Q nqueues]\n");
+	    "[-l label] [-d deadline_s] [-Q nqueues] [-K]\n");
 	exit(2);
 }
 
@@ -299,7 +312,7 @@ phase_index(char c)
 
 /* Serve one accepted connection: read the phase byte, answer, count. */
 static void
-serve(struct wstat *ws, int fd, int nq)
+serve(struct wstat *ws, int fd, int nq, int fport)
 {
 	struct pollfd pfd;
 	unsigned fid;
@@ -325,6 +338,11 @@ serve(struct wstat *ws, int fd, int nq)
 	    [hc >= 0 && hc < NCPU_MAX ? hc : NCPU_MAX]
 	    [q >= 0 && q < MAXQ ? q : MAXQ]++;
 	ws->ft[p][ft >= 0 && ft < 256 ? ft : 255]++;
+	if (keep && c == 'm' && ws->nk < MAXK) {
+		ws->k[ws->nk].port = (uint16_t)fport;
+		ws->k[ws->nk].hcpu = (int16_t)hc;
+		ws->nk++;
+	}
 	ws->accepts++;
 	if (c == 'q')
 		sh->stop = 1;
@@ -335,7 +353,9 @@ worker(int rank, int cpu, int port, int nq, long deadline)
 {
 	struct wstat *ws = &sh->w[rank];
 	struct pollfd pfd;
-	int lfd, fd, b;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int lfd, fd, b, fport;
 
 	if (cpu >= 0)
 		ws->pinerr = pin_self(cpu);
@@ -350,14 +370,21 @@ worker(int rank, int cpu, int port, int nq, long deadline)
 		if (poll(&pfd, 1, WAIT_MS) <= 0)
 			continue;
 		for (b = 0; b < 64; b++) {
-			fd = accept(lfd, NULL, NULL);
+			sl = sizeof(ss);
+			fd = accept(lfd, (struct sockaddr *)&ss, &sl);
 			if (fd == -1) {
 				if (errno != EAGAIN && errno != EWOULDBLOCK &&
 				    errno != ECONNABORTED && errno != EINTR)
 					ws->errors++;
 				break;
 			}
-			serve(ws, fd, nq);
+			fport = -1;
+			if (ss.ss_family == AF_INET)
+				fport = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+			else if (ss.ss_family == AF_INET6)
+				fport = ntohs(
+				    ((struct sockaddr_in6 *)&ss)->sin6_port);
+			serve(ws, fd, nq, fport);
 		}
 	}
 	close(lfd);
@@ -393,7 +420,7 @@ main(int argc, char **argv)
 	long deadline_s = 300, t0, deadline, total;
 	unsigned long opt = 0;
 
-	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:")) != -1) {
+	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:K")) != -1) {
 		switch (ch) {
 		case 'w':
 			nw = (int)num(optarg, 1, MAXW, "workers");
@@ -412,6 +439,9 @@ main(int argc, char **argv)
 			break;
 		case 'Q':
 			nq = (int)num(optarg, 0, MAXQ, "nqueues");
+			break;
+		case 'K':
+			keep = 1;
 			break;
 		default:
 			usage();
@@ -510,6 +540,20 @@ main(int argc, char **argv)
 							    b == NCPU_MAX ? -1 : b,
 							    q == MAXQ ? -1 : q,
 							    ws->c[p][a][b][q]);
+	}
+	for (w = 0; w < nw; w++) {
+		struct wstat *ws = &sh->w[w];
+		long j;
+
+		for (j = 0; j < ws->nk; j++) {
+			if (j % 32 == 0)
+				printf("%s==RXL== LEARN K %s worker=%d",
+				    j ? "\n" : "", label, w);
+			printf(" %u:%d", (unsigned)ws->k[j].port,
+			    (int)ws->k[j].hcpu);
+		}
+		if (ws->nk)
+			printf("\n");
 	}
 	for (p = 0; p < NPHASE; p++)
 		for (a = 0; a < 256; a++) {
