@@ -1,0 +1,73 @@
+"""rxl.learn_ports: recomputing the kernel's slot choice from logged ports."""
+
+import random
+
+import pytest
+from click.testing import CliRunner
+
+from rxl import learn as L
+from rxl import learn_ports as P
+from rxl import model, topology
+
+
+def _spread_deal():
+    """The guest's learn-spread.all map: 8 pinned workers, CPUs 0 and 4 receive."""
+    topo = topology.load("qemu-2s")
+    return model.deal(topo, [model.Tag(c, learned=True) for c in range(8)], {0: 100, 4: 100})
+
+
+def test_member_intervals_follow_the_rings():
+    d = _spread_deal()
+    # CPU 0's 64 slots: exact (0), SMT sibling (1), then its L3 in member order.
+    assert P.member_intervals(d, 0) == {0: [(0, 16)], 1: [(16, 32)], 2: [(32, 48)],
+                                        3: [(48, 64)]}
+    assert P.member_intervals(d, 4)[4] == [(0, 16)]
+
+
+def _conns(j, d, n=400, seed=5):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        fport = rng.randrange(20000, 61000)
+        cpu = rng.choice([0, 4])
+        off, cnt = d.ranges[cpu]
+        out.append((d.slots[off + (P.mixed(j, fport) * cnt >> 32)], fport, cpu))
+    return out
+
+
+def test_solve_recovers_what_decides_the_slot():
+    d = _spread_deal()
+    j = 0x5A17C0DE
+    conns = _conns(j, d)
+    got = P.solve(P.observations(conns, d, slack=0))
+    assert got and all(g & 0xFFFF == j & 0xFFFF for g in got)
+    a = P.analyze(conns, d)
+    assert a.disagree <= 4 and a.agree >= 396    # edges only
+    assert a.all_ports == pytest.approx([0.25] * 4, abs=0.001)
+
+
+def test_solve_says_so_when_no_hash_fits():
+    d = _spread_deal()
+    conns = [(w, p, c) for (w, p, c) in _conns(0x1234, d)]
+    rng = random.Random(9)
+    shuffled = [(rng.choice([0, 1, 2, 3]), p, 0) for (_, p, _) in conns]
+    with pytest.raises(P.PortsError, match="no J fits"):
+        P.solve(P.observations(shuffled, d, slack=0))
+
+
+def test_k_lines_parse_and_bad_items_are_notes():
+    lines = ["==RXL== LEARN K r worker=3 40000:0 40001:4",
+             "==RXL== LEARN K r worker=1 41000:-1",
+             "==RXL== LEARN K r worker=2 zz:0"]
+    run = L.parse_learn(lines)["r"]
+    assert run.conns == [(3, 40000, 0), (3, 40001, 4), (1, 41000, -1)]
+    assert any("K item 'zz:0'" in n for n in run.notes)
+
+
+def test_cli_without_k_lines_is_one_line(tmp_path):
+    log = tmp_path / "c.log"
+    log.write_text("==RXL== LEARN DONE r accepted=0 elapsed_ms=1 stop=quit\n")
+    res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
+    assert res.exit_code == 1 and "--per-connection" in res.output
+    res = CliRunner().invoke(P.main, [str(log), "--label", "nope"])
+    assert res.exit_code == 1 and "no run 'nope'" in res.output
