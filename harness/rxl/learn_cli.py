@@ -471,6 +471,9 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
 
     from rxl import console as console_mod
     analyses = []
+    # One client-port sequence for the whole invocation: a new boot goes on
+    # where the last one stopped, so no port comes back within TIME_WAIT.
+    connector = L.port_connector(client_ports)
     for b in boots:
         root = str(Path(guest_dir) / b.name)
         try:
@@ -500,7 +503,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         t0 = time.monotonic()
         cond = Conductor(port, phases, len(b.runs), concurrency=concurrency,
                          wait_s=deadline + 600, echo=echo,
-                         connect=L.port_connector(client_ports))
+                         connect=connector)
         cond.start()
         total = 600 + len(b.runs) * (deadline + 60)
         try:
