@@ -156,11 +156,15 @@ def _repo(tmp_path):
     return src
 
 
+def _head(src):
+    return subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
 @needs_git
 def test_dirty_sys_gives_a_clear_error(tmp_path):
     src = _repo(tmp_path)
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    head = _head(src)
     base = tmp_path / "BASE"
     base.write_text(f"repository: t\ncommit: {head}\n__FreeBSD_version: 1\n")
     (src / "README").write_text("changed outside sys/\n")
@@ -214,8 +218,7 @@ def test_cli_dirty_tree_fails_in_one_line(tmp_path):
 @needs_git
 def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
     src = _repo(tmp_path)
-    head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
-                          text=True).stdout.strip()
+    head = _head(src)
     g = tmp_path / "g"
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir", str(g),
                                     "--objdir", str(tmp_path / "o"), "--config", "learn-on",
