@@ -189,7 +189,14 @@ def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
 
 def run_deal(run: L.RunSummary, topo: topology.Topology) -> model.Deal:
     """The map the run's final state deals: learned tags = pinned CPUs,
-    counts = measured handshakes per CPU. Raises PortsError."""
+    counts = measured handshakes per CPU. Raises PortsError, also for a
+    run whose kernel built no map (learning set to 0, or no learning
+    sysctl at all: the pristine kernel)."""
+    learning = [v for k, v in run.sets.items() if "learn" in k]
+    if not learning or learning[0] in ("0", "missing"):
+        raise PortsError(f"run {run.label}: learning was "
+                         f"{'off' if learning else 'not available (pristine kernel)'}, "
+                         "so there was no map: the hash picked h % n, nothing to recompute")
     pins = run.pins
     if not pins or any(c < 0 for c in pins):
         raise PortsError(f"run {run.label}: workers are not all pinned")
