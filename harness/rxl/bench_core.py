@@ -45,7 +45,7 @@ def build() -> Path:
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
     core.make_build_dir(out.parent)
-    argv = [*core.build_argv(out)[:1], *core.CFLAGS,
+    argv = [*core.cc_argv(), *core.CFLAGS,
             "-D_POSIX_C_SOURCE=200809L",
             "-include", str(core.ROOT / "lib/userspace/rxl_compat.h"),
             "-I", str(core.ROOT / "sys"), str(src),

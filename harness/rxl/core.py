@@ -116,10 +116,14 @@ def library_path() -> Path:
     return build_dir() / f"librxlcore-{_digest()}.so"
 
 
+def cc_argv() -> List[str]:
+    """The C compiler as an argv: ``$CC`` split like a shell would, else ``cc``."""
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
 def build_argv(out: Path, extra: Sequence[str] = ()) -> List[str]:
     """The compiler command line that builds the library at ``out``."""
-    cc = shlex.split(os.environ.get("CC", "cc"))
-    return [*cc, *CFLAGS, *extra, "-shared",
+    return [*cc_argv(), *CFLAGS, *extra, "-shared",
             "-include", str(ROOT / "lib/userspace/rxl_compat.h"),
             "-I", str(ROOT / "sys"), "-I", str(ROOT / "lib/userspace"),
             *(str(ROOT / s) for s in CORE_SOURCES),
@@ -319,7 +323,7 @@ class Windows:
 def check_argvs(outdir: Path) -> List[List[str]]:
     """Compile lines for each core alone, without and with INVARIANTS, as
     the kernel builds them one file at a time (``make core-check``)."""
-    cc = shlex.split(os.environ.get("CC", "cc"))
+    cc = cc_argv()
     out = []
     for src in CORE_SOURCES:
         stem = Path(src).stem

@@ -102,9 +102,8 @@ def jsolve_binary() -> Path:
     out = core.make_build_dir() / "jsolve"
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
-    cc = core.build_argv(out)[0]
-    p = subprocess.run([cc, "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", str(src),
-                        "-o", str(out)], capture_output=True, text=True)
+    p = subprocess.run([*core.cc_argv(), "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror",
+                        str(src), "-o", str(out)], capture_output=True, text=True)
     if p.returncode:
         raise PortsError(f"building jsolve failed: {p.stderr.strip()}")
     return out
