@@ -310,8 +310,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     from rxl import qemu as qemu_mod
     try:
         # The same checks the boot makes, before any build or checkout.
-        qemu_mod.build_argv(qemu_mod.GuestConfig(root_dir="/rxl-check", memory_mib=memory_mib,
-                                                 **topo_kw), firmware="/rxl-check.fd")
+        qemu_mod.validate(qemu_mod.GuestConfig(root_dir=guest_dir, memory_mib=memory_mib,
+                                               **topo_kw))
     except qemu_mod.QemuConfigError as exc:
         _fail(f"guest (--smp {smp}, --memory {memory_mib}): {exc}")
     if nic_reinit < 0:
@@ -327,7 +327,6 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
 
     from rxl import build as build_mod
     from rxl import image as image_mod
-    from rxl import qemu as qemu_mod
     from rxl import rig as rig_mod
     from rxl import world as world_mod
 

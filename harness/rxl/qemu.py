@@ -98,7 +98,12 @@ def find_ovmf(candidates: Sequence[str] = OVMF_CANDIDATES) -> Optional[str]:
     return None
 
 
-def _validate(cfg: GuestConfig) -> None:
+def validate(cfg: GuestConfig) -> None:
+    """Check ``cfg`` as :func:`build_argv` does, without building anything.
+
+    Raises :class:`QemuConfigError` with a one-line message; callers use it
+    to refuse a bad guest before any build or checkout.
+    """
     for name in ("sockets", "cores", "threads"):
         value = getattr(cfg, name)
         if not isinstance(value, int) or value < 1:
@@ -137,7 +142,7 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
     resolve it with :func:`find_ovmf`). Raises :class:`QemuConfigError` with a
     one-line message on an invalid configuration.
     """
-    _validate(cfg)
+    validate(cfg)
     fw = firmware or cfg.firmware
     if not fw:
         raise QemuConfigError("no OVMF firmware: install the 'ovmf' package or set firmware")

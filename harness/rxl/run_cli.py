@@ -252,8 +252,7 @@ def check_options(opts: RunOptions) -> None:
     try:
         # The firmware is looked for at boot (rxl doctor checks it); only the
         # configuration is checked here.
-        qemu_mod.build_argv(guest_config(root, opts),
-                            firmware=qemu_mod.find_ovmf() or "OVMF_CODE.fd")
+        qemu_mod.validate(guest_config(root, opts))
     except qemu_mod.QemuConfigError as exc:
         if "memory_mib" in str(exc):
             raise click.BadParameter(f"{opts.memory_mib}: {exc}", param_hint="'--memory'")
