@@ -5,7 +5,6 @@ from __future__ import annotations
 from rxl import paths
 
 import sys
-from pathlib import Path
 
 import click
 

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import click
 
@@ -233,7 +233,7 @@ def main(log: str, label: str, topo_spec: str) -> None:
     click.echo(f"{label}: {len(run.conns)} connections; J low 16 bits {a.j & 0xffff:04x}")
     click.echo(f"recomputed member = observed: {a.agree} of {a.agree + a.disagree} "
                f"({a.agree / max(1, a.agree + a.disagree) * 100:.1f}%)")
-    click.echo(f"hash's share of each quarter of a range:")
+    click.echo("hash's share of each quarter of a range:")
     click.echo(f"  every port of the client range  {fmt(a.all_ports)}")
     click.echo(f"  ports of the measured connections {fmt(a.used)}")
     click.echo(f"    first use in the run           {fmt(a.fresh)}")

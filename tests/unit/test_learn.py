@@ -6,7 +6,6 @@ output format is also checked by building learnd.c with the host compiler and
 running it over loopback (skipped without a C compiler).
 """
 
-import os
 import shutil
 import subprocess
 import sys
