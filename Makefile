@@ -29,12 +29,12 @@ setup: $(VENV)/.installed
 
 # The userspace library of the cores; rebuilt only when a source changes.
 core: setup
-	$(PY) -m rxl.core
+	$(PY) -m rxl.decide.core
 
 # Each core on its own, with and without INVARIANTS, as the kernel would;
-# the sources and flags are rxl.core's, the same as the library's.
+# the sources and flags are rxl.decide.core's, the same as the library's.
 core-check: setup
-	CC="$(CC)" $(PY) -m rxl.core --check
+	CC="$(CC)" $(PY) -m rxl.decide.core --check
 
 test: setup core core-check
 	$(PY) -m pytest

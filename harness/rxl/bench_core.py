@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Optional
 
-from . import core
+from rxl.decide import core
 
 LOOKUPS = 20000
 REBUILDS = 201

@@ -10,7 +10,7 @@ def main():
 
 
 # Subcommand groups register here, one line each.
-from rxl.decide_cli import deal, outcomes_cmd, spread  # noqa: E402
+from rxl.decide.cli import deal, outcomes_cmd, spread  # noqa: E402
 
 main.add_command(deal)
 main.add_command(spread)

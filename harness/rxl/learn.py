@@ -19,7 +19,7 @@ This module is the pure part plus the host-side driver:
   in count and time, 127.0.0.1 only;
 * :func:`parse_learn` - learnd's summary lines from a console log;
 * :func:`analyze` and :func:`table` - per worker shares, co-location, same
-  socket, starved workers, beside what :mod:`rxl.outcomes` predicts.
+  socket, starved workers, beside what :mod:`rxl.decide.outcomes` predicts.
 
 The booting itself (staging a root, QEMU, the console) is in
 :mod:`rxl.learn_cli`, which reuses the guest modules of issue 4.
@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from rxl import outcomes, topology
+from rxl.decide import outcomes, topology
 from rxl.parse import MARK
 
 #: Length of one learning window, seconds, and how many are kept (seed 000,
@@ -554,7 +554,7 @@ def socket_of(topo: topology.Topology, cpu: int) -> int:
     """Index of the top-level group (socket / NUMA node) holding ``cpu``.
 
     A root that itself shares a cache (one L3 for the machine, as
-    :func:`rxl.topology.regular` builds with one L3 group) or has no
+    :func:`rxl.decide.topology.regular` builds with one L3 group) or has no
     children is one socket: 0. Raises LearnError for a CPU not in ``topo``.
     """
     kids = topo.root.children
@@ -591,14 +591,14 @@ class WorkerMetrics:
 
 @dataclass
 class RunMetrics:
-    """Measured-phase results of one run, with the prediction of :mod:`rxl.outcomes`.
+    """Measured-phase results of one run, with the prediction of :mod:`rxl.decide.outcomes`.
 
     ``hcpu_source``: ``getsockopt`` (the series' SO_REUSEPORT_LB_CPU on the
     accepted socket), ``queue`` (derived: the 82574's queue of the flow id,
     mapped to that queue's CPU; used when the kernel has no getsockopt),
     ``single-queue`` (the NIC has one receive queue: its CPU, which with
     ``net.isr.dispatch=direct`` processes every handshake) or ``none``. ``rx``: handshake CPU -> connections. ``policy``: the
-    :mod:`rxl.outcomes` policy the configuration should behave as.
+    :mod:`rxl.decide.outcomes` policy the configuration should behave as.
     ``max_dev``: largest |share - 1/W| relative to 1/W.
     """
 
@@ -630,13 +630,13 @@ def _split(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int], 
            policy: str) -> List[float]:
     """Fraction of receive CPU ``r``'s connections each worker gets under ``policy``.
 
-    Mirrors :func:`rxl.outcomes.outcome`: ``hash`` over all workers, ``deal``
+    Mirrors :func:`rxl.decide.outcomes.outcome`: ``hash`` over all workers, ``deal``
     over ``r``'s range of the dealt map (every worker tagged with its CPU,
     supply from ``rx``), else over all workers.
     """
     n = len(pins)
     if policy == "deal":
-        from rxl import model
+        from rxl.decide import model
         d = model.deal(topo, [model.Tag(w) for w in pins], dict(rx))
         if d is not None and r in d.ranges:
             slots = d.slots_of(r)
@@ -651,7 +651,7 @@ def _outcome_shares(topo: topology.Topology, pins: Sequence[int], rx: Mapping[in
                     policy: str) -> Tuple[List[float], float, float]:
     """(per-worker share, exact share, same-socket share) predicted for ``policy``.
 
-    Per-worker and exact shares come from :func:`rxl.outcomes.outcome` (what
+    Per-worker and exact shares come from :func:`rxl.decide.outcomes.outcome` (what
     ``rxl outcomes`` prints); the same-socket share weighs each receive
     CPU's split by :func:`socket_of`.
     """

@@ -48,7 +48,7 @@ import click
 
 from rxl import learn as L
 from rxl import parse as parse_mod
-from rxl import topology
+from rxl.decide import topology
 
 DEFAULT_GUEST_DIR = paths.GUEST_LEARN
 DEFAULT_LOG_ROOT = paths.LOGS

@@ -15,7 +15,7 @@ that its mixed hash lies in the part of its CPU's range that its worker
 holds (``harness/rxl/learn/jsolve.c`` tries every 32-bit ``J``).  With
 ``J`` known, :func:`analyze` recomputes the member each connection should
 have gone to under the map dealt from the run's receive counts (the
-model's :func:`rxl.model.deal`), and compares the hash's block shares over
+model's :func:`rxl.decide.model.deal`), and compares the hash's block shares over
 the ports the run used with those over the whole client port range.
 
 Usage::
@@ -35,7 +35,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import click
 
-from rxl import core, learn as L, model, topology
+from rxl import learn as L
+from rxl.decide import core, model, topology
 
 #: learnd's port in the guest (rxl.learn.GUEST_PORT).
 LPORT = L.GUEST_PORT

@@ -2,8 +2,8 @@
 
 from hypothesis import strategies as st
 
-from rxl import model, topology
-from rxl.topology import Group, Topology
+from rxl.decide import model, topology
+from rxl.decide.topology import Group, Topology
 
 
 @st.composite

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl import learn as L
-from rxl import topology
+from rxl.decide import topology
 from rxl.cli import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "learn"

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from rxl import learn as L
 from rxl import learn_ports as P
-from rxl import model, topology
+from rxl.decide import model, topology
 
 
 def _spread_deal():

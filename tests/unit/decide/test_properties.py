@@ -3,8 +3,8 @@ invariants hold ("What the drawings commit to", seed 000)."""
 
 from hypothesis import given, strategies as st
 
-from rxl import core, model
-from rxl.model import SLOTS_PER_MEMBER
+from rxl.decide import core, model
+from rxl.decide.model import SLOTS_PER_MEMBER
 
 from strategies import groups, trees
 

@@ -24,10 +24,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cffi
 
-from . import model
-from .topology import Topology
+from rxl.decide import model
+from rxl.decide.topology import Topology
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: The cores, as the series adds them (issue 2), and the userspace glue.
 CORE_SOURCES = (
@@ -346,7 +346,7 @@ def check() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rxl.core [--dry-run] [--check]``: build the library and
+    """``python -m rxl.decide.core [--dry-run] [--check]``: build the library and
     print its path, or (``--check``) compile each core alone."""
     args = list(sys.argv[1:] if argv is None else argv)
     if "--dry-run" in args:

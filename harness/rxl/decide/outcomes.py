@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from . import model
-from .topology import Topology
+from rxl.decide import model
+from rxl.decide.topology import Topology
 
 POLICIES = ("hash", "exact", "deal")
 DISTANCES = ("exact", "smt", "l3", "far")

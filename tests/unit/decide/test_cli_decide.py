@@ -116,7 +116,7 @@ def test_bad_input_one_line(args, msg):
 
 
 def test_xml_topology_file(tmp_path):
-    from rxl import topology
+    from rxl.decide import topology
     f = tmp_path / "spec.xml"
     f.write_text(topology.load("qemu-2s").to_xml())
     code, out = run("spread", "--topology", str(f), "--intr-cpus", "0,2,4,6",
@@ -146,7 +146,7 @@ def test_bounds(args, msg):
 
 
 def test_core_build_errors_are_one_line(tmp_path, monkeypatch):
-    from rxl import core
+    from rxl.decide import core
     monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "b"))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(core, "_lib", None)

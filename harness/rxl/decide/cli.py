@@ -14,15 +14,15 @@ from typing import Dict, List, Optional, Sequence
 
 import click
 
-from . import model, outcomes, topology
-from .topology import Topology, TopologyError
+from rxl.decide import model, outcomes, topology
+from rxl.decide.topology import Topology, TopologyError
 
 IMPLS = ("c", "model")
 
 
 def _impl(name: str):
     if name == "c":
-        from . import core
+        from rxl.decide import core
         return core
     return model
 

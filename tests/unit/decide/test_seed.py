@@ -6,8 +6,8 @@ userspace (``c``) and the reference model (``model``).
 
 import pytest
 
-from rxl import core, model, outcomes, topology
-from rxl.model import Tag
+from rxl.decide import core, model, outcomes, topology
+from rxl.decide.model import Tag
 
 IMPLS = {"c": core, "model": model}
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from rxl import topology
-from rxl.topology import TopologyError
+from rxl.decide import topology
+from rxl.decide.topology import TopologyError
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
+DATA = Path(__file__).resolve().parents[2] / "data" / "topology"
 
 
 def test_builtins_numbering():

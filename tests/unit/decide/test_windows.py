@@ -3,7 +3,7 @@ counts"), on the C and the model alike."""
 
 import pytest
 
-from rxl import core, model
+from rxl.decide import core, model
 
 HZ = 1000
 WINDOW = model.WINDOW_SEC * HZ
