@@ -22,9 +22,9 @@ from rxl.run_cli import run, parse, doctor  # noqa: E402
 main.add_command(run)
 main.add_command(parse)
 main.add_command(doctor)
-from rxl.series_cli import series  # noqa: E402
+from rxl.tree.cli import series  # noqa: E402
 main.add_command(series)
-from rxl.build_cli import build  # noqa: E402
+from rxl.tree.cli import build  # noqa: E402
 main.add_command(build)
 from rxl.learn_cli import learn  # noqa: E402
 main.add_command(learn)

@@ -4,13 +4,13 @@ Stages, each printed as it starts (``--dry-run`` prints every external
 command and runs nothing):
 
     kernels without ``--kernel`` / ``--pristine-kernel``: the rig kernels
-            (rxl.rig): ``<guest-dir>/rig-src``, a shared clone of ``--src``
+            (rxl.tree.rig): ``<guest-dir>/rig-src``, a shared clone of ``--src``
             (never touched itself), at ``--src``'s HEAD (patched) and at
             patches/BASE (pristine), each with patches/guest/*.patch applied
             (the em(4) change QEMU 7.2's e1000e needs), built in
             ``<guest-dir>/obj-rig-src`` and kept under ``<guest-dir>/kernels/``
             by commit and guest-patch hash (a cached one is reused)
-    world   the guest userland (rxl.world), built only when it is missing
+    world   the guest userland (rxl.tree.world), built only when it is missing
     server  cross-compile learnd (harness/rxl/learn/learnd.c) for FreeBSD
             against the world sysroot (``<objdir>/<src>/amd64.amd64/tmp``)
     image   one guest root per boot under ``--guest-dir`` (rxl.image):
@@ -128,8 +128,8 @@ def _fail(msg: str) -> None:
 
 def _world_lines(src: str, objdir: str) -> List[str]:
     """Shell lines of the guest userland build (kernel-toolchain first if the objdir lacks it)."""
-    from rxl import build as build_mod
-    from rxl import world as world_mod
+    from rxl.tree import build as build_mod
+    from rxl.tree import world as world_mod
     lines = []
     if not build_mod.toolchain_done(objdir, src):
         lines.append(build_mod.plan_stages(src, objdir, toolchain=True)[0].shell())
@@ -139,11 +139,11 @@ def _world_lines(src: str, objdir: str) -> List[str]:
 def _build_world(src: str, objdir: str, logdir: str, echo: Callable[[str], None]) -> None:
     """Build the guest userland as ``rxl run`` does (kernel-toolchain first if needed).
 
-    Raises rxl.build.BuildError naming the failed stage's log, RuntimeError
+    Raises rxl.tree.build.BuildError naming the failed stage's log, RuntimeError
     when a product is missing afterwards.
     """
-    from rxl import build as build_mod
-    from rxl import world as world_mod
+    from rxl.tree import build as build_mod
+    from rxl.tree import world as world_mod
     Path(objdir).mkdir(parents=True, exist_ok=True)
     if not build_mod.toolchain_done(objdir, src):
         st = build_mod.plan_stages(src, objdir, toolchain=True)[0]
@@ -325,10 +325,10 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         analyses = [analyze_log(p, topo_spec) for p in logs]
         sys.exit(report(analyses, out, as_json))
 
-    from rxl import build as build_mod
+    from rxl.tree import build as build_mod
     from rxl import image as image_mod
-    from rxl import rig as rig_mod
-    from rxl import world as world_mod
+    from rxl.tree import rig as rig_mod
+    from rxl.tree import world as world_mod
 
     src, objdir, guest_dir = (os.path.abspath(p) for p in (src, objdir, guest_dir))
     out = os.path.abspath(out or str(Path(DEFAULT_LOG_ROOT) /

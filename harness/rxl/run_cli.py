@@ -5,8 +5,8 @@
 
     series  the tree: a FreeBSD source tree with the series applied
             (``rxl series apply --src DIR``), its HEAD and local changes
-    build   the patched kernel (rxl.build, issue 3), unless --kernel is given
-    world   the guest userland and the ATF programs (rxl.world)
+    build   the patched kernel (rxl.tree.build, issue 3), unless --kernel is given
+    world   the guest userland and the ATF programs (rxl.tree.world)
     image   one guest root per boot (rxl.image): patched, spread, pristine
     boot    QEMU per root, console teed and watched (rxl.qemu, rxl.console)
     parse   console logs -> results (rxl.parse)
@@ -113,7 +113,7 @@ REPO_PATCHES = Path(__file__).resolve().parents[2] / "patches"
 def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
     """The base commit (40 hex) from ``patches/BASE``, or None if there is none."""
     try:
-        from rxl.series import SeriesError, parse_base
+        from rxl.tree.series import SeriesError, parse_base
         return parse_base((Path(patches_dir) / "BASE").read_text()).commit
     except (OSError, ImportError):
         return None
@@ -186,7 +186,7 @@ def pristine_checkout(src: str, base: str, dest: Path,
 
 
 def _timings(results) -> str:
-    """``name N s (lock wait W s)`` per build stage result (rxl.build.StageResult)."""
+    """``name N s (lock wait W s)`` per build stage result (rxl.tree.build.StageResult)."""
     return ", ".join(f"{r.name} {r.seconds:.0f} s (lock wait {r.extra.get('wait_seconds', '?')} s)"
                      for r in results)
 
@@ -244,7 +244,7 @@ def check_options(opts: RunOptions) -> None:
     (--memory, the staging path), --case-timeout, --test sources, names
     given to --new-program, --pristine-kernel and --pristine-src."""
     from rxl import qemu as qemu_mod
-    from rxl import world as world_mod
+    from rxl.tree import world as world_mod
     if opts.case_timeout < 1:
         raise click.BadParameter(f"{opts.case_timeout}: must be >= 1 (seconds per case)",
                                  param_hint="'--case-timeout'")
@@ -368,7 +368,7 @@ class Runner:
 
     def _build_pristine(self, rec: StageRecord) -> StageRecord:
         """Build the same kernel config from a checkout of the base (own objdir)."""
-        from rxl import build as build_mod
+        from rxl.tree import build as build_mod
         src = self.o.pristine_src
         # One objdir per pristine tree: OBJTOP contains the tree's path, and the
         # kernel-toolchain marker is per objdir.
@@ -399,7 +399,7 @@ class Runner:
             if not Path(self.o.kernel).is_file():
                 raise StageFailed(f"build: --kernel {self.o.kernel}: no such file")
             return StageRecord("build", "skipped", detail=f"--kernel {self.o.kernel}")
-        from rxl import build as build_mod
+        from rxl.tree import build as build_mod
         src, objdir = self.o.src, self.o.objdir
         stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
         cmds = [s.shell() for s in stages]
@@ -422,8 +422,8 @@ class Runner:
         return StageRecord("build", "ok", log=log, commands=cmds, detail=f"kernel: {kpath}")
 
     def world_stage(self) -> StageRecord:
-        from rxl import world as world_mod
-        from rxl.build import BuildError
+        from rxl.tree import world as world_mod
+        from rxl.tree.build import BuildError
         src, objdir = self.o.src, self.o.objdir
         cmds = world_mod.shell_lines(src, objdir)
         sysroot = str(world_mod.worldtmp(src, objdir))
@@ -611,7 +611,7 @@ class Runner:
                 except StageFailed:
                     raise
                 except (OSError, RuntimeError, ValueError) as exc:
-                    # rxl.build's errors (BuildError, BuildSetupError) are
+                    # rxl.tree.build's errors (BuildError, BuildSetupError) are
                     # RuntimeErrors; an OSError is a file the stage needed.
                     raise StageFailed(f"{name}: {_one_line(exc)}") from None
             except StageFailed as exc:

@@ -1,4 +1,4 @@
-"""rxl run / parse / doctor (CLI, dry run) and the pure parts of rxl.world."""
+"""rxl run / parse / doctor (CLI, dry run) and the pure parts of rxl.tree.world."""
 
 import json
 from pathlib import Path
@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from rxl.cli import main
 from rxl.run_cli import RunOptions, boots, doctor_results
-from rxl.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
+from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
                        includes_check_only_failure, world_make_vars, world_outputs)
 
@@ -357,7 +357,7 @@ def test_tree_without_amd64_conf_fails_the_series_stage(fake_tree, tmp_path):
                                  "setup", "build"])
 def test_build_errors_become_a_failed_stage_with_a_report(fake_tree, tmp_path, monkeypatch,
                                                           exc):
-    from rxl import build as B
+    from rxl.tree import build as B
     if exc == "setup":
         exc = B.BuildSetupError("object directory /o: cannot create it: Not a directory")
     elif exc == "build":
@@ -378,7 +378,7 @@ def test_build_errors_become_a_failed_stage_with_a_report(fake_tree, tmp_path, m
 
 
 def test_a_build_that_leaves_no_kernel_writes_no_stamp(fake_tree, tmp_path, monkeypatch):
-    from rxl import build as B
+    from rxl.tree import build as B
     log = tmp_path / "buildkernel-RXL.log"
     monkeypatch.setattr(B, "build_kernel", lambda *a, **k: [
         B.StageResult("buildkernel-RXL", 0, 1.0, log)])
@@ -403,7 +403,7 @@ def test_a_build_that_leaves_no_kernel_writes_no_stamp(fake_tree, tmp_path, monk
     (["--pristine-src", "/nonexistent"], "--pristine-src"),
 ])
 def test_bad_options_refused_before_any_build(fake_tree, tmp_path, monkeypatch, args, hint):
-    from rxl import build as B
+    from rxl.tree import build as B
     built = []
     monkeypatch.setattr(B, "build_kernel", lambda *a, **k: built.append(a) or [])
     for extra in ([], ["--dry-run"]):

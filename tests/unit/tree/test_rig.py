@@ -1,4 +1,4 @@
-"""Rig kernels of ``rxl learn`` (rxl.rig) and the test-rig patches in patches/guest/.
+"""Rig kernels of ``rxl learn`` (rxl.tree.rig) and the test-rig patches in patches/guest/.
 
 No FreeBSD tree: the plan is pure, and the git questions run against small
 temporary repositories.
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl import rig
-from rxl import series
+from rxl.tree import rig
+from rxl.tree import series
 from rxl.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GUEST = REPO / "patches" / "guest"
 PATCHED = "a1f96984696a7849575403fa62f2a0f5dd247840"
 BASE = "2f2a4162bbb9e932d8e9cd9cb899fbf84310fb6b"

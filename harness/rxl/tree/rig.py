@@ -11,7 +11,7 @@ its own kernels, never in the user's ``--src`` tree:
 * per variant (``patched``: the commit at ``<src>``'s HEAD; ``pristine``:
   the commit in ``patches/BASE``): ``git checkout -q -f --detach <commit>``,
   ``git apply`` of every ``patches/guest/*.patch`` in name order, the
-  kernel build (:func:`rxl.build.build_kernel` in
+  kernel build (:func:`rxl.tree.build.build_kernel` in
   ``<guest-dir>/obj-rig-src``: kernel-toolchain once, then an incremental
   buildkernel, so the second variant recompiles only what differs), a copy
   of the kernel to the cache, ``git checkout -q -f`` to drop the patches;
@@ -43,13 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl import build as build_mod
-from rxl import series as series_mod
+from rxl.tree import build as build_mod
+from rxl.tree import series as series_mod
 
 #: Test-rig patches applied to the rig checkout only (not the series).
-GUEST_PATCHES = Path(__file__).resolve().parents[2] / "patches" / "guest"
+GUEST_PATCHES = Path(__file__).resolve().parents[3] / "patches" / "guest"
 #: The series' base file (``commit: <40 hex>``).
-BASE_FILE = Path(__file__).resolve().parents[2] / "patches" / "BASE"
+BASE_FILE = Path(__file__).resolve().parents[3] / "patches" / "BASE"
 #: Kernel variants, in build order.
 VARIANTS: Tuple[str, ...] = ("patched", "pristine")
 #: Names under ``--guest-dir``.
@@ -80,7 +80,7 @@ def read_guest_patches(directory: Path = GUEST_PATCHES) -> List[GuestPatch]:
     """Every ``*.patch`` of ``directory`` (not recursive), in name order.
 
     A missing directory gives ``[]``. Raises :class:`RigError` when a patch
-    does not parse (rxl.series.parse_patch) or touches no file.
+    does not parse (rxl.tree.series.parse_patch) or touches no file.
     """
     out = []
     for p in sorted(Path(directory).glob("*.patch")):
@@ -125,7 +125,7 @@ class Step:
 
     ``kind``: ``clone``, ``checkout`` (to the variant's commit), ``apply``
     (one guest patch), ``make`` (one make.py stage; all of a variant's run
-    as one :func:`rxl.build.build_kernel`), ``mkdir``, ``copy``, ``rename``
+    as one :func:`rxl.tree.build.build_kernel`), ``mkdir``, ``copy``, ``rename``
     (the kernel into the cache), ``drop`` (``git checkout -q -f``).
     ``variant`` is ``""`` for the clone.
     """

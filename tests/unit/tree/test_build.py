@@ -1,11 +1,11 @@
-"""Unit tests for rxl.build's pure parts (no FreeBSD tree needed)."""
+"""Unit tests for rxl.tree.build's pure parts (no FreeBSD tree needed)."""
 
 import shlex
 from pathlib import Path
 
 import pytest
 
-from rxl import build as B
+from rxl.tree import build as B
 
 
 def test_make_py_argv_shape():
@@ -125,7 +125,7 @@ def _tree(tmp_path, conf=True):
 
 def test_build_cli_objdir_under_a_file_is_one_line(tmp_path):
     from click.testing import CliRunner
-    from rxl.build_cli import build
+    from rxl.tree.cli import build
     src = _tree(tmp_path)
     (tmp_path / "file").write_text("")
     res = CliRunner().invoke(build, ["--src", str(src), "--objdir",

@@ -1,4 +1,4 @@
-"""Unit tests for rxl.series: patch parsing, message rules, consistency.
+"""Unit tests for rxl.tree.series: patch parsing, message rules, consistency.
 
 None of these need a FreeBSD tree; the last test checks the committed
 project itself (sys/ and tests/atf/ against patches/), which is the CI
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rxl import series as S
+from rxl.tree import series as S
 
-PROJECT = Path(__file__).resolve().parents[2]
+PROJECT = Path(__file__).resolve().parents[3]
 
 GOOD_BODY = """Queue i of an iflib device is bound to the i-th CPU of its
 interrupt set, so a device with fewer queues than CPUs fills one L3
@@ -279,7 +279,7 @@ def test_committed_series_check_without_tree():
 
 def test_check_cli_rejects_a_src_that_is_no_tree(tmp_path):
     from click.testing import CliRunner
-    from rxl.series_cli import series
+    from rxl.tree.cli import series
     r = CliRunner().invoke(series, ["check", "--src", str(tmp_path / "absent")])
     assert r.exit_code != 0
     assert "not a FreeBSD source tree (no sys/ directory)" in r.output
@@ -288,7 +288,7 @@ def test_check_cli_rejects_a_src_that_is_no_tree(tmp_path):
 def test_check_cli_json_reports_the_committed_series_clean():
     import json
     from click.testing import CliRunner
-    from rxl.series_cli import series
+    from rxl.tree.cli import series
     r = CliRunner().invoke(series, ["check", "--json", "--no-author"])
     doc = json.loads(r.output)
     assert r.exit_code == 0 and doc["ok"] is True and doc["problems"] == []
@@ -297,7 +297,7 @@ def test_check_cli_json_reports_the_committed_series_clean():
 
 def test_check_cli_compares_the_author_only_when_asked(monkeypatch):
     from click.testing import CliRunner
-    from rxl.series_cli import series
+    from rxl.tree.cli import series
     monkeypatch.setattr(S, "git_identity", lambda repo=None: ("Someone Else", "else@example.org"))
     r = CliRunner().invoke(series, ["check"])
     assert r.exit_code == 0, r.output
@@ -323,7 +323,7 @@ def _git_repo(path):
 def test_export_without_the_branch_names_it(tmp_path):
     import shutil
     from click.testing import CliRunner
-    from rxl.series_cli import series
+    from rxl.tree.cli import series
     _git_repo(tmp_path / "src")
     patches = tmp_path / "patches"
     shutil.copytree(PROJECT / "patches", patches)
