@@ -13,11 +13,11 @@ command and runs nothing):
     world   the guest userland (rxl.tree.world), built only when it is missing
     server  cross-compile learnd (harness/rxl/learn/learnd.c) for FreeBSD
             against the world sysroot (``<objdir>/<src>/amd64.amd64/tmp``)
-    image   one guest root per boot under ``--guest-dir`` (rxl.image):
+    image   one guest root per boot under ``--guest-dir`` (rxl.guest.image):
             kernel, loader.rc tunables, the learn rc (templates/learn-rc.j2)
-    boot    QEMU per root (rxl.qemu, user networking with a hostfwd from
+    boot    QEMU per root (rxl.guest.qemu, user networking with a hostfwd from
             127.0.0.1:<free port> to the guest's learnd), console watched
-            (rxl.console); on each ``LEARN READY`` line the host drives the
+            (rxl.guest.console); on each ``LEARN READY`` line the host drives the
             warm-up and measured phases (rxl.learn.drive_run)
     report  parse the console logs, analyse, print and save the table
             (``<out>/learn.txt``, ``<out>/learn.json``)
@@ -60,7 +60,7 @@ _READY = re.compile(re.escape(parse_mod.MARK) + r" LEARN READY (\S+)")
 class Conductor:
     """Drives the host's connections whenever the guest prints ``LEARN READY <label>``.
 
-    ``on_line`` is given to :func:`rxl.console.watch` as its ``echo``; a
+    ``on_line`` is given to :func:`rxl.guest.console.watch` as its ``echo``; a
     daemon thread waits (bounded by ``wait_s`` per run) for the next ready
     label and runs :func:`rxl.learn.drive_run` against ``port``.
     """
@@ -307,7 +307,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     except ValueError:
         _fail(f"--smp {smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
     topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
-    from rxl import qemu as qemu_mod
+    from rxl.guest import qemu as qemu_mod
     try:
         # The same checks the boot makes, before any build or checkout.
         qemu_mod.validate(qemu_mod.GuestConfig(root_dir=guest_dir, memory_mib=memory_mib,
@@ -326,7 +326,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         sys.exit(report(analyses, out, as_json))
 
     from rxl.tree import build as build_mod
-    from rxl import image as image_mod
+    from rxl.guest import image as image_mod
     from rxl.tree import rig as rig_mod
     from rxl.tree import world as world_mod
 
@@ -468,7 +468,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     if not fw:
         _fail("no OVMF firmware (apt-get install -y ovmf)")
 
-    from rxl import console as console_mod
+    from rxl.guest import console as console_mod
     analyses = []
     # One client-port sequence for the whole invocation: a new boot goes on
     # where the last one stopped, so no port comes back within TIME_WAIT.

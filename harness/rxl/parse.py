@@ -1,6 +1,6 @@
 """Guest console lines -> results. Pure: no I/O beyond what the caller passes in.
 
-The guest's ``/etc/rc`` (template ``templates/rc.j2``) prints everything the
+The guest's ``/etc/rc`` (template ``guest/templates/rc.j2``) prints everything the
 host needs between sentinel lines that start with :data:`MARK`::
 
     ==RXL== BEGIN <label>

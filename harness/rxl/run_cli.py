@@ -7,8 +7,8 @@
             (``rxl series apply --src DIR``), its HEAD and local changes
     build   the patched kernel (rxl.tree.build, issue 3), unless --kernel is given
     world   the guest userland and the ATF programs (rxl.tree.world)
-    image   one guest root per boot (rxl.image): patched, spread, pristine
-    boot    QEMU per root, console teed and watched (rxl.qemu, rxl.console)
+    image   one guest root per boot (rxl.guest.image): patched, spread, pristine
+    boot    QEMU per root, console teed and watched (rxl.guest.qemu, rxl.guest.console)
     parse   console logs -> results (rxl.parse)
     report  report.json, junit.xml, report.txt (rxl.report)
 
@@ -233,8 +233,8 @@ def boots(opts: RunOptions, patched_kernel: str) -> List[Tuple[str, str, Dict[st
 
 
 def guest_config(root: str, opts: RunOptions):
-    """The QEMU guest of one boot (rxl.qemu.GuestConfig), staged root ``root``."""
-    from rxl import qemu as qemu_mod
+    """The QEMU guest of one boot (rxl.guest.qemu.GuestConfig), staged root ``root``."""
+    from rxl.guest import qemu as qemu_mod
     return qemu_mod.GuestConfig(root_dir=root, memory_mib=opts.memory_mib)
 
 
@@ -243,7 +243,7 @@ def check_options(opts: RunOptions) -> None:
     would otherwise fail only after the builds: the guest configuration
     (--memory, the staging path), --case-timeout, --test sources, names
     given to --new-program, --pristine-kernel and --pristine-src."""
-    from rxl import qemu as qemu_mod
+    from rxl.guest import qemu as qemu_mod
     from rxl.tree import world as world_mod
     if opts.case_timeout < 1:
         raise click.BadParameter(f"{opts.case_timeout}: must be >= 1 (seconds per case)",
@@ -459,7 +459,7 @@ class Runner:
             self.echo(line)
 
     def image(self) -> StageRecord:
-        from rxl import image as image_mod
+        from rxl.guest import image as image_mod
         assert self.world is not None and self.kernel is not None
         plan = boots(self.o, self.kernel)
         details = []
@@ -495,8 +495,8 @@ class Runner:
         return sorted(guest_tests)
 
     def boot(self) -> StageRecord:
-        from rxl import console as console_mod
-        from rxl import qemu as qemu_mod
+        from rxl.guest import console as console_mod
+        from rxl.guest import qemu as qemu_mod
         fw = qemu_mod.find_ovmf()
         cmds, details = [], []
         failures = []
@@ -782,7 +782,7 @@ DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
 
 def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List[Tuple[str, bool, str]]:
     """(name, present, install line) for each of :data:`DOCTOR_CHECKS`."""
-    from rxl.qemu import find_ovmf
+    from rxl.guest.qemu import find_ovmf
     out = []
     for name, check, install in DOCTOR_CHECKS:
         if check.startswith("bin:"):

@@ -1,8 +1,8 @@
-"""rxl.console.watch with a scripted transport and a fake clock."""
+"""rxl.guest.console.watch with a scripted transport and a fake clock."""
 
 import pytest
 
-from rxl.console import (GuestCrashed, GuestHang, GuestPanic, GuestTimeout, Transport,
+from rxl.guest.console import (GuestCrashed, GuestHang, GuestPanic, GuestTimeout, Transport,
                          watch)
 
 

@@ -5,7 +5,7 @@ presents as a FAT disk (``vvfat``) on the chipset's AHCI controller, so
 FreeBSD sees it as ``ada0`` and mounts ``/dev/ada0s1`` (msdosfs) as root.
 The kernel is not passed to QEMU: the loader in the root directory
 (``efi/boot/BOOTx64.EFI``) loads ``/boot/kernel/kernel`` from the same disk
-(see :mod:`rxl.image`).
+(see :mod:`rxl.guest.image`).
 
 Topology: ``-smp`` with sockets x cores x threads, and, when ``numa_nodes`` is
 non-zero, one ``-numa node`` per group of sockets with its own RAM backend.

@@ -1,8 +1,8 @@
-"""rxl.image: templates, plan, NEEDED closure and staging (no FreeBSD tree needed)."""
+"""rxl.guest.image: templates, plan, NEEDED closure and staging (no FreeBSD tree needed)."""
 
 import pytest
 
-from rxl.image import (Action, ImageError, plan_root, render_loader_rc, render_rc,
+from rxl.guest.image import (Action, ImageError, plan_root, render_loader_rc, render_rc,
                        resolve_libs, stage_root)
 
 

@@ -32,7 +32,7 @@ from rxl.parse import MARK, PANIC_PATTERNS
 #: Seconds of console silence that count as a hang. TCG boots of an
 #: 8-vCPU guest print something at least every few seconds (measured boot to
 #: power-off ~34 s); long ATF cases print nothing, so this must exceed the
-#: per-case timeout of the rc (see rxl.image.DEFAULT_CASE_TIMEOUT).
+#: per-case timeout of the rc (see rxl.guest.image.DEFAULT_CASE_TIMEOUT).
 DEFAULT_IDLE_TIMEOUT = 420.0
 #: Whole-run ceiling, seconds.
 DEFAULT_TOTAL_TIMEOUT = 3600.0

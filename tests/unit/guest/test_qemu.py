@@ -1,8 +1,8 @@
-"""rxl.qemu: GuestConfig -> argv (pure)."""
+"""rxl.guest.qemu: GuestConfig -> argv (pure)."""
 
 import pytest
 
-from rxl.qemu import GuestConfig, QemuConfigError, build_argv, find_ovmf
+from rxl.guest.qemu import GuestConfig, QemuConfigError, build_argv, find_ovmf
 
 FW = "/usr/share/OVMF/OVMF_CODE_4M.fd"
 
