@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.decide import outcomes, topology
-from rxl.parse import MARK
+from rxl.guest.protocol import MARK
 
 #: Length of one learning window, seconds, and how many are kept (seed 000,
 #: "Learning at accept(2)": counts in ``il_rxcnt[2][cpu]``, two 10 s windows).

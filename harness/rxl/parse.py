@@ -32,18 +32,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-#: Prefix of every sentinel line printed by the guest's /etc/rc.
-MARK = "==RXL=="
-
-#: Console patterns that mean the kernel died (FreeBSD panic(9), trap and
-#: debugger entry messages). ``panic: `` may follow other output on the same
-#: line (recorded: ``debug.kdb.panic: 0panic: kdb_sysctl_panic``) but not a
-#: dot, so sysctl names such as ``debug.kdb.panic: 0`` alone do not count.
-PANIC_PATTERNS: Tuple[re.Pattern, ...] = (
-    re.compile(r"(?<!\.)panic: "),
-    re.compile(r"\bFatal trap \d+"),
-    re.compile(r"\bKDB: enter"),
-)
+from rxl.guest.protocol import MARK, PANIC_PATTERNS
 
 #: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <cpu>`` as printed by sysctl(8).
 RXQ_RE = re.compile(r"^(dev\.([a-z0-9_]+)\.(\d+)\.iflib\.rxq(\d+)\.cpu):\s*(-?\d+)\s*$")

@@ -8,7 +8,7 @@ pipe); an SSH transport (paramiko) can implement the same four methods later.
 off, and raises a typed error otherwise; every error carries the log path,
 the elapsed wall seconds and the last console line:
 
-* :class:`GuestPanic`   a panic pattern (:data:`rxl.parse.PANIC_PATTERNS`);
+* :class:`GuestPanic`   a panic pattern (:data:`rxl.guest.protocol.PANIC_PATTERNS`);
 * :class:`GuestHang`    no console output for ``idle_timeout`` seconds;
 * :class:`GuestTimeout` ``total_timeout`` seconds passed;
 * :class:`GuestCrashed` the guest went away before the end marker.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
-from rxl.parse import MARK, PANIC_PATTERNS
+from rxl.guest.protocol import MARK, PANIC_PATTERNS
 
 #: Seconds of console silence that count as a hang. TCG boots of an
 #: 8-vCPU guest print something at least every few seconds (measured boot to

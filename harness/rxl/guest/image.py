@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 import jinja2
 
-from rxl.parse import MARK
+from rxl.guest.protocol import MARK
 
 TEMPLATES = Path(__file__).with_name("templates")
 #: Root device of the FAT disk on q35's AHCI port 0 (measured: ada0, slice 1).
