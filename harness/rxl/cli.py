@@ -18,7 +18,7 @@ main.add_command(outcomes_cmd)
 from rxl.bench.cli import bench  # noqa: E402
 main.add_command(bench)
 
-from rxl.run_cli import run, parse, doctor  # noqa: E402
+from rxl.verify.cli import run, parse, doctor  # noqa: E402
 main.add_command(run)
 main.add_command(parse)
 main.add_command(doctor)

@@ -491,7 +491,7 @@ def _ints(kv: Dict[str, str], keys: Sequence[str], line: str) -> Dict[str, int]:
 def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
 
-    Lines (prefix :data:`rxl.parse.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
+    Lines (prefix :data:`rxl.guest.protocol.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
     DONE|SET|SYSCTL|END <label> key=value...`` (``K``: ``worker=<i>`` then
     ``<fport>:<hcpu>`` items, learnd -K). Other lines are ignored; a
     malformed LEARN line is kept in the run's ``notes`` (a console can

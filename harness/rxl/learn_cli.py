@@ -47,7 +47,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import click
 
 from rxl import learn as L
-from rxl import parse as parse_mod
+from rxl.verify import parse as parse_mod
 from rxl.decide import topology
 
 DEFAULT_GUEST_DIR = paths.GUEST_LEARN

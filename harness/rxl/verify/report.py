@@ -1,6 +1,6 @@
 """Results -> JSON, JUnit XML and a human table. Pure: strings in, strings out.
 
-Input is an ordered mapping ``label -> RunResult`` (from :mod:`rxl.parse`),
+Input is an ordered mapping ``label -> RunResult`` (from :mod:`rxl.verify.parse`),
 one entry per guest boot, e.g. ``{"patched": ..., "pristine": ...}``; labels
 become JUnit test suites and table columns.
 
@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from rxl.parse import CaseResult, Group, RunResult
+from rxl.verify.parse import CaseResult, Group, RunResult
 
 #: JUnit element per harness status; statuses not listed are successes.
 _JUNIT_FAIL = {"failed": "failure", "broken": "error", "timeout": "error",

@@ -1,13 +1,13 @@
-"""rxl.report: verdict, JSON, JUnit XML and the table, on recorded logs."""
+"""rxl.verify.report: verdict, JSON, JUnit XML and the table, on recorded logs."""
 
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rxl.parse import parse_file
-from rxl.report import table, to_json, to_junit, verdict
+from rxl.verify.parse import parse_file
+from rxl.verify.report import table, to_json, to_junit, verdict
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 
 
 def runs(**files):

@@ -7,12 +7,12 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli import main
-from rxl.run_cli import RunOptions, boots, doctor_results
+from rxl.verify.cli import RunOptions, boots, doctor_results
 from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
                        includes_check_only_failure, world_make_vars, world_outputs)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 DEFS_IN = """#if !defined(ATF_C_DEFS_H)
 #define ATF_DEFS_ATTRIBUTE_FORMAT_PRINTF(a, b) @ATTRIBUTE_FORMAT_PRINTF@
 #define ATF_DEFS_ATTRIBUTE_NORETURN @ATTRIBUTE_NORETURN@
@@ -21,7 +21,7 @@ DEFS_IN = """#if !defined(ATF_C_DEFS_H)
 """
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def copy_series_files(src):
@@ -187,7 +187,7 @@ def test_doctor_names_install_lines(monkeypatch):
 
 
 def test_series_tests_found_in_atf_dir(tmp_path):
-    from rxl.run_cli import series_tests
+    from rxl.verify.cli import series_tests
     (tmp_path / "b_test.c").write_text("")
     (tmp_path / "a_test.c").write_text("")
     (tmp_path / "helper.c").write_text("")
@@ -224,7 +224,7 @@ def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
 def test_kernel_cache_follows_tree_and_file(tmp_path):
     import os
     import subprocess
-    from rxl.run_cli import kernel_cached, kernel_stamp_text
+    from rxl.verify.cli import kernel_cached, kernel_stamp_text
     src = tmp_path / "src"
     (src / "sys").mkdir(parents=True)
     (src / "sys/a.c").write_text("int a;\n")
@@ -246,7 +246,7 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
 
 
 def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
-    from rxl import run_cli
+    from rxl.verify import cli as run_cli
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
@@ -266,7 +266,7 @@ def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
 def test_doctor_json_lists_every_check_and_exits_by_missing(monkeypatch):
     import json
     from click.testing import CliRunner
-    from rxl import run_cli
+    from rxl.verify import cli as run_cli
     monkeypatch.setattr(run_cli, "doctor_results",
                         lambda: [("bmake", False, "apt-get install -y bmake"),
                                  ("git", True, "apt-get install -y git")])
@@ -285,7 +285,7 @@ def _dry(src, tmp_path):
 
 
 def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
-    from rxl.run_cli import series_base
+    from rxl.verify.cli import series_base
     if series_base() is None:
         pytest.skip("no patches/BASE")
     git_tree(fake_tree)              # HEAD does not descend from patches/BASE
@@ -297,7 +297,7 @@ def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
 
 
 def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
-    from rxl import run_cli
+    from rxl.verify import cli as run_cli
     (base,) = git_tree(fake_tree)
     monkeypatch.setattr(run_cli, "series_base", lambda: base)
     res = _dry(fake_tree, tmp_path)
@@ -306,7 +306,7 @@ def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
 
 
 def test_series_stage_on_a_tree_that_is_not_git(fake_tree, tmp_path):
-    from rxl.run_cli import series_base
+    from rxl.verify.cli import series_base
     if series_base() is None:
         pytest.skip("no patches/BASE")
     assert _dry(fake_tree, tmp_path).exit_code == 0     # holds the series' files

@@ -9,8 +9,8 @@
     world   the guest userland and the ATF programs (rxl.tree.world)
     image   one guest root per boot (rxl.guest.image): patched, spread, pristine
     boot    QEMU per root, console teed and watched (rxl.guest.qemu, rxl.guest.console)
-    parse   console logs -> results (rxl.parse)
-    report  report.json, junit.xml, report.txt (rxl.report)
+    parse   console logs -> results (rxl.verify.parse)
+    report  report.json, junit.xml, report.txt (rxl.verify.report)
 
 A failing stage prints one line naming its log and the run exits non-zero;
 nothing is deleted (``--out`` keeps every log and report). ``--dry-run``
@@ -36,8 +36,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import click
 
-from rxl import parse as parse_mod
-from rxl import report as report_mod
+from rxl.verify import parse as parse_mod
+from rxl.verify import report as report_mod
 
 #: Default guest staging area and log root (this machine's layout).
 DEFAULT_GUEST_DIR = paths.GUEST
@@ -107,7 +107,7 @@ def _git(src: str, *args: str) -> str:
 
 
 #: The project's patch series (issue 3): ``patches/BASE`` names the base commit.
-REPO_PATCHES = Path(__file__).resolve().parents[2] / "patches"
+REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
 
 
 def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
@@ -640,7 +640,7 @@ def _default_out() -> str:
 
 
 #: The series' own ATF tests in this repository (tests/atf/*_test.c).
-REPO_ATF_DIR = Path(__file__).resolve().parents[2] / "tests" / "atf"
+REPO_ATF_DIR = Path(__file__).resolve().parents[3] / "tests" / "atf"
 
 
 def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:

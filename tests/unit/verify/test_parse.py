@@ -1,13 +1,13 @@
-"""rxl.parse on recorded console logs (tests/data/console)."""
+"""rxl.verify.parse on recorded console logs (tests/data/console)."""
 
 from pathlib import Path
 
 import pytest
 
-from rxl.parse import (TopologyParseError, parse_console, parse_file,
+from rxl.verify.parse import (TopologyParseError, parse_console, parse_file,
                        parse_topology)
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "console"
+DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 
 
 def test_pass_log():
