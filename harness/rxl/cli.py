@@ -26,7 +26,7 @@ from rxl.tree.cli import series  # noqa: E402
 main.add_command(series)
 from rxl.tree.cli import build  # noqa: E402
 main.add_command(build)
-from rxl.learn_cli import learn  # noqa: E402
+from rxl.learn.cli import learn  # noqa: E402
 main.add_command(learn)
 from rxl.kcount import main as kcount  # noqa: E402
 main.add_command(kcount)

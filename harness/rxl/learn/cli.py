@@ -18,7 +18,7 @@ command and runs nothing):
     boot    QEMU per root (rxl.guest.qemu, user networking with a hostfwd from
             127.0.0.1:<free port> to the guest's learnd), console watched
             (rxl.guest.console); on each ``LEARN READY`` line the host drives the
-            warm-up and measured phases (rxl.learn.drive_run)
+            warm-up and measured phases (rxl.learn.plan.drive_run)
     report  parse the console logs, analyse, print and save the table
             (``<out>/learn.txt``, ``<out>/learn.json``)
 
@@ -46,7 +46,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import click
 
-from rxl import learn as L
+from rxl.learn import plan as L
 from rxl.verify import parse as parse_mod
 from rxl.decide import topology
 
@@ -62,7 +62,7 @@ class Conductor:
 
     ``on_line`` is given to :func:`rxl.guest.console.watch` as its ``echo``; a
     daemon thread waits (bounded by ``wait_s`` per run) for the next ready
-    label and runs :func:`rxl.learn.drive_run` against ``port``.
+    label and runs :func:`rxl.learn.plan.drive_run` against ``port``.
     """
 
     def __init__(self, port: int, phases: Sequence[L.Phase], nruns: int, *,
@@ -271,7 +271,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Extra QEMU argument, e.g. for tracing (repeatable, in order).")
 @click.option("--per-connection", is_flag=True,
               help="learnd -K: log every measured connection's foreign port and "
-                   "handshake CPU (LEARN K lines; see rxl.learn_ports).")
+                   "handshake CPU (LEARN K lines; see rxl.learn.ports).")
 @click.option("--pcap", is_flag=True,
               help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl import learn as L
+from rxl.learn import plan as L
 from rxl.decide import topology
 from rxl.cli import main
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "learn"
+DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 PATCHED = DATA / "synthetic-patched.log"
 SPREAD = DATA / "synthetic-spread.log"
 PRISTINE = DATA / "synthetic-pristine-panic.log"
@@ -451,7 +451,7 @@ def test_port_connector_draws_both_parities_and_retries():
 
 
 def test_single_thread_rewrites_the_accelerator():
-    from rxl.learn_cli import single_thread
+    from rxl.learn.cli import single_thread
     argv = ["qemu", "-machine", "q35,accel=tcg", "-cpu", "max"]
     assert single_thread(argv) == ["qemu", "-machine", "q35", "-accel", "tcg,thread=single",
                                    "-cpu", "max"]
@@ -479,7 +479,7 @@ REC_ON = DATA / "recorded-c3fix-patched-on.log"
 
 
 def test_recorded_spread_run():
-    from rxl.learn_cli import analyze_log
+    from rxl.learn.cli import analyze_log
     a = analyze_log(str(REC_SPREAD))
     assert a["outcome"] == "completed" and a["errors"] == []
     assert a["rxq"] == [0, 4]
@@ -501,7 +501,7 @@ def test_recorded_spread_run():
 
 
 def test_recorded_learning_on_run():
-    from rxl.learn_cli import analyze_log
+    from rxl.learn.cli import analyze_log
     a = analyze_log(str(REC_ON))
     assert a["errors"] == [] and a["rxq"] == [0, 2]
     by = {m.label: m for m in a["metrics"]}
@@ -514,7 +514,7 @@ def test_recorded_learning_on_run():
 
 
 def test_recorded_pristine_run_behaves_as_the_hash():
-    from rxl.learn_cli import analyze_log
+    from rxl.learn.cli import analyze_log
     a = analyze_log(str(DATA / "recorded-pristine-emfix.log"))
     assert a["errors"] == []
     by = {m.label: m for m in a["metrics"]}
@@ -528,7 +528,7 @@ def test_recorded_pristine_run_behaves_as_the_hash():
 
 
 def test_recorded_series_spread_run_meets_the_targets():
-    from rxl.learn_cli import analyze_log
+    from rxl.learn.cli import analyze_log
     a = analyze_log(str(DATA / "recorded-series-spread.log"))
     assert a["errors"] == [] and a["rxq"] == [0, 4]
     by = {m.label: m for m in a["metrics"]}

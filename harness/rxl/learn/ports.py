@@ -20,7 +20,7 @@ the ports the run used with those over the whole client port range.
 
 Usage::
 
-    python -m rxl.learn_ports LOG --label learn-spread.all [--topology qemu-2s]
+    python -m rxl.learn.ports LOG --label learn-spread.all [--topology qemu-2s]
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from typing import Dict, List, Sequence, Tuple
 
 import click
 
-from rxl import learn as L
+from rxl.learn import plan as L
 from rxl.decide import core, model, topology
 
-#: learnd's port in the guest (rxl.learn.GUEST_PORT).
+#: learnd's port in the guest (rxl.learn.plan.GUEST_PORT).
 LPORT = L.GUEST_PORT
 T32 = 1 << 32
 #: Observations handed to jsolve: enough bits to pin J_lo and the offset.
@@ -99,7 +99,7 @@ def observations(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
 
 def jsolve_binary() -> Path:
     """Build ``harness/rxl/learn/jsolve.c`` once into the build directory."""
-    src = Path(__file__).with_name("learn") / "jsolve.c"
+    src = Path(__file__).with_name("jsolve.c")
     out = core.make_build_dir() / "jsolve"
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out

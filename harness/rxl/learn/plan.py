@@ -22,7 +22,7 @@ This module is the pure part plus the host-side driver:
   socket, starved workers, beside what :mod:`rxl.decide.outcomes` predicts.
 
 The booting itself (staging a root, QEMU, the console) is in
-:mod:`rxl.learn_cli`, which reuses the guest modules of issue 4.
+:mod:`rxl.learn.cli`, which reuses the guest modules of issue 4.
 """
 
 from __future__ import annotations
@@ -226,7 +226,7 @@ def learn_sysctl_name(src: str) -> Optional[str]:
 
 def learnd_source() -> Path:
     """Path of learnd.c next to this module."""
-    return Path(__file__).with_name("learn") / "learnd.c"
+    return Path(__file__).with_name("learnd.c")
 
 
 def learnd_cc_argv(source: str, output: str, sysroot: str, *, lb_cpu_opt: Optional[int],

@@ -1,12 +1,12 @@
-"""rxl.learn_ports: recomputing the kernel's slot choice from logged ports."""
+"""rxl.learn.ports: recomputing the kernel's slot choice from logged ports."""
 
 import random
 
 import pytest
 from click.testing import CliRunner
 
-from rxl import learn as L
-from rxl import learn_ports as P
+from rxl.learn import plan as L
+from rxl.learn import ports as P
 from rxl.decide import model, topology
 
 
