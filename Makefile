@@ -47,7 +47,7 @@ doctor: setup
 	$(RXL) doctor
 
 bench-core: setup
-	$(PY) -m rxl.bench_core
+	$(PY) -m rxl.bench.core
 
 clean:
 	rm -rf $(BUILD)

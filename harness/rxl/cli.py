@@ -28,5 +28,5 @@ from rxl.tree.cli import build  # noqa: E402
 main.add_command(build)
 from rxl.learn.cli import learn  # noqa: E402
 main.add_command(learn)
-from rxl.kcount import main as kcount  # noqa: E402
+from rxl.bench.kcount import main as kcount  # noqa: E402
 main.add_command(kcount)

@@ -21,10 +21,10 @@ Two halves:
   included.  A function the compiler inlined is never entered and counts
   nothing.
 
-Usage (``rxl kcount`` is the same as ``python -m rxl.kcount``)::
+Usage (``rxl kcount`` is the same as ``python -m rxl.bench.kcount``)::
 
-    python -m rxl.kcount record --kernel K --port 1234 --samples 40 --out T.json
-    python -m rxl.kcount analyze T.json [T2.json ...] [--json]
+    python -m rxl.bench.kcount record --kernel K --port 1234 --samples 40 --out T.json
+    python -m rxl.bench.kcount analyze T.json [T2.json ...] [--json]
 """
 
 from __future__ import annotations
@@ -289,7 +289,7 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
     if dry_run:
         script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
         click.echo(shlex.join(nm))
-        click.echo(f"# {script}: rxl.kcount.GDB_SCRIPT; <addresses> from nm")
+        click.echo(f"# {script}: rxl.bench.kcount.GDB_SCRIPT; <addresses> from nm")
         click.echo(shlex.join(gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
                                        script, samples=samples, outer=outer,
                                        entries={n: 0 for n in names})))

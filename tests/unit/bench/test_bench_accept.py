@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from rxl.bench import accept as A
 from rxl.bench.cli import bench
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "bench"
+DATA = Path(__file__).resolve().parents[2] / "data" / "bench"
 
 
 def load(name):
@@ -350,7 +350,7 @@ def test_ensure_built_bad_dir_is_a_bench_error(tmp_path):
 
 def test_bench_core_bad_build_dir_is_one_line(tmp_path, monkeypatch, capsys):
     """`RXL_BUILD_DIR=/dev/null/x make bench-core`: one line, exit 1."""
-    from rxl import bench_core
+    from rxl.bench import core as bench_core
     from rxl.decide import core
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "file" / "x"))

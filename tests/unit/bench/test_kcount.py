@@ -1,11 +1,11 @@
-"""rxl.kcount: frame attribution from single-step traces, nm parsing, gdb argv."""
+"""rxl.bench.kcount: frame attribution from single-step traces, nm parsing, gdb argv."""
 
 import json
 
 import pytest
 from click.testing import CliRunner
 
-from rxl import kcount
+from rxl.bench import kcount
 
 
 def test_frame_counts_nested_call_and_ret():
