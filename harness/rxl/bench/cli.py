@@ -1,16 +1,20 @@
-"""``rxl bench``: benchmarks that run on the build host."""
+"""``rxl bench`` (benchmarks that run on the build host) and ``rxl kcount``
+(a guest kernel's instructions per lookup)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shlex
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
 from rxl.bench import accept as A
+from rxl.bench import kcount as K
 
 
 @click.group("bench")
@@ -194,3 +198,72 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         A.plot_shares(summaries, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
+
+
+@click.group("kcount")
+def kcount() -> None:
+    """Count a guest kernel's instructions per lookup through QEMU's gdbstub."""
+
+
+@kcount.command()
+@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The kernel the guest booted (symbols).")
+@click.option("--port", default=1234, show_default=True, help="QEMU -gdb tcp:127.0.0.1:PORT.")
+@click.option("--samples", default=40, show_default=True, help="Lookups to record.")
+@click.option("--outer", default=K.OUTER, show_default=True, help="Function to trace.")
+@click.option("--inner", multiple=True, default=K.INNER, show_default=True,
+              help="Functions whose frames are counted inside it (repeatable).")
+@click.option("--out", required=True, help="Trace file (JSON).")
+@click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
+def record(kernel, port, samples, outer, inner, out, dry_run):
+    """Record --samples invocations of --outer, every instruction."""
+    if samples < 1:
+        raise click.ClickException(f"--samples must be >= 1, got {samples}")
+    nm = ["nm", "-P", kernel]
+    names = [outer] + [n for n in inner if n != outer]
+    if dry_run:
+        script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
+        click.echo(shlex.join(nm))
+        click.echo(f"# {script}: rxl.bench.kcount.GDB_SCRIPT; <addresses> from nm")
+        click.echo(shlex.join(K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
+                                       script, samples=samples, outer=outer,
+                                       entries={n: 0 for n in names})))
+        return
+    r = subprocess.run(nm, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise click.ClickException(f"nm -P {kernel} failed: {r.stderr.strip()}")
+    try:
+        entries = K.symbol_addresses(r.stdout, names)
+    except K.KcountError as exc:
+        raise click.ClickException(str(exc))
+    with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
+        f.write(K.GDB_SCRIPT)
+        f.flush()
+        argv = K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
+                        samples=samples, outer=outer, entries=entries)
+        r = subprocess.run(argv)
+    if r.returncode != 0 or not Path(out).is_file():
+        raise click.ClickException(f"gdb exited {r.returncode}; no trace in {out}")
+
+
+@kcount.command()
+@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True)
+def analyze(traces, as_json):
+    """Instructions per function over the group lookups of each trace file."""
+    rows = {}
+    for t in traces:
+        try:
+            rows[t] = K.summarize(K.samples_of(K.load(t)))
+        except K.KcountError as exc:
+            raise click.ClickException(str(exc))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    for t, res in rows.items():
+        click.echo(f"{t}: {res['total']['n']} group lookups ({res['other']['n']} others)")
+        for name, st in res.items():
+            if name == "other" or not st["n"]:
+                continue
+            click.echo(f"  {name:28} median {st['median']:>7g}  min {st['min']:>5}  "
+                       f"max {st['max']:>5}  (n={st['n']})")

@@ -30,16 +30,12 @@ Usage (``rxl kcount`` is the same as ``python -m rxl.bench.kcount``)::
 from __future__ import annotations
 
 import json
-import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-import click
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -265,74 +261,6 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
             + conv("kc_limit", limit) + ["-x", script])
 
 
-@click.group("kcount")
-def main() -> None:
-    """Count a guest kernel's instructions per lookup through QEMU's gdbstub."""
-
-
-@main.command()
-@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="The kernel the guest booted (symbols).")
-@click.option("--port", default=1234, show_default=True, help="QEMU -gdb tcp:127.0.0.1:PORT.")
-@click.option("--samples", default=40, show_default=True, help="Lookups to record.")
-@click.option("--outer", default=OUTER, show_default=True, help="Function to trace.")
-@click.option("--inner", multiple=True, default=INNER, show_default=True,
-              help="Functions whose frames are counted inside it (repeatable).")
-@click.option("--out", required=True, help="Trace file (JSON).")
-@click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
-def record(kernel, port, samples, outer, inner, out, dry_run):
-    """Record --samples invocations of --outer, every instruction."""
-    if samples < 1:
-        raise click.ClickException(f"--samples must be >= 1, got {samples}")
-    nm = ["nm", "-P", kernel]
-    names = [outer] + [n for n in inner if n != outer]
-    if dry_run:
-        script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
-        click.echo(shlex.join(nm))
-        click.echo(f"# {script}: rxl.bench.kcount.GDB_SCRIPT; <addresses> from nm")
-        click.echo(shlex.join(gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
-                                       script, samples=samples, outer=outer,
-                                       entries={n: 0 for n in names})))
-        return
-    r = subprocess.run(nm, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise click.ClickException(f"nm -P {kernel} failed: {r.stderr.strip()}")
-    try:
-        entries = symbol_addresses(r.stdout, names)
-    except KcountError as exc:
-        raise click.ClickException(str(exc))
-    with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
-        f.write(GDB_SCRIPT)
-        f.flush()
-        argv = gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
-                        samples=samples, outer=outer, entries=entries)
-        r = subprocess.run(argv)
-    if r.returncode != 0 or not Path(out).is_file():
-        raise click.ClickException(f"gdb exited {r.returncode}; no trace in {out}")
-
-
-@main.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("--json", "as_json", is_flag=True)
-def analyze(traces, as_json):
-    """Instructions per function over the group lookups of each trace file."""
-    rows = {}
-    for t in traces:
-        try:
-            rows[t] = summarize(samples_of(load(t)))
-        except KcountError as exc:
-            raise click.ClickException(str(exc))
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    for t, res in rows.items():
-        click.echo(f"{t}: {res['total']['n']} group lookups ({res['other']['n']} others)")
-        for name, st in res.items():
-            if name == "other" or not st["n"]:
-                continue
-            click.echo(f"  {name:28} median {st['median']:>7g}  min {st['min']:>5}  "
-                       f"max {st['max']:>5}  (n={st['n']})")
-
-
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from rxl.bench.cli import kcount
+    sys.exit(kcount())

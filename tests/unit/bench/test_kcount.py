@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import kcount
+from rxl.bench.cli import kcount as kcount_cmd
 
 
 def test_frame_counts_nested_call_and_ret():
@@ -73,7 +74,7 @@ def test_summarize_keeps_only_group_lookups(tmp_path):
 def test_analyze_cli_rejects_a_foreign_file(tmp_path):
     p = tmp_path / "bad.json"
     p.write_text("{}")
-    r = CliRunner().invoke(kcount.main, ["analyze", str(p)])
+    r = CliRunner().invoke(kcount_cmd, ["analyze", str(p)])
     assert r.exit_code != 0 and "not a kcount trace" in r.output
 
 
@@ -82,7 +83,7 @@ def test_analyze_cli_rejects_a_foreign_file(tmp_path):
 def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"outer": "x", "entries": {}, "samples": samples}))
-    r = CliRunner().invoke(kcount.main, ["analyze", str(p)])
+    r = CliRunner().invoke(kcount_cmd, ["analyze", str(p)])
     assert r.exit_code == 1
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Error:" in r.output
