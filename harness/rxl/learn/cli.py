@@ -18,7 +18,7 @@ command and runs nothing):
     boot    QEMU per root (rxl.guest.qemu, user networking with a hostfwd from
             127.0.0.1:<free port> to the guest's learnd), console watched
             (rxl.guest.console); on each ``LEARN READY`` line the host drives the
-            warm-up and measured phases (rxl.learn.plan.drive_run)
+            warm-up and measured phases (rxl.learn.drive.drive_run)
     report  parse the console logs, analyse, print and save the table
             (``<out>/learn.txt``, ``<out>/learn.json``)
 
@@ -34,169 +34,30 @@ from rxl import paths
 
 import json
 import os
-import queue
-import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import click
 
 from rxl.learn import plan as L
-from rxl.verify import parse as parse_mod
+from rxl.learn import metrics as M
+from rxl.learn import drive as D
 from rxl.decide import topology
+from rxl.learn.job import (Conductor, analyze_log, build_guest_world, single_thread,
+                           world_lines)
 
 DEFAULT_GUEST_DIR = paths.GUEST_LEARN
 DEFAULT_LOG_ROOT = paths.LOGS
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
-_READY = re.compile(re.escape(parse_mod.MARK) + r" LEARN READY (\S+)")
-
-
-class Conductor:
-    """Drives the host's connections whenever the guest prints ``LEARN READY <label>``.
-
-    ``on_line`` is given to :func:`rxl.guest.console.watch` as its ``echo``; a
-    daemon thread waits (bounded by ``wait_s`` per run) for the next ready
-    label and runs :func:`rxl.learn.plan.drive_run` against ``port``.
-    """
-
-    def __init__(self, port: int, phases: Sequence[L.Phase], nruns: int, *,
-                 concurrency: int, wait_s: float, echo: Callable[[str], None],
-                 connect: Callable[[int, str], bool] = L.connect_once):
-        self.port, self.phases, self.nruns = port, list(phases), nruns
-        self.connect = connect
-        self.concurrency, self.wait_s, self.echo = concurrency, wait_s, echo
-        self.q: "queue.Queue[Optional[str]]" = queue.Queue()
-        self.results: Dict[str, List[L.PhaseResult]] = {}
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def on_line(self, line: str) -> None:
-        self.echo(f"  {line}")
-        m = _READY.match(line)
-        if m:
-            self.q.put(m.group(1))
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.q.put(None)
-        self.thread.join(30)
-
-    def _loop(self) -> None:
-        for _ in range(self.nruns):
-            try:
-                label = self.q.get(timeout=self.wait_s)
-            except queue.Empty:
-                self.echo("  driver: no LEARN READY line in time; stopping the driver")
-                return
-            if label is None:
-                return
-            before = getattr(self.connect, "retries", 0)
-            res = L.drive_run(self.port, self.phases, concurrency=self.concurrency,
-                              connect=self.connect)
-            self.results[label] = res
-            retried = getattr(self.connect, "retries", 0) - before
-            self.echo("  driver: " + label + ": " + "; ".join(
-                f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
-                + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res)
-                + f"; {retried} tries retried on a fresh client port")
-
-
-def single_thread(argv: List[str]) -> List[str]:
-    """``argv`` with ``-machine q35,accel=tcg`` turned into ``-machine q35 -accel tcg,thread=single``.
-
-    QEMU refuses both spellings at once. Raises ValueError if the argv has
-    no ``accel=tcg`` machine option.
-    """
-    out = list(argv)
-    for i, a in enumerate(out[:-1]):
-        if a == "-machine" and ",accel=tcg" in out[i + 1]:
-            out[i + 1] = out[i + 1].replace(",accel=tcg", "")
-            return out[:i + 2] + ["-accel", "tcg,thread=single"] + out[i + 2:]
-    raise ValueError("no '-machine ...,accel=tcg' in the QEMU argv")
 
 
 def _fail(msg: str) -> None:
     raise click.ClickException(msg)
-
-
-def _world_lines(src: str, objdir: str) -> List[str]:
-    """Shell lines of the guest userland build (kernel-toolchain first if the objdir lacks it)."""
-    from rxl.tree import build as build_mod
-    from rxl.tree import world as world_mod
-    lines = []
-    if not build_mod.toolchain_done(objdir, src):
-        lines.append(build_mod.plan_stages(src, objdir, toolchain=True)[0].shell())
-    return lines + world_mod.shell_lines(src, objdir)
-
-
-def _build_world(src: str, objdir: str, logdir: str, echo: Callable[[str], None]) -> None:
-    """Build the guest userland as ``rxl run`` does (kernel-toolchain first if needed).
-
-    Raises rxl.tree.build.BuildError naming the failed stage's log, RuntimeError
-    when a product is missing afterwards.
-    """
-    from rxl.tree import build as build_mod
-    from rxl.tree import world as world_mod
-    Path(objdir).mkdir(parents=True, exist_ok=True)
-    if not build_mod.toolchain_done(objdir, src):
-        st = build_mod.plan_stages(src, objdir, toolchain=True)[0]
-        echo(f"$ {st.shell()}")
-        res = build_mod.run_stage(st, logdir, echo)
-        (Path(objdir) / build_mod.TOOLCHAIN_DONE).touch()
-        echo(f"{st.name}: done in {res.seconds:.0f} s")
-    for line in world_mod.shell_lines(src, objdir):
-        echo(f"$ {line}")
-    world_mod.build_world(src, objdir, logdir=logdir, echo=echo)
-
-
-def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
-    """Parse one console log: console result, learn runs, topology, metrics.
-
-    Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
-    dict}, "errors": [...], "metrics": [RunMetrics]}``. Raises OSError when
-    the log cannot be read.
-    """
-    text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-    con = parse_mod.parse_console(text)
-    runs = L.parse_learn(text)
-    errors: List[str] = []
-    if topo_override:
-        topo = topology.load(topo_override)
-    elif con.topology_xml:
-        try:
-            topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
-        except topology.TopologyError as exc:
-            errors.append(f"{path}: {exc}; using qemu-2s")
-            topo = topology.load("qemu-2s")
-    else:
-        errors.append(f"{path}: no topology in the log; using qemu-2s")
-        topo = topology.load("qemu-2s")
-    rxq = L.rxq_cpus(con.rxq)
-    metrics = []
-    for label, run in runs.items():
-        if not run.complete:
-            errors.append(f"{path}: run {label}: no DONE line (learnd did not finish)")
-            continue
-        try:
-            metrics.append(L.analyze(run, topo, rxq))
-        except L.LearnError as exc:
-            errors.append(f"{path}: {exc}")
-    if con.outcome != "completed":
-        errors.append(f"{path}: guest {con.outcome} ({con.last_line!r})")
-    return {"log": path, "outcome": con.outcome, "topology": topo.name,
-            "topology_xml": con.topology_xml, "rxq": rxq,
-            "sysctls": {**con.sysctls, **con.rxq},
-            "runs": {lbl: {"info": r.info, "sets": r.sets, "sysctls": r.sysctls,
-                           "done": r.done, "ftypes": r.ftypes, "notes": r.notes}
-                     for lbl, r in runs.items()},
-            "errors": errors, "metrics": metrics}
 
 
 def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
@@ -204,11 +65,11 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     metrics = [m for a in analyses for m in a["metrics"]]
     rxq_by_run = {m.label: a["rxq"] for a in analyses for m in a["metrics"]}
     topo_names = sorted({a["topology"] for a in analyses})
-    text = L.table(metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
+    text = M.table(metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
     errors = [e for a in analyses for e in a["errors"]]
     doc = {"logs": [{k: v for k, v in a.items() if k != "metrics"} for a in analyses],
            "runs": [m.to_dict() for m in metrics],
-           "targets": [t.__dict__ for m in metrics for t in L.targets(m)],
+           "targets": [t.__dict__ for m in metrics for t in M.targets(m)],
            "errors": errors}
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
@@ -388,7 +249,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         wmissing = wout.missing()
         if wmissing:
             click.echo(f"# world: missing {wmissing[0]}; built first")
-            for line in _world_lines(src, objdir):
+            for line in world_lines(src, objdir):
                 click.echo(line)
         else:
             click.echo(f"# world: {wout.objtop} (present)")
@@ -444,7 +305,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         t0 = time.monotonic()
         echo(f"== world: missing {missing[0]}; building the guest userland")
         try:
-            _build_world(src, objdir, str(Path(out) / "world"), echo)
+            build_guest_world(src, objdir, str(Path(out) / "world"), echo)
         except (build_mod.BuildError, RuntimeError, OSError) as exc:
             _fail(f"world: {exc}")
         timings["world"] = time.monotonic() - t0
@@ -472,7 +333,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     analyses = []
     # One client-port sequence for the whole invocation: a new boot goes on
     # where the last one stopped, so no port comes back within TIME_WAIT.
-    connector = L.port_connector(client_ports)
+    connector = D.port_connector(client_ports)
     for b in boots:
         root = str(Path(guest_dir) / b.name)
         try:
@@ -488,7 +349,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
             _fail(f"image: {b.name}: {exc}")
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
-        port = L.free_port()
+        port = D.free_port()
         extra = (("-object", f"filter-dump,id=dump0,netdev=net0,"
                   f"file={Path(out) / (b.name + '.pcap')}") if pcap else ()) + tuple(qemu_args)
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=memory_mib,

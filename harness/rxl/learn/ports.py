@@ -36,6 +36,8 @@ from typing import Dict, List, Sequence, Tuple
 import click
 
 from rxl.learn import plan as L
+from rxl.learn import results as R
+from rxl.learn import drive as D
 from rxl.decide import core, model, topology
 
 #: learnd's port in the guest (rxl.learn.plan.GUEST_PORT).
@@ -150,7 +152,7 @@ def _shares(ports: Sequence[int], j: int, blocks: int) -> List[float]:
 
 
 def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
-            port_range: Tuple[int, int] = L.SRC_PORT_RANGE, blocks: int = 4) -> Analysis:
+            port_range: Tuple[int, int] = D.SRC_PORT_RANGE, blocks: int = 4) -> Analysis:
     """Solve ``J``, recompute every connection's member, compare block shares.
 
     ``blocks``: the range is cut into that many equal parts (4: one per
@@ -187,7 +189,7 @@ def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
                     nreused=len(reused))
 
 
-def run_deal(run: L.RunSummary, topo: topology.Topology) -> model.Deal:
+def run_deal(run: R.RunSummary, topo: topology.Topology) -> model.Deal:
     """The map the run's final state deals: learned tags = pinned CPUs,
     counts = measured handshakes per CPU. Raises PortsError, also for a
     run whose kernel built no map (learning set to 0, or no learning
@@ -217,7 +219,7 @@ def run_deal(run: L.RunSummary, topo: topology.Topology) -> model.Deal:
 def main(log: str, label: str, topo_spec: str) -> None:
     """Recompute the slot of every measured connection of one run."""
     try:
-        runs = L.parse_learn(Path(log).read_text(errors="replace").splitlines())
+        runs = R.parse_learn(Path(log).read_text(errors="replace").splitlines())
         if label not in runs:
             raise PortsError(f"{log}: no run {label!r} (runs: {', '.join(sorted(runs))})")
         run = runs[label]

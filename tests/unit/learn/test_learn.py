@@ -16,6 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.learn import plan as L
+from rxl.learn import results as R
+from rxl.learn import metrics as M
+from rxl.learn import drive as D
 from rxl.decide import topology
 from rxl.cli import main
 
@@ -27,7 +30,7 @@ QEMU = topology.load("qemu-2s")
 
 
 def _runs(path):
-    return L.parse_learn(path.read_text().splitlines())
+    return R.parse_learn(path.read_text().splitlines())
 
 
 # ------------------------------------------------------------------ plan
@@ -145,7 +148,7 @@ class FakeClock:
 def test_driver_stops_at_min_time_and_count():
     ph = L.Phase("measured", "m", min_s=10, max_s=100, min_conns=50, max_conns=1000)
     seen = []
-    res = L.drive_phase(8080, ph, connect=lambda p, b: seen.append((p, b)) or True,
+    res = D.drive_phase(8080, ph, connect=lambda p, b: seen.append((p, b)) or True,
                         clock=FakeClock(0.1))
     # Two clock reads per connection (claim + nothing else) at 0.1 s each:
     # the time bound (10 s) is reached after ~50 claims, the count after 50.
@@ -156,23 +159,23 @@ def test_driver_stops_at_min_time_and_count():
 
 def test_driver_time_and_count_bounds():
     ph = L.Phase("w", "w", min_s=5, max_s=5, min_conns=0, max_conns=10**6)
-    res = L.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(1.0))
+    res = D.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(1.0))
     assert res.stopped_by == "max_s" and res.attempts == 4
     ph = L.Phase("w", "w", min_s=100, max_s=100, min_conns=0, max_conns=7)
-    res = L.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(0.01))
+    res = D.drive_phase(1, ph, connect=lambda p, b: True, clock=FakeClock(0.01))
     assert res.stopped_by == "max_conns" and res.attempts == 7
 
 
 def test_driver_gives_up_after_consecutive_failures():
     ph = L.Phase("m", "m", min_s=1000, max_s=1000, min_conns=5, max_conns=10**6)
-    res = L.drive_phase(1, ph, connect=lambda p, b: False, clock=FakeClock(0.001),
+    res = D.drive_phase(1, ph, connect=lambda p, b: False, clock=FakeClock(0.001),
                         max_consecutive_failures=25)
     assert (res.stopped_by, res.failed, res.ok) == ("failures", 25, 0)
 
 
 def test_driver_threads_respect_max_conns():
     ph = L.Phase("m", "m", min_s=1000, max_s=30, min_conns=10**6, max_conns=300)
-    res = L.drive_phase(1, ph, concurrency=4, connect=lambda p, b: True)
+    res = D.drive_phase(1, ph, concurrency=4, connect=lambda p, b: True)
     assert res.attempts == res.ok == 300 and res.stopped_by == "max_conns"
 
 
@@ -184,14 +187,14 @@ def test_drive_run_retries_quit():
         return byte != "q" or calls.count("q") == 3
 
     ph = [L.Phase("warmup", "w", 0, 0, 0, 10)]
-    res = L.drive_run(1, ph, connect=connect, clock=FakeClock(0.0), sleep=lambda s: None)
+    res = D.drive_run(1, ph, connect=connect, clock=FakeClock(0.0), sleep=lambda s: None)
     assert [r.name for r in res] == ["warmup", "quit"]
     assert (res[1].attempts, res[1].ok, res[1].failed) == (3, 1, 2)
 
 
 def test_connect_refuses_non_loopback():
     with pytest.raises(L.LearnError, match="loopback only"):
-        L.connect_once(80, "m", host="10.0.2.15")
+        D.connect_once(80, "m", host="10.0.2.15")
 
 
 # ----------------------------------------------------------------- parse
@@ -206,7 +209,7 @@ def test_parse_patched_log():
     assert r.info["hcpu_opt"] == "0x1030"
     assert r.done == {"accepted": "1091", "elapsed_ms": "61234", "stop": "quit"}
     assert sum(c.n for c in r.counts if c.phase == "m") == 500
-    assert L.Count("m", 0, 0, 2, 1, 5) in r.counts
+    assert R.Count("m", 0, 0, 2, 1, 5) in r.counts
     assert r.ftypes["m"] == {130: 500}
     assert r.sysctls == {"after.dev.em.0.queue_rx_0.rx_irq": "1234"}
     assert any("malformed learnd line" in n for n in r.notes)
@@ -219,14 +222,14 @@ def test_parse_truncated_run_is_incomplete():
 
 
 def test_rxq_cpus_in_queue_order():
-    assert L.rxq_cpus({"dev.em.0.iflib.rxq1.cpu": 2, "dev.em.0.iflib.rxq0.cpu": 0,
+    assert M.rxq_cpus({"dev.em.0.iflib.rxq1.cpu": 2, "dev.em.0.iflib.rxq0.cpu": 0,
                        "dev.em.1.iflib.rxq0.cpu": 5}) == [0, 2]
 
 
 # --------------------------------------------------------------- analyze
 
 def test_learning_on_rxq_colocation_and_prediction():
-    m = L.analyze(_runs(PATCHED)["learn-on.rxq"], QEMU, [0, 2])
+    m = M.analyze(_runs(PATCHED)["learn-on.rxq"], QEMU, [0, 2])
     assert m.n == 500 and m.hcpu_source == "getsockopt"
     assert m.rx == {0: 250, 2: 250}
     assert m.colocated == pytest.approx(495 / 500)
@@ -236,34 +239,34 @@ def test_learning_on_rxq_colocation_and_prediction():
     assert [w.n for w in m.workers] == [255, 245]
     assert m.max_dev == pytest.approx(0.02)
     assert m.queue_agreement == pytest.approx(1.0) and m.hw_hashed == pytest.approx(1.0)
-    assert [t.met for t in L.targets(m)] == [True, True]
+    assert [t.met for t in M.targets(m)] == [True, True]
 
 
 def test_learning_off_behaves_as_hash():
-    m = L.analyze(_runs(PATCHED)["learn-off.rxq"], QEMU, [0, 2])
+    m = M.analyze(_runs(PATCHED)["learn-off.rxq"], QEMU, [0, 2])
     assert m.policy == "hash" and m.colocated == pytest.approx(253 / 500)
     assert m.predicted_colocated == pytest.approx(0.5)
-    (t,) = L.targets(m)
+    (t,) = M.targets(m)
     assert t.met and "as the hash" in t.what
 
 
 def test_learning_on_all_cpus_without_spread_predicts_far_workers():
-    m = L.analyze(_runs(PATCHED)["learn-on.all"], QEMU, [0, 2])
+    m = M.analyze(_runs(PATCHED)["learn-on.all"], QEMU, [0, 2])
     # rx on CPUs 0 and 2 (socket 0): the deal serves 4-7 from socket 0.
     assert m.predicted_colocated == pytest.approx(0.25)
     assert m.predicted_same_socket == pytest.approx(0.5)
     assert m.same_socket == pytest.approx(0.5) and m.colocated == pytest.approx(0.25)
-    assert L.targets(m) == []
+    assert M.targets(m) == []
 
 
 def test_spread_all_targets():
-    m = L.analyze(_runs(SPREAD)["learn-spread.all"], QEMU, [0, 4])
+    m = M.analyze(_runs(SPREAD)["learn-spread.all"], QEMU, [0, 4])
     assert m.rx == {0: 396, 4: 404}
     assert m.same_socket == pytest.approx(796 / 800)
     assert m.colocated == pytest.approx(0.25)
     assert m.predicted_colocated == pytest.approx(0.25, abs=0.01)
     assert m.max_dev == pytest.approx(0.0)
-    met = {t.what: t.met for t in L.targets(m)}
+    met = {t.what: t.met for t in M.targets(m)}
     assert met == {"same socket >= 96%": True, "exact share = deal prediction (3 SD)": True,
                    "every worker within +-10% of equal, n >= 512": True, "0 starved": True}
 
@@ -271,15 +274,15 @@ def test_spread_all_targets():
 def test_spread_target_misses_below_512():
     run = _runs(SPREAD)["learn-spread.all"]
     run.counts = [c for c in run.counts if not (c.phase == "m" and c.worker >= 5)]
-    m = L.analyze(run, QEMU, [0, 4])
+    m = M.analyze(run, QEMU, [0, 4])
     assert m.n == 500 and m.starved == 3
-    met = {t.what: t.met for t in L.targets(m)}
+    met = {t.what: t.met for t in M.targets(m)}
     assert met["every worker within +-10% of equal, n >= 512"] is False
     assert met["0 starved"] is False
 
 
 def test_pristine_uses_queue_derived_handshake_cpu():
-    m = L.analyze(_runs(PRISTINE)["pristine.rxq"], QEMU, [0, 2])
+    m = M.analyze(_runs(PRISTINE)["pristine.rxq"], QEMU, [0, 2])
     assert m.hcpu_source == "queue"
     assert m.rx == {0: 248, 2: 252}
     assert m.colocated == pytest.approx((130 + 132) / 500)
@@ -287,35 +290,35 @@ def test_pristine_uses_queue_derived_handshake_cpu():
 
 
 def test_analyze_errors():
-    r = L.RunSummary("learn-on.rxq")
+    r = R.RunSummary("learn-on.rxq")
     with pytest.raises(L.LearnError, match="no workers"):
-        L.analyze(r, QEMU, [0, 2])
+        M.analyze(r, QEMU, [0, 2])
     r.workers = [{"worker": 0, "cpu": 0, "accepts": 0, "errors": 0, "pinerr": 0}]
     with pytest.raises(L.LearnError, match="no connection"):
-        L.analyze(r, QEMU, [0, 2])
+        M.analyze(r, QEMU, [0, 2])
 
 
 def test_unknown_handshake_cpu_is_noted():
-    r = L.RunSummary("pristine.rxq", workers=[
+    r = R.RunSummary("pristine.rxq", workers=[
         {"worker": 0, "cpu": 0, "accepts": 3, "errors": 0, "pinerr": 0}],
-        counts=[L.Count("m", 0, 0, -1, -1, 3)])
-    m = L.analyze(r, QEMU, [0, 2])
+        counts=[R.Count("m", 0, 0, -1, -1, 3)])
+    m = M.analyze(r, QEMU, [0, 2])
     assert m.hcpu_source == "none" and m.colocated == 0.0
     assert any("not measurable" in n for n in m.notes)
-    m = L.analyze(r, QEMU, [0])
+    m = M.analyze(r, QEMU, [0])
     assert m.hcpu_source == "single-queue" and m.rx == {0: 3} and m.colocated == 1.0
 
 
 def test_socket_of():
-    assert [L.socket_of(QEMU, c) for c in range(8)] == [0] * 4 + [1] * 4
-    assert L.socket_of(topology.load("1x4x2"), 7) == 0
+    assert [M.socket_of(QEMU, c) for c in range(8)] == [0] * 4 + [1] * 4
+    assert M.socket_of(topology.load("1x4x2"), 7) == 0
     with pytest.raises(L.LearnError):
-        L.socket_of(QEMU, 9)
+        M.socket_of(QEMU, 9)
 
 
 def test_table_lists_every_worker_and_target():
-    ms = [L.analyze(r, QEMU, [0, 4]) for r in _runs(SPREAD).values()]
-    text = L.table(ms, topo_name="qemu-2s")
+    ms = [M.analyze(r, QEMU, [0, 4]) for r in _runs(SPREAD).values()]
+    text = M.table(ms, topo_name="qemu-2s")
     assert text.splitlines()[0] == "guest topology: qemu-2s"
     assert text.index("learn-spread.all") < text.index("learn-spread.rxq")
     assert "target MET  same socket >= 96%: 99.5%" in text
@@ -386,7 +389,7 @@ def test_learnd_over_loopback(tmp_path):
     exe = tmp_path / "learnd"
     subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(exe), str(L.learnd_source())],
                    check=True)
-    port = L.free_port()
+    port = D.free_port()
     proc = subprocess.Popen([str(exe), "-w", "2", "-P", str(port), "-l", "learn-on.rxq",
                              "-d", "30"], stdout=subprocess.PIPE, text=True)
     try:
@@ -394,13 +397,13 @@ def test_learnd_over_loopback(tmp_path):
         ready = proc.stdout.readline()
         assert "LEARN READY learn-on.rxq" in ready and time.monotonic() < deadline
         phases = [L.Phase("warmup", "w", 5, 5, 0, 7), L.Phase("measured", "m", 5, 5, 0, 25)]
-        res = L.drive_run(port, phases, concurrency=2)
+        res = D.drive_run(port, phases, concurrency=2)
         out, _ = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert [(r.name, r.ok) for r in res] == [("warmup", 7), ("measured", 25), ("quit", 1)]
-    runs = L.parse_learn((ready + out).splitlines())
+    runs = R.parse_learn((ready + out).splitlines())
     r = runs["learn-on.rxq"]
     assert r.done["stop"] == "quit" and int(r.done["accepted"]) == 33
     by_phase = {p: sum(c.n for c in r.counts if c.phase == p) for p in "wmq"}
@@ -433,7 +436,7 @@ def test_port_connector_draws_both_parities_and_retries():
         seen.append(src_port)
         return len(seen) % 3 != 1          # calls 1, 4, 7, ... fail
 
-    go = L.port_connector("random", seed=1, port_range=(20000, 20100), connect=fake)
+    go = D.port_connector("random", seed=1, port_range=(20000, 20100), connect=fake)
     assert all(go(8080, "m") for _ in range(60))
     assert all(20000 <= p < 20100 for p in seen)
     assert {p % 2 for p in seen} == {0, 1}
@@ -441,17 +444,17 @@ def test_port_connector_draws_both_parities_and_retries():
     assert go.retries == 30
     assert len(set(seen)) == 90            # no port again before the range is used up
     again = []
-    L.port_connector("random", seed=1, port_range=(20000, 20100),
+    D.port_connector("random", seed=1, port_range=(20000, 20100),
                      connect=lambda p, b, src_port=None: again.append(src_port) or True)(1, "w")
     assert again[0] == seen[0]             # seeded: reproducible
-    kern = L.port_connector("kernel", connect=lambda p, b, src_port=None: src_port is None)
+    kern = D.port_connector("kernel", connect=lambda p, b, src_port=None: src_port is None)
     assert kern(1, "w")
     with pytest.raises(L.LearnError):
-        L.port_connector("sequential")
+        D.port_connector("sequential")
 
 
 def test_single_thread_rewrites_the_accelerator():
-    from rxl.learn.cli import single_thread
+    from rxl.learn.job import single_thread
     argv = ["qemu", "-machine", "q35,accel=tcg", "-cpu", "max"]
     assert single_thread(argv) == ["qemu", "-machine", "q35", "-accel", "tcg,thread=single",
                                    "-cpu", "max"]
@@ -479,7 +482,7 @@ REC_ON = DATA / "recorded-c3fix-patched-on.log"
 
 
 def test_recorded_spread_run():
-    from rxl.learn.cli import analyze_log
+    from rxl.learn.job import analyze_log
     a = analyze_log(str(REC_SPREAD))
     assert a["outcome"] == "completed" and a["errors"] == []
     assert a["rxq"] == [0, 4]
@@ -491,17 +494,17 @@ def test_recorded_spread_run():
     assert m.same_socket == pytest.approx(13690 / 13720)
     assert m.colocated == pytest.approx((1595 + 1622) / 13720)
     assert m.queue_agreement == 1.0 and m.hw_hashed == 1.0
-    met = {t.what: t.met for t in L.targets(m)}
+    met = {t.what: t.met for t in M.targets(m)}
     assert met["same socket >= 96%"] and met["0 starved"]
     assert met["every worker within +-10% of equal, n >= 512"]
     assert not met["exact share = deal prediction (3 SD)"]      # the measured gap
     r = by["learn-spread.rxq"]
     assert r.colocated == pytest.approx(10359 / 10497)
-    assert all(t.met for t in L.targets(r))
+    assert all(t.met for t in M.targets(r))
 
 
 def test_recorded_learning_on_run():
-    from rxl.learn.cli import analyze_log
+    from rxl.learn.job import analyze_log
     a = analyze_log(str(REC_ON))
     assert a["errors"] == [] and a["rxq"] == [0, 2]
     by = {m.label: m for m in a["metrics"]}
@@ -514,7 +517,7 @@ def test_recorded_learning_on_run():
 
 
 def test_recorded_pristine_run_behaves_as_the_hash():
-    from rxl.learn.cli import analyze_log
+    from rxl.learn.job import analyze_log
     a = analyze_log(str(DATA / "recorded-pristine-emfix.log"))
     assert a["errors"] == []
     by = {m.label: m for m in a["metrics"]}
@@ -522,20 +525,20 @@ def test_recorded_pristine_run_behaves_as_the_hash():
         m = by[label]
         assert m.hcpu_source == "queue" and m.policy == "hash"
         assert m.predicted_colocated == pytest.approx(hash_coloc)
-        assert abs(m.colocated - hash_coloc) <= 3 * L.binomial_sd(hash_coloc, m.n)
+        assert abs(m.colocated - hash_coloc) <= 3 * M.binomial_sd(hash_coloc, m.n)
         assert m.starved == 0
     assert by["pristine.all"].n == 11339 and by["pristine.rxq"].n == 6460
 
 
 def test_recorded_series_spread_run_meets_the_targets():
-    from rxl.learn.cli import analyze_log
+    from rxl.learn.job import analyze_log
     a = analyze_log(str(DATA / "recorded-series-spread.log"))
     assert a["errors"] == [] and a["rxq"] == [0, 4]
     by = {m.label: m for m in a["metrics"]}
     m = by["learn-spread.all"]
     assert (m.n, m.starved) == (6698, 0)
     assert m.same_socket >= 0.96 and m.max_dev <= 0.10
-    assert all(t.met for t in L.targets(m))
+    assert all(t.met for t in M.targets(m))
     assert by["learn-spread.rxq"].colocated >= 0.96
 
 
@@ -557,7 +560,7 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path):
 
 def test_port_connector_uses_every_port_before_any_again():
     seen = []
-    go = L.port_connector("random", seed=3, port_range=(30000, 30050),
+    go = D.port_connector("random", seed=3, port_range=(30000, 30050),
                           connect=lambda p, b, src_port=None: seen.append(src_port) or True)
     for _ in range(120):
         go(8080, "m")

@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.learn import plan as L
+from rxl.learn import results as R
 from rxl.learn import ports as P
 from rxl.decide import model, topology
 
@@ -59,7 +60,7 @@ def test_k_lines_parse_and_bad_items_are_notes():
     lines = ["==RXL== LEARN K r worker=3 40000:0 40001:4",
              "==RXL== LEARN K r worker=1 41000:-1",
              "==RXL== LEARN K r worker=2 zz:0"]
-    run = L.parse_learn(lines)["r"]
+    run = R.parse_learn(lines)["r"]
     assert run.conns == [(3, 40000, 0), (3, 40001, 4), (1, 41000, -1)]
     assert any("K item 'zz:0'" in n for n in run.notes)
 

@@ -1,0 +1,204 @@
+"""The host-side connection driver of a learning run: bounded, loopback only.
+
+:func:`drive_phase` / :func:`drive_run` open connections to learnd through
+QEMU's ``hostfwd`` on 127.0.0.1, bounded in count and time, one phase
+(warm-up, measured) after another; :func:`port_connector` chooses the
+client source ports (QEMU hands them to the guest as the foreign port).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from rxl.learn.plan import LOOPBACK_HOSTS, LearnError, PHASE_BYTES, Phase
+
+
+@dataclass
+class PhaseResult:
+    """What the driver did in one phase. ``seconds``: wall time."""
+
+    name: str
+    attempts: int = 0
+    ok: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    stopped_by: str = ""
+
+
+def connect_once(port: int, byte: str, *, host: str = "127.0.0.1",
+                 timeout: float = 5.0, src_port: Optional[int] = None) -> bool:
+    """One connection: connect, send ``byte``, wait for learnd's ``k``. True on success.
+
+    ``src_port``: bind the client to this local port first (None: the
+    kernel picks). Raises LearnError for a host outside
+    :data:`LOOPBACK_HOSTS`; a port already in use is a failed attempt.
+    """
+    if host not in LOOPBACK_HOSTS:
+        raise LearnError(f"refusing to connect to {host}: loopback only")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            if src_port is not None:
+                s.bind((host, src_port))
+            s.connect((host, port))
+            s.sendall(byte.encode("ascii"))
+            return s.recv(1) == b"k"
+    except OSError:
+        return False
+
+
+#: Client source ports for :func:`port_connector` (both parities; below
+#: Linux's default ephemeral range 32768-60999 would be fine too, this
+#: range just avoids the well-known and registered low ports).
+SRC_PORT_RANGE = (20000, 61000)
+
+
+def port_connector(mode: str = "random", *, seed: int = 6,
+                   port_range: Tuple[int, int] = SRC_PORT_RANGE,
+                   connect: Callable[..., bool] = connect_once,
+                   tries: int = 5) -> Callable[[int, str], bool]:
+    """A ``connect(port, byte)`` for the driver that chooses client source ports.
+
+    QEMU's user networking hands the host client's source port to the guest
+    as the connection's foreign port (measured: ``rxl learn`` run of
+    2026-11-30, docs/results/learning.md), and Linux's connect(2) prefers
+    even ephemeral ports, so with ``mode="kernel"`` every guest-side foreign
+    port is even and the lbgroup tuple hash (``INP_PCBLBGROUP_PKTHASH``: the
+    port pair XORed into the low bits) never selects odd-indexed members.
+
+    ``mode="random"`` walks a seeded random permutation of ``port_range``,
+    so a port comes back only after every other port of the range has been
+    used: at a few hundred connections a second, later than the 60 s
+    TIME_WAIT of either side.  Drawing with replacement reused ports within
+    TIME_WAIT, and such a reuse fails more often for some members than
+    others (docs/results/learning.md, "Where the exact share goes"); the
+    driver's retry with a fresh port then skewed which ports, and so which
+    slots, the measured connections had.  A failed try moves on to the next
+    port, up to ``tries`` per connection.  The returned function counts
+    failed tries in its ``retries`` attribute.  Raises LearnError for an
+    unknown mode or an empty range.
+    """
+    if mode == "kernel":
+        return lambda port, byte: connect(port, byte)
+    if mode != "random":
+        raise LearnError(f"client port mode {mode!r}: 'random' or 'kernel'")
+    lo, hi = port_range
+    if not 0 < lo < hi <= 65536:
+        raise LearnError(f"bad client port range {port_range}")
+    import random
+    order = list(range(lo, hi))
+    random.Random(seed).shuffle(order)
+    pos = [0]
+    lock = threading.Lock()
+
+    def go(port: int, byte: str) -> bool:
+        for _ in range(tries):
+            with lock:
+                src = order[pos[0] % len(order)]
+                pos[0] += 1
+            if connect(port, byte, src_port=src):
+                return True
+            with lock:
+                go.retries += 1
+        return False
+    go.retries = 0
+    return go
+
+
+def drive_phase(port: int, phase: Phase, *, concurrency: int = 1,
+                connect: Callable[[int, str], bool] = connect_once,
+                clock: Callable[[], float] = time.monotonic,
+                max_consecutive_failures: int = 200) -> PhaseResult:
+    """Open connections for one phase; returns counts. Bounded in count and time.
+
+    Stops at ``phase.max_s`` seconds or ``phase.max_conns`` attempts, or
+    once ``phase.min_s`` passed and ``phase.min_conns`` succeeded, or after
+    ``max_consecutive_failures`` failures in a row (the guest is gone).
+    ``concurrency`` > 1 uses that many threads; 1 runs in the caller.
+    """
+    if concurrency < 1:
+        raise LearnError(f"concurrency must be >= 1, got {concurrency}")
+    res = PhaseResult(phase.name)
+    lock = threading.Lock()
+    t0 = clock()
+    state = {"streak": 0}
+
+    def claim() -> bool:
+        with lock:
+            el = clock() - t0
+            if el >= phase.max_s:
+                res.stopped_by = res.stopped_by or "max_s"
+            elif res.attempts >= phase.max_conns:
+                res.stopped_by = res.stopped_by or "max_conns"
+            elif el >= phase.min_s and res.ok >= phase.min_conns:
+                res.stopped_by = res.stopped_by or "done"
+            elif state["streak"] >= max_consecutive_failures:
+                res.stopped_by = res.stopped_by or "failures"
+            else:
+                res.attempts += 1
+                return True
+            return False
+
+    def loop() -> None:
+        while claim():
+            good = connect(port, phase.byte)
+            with lock:
+                if good:
+                    res.ok += 1
+                    state["streak"] = 0
+                else:
+                    res.failed += 1
+                    state["streak"] += 1
+
+    if concurrency == 1:
+        loop()
+    else:
+        threads = [threading.Thread(target=loop, daemon=True) for _ in range(concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(phase.max_s + 60)
+    res.seconds = clock() - t0
+    return res
+
+
+def drive_run(port: int, phases: Sequence[Phase], *, concurrency: int = 1,
+              connect: Callable[[int, str], bool] = connect_once,
+              clock: Callable[[], float] = time.monotonic, quit_tries: int = 5,
+              sleep: Callable[[float], None] = time.sleep) -> List[PhaseResult]:
+    """Every phase in order, then the quit connection (up to ``quit_tries``, 1 s apart).
+
+    A phase in which no connection succeeded ends the phases (the guest is
+    not answering); the quit connection is still tried.
+    """
+    out: List[PhaseResult] = []
+    for ph in phases:
+        r = drive_phase(port, ph, concurrency=concurrency, connect=connect, clock=clock)
+        out.append(r)
+        if r.attempts and not r.ok:
+            # Nothing got through: the guest does not answer; skip to quit.
+            r.stopped_by += " (no connection succeeded: later phases skipped)"
+            break
+    q = PhaseResult("quit")
+    t0 = clock()
+    for _ in range(quit_tries):
+        q.attempts += 1
+        if connect(port, PHASE_BYTES["quit"]):
+            q.ok += 1
+            break
+        q.failed += 1
+        sleep(1.0)
+    q.seconds = clock() - t0
+    out.append(q)
+    return out
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (for the hostfwd rule)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

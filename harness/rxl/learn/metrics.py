@@ -1,0 +1,312 @@
+"""A learning run's metrics beside what the model predicts, and the table.
+
+:func:`analyze` turns one :class:`~rxl.learn.results.RunSummary` into per
+worker shares, co-location with the receiving CPU, same socket and starved
+workers, next to the prediction of :mod:`rxl.decide.outcomes`;
+:func:`targets` checks issue 6's targets (measured, not asserted) and
+:func:`table` prints them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rxl.decide import outcomes, topology
+from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
+from rxl.learn.results import Count, RunSummary
+
+
+def socket_of(topo: topology.Topology, cpu: int) -> int:
+    """Index of the top-level group (socket / NUMA node) holding ``cpu``.
+
+    A root that itself shares a cache (one L3 for the machine, as
+    :func:`rxl.decide.topology.regular` builds with one L3 group) or has no
+    children is one socket: 0. Raises LearnError for a CPU not in ``topo``.
+    """
+    kids = topo.root.children
+    if not topo.has_cpu(cpu):
+        raise LearnError(f"CPU {cpu} is not in topology {topo.name}")
+    if not kids or topo.root.level != topology.CG_SHARE_NONE:
+        return 0
+    for i, g in enumerate(kids):
+        if cpu in g.cpus:
+            return i
+    raise LearnError(f"CPU {cpu} is not in topology {topo.name}")
+
+
+def rxq_cpus(rxq: Mapping[str, int], dev: str = "em.0") -> List[int]:
+    """Receive-queue CPUs of ``dev`` in queue order from ``dev.<dev>.iflib.rxqN.cpu`` sysctls."""
+    pat = re.compile(rf"^dev\.{re.escape(dev)}\.iflib\.rxq(\d+)\.cpu$")
+    found = sorted((int(m.group(1)), cpu) for name, cpu in rxq.items()
+                   if (m := pat.match(name)))
+    return [cpu for _, cpu in found]
+
+
+@dataclass
+class WorkerMetrics:
+    """One worker in the measured phase. Shares are fractions of all connections."""
+
+    worker: int
+    cpu: int
+    n: int
+    share: float
+    colocated: int
+    same_socket: int
+    predicted_share: Optional[float] = None
+
+
+@dataclass
+class RunMetrics:
+    """Measured-phase results of one run, with the prediction of :mod:`rxl.decide.outcomes`.
+
+    ``hcpu_source``: ``getsockopt`` (the series' SO_REUSEPORT_LB_CPU on the
+    accepted socket), ``queue`` (derived: the 82574's queue of the flow id,
+    mapped to that queue's CPU; used when the kernel has no getsockopt),
+    ``single-queue`` (the NIC has one receive queue: its CPU, which with
+    ``net.isr.dispatch=direct`` processes every handshake) or ``none``. ``rx``: handshake CPU -> connections. ``policy``: the
+    :mod:`rxl.decide.outcomes` policy the configuration should behave as.
+    ``max_dev``: largest |share - 1/W| relative to 1/W.
+    """
+
+    label: str
+    config: str
+    workers_set: str
+    n: int
+    hcpu_source: str
+    rx: Dict[int, int]
+    workers: List[WorkerMetrics]
+    colocated: float
+    same_socket: float
+    starved: int
+    max_dev: float
+    policy: str
+    predicted_colocated: Optional[float] = None
+    predicted_same_socket: Optional[float] = None
+    hash_colocated: Optional[float] = None
+    queue_agreement: Optional[float] = None
+    hw_hashed: Optional[float] = None
+    learning: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _split(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int], r: int,
+           policy: str) -> List[float]:
+    """Fraction of receive CPU ``r``'s connections each worker gets under ``policy``.
+
+    Mirrors :func:`rxl.decide.outcomes.outcome`: ``hash`` over all workers, ``deal``
+    over ``r``'s range of the dealt map (every worker tagged with its CPU,
+    supply from ``rx``), else over all workers.
+    """
+    n = len(pins)
+    if policy == "deal":
+        from rxl.decide import model
+        d = model.deal(topo, [model.Tag(w) for w in pins], dict(rx))
+        if d is not None and r in d.ranges:
+            slots = d.slots_of(r)
+            out = [0.0] * n
+            for i in slots:
+                out[i] += 1.0 / len(slots)
+            return out
+    return [1.0 / n] * n
+
+
+def _outcome_shares(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int],
+                    policy: str) -> Tuple[List[float], float, float]:
+    """(per-worker share, exact share, same-socket share) predicted for ``policy``.
+
+    Per-worker and exact shares come from :func:`rxl.decide.outcomes.outcome` (what
+    ``rxl outcomes`` prints); the same-socket share weighs each receive
+    CPU's split by :func:`socket_of`.
+    """
+    o = outcomes.outcome(topo, list(pins), dict(rx), policy)
+    exact = float(o.by_distance()["exact"])
+    total = sum(v for v in rx.values() if v > 0)
+    same = 0.0
+    for r, cnt in sorted(rx.items()):
+        if cnt <= 0:
+            continue
+        split = _split(topo, pins, rx, r, policy)
+        same += cnt / total * sum(s for i, s in enumerate(split)
+                                  if socket_of(topo, pins[i]) == socket_of(topo, r))
+    return [float(o.share(i)) for i in range(len(pins))], exact, same
+
+
+def analyze(run: RunSummary, topo: topology.Topology, rxq: Sequence[int], *,
+            phase: str = "m") -> RunMetrics:
+    """Measured-phase metrics of ``run`` on ``topo``; ``rxq``: CPU of each receive queue.
+
+    Raises LearnError when the run has no workers or no connection in ``phase``.
+    """
+    config, wset = config_of(run.label)
+    if not run.workers:
+        raise LearnError(f"{run.label}: learnd printed no workers (run incomplete?)")
+    pins = run.pins
+    counts = [c for c in run.counts if c.phase == phase]
+    n = sum(c.n for c in counts)
+    if n == 0:
+        raise LearnError(f"{run.label}: no connection in phase {phase!r}")
+    known = sum(c.n for c in counts if c.hcpu >= 0)
+    qknown = sum(c.n for c in counts if 0 <= c.q < len(rxq))
+    source = ("getsockopt" if known == n else "queue" if qknown == n
+              else "single-queue" if len(rxq) == 1 else "none")
+    notes: List[str] = list(run.notes)
+    if source == "none":
+        notes.append(f"handshake CPU known for {known}/{n} connections by getsockopt, "
+                     f"{qknown}/{n} by queue: co-location not measurable")
+
+    def hcpu_of(c: Count) -> int:
+        if source == "getsockopt":
+            return c.hcpu
+        if source == "queue":
+            return rxq[c.q]
+        if source == "single-queue":
+            return rxq[0]
+        return -1
+
+    per_n = [0] * len(pins)
+    coloc = [0] * len(pins)
+    same = [0] * len(pins)
+    rx: Dict[int, int] = {}
+    agree = 0
+    both = 0
+    for c in counts:
+        if not 0 <= c.worker < len(pins):
+            notes.append(f"count for unknown worker {c.worker}")
+            continue
+        per_n[c.worker] += c.n
+        h = hcpu_of(c)
+        if h < 0:
+            continue
+        rx[h] = rx.get(h, 0) + c.n
+        if h == c.wcpu:
+            coloc[c.worker] += c.n
+        if c.wcpu >= 0 and topo.has_cpu(h) and topo.has_cpu(c.wcpu) and \
+                socket_of(topo, h) == socket_of(topo, c.wcpu):
+            same[c.worker] += c.n
+        if c.hcpu >= 0 and 0 <= c.q < len(rxq):
+            both += c.n
+            agree += c.n if rxq[c.q] == c.hcpu else 0
+    nw = len(pins)
+    workers = [WorkerMetrics(i, pins[i], per_n[i], per_n[i] / n, coloc[i], same[i])
+               for i in range(nw)]
+    learning = ",".join(f"{k}={v}" for k, v in sorted(run.sets.items())) or None
+    policy = "deal" if config in ("learn-on", "learn-spread") else "hash"
+    m = RunMetrics(
+        label=run.label, config=config, workers_set=wset, n=n, hcpu_source=source, rx=rx,
+        workers=workers,
+        colocated=sum(coloc) / n, same_socket=sum(same) / n,
+        starved=sum(1 for x in per_n if x == 0),
+        max_dev=max(abs(x / n - 1 / nw) * nw for x in per_n),
+        policy=policy, queue_agreement=(agree / both if both else None),
+        learning=learning, notes=notes)
+    ft = run.ftypes.get(phase, {})
+    if ft:
+        m.hw_hashed = sum(v for k, v in ft.items() if k >= 0 and k & HASHPROP) / sum(ft.values())
+    if rx and all(p >= 0 and topo.has_cpu(p) for p in pins) and \
+            all(topo.has_cpu(r) for r in rx):
+        shares, exact, same_s = _outcome_shares(topo, pins, rx, policy)
+        for w, s in zip(workers, shares):
+            w.predicted_share = s
+        m.predicted_colocated, m.predicted_same_socket = exact, same_s
+        m.hash_colocated = _outcome_shares(topo, pins, rx, "hash")[1]
+    return m
+
+
+def binomial_sd(p: float, n: int) -> float:
+    """Standard deviation of a share ``p`` measured over ``n`` connections."""
+    return math.sqrt(max(p * (1 - p), 0.0) / n) if n > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of issue 6's targets, measured (not asserted): what, the value, met or not."""
+
+    run: str
+    what: str
+    measured: str
+    met: bool
+
+
+def targets(m: RunMetrics) -> List[Target]:
+    """Issue 6's targets that apply to run ``m``.
+
+    * learn-on / learn-spread, one worker per receive CPU: co-location >= 96 %,
+      0 starved;
+    * learn-spread, one worker per CPU: same socket >= 96 %, exact share
+      within 3 binomial SD of the deal's prediction, every worker within
+      +-10 % of an equal share at >= 512 connections, 0 starved;
+    * learn-off and pristine: co-location within 3 binomial SD of the hash's
+      prediction ("behave as the hash").
+    """
+    out: List[Target] = []
+    if m.config in ("learn-on", "learn-spread") and m.workers_set == "rxq":
+        out.append(Target(m.label, "co-location >= 96%", f"{m.colocated:.1%}",
+                          m.colocated >= 0.96))
+        out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
+    if m.config == "learn-spread" and m.workers_set == "all":
+        out.append(Target(m.label, "same socket >= 96%", f"{m.same_socket:.1%}",
+                          m.same_socket >= 0.96))
+        if m.predicted_colocated is not None:
+            sd = binomial_sd(m.predicted_colocated, m.n)
+            out.append(Target(m.label, "exact share = deal prediction (3 SD)",
+                              f"{m.colocated:.1%} vs {m.predicted_colocated:.1%} "
+                              f"(SD {sd:.1%})",
+                              abs(m.colocated - m.predicted_colocated) <= 3 * sd))
+        out.append(Target(m.label, "every worker within +-10% of equal, n >= 512",
+                          f"max {m.max_dev:.1%} at n={m.n}", m.max_dev <= 0.10 and m.n >= 512))
+        out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
+    if m.config in ("learn-off", "pristine") and m.hash_colocated is not None:
+        sd = binomial_sd(m.hash_colocated, m.n)
+        out.append(Target(m.label, "co-location as the hash (3 SD)",
+                          f"{m.colocated:.1%} vs {m.hash_colocated:.1%} (SD {sd:.1%})",
+                          abs(m.colocated - m.hash_colocated) <= 3 * sd))
+    return out
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
+          rxq_by_run: Optional[Mapping[str, Sequence[int]]] = None) -> str:
+    """The issue's table: per run, per worker share / predicted share / co-located / same socket."""
+    lines: List[str] = []
+    if topo_name:
+        lines.append(f"guest topology: {topo_name}")
+    order = {c: i for i, c in enumerate(CONFIGS)}
+    for m in sorted(metrics, key=lambda x: (order.get(x.config, 9), x.workers_set)):
+        rxq = (rxq_by_run or {}).get(m.label)
+        head = (f"{m.label}: n={m.n} measured connections; handshake CPU by {m.hcpu_source}; "
+                f"rx CPUs {dict(sorted(m.rx.items()))}"
+                + (f"; rxq CPUs {list(rxq)}" if rxq is not None else "")
+                + (f"; learning sysctl {m.learning}" if m.learning is not None else ""))
+        lines.append(head)
+        lines.append(f"  {'worker':>6} {'cpu':>4} {'conns':>6} {'share':>7} "
+                     f"{'pred':>7} {'co-loc':>7} {'same-skt':>8}")
+        for w in m.workers:
+            lines.append(f"  {w.worker:>6} {w.cpu:>4} {w.n:>6} {_pct(w.share):>7} "
+                         f"{_pct(w.predicted_share):>7} "
+                         f"{_pct(w.colocated / w.n if w.n else None):>7} "
+                         f"{_pct(w.same_socket / w.n if w.n else None):>8}")
+        lines.append(f"  co-located {_pct(m.colocated)} ({m.policy} predicts "
+                     f"{_pct(m.predicted_colocated)}"
+                     + (f", hash {_pct(m.hash_colocated)}" if m.policy != "hash" else "")
+                     + "); "
+                     f"same socket {_pct(m.same_socket)} (predicts "
+                     f"{_pct(m.predicted_same_socket)}); starved {m.starved}; "
+                     f"max deviation from equal share {_pct(m.max_dev)}"
+                     + (f"; queue/getsockopt agreement {_pct(m.queue_agreement)}"
+                        if m.queue_agreement is not None else "")
+                     + (f"; hardware-hashed {_pct(m.hw_hashed)}" if m.hw_hashed is not None
+                        else ""))
+        for t in targets(m):
+            lines.append(f"  target {'MET ' if t.met else 'MISS'} {t.what}: {t.measured}")
+        for note in m.notes:
+            lines.append(f"  note: {note}")
+    return "\n".join(lines) + "\n"

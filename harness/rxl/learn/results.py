@@ -1,0 +1,130 @@
+"""learnd's summary lines from a console log: LEARN BEGIN/READY/RUN/W/C/K/...
+
+:func:`parse_learn` turns the ``==RXL== LEARN`` lines the guest's learnd
+prints into one :class:`RunSummary` per run (per-worker counts, per-phase
+connections); malformed lines raise :class:`~rxl.learn.plan.LearnError`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from rxl.guest.protocol import MARK
+from rxl.learn.plan import LearnError
+
+
+_LEARN_RE = re.compile(r"^LEARN (\w+) (\S+)(.*)$")
+
+
+_KV_RE = re.compile(r"(\w+)=(\S+)")
+
+
+@dataclass(frozen=True)
+class Count:
+    """Connections of one phase by worker, worker CPU, handshake CPU and RSS queue (-1: unknown)."""
+
+    phase: str
+    worker: int
+    wcpu: int
+    hcpu: int
+    q: int
+    n: int
+
+
+@dataclass
+class RunSummary:
+    """learnd's summary of one run, as printed on the console."""
+
+    label: str
+    ready: bool = False
+    info: Dict[str, str] = field(default_factory=dict)
+    workers: List[Dict[str, int]] = field(default_factory=list)
+    counts: List[Count] = field(default_factory=list)
+    ftypes: Dict[str, Dict[int, int]] = field(default_factory=dict)
+    done: Dict[str, str] = field(default_factory=dict)
+    sets: Dict[str, str] = field(default_factory=dict)
+    sysctls: Dict[str, str] = field(default_factory=dict)
+    rc: Optional[int] = None
+    notes: List[str] = field(default_factory=list)
+    #: With learnd -K: (worker, foreign port, handshake CPU) per measured
+    #: connection, in accept order per worker.
+    conns: List[Tuple[int, int, int]] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """learnd printed its DONE line."""
+        return bool(self.done)
+
+    @property
+    def pins(self) -> List[int]:
+        """CPU of each worker (rank order); -1 when not pinned."""
+        return [w["cpu"] for w in self.workers]
+
+
+def _ints(kv: Dict[str, str], keys: Sequence[str], line: str) -> Dict[str, int]:
+    try:
+        return {k: int(kv[k]) for k in keys}
+    except (KeyError, ValueError):
+        raise LearnError(f"malformed learnd line (need {', '.join(keys)}): {line}") from None
+
+
+def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
+    """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
+
+    Lines (prefix :data:`rxl.guest.protocol.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
+    DONE|SET|SYSCTL|END <label> key=value...`` (``K``: ``worker=<i>`` then
+    ``<fport>:<hcpu>`` items, learnd -K). Other lines are ignored; a
+    malformed LEARN line is kept in the run's ``notes`` (a console can
+    interleave kernel messages), never raised.
+    """
+    runs: Dict[str, RunSummary] = {}
+    for raw in lines:
+        line = raw.rstrip("\r\n").replace("\r", "")
+        if not line.startswith(MARK):
+            continue
+        m = _LEARN_RE.match(line[len(MARK):].strip())
+        if not m:
+            continue
+        kind, label, rest = m.group(1), m.group(2), m.group(3).strip()
+        r = runs.setdefault(label, RunSummary(label))
+        kv = dict(_KV_RE.findall(rest))
+        try:
+            if kind == "READY":
+                r.ready = True
+            elif kind == "RUN":
+                r.info = kv
+            elif kind == "W":
+                r.workers.append(_ints(kv, ("worker", "cpu", "accepts", "errors", "pinerr"), line))
+            elif kind == "C":
+                v = _ints(kv, ("worker", "wcpu", "hcpu", "q", "n"), line)
+                ph = kv.get("phase", "")
+                if ph not in ("w", "m", "q", "x"):
+                    raise LearnError(f"malformed learnd line (phase): {line}")
+                r.counts.append(Count(ph, v["worker"], v["wcpu"], v["hcpu"], v["q"], v["n"]))
+            elif kind == "K":
+                w = _ints(kv, ("worker",), line)["worker"]
+                for item in rest.split()[1:]:
+                    port, sep, hcpu = item.partition(":")
+                    if not sep or not port.isdigit() or not hcpu.lstrip("-").isdigit():
+                        raise LearnError(f"malformed learnd line (K item {item!r}): {line}")
+                    r.conns.append((w, int(port), int(hcpu)))
+            elif kind == "FT":
+                v = _ints(kv, ("ftype", "n"), line)
+                r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]
+            elif kind == "DONE":
+                r.done = kv
+            elif kind == "SET":
+                r.sets.update(re.findall(r"(\S+)=(\S+)", rest))
+            elif kind == "SYSCTL":
+                name, _, value = rest.partition(":")
+                r.sysctls[name.strip()] = value.strip()
+            elif kind == "END":
+                rc = kv.get("rc")
+                r.rc = int(rc) if rc and rc.lstrip("-").isdigit() else None
+            elif kind != "BEGIN":
+                r.notes.append(f"unknown learn line: {line}")
+        except LearnError as exc:
+            r.notes.append(str(exc))
+    return runs
