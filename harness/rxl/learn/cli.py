@@ -189,6 +189,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     from rxl.tree import build as build_mod
     from rxl.guest import image as image_mod
     from rxl.tree import rig as rig_mod
+    from rxl.tree import rigrun as rig_run
     from rxl.tree import world as world_mod
 
     src, objdir, guest_dir = (os.path.abspath(p) for p in (src, objdir, guest_dir))
@@ -208,7 +209,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
             gpatches = rig_mod.read_guest_patches()
             rig_dir = Path(guest_dir) / rig_mod.RIG_SRC
             rig_plan = rig_mod.plan_rig(
-                src, guest_dir, commits, gpatches, rig_exists=rig_mod.rig_is_clone(rig_dir, src),
+                src, guest_dir, commits, gpatches, rig_exists=rig_run.rig_is_clone(rig_dir, src),
                 toolchain_done=build_mod.toolchain_done(Path(guest_dir) / rig_mod.RIG_OBJDIR,
                                                         rig_dir),
                 cached=lambda pth: pth.is_file())
@@ -289,7 +290,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
             f"{k.variant} {k.commit[:12]} -> {k.path}" + (" (cached)" if k.cached else "")
             for k in rig_plan.kernels.values()))
         try:
-            rig_res = rig_mod.run_rig(rig_plan, out=out, echo=echo)
+            rig_res = rig_run.run_rig(rig_plan, out=out, echo=echo)
         except rig_mod.RigError as exc:
             _fail(f"kernels: {exc}")
         timings["kernels"] = time.monotonic() - t0

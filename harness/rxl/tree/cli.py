@@ -13,6 +13,8 @@ import click
 
 from rxl.tree import build as B
 from rxl.tree import series as S
+from rxl.tree import check as C
+from rxl.tree import patch as P
 
 #: The project root: harness/rxl/tree/cli.py -> ../../../
 PROJECT = Path(__file__).resolve().parents[3]
@@ -50,7 +52,7 @@ def apply_cmd(src, branch, patches_dir, lock):
     try:
         S.apply_series(Path(src), Path(patches_dir), branch=branch,
                        lock=_lock(lock), echo=click.echo)
-    except (S.SeriesError, OSError) as e:
+    except (P.SeriesError, OSError) as e:
         _fail(str(e))
 
 
@@ -64,7 +66,7 @@ def export_cmd(src, branch, patches_dir):
     try:
         S.export_series(Path(src), Path(patches_dir), branch=branch,
                         echo=click.echo)
-    except (S.SeriesError, OSError) as e:
+    except (P.SeriesError, OSError) as e:
         _fail(str(e))
 
 
@@ -86,7 +88,7 @@ def check_cmd(src, project, author, as_json):
     if src is not None and not (Path(src) / "sys").is_dir():
         _fail(f"--src {src}: not a FreeBSD source tree (no sys/ directory)")
     ident = S.git_identity(Path(project)) if author else None
-    rep = S.check_series(Path(project), Path(src) if src else None, ident)
+    rep = C.check_series(Path(project), Path(src) if src else None, ident)
     if as_json:
         notes = list(rep.notes) + (["no git identity configured; author not compared"]
                                    if author and ident is None else [])
@@ -119,7 +121,7 @@ def sync_cmd(src, branch, project, lock):
     try:
         S.sync_project_files(Path(src), Path(project), branch=branch,
                              lock=_lock(lock), echo=click.echo)
-    except (S.SeriesError, OSError) as e:
+    except (P.SeriesError, OSError) as e:
         _fail(str(e))
 
 

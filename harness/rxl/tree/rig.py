@@ -28,7 +28,7 @@ when the files they touch equal HEAD again.
 
 The planning (:func:`plan_rig`, :func:`rig_tag`, :func:`kernel_cache_path`)
 is pure and needs no FreeBSD tree; :func:`tree_commits` asks git read-only
-questions; :func:`run_rig` carries a plan out.
+questions; :func:`rxl.tree.rigrun.run_rig` carries a plan out.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ import os
 import re
 import shlex
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.tree import build as build_mod
 from rxl.tree import series as series_mod
+from rxl.tree import patch as P
 
 #: Test-rig patches applied to the rig checkout only (not the series).
 GUEST_PATCHES = Path(__file__).resolve().parents[3] / "patches" / "guest"
@@ -86,8 +86,8 @@ def read_guest_patches(directory: Path = GUEST_PATCHES) -> List[GuestPatch]:
     for p in sorted(Path(directory).glob("*.patch")):
         data = p.read_bytes()
         try:
-            parsed = series_mod.parse_patch(data.decode("utf-8", errors="replace"), p.name)
-        except series_mod.SeriesError as exc:
+            parsed = P.parse_patch(data.decode("utf-8", errors="replace"), p.name)
+        except P.SeriesError as exc:
             raise RigError(f"guest patch {p}: {exc}") from None
         if not parsed.files:
             raise RigError(f"guest patch {p}: no diff in it")
@@ -151,7 +151,7 @@ class RigKernel:
 
 @dataclass
 class RigPlan:
-    """What :func:`run_rig` does: the checkout, objdir, kernels and steps, in order."""
+    """What :func:`rxl.tree.rigrun.run_rig` does: the checkout, objdir, kernels and steps, in order."""
 
     rig_src: Path
     objdir: Path
@@ -230,7 +230,8 @@ def plan_rig(src: str, guest_dir: str, commits: Mapping[str, str],
 
 # ------------------------------------------------------------------ git (read-only)
 
-def _git(src: str, *args: str) -> subprocess.CompletedProcess:
+def git_in(src: str, *args: str) -> subprocess.CompletedProcess:
+    """``git -C src ARGS``, output captured; raises RigError if git is missing."""
     try:
         return subprocess.run(["git", "-C", src, *args], capture_output=True, text=True)
     except FileNotFoundError:
@@ -240,10 +241,10 @@ def _git(src: str, *args: str) -> subprocess.CompletedProcess:
 def base_commit(base_file: Path = BASE_FILE) -> str:
     """The 40-hex commit of ``patches/BASE``. Raises :class:`RigError` when absent or bad."""
     try:
-        return series_mod.parse_base(Path(base_file).read_text()).commit
+        return P.parse_base(Path(base_file).read_text()).commit
     except OSError as exc:
         raise RigError(f"{base_file}: {exc.strerror}; pass --pristine-kernel") from None
-    except series_mod.SeriesError as exc:
+    except P.SeriesError as exc:
         raise RigError(f"{base_file}: {exc}") from None
 
 
@@ -253,7 +254,7 @@ def dirty_sys(src: str) -> List[str]:
     Untracked files (e.g. the RXL kernconf) do not count, nor do files
     deleted only because the snapshot lacks their blobs.
     """
-    cp = _git(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
+    cp = git_in(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
     if cp.returncode != 0:
         raise RigError(f"git status failed in {src}: "
                        f"{(cp.stderr.strip().splitlines() or ['?'])[-1]}")
@@ -274,8 +275,8 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
     ``src``'s repository.
     """
     out: Dict[str, str] = {}
-    head = _git(src, "rev-parse", "--verify", "--quiet", "HEAD")
-    top = _git(src, "rev-parse", "--show-toplevel").stdout.strip()
+    head = git_in(src, "rev-parse", "--verify", "--quiet", "HEAD")
+    top = git_in(src, "rev-parse", "--show-toplevel").stdout.strip()
     if head.returncode != 0 or not head.stdout.strip() or \
             os.path.realpath(top or "/nonexistent") != os.path.realpath(src):
         raise RigError(f"{src} is not a git tree, so no rig kernel can be built from it; "
@@ -288,128 +289,13 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
         out["patched"] = head.stdout.strip()
     if "pristine" in variants:
         base = base_commit(base_file)
-        if _git(src, "cat-file", "-e", f"{base}^{{commit}}").returncode != 0:
+        if git_in(src, "cat-file", "-e", f"{base}^{{commit}}").returncode != 0:
             raise RigError(f"{src} does not have the base commit {base[:12]} "
                            "(patches/BASE); pass --pristine-kernel")
         out["pristine"] = base
     return out
 
 
-def rig_is_clone(rig: Path, src: str) -> bool:
-    """True if ``rig`` is a previous run's clone of ``src``; False if it does not exist.
-
-    Raises :class:`RigError` when ``rig`` exists and is anything else (another
-    tree, or a clone of another source: its commits may not be visible).
-    """
-    if not rig.exists():
-        return False
-    top = _git(str(rig), "rev-parse", "--show-toplevel")
-    url = _git(str(rig), "config", "remote.origin.url").stdout.strip()
-    if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(rig):
-        raise RigError(f"{rig} exists and is not a git clone; remove it")
-    if not url or os.path.realpath(url) != os.path.realpath(src):
-        raise RigError(f"{rig} is a clone of {url or 'nothing'}, not of {src}; remove it "
-                       "(or give another --guest-dir)")
-    return True
-
-
 # ------------------------------------------------------------------ run
 
-def _last(cp: subprocess.CompletedProcess) -> str:
-    lines = (cp.stderr.strip() or cp.stdout.strip()).splitlines()
-    return lines[-1] if lines else f"exit {cp.returncode}"
 
-
-def run_rig(plan: RigPlan, *, out: str,
-            echo: Callable[[str], None] = lambda s: print(s, flush=True)) -> Dict[str, dict]:
-    """Carry out ``plan``; return variant -> ``{"kernel", "cached", "seconds", "stages"}``.
-
-    ``seconds``: wall time of the variant's steps; ``stages``: per make
-    stage ``{"name", "seconds", "wait_seconds"}``. Build logs go to
-    ``<out>/build-<variant>/``. Raises :class:`RigError` (one line) when a
-    step fails; the rig checkout's patches are dropped even then.
-    """
-    res: Dict[str, dict] = {v: {"kernel": str(k.path), "cached": True, "seconds": 0.0,
-                                "stages": []}
-                            for v, k in plan.kernels.items()}
-    rig = str(plan.rig_src)
-    touched = sorted({t for p in plan.patches for t in p.touches})
-
-    def run(step: Step) -> subprocess.CompletedProcess:
-        echo(f"$ {step.shell()}")
-        try:
-            return subprocess.run(step.argv, capture_output=True, text=True)
-        except FileNotFoundError as exc:
-            raise RigError(f"{step.argv[0]}: {exc.strerror}") from None
-
-    def drop(step: Step) -> None:
-        cp = run(step)
-        left = _git(rig, "status", "--porcelain", "--untracked-files=no", "--", *touched) \
-            if touched else None
-        if left is not None and (left.returncode != 0 or left.stdout.strip()):
-            raise RigError(f"rig: could not drop the guest patches in {rig} ({_last(cp)}); "
-                           f"remove {rig} and run again")
-
-    pending_drop: Optional[Step] = None
-    t0: Dict[str, float] = {}
-    built_variants = set()
-    try:
-        for step in plan.steps:
-            v = step.variant
-            if v and v not in t0:
-                t0[v] = time.monotonic()
-                res[v]["cached"] = False
-                pending_drop = Step("drop", v, ("git", "-C", rig, "checkout", "-q", "-f"))
-            if step.kind == "clone":
-                if plan.rig_src.exists():
-                    raise RigError(f"{plan.rig_src} exists but is not a git clone; remove it")
-                plan.rig_src.parent.mkdir(parents=True, exist_ok=True)
-                cp = run(step)
-                if cp.returncode != 0:
-                    raise RigError(f"rig: git clone --shared failed: {_last(cp)}")
-            elif step.kind == "checkout":
-                cp = run(step)
-                commit = step.argv[-1]
-                head = _git(rig, "rev-parse", "HEAD").stdout.strip()
-                if head != commit or not (plan.rig_src / "tools/build/make.py").is_file():
-                    raise RigError(f"rig: checkout of {commit[:12]} in {rig} failed: {_last(cp)}")
-                absent = sum("unable to read sha1 file" in ln for ln in cp.stderr.splitlines())
-                if absent:
-                    echo(f"   ({absent} files of the snapshot have no blob and are absent)")
-            elif step.kind == "apply":
-                cp = run(step)
-                if cp.returncode != 0:
-                    raise RigError(f"rig: {step.shell()} failed at {v}'s commit: {_last(cp)}")
-            elif step.kind == "make":
-                if v in built_variants:
-                    continue
-                built_variants.add(v)
-                for other in plan.steps:
-                    if other.kind == "make" and other.variant == v:
-                        echo(f"$ {other.shell()}")
-                try:
-                    stages = build_mod.build_kernel(plan.rig_src, plan.objdir,
-                                                    logdir=str(Path(out) / f"build-{v}"),
-                                                    echo=echo)
-                except (build_mod.BuildError, FileNotFoundError) as exc:
-                    raise RigError(f"rig: {v}: {exc}") from None
-                res[v]["stages"] = [{"name": s.name, "seconds": round(s.seconds),
-                                     "wait_seconds": s.extra.get("wait_seconds"),
-                                     "log": str(s.log)} for s in stages]
-            elif step.kind in ("mkdir", "copy", "rename"):
-                cp = run(step)
-                if cp.returncode != 0:
-                    raise RigError(f"rig: {step.shell()} failed: {_last(cp)}")
-            elif step.kind == "drop":
-                drop(step)
-                pending_drop = None
-                res[v]["seconds"] = round(time.monotonic() - t0[v])
-            else:  # pragma: no cover - plan_rig makes no other kind
-                raise RigError(f"rig: unknown step kind {step.kind!r}")
-    finally:
-        if pending_drop is not None and plan.rig_src.is_dir():
-            try:
-                drop(pending_drop)
-            except RigError as exc:
-                echo(str(exc))
-    return res

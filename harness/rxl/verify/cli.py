@@ -113,7 +113,7 @@ REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
 def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
     """The base commit (40 hex) from ``patches/BASE``, or None if there is none."""
     try:
-        from rxl.tree.series import SeriesError, parse_base
+        from rxl.tree.patch import SeriesError, parse_base
         return parse_base((Path(patches_dir) / "BASE").read_text()).commit
     except (OSError, ImportError):
         return None

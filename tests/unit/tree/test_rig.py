@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.tree import rig
-from rxl.tree import series
+from rxl.tree import rigrun as rig_run
+from rxl.tree import check as C
+from rxl.tree import patch as P
 from rxl.cli import main
 
 REPO = Path(__file__).resolve().parents[3]
@@ -34,7 +36,7 @@ def test_guest_patch_parses_and_touches_only_if_em():
     files = sorted(GUEST.glob("*.patch"))
     assert [f.name for f in files] == ["0001-em-Clear-ICR-under-MSI-X-for-QEMU-7.2-e1000e.patch"]
     text = files[0].read_text()
-    p = series.parse_patch(text, files[0].name)
+    p = P.parse_patch(text, files[0].name)
     assert [f.path for f in p.files] == ["sys/dev/e1000/if_em.c"]
     assert not p.files[0].new_file and not p.files[0].deleted
     assert len(p.files[0].hunks) == 2
@@ -42,16 +44,16 @@ def test_guest_patch_parses_and_touches_only_if_em():
     assert "+\t\t\tE1000_WRITE_REG(&sc->hw, E1000_ICR, reg_icr);" in added
     assert "+\t\t\t    sc->ims & ~E1000_IMS_OTHER);" in added
     # parse_diff alone agrees, and the message says what it is.
-    assert [f.path for f in series.parse_diff(text.split("\n"))] == ["sys/dev/e1000/if_em.c"]
+    assert [f.path for f in P.parse_diff(text.split("\n"))] == ["sys/dev/e1000/if_em.c"]
     assert "NOT part of the rxl series" in p.body
-    assert series.check_message(p.subject, p.body) == []
+    assert C.check_message(p.subject, p.body) == []
     got = rig.read_guest_patches(GUEST)
     assert [g.touches for g in got] == [("sys/dev/e1000/if_em.c",)]
 
 
 def test_guest_patches_stay_out_of_the_series():
-    assert all(p.parent.name == "patches" for p in series.patch_files(REPO / "patches"))
-    assert not any("guest" in str(p) for p in series.patch_files(REPO / "patches"))
+    assert all(p.parent.name == "patches" for p in P.patch_files(REPO / "patches"))
+    assert not any("guest" in str(p) for p in P.patch_files(REPO / "patches"))
     assert (GUEST / "README").is_file()
 
 
@@ -253,14 +255,14 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
 def test_rig_clone_must_be_of_the_same_source(tmp_path):
     src = _repo(tmp_path)
     rig_dir = tmp_path / "g" / "rig-src"
-    assert rig.rig_is_clone(rig_dir, str(src)) is False
+    assert rig_run.rig_is_clone(rig_dir, str(src)) is False
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(src), str(rig_dir)],
                    check=True)
-    assert rig.rig_is_clone(rig_dir, str(src)) is True
+    assert rig_run.rig_is_clone(rig_dir, str(src)) is True
     other = tmp_path / "other"
     other.mkdir()
     with pytest.raises(rig.RigError, match="not of .*remove it"):
-        rig.rig_is_clone(rig_dir, str(other))
+        rig_run.rig_is_clone(rig_dir, str(other))
     (tmp_path / "plain").mkdir()
     with pytest.raises(rig.RigError, match="not a git clone"):
-        rig.rig_is_clone(tmp_path / "plain", str(src))
+        rig_run.rig_is_clone(tmp_path / "plain", str(src))

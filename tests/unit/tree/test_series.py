@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from rxl.tree import series as S
+from rxl.tree import check as C
+from rxl.tree import patch as P
 
 PROJECT = Path(__file__).resolve().parents[3]
 
@@ -81,7 +83,7 @@ new file mode 100644
 
 
 def test_parse_header_and_folded_subject():
-    p = S.parse_patch(NEW_FILE_PATCH, "0001-x.patch")
+    p = P.parse_patch(NEW_FILE_PATCH, "0001-x.patch")
     assert p.author_name == "A Person"
     assert p.author_email == "a@example.org"
     assert p.subject == ("net: Add a thing that is long enough to wrap the "
@@ -91,26 +93,26 @@ def test_parse_header_and_folded_subject():
 
 
 def test_new_file_content_and_modified_file():
-    p = S.parse_patch(NEW_FILE_PATCH)
+    p = P.parse_patch(NEW_FILE_PATCH)
     thing = p.file("sys/net/thing.c")
     assert thing.new_file and not thing.deleted
     assert thing.added_content() == "int x;\n\nint y;\n"
     old = p.file("sys/net/old.c")
     assert not old.new_file
-    with pytest.raises(S.SeriesError):
+    with pytest.raises(P.SeriesError):
         old.added_content()
-    assert S.apply_hunks("a\nb\nc\n", old.hunks) == "a\nB\nc\n"
+    assert P.apply_hunks("a\nb\nc\n", old.hunks) == "a\nB\nc\n"
 
 
 def test_apply_hunks_mismatch_is_an_error():
-    old = S.parse_patch(NEW_FILE_PATCH).file("sys/net/old.c")
-    with pytest.raises(S.SeriesError, match="does not apply"):
-        S.apply_hunks("a\nX\nc\n", old.hunks, "sys/net/old.c")
+    old = P.parse_patch(NEW_FILE_PATCH).file("sys/net/old.c")
+    with pytest.raises(P.SeriesError, match="does not apply"):
+        P.apply_hunks("a\nX\nc\n", old.hunks, "sys/net/old.c")
 
 
 def test_series_added_files_follow_later_patches_and_no_eol():
-    ps = [S.parse_patch(NEW_FILE_PATCH), S.parse_patch(SECOND_PATCH)]
-    added = S.series_added_files(ps)
+    ps = [P.parse_patch(NEW_FILE_PATCH), P.parse_patch(SECOND_PATCH)]
+    added = P.series_added_files(ps)
     assert added["sys/net/thing.c"] == "int x;\n\nint y;\nint z;\n"
     assert added["tests/sys/netinet/t_test.c"] == "no newline"
     assert "sys/net/old.c" not in added
@@ -118,35 +120,35 @@ def test_series_added_files_follow_later_patches_and_no_eol():
 
 def test_truncated_hunk_is_detected():
     text = NEW_FILE_PATCH.replace("+int y;\n-- \n", "-- \n")
-    with pytest.raises(S.SeriesError, match="truncated hunk|longer than"):
-        S.parse_patch(text)
+    with pytest.raises(P.SeriesError, match="truncated hunk|longer than"):
+        P.parse_patch(text)
 
 
 def test_not_a_patch():
-    with pytest.raises(S.SeriesError, match="no From/Subject"):
-        S.parse_patch("hello\n\nworld\n")
+    with pytest.raises(P.SeriesError, match="no From/Subject"):
+        P.parse_patch("hello\n\nworld\n")
 
 
 def test_project_path_mapping():
-    assert S.project_path_for("sys/netinet/in_pcblb_deal.c") == \
+    assert P.project_path_for("sys/netinet/in_pcblb_deal.c") == \
         "sys/netinet/in_pcblb_deal.c"
-    assert S.project_path_for("tests/sys/netinet/so_x_test.c") == \
+    assert P.project_path_for("tests/sys/netinet/so_x_test.c") == \
         "tests/atf/so_x_test.c"
-    assert S.project_path_for("tests/sys/netinet/Makefile") is None
-    assert S.project_path_for("share/man/man4/iflib.4") is None
+    assert P.project_path_for("tests/sys/netinet/Makefile") is None
+    assert P.project_path_for("share/man/man4/iflib.4") is None
 
 
 def test_consistency(tmp_path):
-    ps = [S.parse_patch(NEW_FILE_PATCH), S.parse_patch(SECOND_PATCH)]
+    ps = [P.parse_patch(NEW_FILE_PATCH), P.parse_patch(SECOND_PATCH)]
     (tmp_path / "sys/net").mkdir(parents=True)
     (tmp_path / "tests/atf").mkdir(parents=True)
     (tmp_path / "sys/net/thing.c").write_text("int x;\n\nint y;\nint z;\n")
     (tmp_path / "tests/atf/t_test.c").write_text("no newline")
-    assert S.check_consistency(ps, tmp_path) == []
+    assert P.check_consistency(ps, tmp_path) == []
     (tmp_path / "sys/net/thing.c").write_text("int x;\n\nint w;\nint z;\n")
     (tmp_path / "sys/net/extra.h").write_text("")
     (tmp_path / "tests/atf/t_test.c").unlink()
-    probs = S.check_consistency(ps, tmp_path)
+    probs = P.check_consistency(ps, tmp_path)
     assert any("extra.h: in the project but added by no patch" in p
                for p in probs)
     assert any("t_test.c: added by the series but missing" in p
@@ -161,8 +163,8 @@ def test_consistency(tmp_path):
     "sys/netinet, tests: Fix a thing",
 ])
 def test_good_messages(subject):
-    assert S.check_message(subject, GOOD_BODY) == []
-    assert S.check_message(subject, GOOD_BODY +
+    assert C.check_message(subject, GOOD_BODY) == []
+    assert C.check_message(subject, GOOD_BODY +
                            "\n\nReviewed by:\tx\nSponsored by:\ty") == []
 
 
@@ -174,7 +176,7 @@ def test_good_messages(subject):
     ("iflib: " + "X" * 60, "characters, must be under 67"),
 ])
 def test_bad_subjects(subject, fragment):
-    probs = S.check_message(subject, GOOD_BODY)
+    probs = C.check_message(subject, GOOD_BODY)
     assert any(fragment in p for p in probs), probs
 
 
@@ -182,14 +184,14 @@ def test_sixty_seven_characters_is_too_long():
     # The subject the issue proposed for commit 3 is exactly 67 long.
     subj = "netinet: Learn SO_REUSEPORT_LB receive and worker CPUs at accept(2)"
     assert len(subj) == 67
-    assert any("under 67" in p for p in S.check_message(subj, GOOD_BODY))
+    assert any("under 67" in p for p in C.check_message(subj, GOOD_BODY))
 
 
 def test_subject_length_boundary():
-    ok = "iflib: S" + "x" * (S.SUBJECT_MAX - 9)
-    assert len(ok) == S.SUBJECT_MAX - 1
-    assert S.check_message(ok, GOOD_BODY) == []
-    assert S.check_message(ok + "x", GOOD_BODY) != []
+    ok = "iflib: S" + "x" * (C.SUBJECT_MAX - 9)
+    assert len(ok) == C.SUBJECT_MAX - 1
+    assert C.check_message(ok, GOOD_BODY) == []
+    assert C.check_message(ok + "x", GOOD_BODY) != []
 
 
 @pytest.mark.parametrize("body,fragment", [
@@ -200,37 +202,37 @@ def test_subject_length_boundary():
     ("x" * 80, "longer than 72"),
 ])
 def test_bad_bodies(body, fragment):
-    probs = S.check_message("iflib: Do it", body)
+    probs = C.check_message("iflib: Do it", body)
     assert any(fragment in p for p in probs), probs
 
 
 def test_long_url_line_is_allowed():
     body = "See https://example.org/" + "a" * 80 + " for details."
-    assert S.check_message("iflib: Do it", body) == []
+    assert C.check_message("iflib: Do it", body) == []
 
 
 def test_authors():
-    a = S.parse_patch(NEW_FILE_PATCH)
-    b = S.parse_patch(SECOND_PATCH.replace("A Person", "B Other"))
-    assert S.check_authors([a, a]) == []
-    assert "different authors" in S.check_authors([a, b])[0]
-    assert S.check_authors([a], ("A Person", "a@example.org")) == []
+    a = P.parse_patch(NEW_FILE_PATCH)
+    b = P.parse_patch(SECOND_PATCH.replace("A Person", "B Other"))
+    assert C.check_authors([a, a]) == []
+    assert "different authors" in C.check_authors([a, b])[0]
+    assert C.check_authors([a], ("A Person", "a@example.org")) == []
     assert "not the configured identity" in \
-        S.check_authors([a], ("Z", "z@z"))[0]
+        C.check_authors([a], ("Z", "z@z"))[0]
 
 
 def test_base_roundtrip_and_errors():
-    b = S.Base("ilnp/ilnp-freebsd14", "a" * 40, "1400507")
-    assert S.parse_base(b.text()) == b
-    with pytest.raises(S.SeriesError, match="no 'commit'"):
-        S.parse_base("repository: x\n__FreeBSD_version: 1\n")
-    with pytest.raises(S.SeriesError, match="not a full sha1"):
-        S.parse_base("repository: x\ncommit: abc\n__FreeBSD_version: 1\n")
+    b = P.Base("ilnp/ilnp-freebsd14", "a" * 40, "1400507")
+    assert P.parse_base(b.text()) == b
+    with pytest.raises(P.SeriesError, match="no 'commit'"):
+        P.parse_base("repository: x\n__FreeBSD_version: 1\n")
+    with pytest.raises(P.SeriesError, match="not a full sha1"):
+        P.parse_base("repository: x\ncommit: abc\n__FreeBSD_version: 1\n")
 
 
 def test_touched_man_pages():
     text = NEW_FILE_PATCH.replace("sys/net/old.c", "share/man/man4/x.4")
-    assert S.touched_man_pages([S.parse_patch(text)]) == \
+    assert P.touched_man_pages([P.parse_patch(text)]) == \
         ["share/man/man4/x.4"]
 
 
@@ -241,39 +243,39 @@ def test_new_lint_messages_ignore_positions_and_count_duplicates():
            "-tag list",
            "mandoc: share/man/man4/a.4:31:1: WARNING: new sentence, new line",
            "mandoc: share/man/man4/a.4:40:3: WARNING: new sentence, new line"]
-    assert S.new_lint_messages(old, new) == [new[2]]
-    assert S.new_lint_messages(new, old) == []
-    assert S.new_lint_messages([], ["x.4:1:1: ERROR: y"]) == \
+    assert C.new_lint_messages(old, new) == [new[2]]
+    assert C.new_lint_messages(new, old) == []
+    assert C.new_lint_messages([], ["x.4:1:1: ERROR: y"]) == \
         ["x.4:1:1: ERROR: y"]
 
 
 def test_split_paragraphs():
-    assert S.split_paragraphs("a\nb\n\n\nc\n") == [["a", "b"], ["c"]]
+    assert C.split_paragraphs("a\nb\n\n\nc\n") == [["a", "b"], ["c"]]
 
 
 # The CI consistency check, on the committed project.
 
 def _series():
-    return S.load_series(PROJECT / "patches")
+    return P.load_series(PROJECT / "patches")
 
 
 def test_committed_series_matches_sys_and_tests_atf():
-    assert S.check_consistency(_series(), PROJECT) == []
+    assert P.check_consistency(_series(), PROJECT) == []
 
 
 def test_committed_series_messages_and_base():
     ps = _series()
     assert len(ps) == 3
     for p in ps:
-        assert S.check_message(p.subject, p.body) == [], p.name
-    assert S.check_authors(ps) == []
-    base = S.parse_base((PROJECT / "patches/BASE").read_text())
+        assert C.check_message(p.subject, p.body) == [], p.name
+    assert C.check_authors(ps) == []
+    base = P.parse_base((PROJECT / "patches/BASE").read_text())
     assert base.repository == "ilnp/ilnp-freebsd14"
     assert base.freebsd_version == "1400507"
 
 
 def test_committed_series_check_without_tree():
-    rep = S.check_series(PROJECT)
+    rep = C.check_series(PROJECT)
     assert rep.ok, rep.problems
 
 
@@ -304,7 +306,7 @@ def test_check_cli_compares_the_author_only_when_asked(monkeypatch):
     assert "is not the configured identity" not in r.output
     r = CliRunner().invoke(series, ["check", "--author"])
     assert r.exit_code == 1
-    assert r.output.count("is not the configured identity") == len(S.patch_files(PROJECT / "patches"))
+    assert r.output.count("is not the configured identity") == len(P.patch_files(PROJECT / "patches"))
     r = CliRunner().invoke(series, ["check", "--help"])
     assert "--author / --no-author" in r.output and "off by" in r.output
 
@@ -344,18 +346,18 @@ def test_export_without_the_base_commit_names_it(tmp_path):
     patches = tmp_path / "patches"
     patches.mkdir()
     shutil.copyfile(PROJECT / "patches/BASE", patches / "BASE")
-    base = S.parse_base((patches / "BASE").read_text()).commit
-    with pytest.raises(S.SeriesError, match=f"base commit {base[:12]} .* is not in this"):
+    base = P.parse_base((patches / "BASE").read_text()).commit
+    with pytest.raises(P.SeriesError, match=f"base commit {base[:12]} .* is not in this"):
         S.export_series(tmp_path / "src", patches)
 
 
 def test_check_reports_missing_man_pages_as_missing(tmp_path):
     import shutil
-    mans = S.touched_man_pages(S.load_series(PROJECT / "patches"))
+    mans = P.touched_man_pages(P.load_series(PROJECT / "patches"))
     assert mans
     src = tmp_path / "src"
     (src / "sys").mkdir(parents=True)
-    rep = S.check_series(PROJECT, src)
+    rep = C.check_series(PROJECT, src)
     for m in mans:
         assert rep.problems.count(f"{m}: not in the tree") == 1
     assert not any("No such file" in p for p in rep.problems), rep.problems
@@ -365,6 +367,6 @@ def test_check_reports_missing_man_pages_as_missing(tmp_path):
     page = src / mans[0]
     page.parent.mkdir(parents=True)
     page.write_text(".Dd May 1, 2024\n.Dt X 4\n.Os\n.Sh NAME\n.Nm x\n.Nd x\n")
-    rep = S.check_series(PROJECT, src)
+    rep = C.check_series(PROJECT, src)
     assert f"{mans[0]}: not in the tree" not in rep.problems
     assert any("mandoc -Tlint -W warning: 1 man page(s) checked" in n for n in rep.notes)
