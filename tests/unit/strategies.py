@@ -3,7 +3,8 @@
 from hypothesis import strategies as st
 
 from rxl.decide import model, topology
-from rxl.decide.topology import Group, Topology
+from rxl.decide import cpugroup
+from rxl.decide.cpugroup import Group, Topology
 
 
 @st.composite
@@ -24,10 +25,10 @@ def trees(draw, max_cpus=24):
 
     def build(cpus, depth):
         cpus = sorted(cpus)
-        level = [topology.CG_SHARE_NONE, topology.CG_SHARE_L3,
-                 topology.CG_SHARE_L2, topology.CG_SHARE_L1][min(depth, 3)]
+        level = [cpugroup.CG_SHARE_NONE, cpugroup.CG_SHARE_L3,
+                 cpugroup.CG_SHARE_L2, cpugroup.CG_SHARE_L1][min(depth, 3)]
         if len(cpus) < 2 or depth >= 3 or not draw(st.booleans()):
-            flags = topology.CG_FLAG_SMT if level <= topology.CG_SHARE_L2 \
+            flags = cpugroup.CG_FLAG_SMT if level <= cpugroup.CG_SHARE_L2 \
                 and depth > 0 and draw(st.booleans()) else 0
             return Group(tuple(cpus), level, flags)
         k = draw(st.integers(2, min(4, len(cpus))))

@@ -15,7 +15,8 @@ from typing import Dict, List, Optional, Sequence
 import click
 
 from rxl.decide import model, outcomes, topology
-from rxl.decide.topology import Topology, TopologyError
+from rxl.decide import cpugroup
+from rxl.decide.cpugroup import Topology, TopologyError
 
 IMPLS = ("c", "model")
 
@@ -94,7 +95,7 @@ def deal_doc(topo: Topology, tags: Sequence[model.Tag],
         members.append({
             "index": i, "tag": t.cpu, "learned": t.learned,
             "slots": model.SLOTS_PER_MEMBER if d is not None else 0,
-            "rings": rings[i] if rings else dict.fromkeys(topology.CLASSES, 0),
+            "rings": rings[i] if rings else dict.fromkeys(cpugroup.CLASSES, 0),
         })
     doc_map = None
     if d is not None:
@@ -138,12 +139,12 @@ def deal_text(doc: dict) -> str:
                          f"{desc}")
     lines.append("")
     lines.append(f"{'member':>6} {'tag':>5} " + " ".join(
-        f"{c:>5}" for c in topology.CLASSES))
+        f"{c:>5}" for c in cpugroup.CLASSES))
     for m in doc["members"]:
         tag = "-" if m["tag"] is None else str(m["tag"]) + (
             "L" if m["learned"] else "")
         lines.append(f"{_member_name(m['index']):>6} {tag:>5} " + " ".join(
-            f"{m['rings'][c]:>5}" for c in topology.CLASSES))
+            f"{m['rings'][c]:>5}" for c in cpugroup.CLASSES))
     return "\n".join(lines)
 
 
@@ -169,7 +170,7 @@ def deal(topo_spec, members, counts, impl, as_json):
 def domain_cpus(topo: Topology, domain: int) -> List[int]:
     """CPUs of NUMA domain ``domain``: the groups flagged NODE in tree
     order, or domain 0 = every CPU when none is.  Raises TopologyError."""
-    nodes = [g for g in topo.root.walk() if g.flags & topology.CG_FLAG_NODE]
+    nodes = [g for g in topo.root.walk() if g.flags & cpugroup.CG_FLAG_NODE]
     if not nodes:
         nodes = [topo.root]
     if not 0 <= domain < len(nodes):
@@ -218,7 +219,7 @@ def _l3_index(topo: Topology, cpu: int) -> Optional[int]:
     g = topo.l3_of(cpu)
     if g is None:
         return None
-    l3s = [x for x in topo.root.walk() if x.level == topology.CG_SHARE_L3]
+    l3s = [x for x in topo.root.walk() if x.level == cpugroup.CG_SHARE_L3]
     return l3s.index(g)
 
 

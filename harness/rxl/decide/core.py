@@ -25,7 +25,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import cffi
 
 from rxl.decide import model
-from rxl.decide.topology import Topology
+from rxl.decide.cpugroup import Topology
 
 ROOT = Path(__file__).resolve().parents[3]
 

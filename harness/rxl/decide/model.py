@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.decide.topology import CG_SHARE_L3, Topology
+from rxl.decide.cpugroup import CG_SHARE_L3, Topology
 
 SLOTS_PER_MEMBER = 16
 WINDOW_SEC = 10

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from rxl.decide import model
-from rxl.decide.topology import Topology
+from rxl.decide.cpugroup import Topology
 
 POLICIES = ("hash", "exact", "deal")
 DISTANCES = ("exact", "smt", "l3", "far")

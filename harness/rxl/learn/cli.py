@@ -47,6 +47,7 @@ from rxl.learn import plan as L
 from rxl.learn import metrics as M
 from rxl.learn import drive as D
 from rxl.decide import topology
+from rxl.decide import cpugroup
 from rxl.learn.job import (Conductor, analyze_log, build_guest_world, single_thread,
                            world_lines)
 
@@ -147,7 +148,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         boots = L.plan_boots(configs or L.CONFIGS, worker_sets or L.WORKER_SETS)
         if topo_spec:
             topology.load(topo_spec)
-    except (L.LearnError, topology.TopologyError) as exc:
+    except (L.LearnError, cpugroup.TopologyError) as exc:
         _fail(str(exc))
     if concurrency < 1:
         _fail(f"--concurrency must be >= 1, got {concurrency}")

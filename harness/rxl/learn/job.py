@@ -21,6 +21,7 @@ from rxl.learn import metrics as M
 from rxl.learn import drive as D
 from rxl.verify import parse as parse_mod
 from rxl.decide import topology
+from rxl.decide import cpugroup
 
 
 _READY = re.compile(re.escape(parse_mod.MARK) + r" LEARN READY (\S+)")
@@ -137,7 +138,7 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
     elif con.topology_xml:
         try:
             topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
-        except topology.TopologyError as exc:
+        except cpugroup.TopologyError as exc:
             errors.append(f"{path}: {exc}; using qemu-2s")
             topo = topology.load("qemu-2s")
     else:

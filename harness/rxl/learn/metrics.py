@@ -14,12 +14,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.decide import outcomes, topology
+from rxl.decide import outcomes
+from rxl.decide import cpugroup
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
 from rxl.learn.results import Count, RunSummary
 
 
-def socket_of(topo: topology.Topology, cpu: int) -> int:
+def socket_of(topo: cpugroup.Topology, cpu: int) -> int:
     """Index of the top-level group (socket / NUMA node) holding ``cpu``.
 
     A root that itself shares a cache (one L3 for the machine, as
@@ -29,7 +30,7 @@ def socket_of(topo: topology.Topology, cpu: int) -> int:
     kids = topo.root.children
     if not topo.has_cpu(cpu):
         raise LearnError(f"CPU {cpu} is not in topology {topo.name}")
-    if not kids or topo.root.level != topology.CG_SHARE_NONE:
+    if not kids or topo.root.level != cpugroup.CG_SHARE_NONE:
         return 0
     for i, g in enumerate(kids):
         if cpu in g.cpus:
@@ -95,7 +96,7 @@ class RunMetrics:
         return asdict(self)
 
 
-def _split(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int], r: int,
+def _split(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int], r: int,
            policy: str) -> List[float]:
     """Fraction of receive CPU ``r``'s connections each worker gets under ``policy``.
 
@@ -116,7 +117,7 @@ def _split(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int], 
     return [1.0 / n] * n
 
 
-def _outcome_shares(topo: topology.Topology, pins: Sequence[int], rx: Mapping[int, int],
+def _outcome_shares(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int],
                     policy: str) -> Tuple[List[float], float, float]:
     """(per-worker share, exact share, same-socket share) predicted for ``policy``.
 
@@ -137,7 +138,7 @@ def _outcome_shares(topo: topology.Topology, pins: Sequence[int], rx: Mapping[in
     return [float(o.share(i)) for i in range(len(pins))], exact, same
 
 
-def analyze(run: RunSummary, topo: topology.Topology, rxq: Sequence[int], *,
+def analyze(run: RunSummary, topo: cpugroup.Topology, rxq: Sequence[int], *,
             phase: str = "m") -> RunMetrics:
     """Measured-phase metrics of ``run`` on ``topo``; ``rxq``: CPU of each receive queue.
 

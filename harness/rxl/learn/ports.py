@@ -39,6 +39,7 @@ from rxl.learn import plan as L
 from rxl.learn import results as R
 from rxl.learn import drive as D
 from rxl.decide import core, model, topology
+from rxl.decide import cpugroup
 
 #: learnd's port in the guest (rxl.learn.plan.GUEST_PORT).
 LPORT = L.GUEST_PORT
@@ -189,7 +190,7 @@ def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
                     nreused=len(reused))
 
 
-def run_deal(run: R.RunSummary, topo: topology.Topology) -> model.Deal:
+def run_deal(run: R.RunSummary, topo: cpugroup.Topology) -> model.Deal:
     """The map the run's final state deals: learned tags = pinned CPUs,
     counts = measured handshakes per CPU. Raises PortsError, also for a
     run whose kernel built no map (learning set to 0, or no learning
@@ -227,7 +228,7 @@ def main(log: str, label: str, topo_spec: str) -> None:
             raise PortsError(f"{log}: run {label} has no LEARN K lines "
                              "(run rxl learn with --per-connection)")
         a = analyze(run.conns, run_deal(run, topology.load(topo_spec)))
-    except (PortsError, topology.TopologyError, core.CoreError) as exc:
+    except (PortsError, cpugroup.TopologyError, core.CoreError) as exc:
         raise click.ClickException(str(exc))
 
     def fmt(v: List[float]) -> str:

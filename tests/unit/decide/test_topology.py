@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from rxl.decide import topology
-from rxl.decide.topology import TopologyError
+from rxl.decide.cpugroup import TopologyError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "topology"
 

@@ -5,7 +5,6 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from rxl.learn import plan as L
 from rxl.learn import results as R
 from rxl.learn import ports as P
 from rxl.decide import model, topology
