@@ -14,6 +14,8 @@ from pathlib import Path
 import click
 
 from rxl.bench import accept as A
+from rxl.bench import accept_stats as AS
+from rxl.bench import accept_output as AO
 from rxl.bench import kcount as K
 
 
@@ -23,11 +25,11 @@ def bench():
 
 
 def _echo_tables(summaries, use_rich: bool) -> None:
-    shead = list(A.SUMMARY_COLUMNS)
-    srows = A.summary_rows(summaries)
+    shead = list(AO.SUMMARY_COLUMNS)
+    srows = AO.summary_rows(summaries)
     dhead = ["setup", "accepts by registration rank: mean (min-max)",
              "median run"]
-    drows = A.distribution_rows(summaries)
+    drows = AO.distribution_rows(summaries)
     if use_rich:
         try:
             from rich.console import Console
@@ -35,9 +37,9 @@ def _echo_tables(summaries, use_rich: bool) -> None:
         except ImportError:
             use_rich = False
     if not use_rich:
-        click.echo(A.plain_table(shead, srows))
+        click.echo(AO.plain_table(shead, srows))
         click.echo("")
-        click.echo(A.plain_table(dhead, drows))
+        click.echo(AO.plain_table(dhead, drows))
     else:
         from rich.text import Text
 
@@ -51,7 +53,7 @@ def _echo_tables(summaries, use_rich: bool) -> None:
             for r in rows:
                 t.add_row(*(Text(c) for c in r))
             con.print(t)
-    for note in A.COLUMN_NOTES:
+    for note in AO.COLUMN_NOTES:
         click.echo("  " + note)
     click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "
                "listener, [k] killed worker.")
@@ -143,7 +145,7 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         A.check_platform(setups)
     if plot:
         # Fail before minutes of runs, not after them.
-        A.check_plot_target(plot)
+        AO.check_plot_target(plot)
     if raw_dir:
         A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
     bdir = Path(build_dir) if build_dir else A.default_build_dir()
@@ -172,16 +174,16 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
                         # The run is done: keep it, say what was not kept.
                         click.echo(f"warning: cannot write {raw}: "
                                    f"{e.strerror}", err=True)
-                run = A.parse_run(out)
+                run = AS.parse_run(out)
                 runs.append(run)
-                for w in A.run_warnings(run):
+                for w in AS.run_warnings(run):
                     click.echo(f"warning: {setup} run {rep + 1}: {w}",
                                err=True)
                 if not as_json:
                     click.echo(f"{setup} work={cfg.work_ms:g}ms run "
                                f"{rep + 1}/{repetitions}: {run.accepts}",
                                err=True)
-            summaries.append(A.summarise(runs))
+            summaries.append(AS.summarise(runs))
     if dry_run:
         return
     config = {"workers": workers, "connections": connections,
@@ -191,11 +193,11 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
               "reorder_every": reorder_every, "pin": pin,
               "client_cpu": client_cpu, "argv": sys.argv[1:]}
     if as_json:
-        click.echo(json.dumps(A.results_json(summaries, config), indent=1))
+        click.echo(json.dumps(AO.results_json(summaries, config), indent=1))
     else:
         _echo_tables(summaries, use_rich=not plain)
     if plot:
-        A.plot_shares(summaries, plot)
+        AO.plot_shares(summaries, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
 

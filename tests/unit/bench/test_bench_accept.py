@@ -14,13 +14,15 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import accept as A
+from rxl.bench import accept_stats as AS
+from rxl.bench import accept_output as AO
 from rxl.bench.cli import bench
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench"
 
 
 def load(name):
-    return A.parse_run((DATA / name).read_text())
+    return AS.parse_run((DATA / name).read_text())
 
 
 # ------------------------------------------------------------- parsing
@@ -74,18 +76,18 @@ def test_parse_incoming_cpu_untagged_starves():
 ])
 def test_parse_rejects(text, msg):
     with pytest.raises(A.BenchError, match=msg):
-        A.parse_run(text)
+        AS.parse_run(text)
 
 
 def test_parse_rejects_rank_order():
     d = json.loads((DATA / "exclusive-w4-n60-r0.json").read_text())
     d["per_worker"].reverse()
     with pytest.raises(A.BenchError, match="rank order"):
-        A.parse_run(json.dumps(d))
+        AS.parse_run(json.dumps(d))
     d["per_worker"].reverse()
     del d["per_worker"][2]["cpu_ms"]
     with pytest.raises(A.BenchError, match="worker 2 lacks cpu_ms"):
-        A.parse_run(json.dumps(d))
+        AS.parse_run(json.dumps(d))
 
 
 # --------------------------------------------------------- summarising
@@ -93,7 +95,7 @@ def test_parse_rejects_rank_order():
 
 def test_summarise_two_noflag_runs():
     runs = [load("noflag-w4-n60-r0.json"), load("noflag-w4-n60-r1.json")]
-    s = A.summarise(runs)
+    s = AS.summarise(runs)
     assert s.label == "noflag"
     assert s.accepts.mean == 60 and s.accepts.lo == s.accepts.hi == 60
     wk = [sum(r.wakeups) for r in runs]
@@ -109,27 +111,27 @@ def test_summarise_two_noflag_runs():
 
 def test_summarise_rejects_mixed_and_empty():
     with pytest.raises(A.BenchError):
-        A.summarise([])
+        AS.summarise([])
     with pytest.raises(A.BenchError, match="different setups"):
-        A.summarise([load("noflag-w4-n60-r0.json"),
+        AS.summarise([load("noflag-w4-n60-r0.json"),
                      load("exclusive-w4-n60-r0.json")])
 
 
 def test_stat_fmt():
-    assert A.Stat.of([1, 2, 3]).fmt() == "2 (1-3)"
-    assert A.Stat.of([5, 5]).fmt() == "5"
-    assert A.Stat.of([0.5, 1.0]).fmt(1, pct=True) == "75.0% (50.0-100.0)"
+    assert AS.Stat.of([1, 2, 3]).fmt() == "2 (1-3)"
+    assert AS.Stat.of([5, 5]).fmt() == "5"
+    assert AS.Stat.of([0.5, 1.0]).fmt(1, pct=True) == "75.0% (50.0-100.0)"
 
 
 def test_tables_and_json_shape():
-    s = A.summarise([load("exclusive-w4-n60-r0.json")])
-    rows = A.summary_rows([s])
+    s = AS.summarise([load("exclusive-w4-n60-r0.json")])
+    rows = AO.summary_rows([s])
     assert rows[0][0] == "exclusive" and rows[0][6] == "100.0%"
-    text = A.plain_table(A.SUMMARY_COLUMNS, rows)
+    text = AO.plain_table(AO.SUMMARY_COLUMNS, rows)
     assert text.splitlines()[0].startswith("setup")
-    drows = A.distribution_rows([s])
+    drows = AO.distribution_rows([s])
     assert drows[0][2] == "[60, 0, 0, 0]"
-    doc = A.results_json([s], {"workers": 4})
+    doc = AO.results_json([s], {"workers": 4})
     run = doc["results"][0]["runs"][0]
     for key in ("accepts", "wakeups", "empty_wakeups", "cpu_ms"):
         assert len(run[key]) == 4
@@ -251,18 +253,18 @@ def test_plot_writes_png(tmp_path):
     pytest.importorskip("matplotlib")
     runs = [load("noflag-w4-n60-r0.json"), load("noflag-w4-n60-r1.json")]
     out = tmp_path / "shares.png"
-    A.plot_shares([A.summarise(runs),
-                   A.summarise([load("exclusive-w4-n60-r0.json")])], out)
+    AO.plot_shares([AS.summarise(runs),
+                   AS.summarise([load("exclusive-w4-n60-r0.json")])], out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_run_warnings():
     r = load("exclusive-w4-n60-r0.json")
-    assert A.run_warnings(r) == []
+    assert AS.run_warnings(r) == []
     r.accepted -= 2
     r.connect_failed = 1
     r.deadline_hit = True
-    w = A.run_warnings(r)
+    w = AS.run_warnings(r)
     assert any("deadline" in x for x in w)
     assert any("1 connects failed" in x for x in w)
     assert any("2 connected clients never accepted" in x for x in w)
@@ -281,7 +283,7 @@ def test_tables_fall_back_to_plain_without_rich(monkeypatch, capsys):
     from rxl.bench import cli as bcli
     for mod in ("rich", "rich.console", "rich.table", "rich.text"):
         monkeypatch.setitem(__import__("sys").modules, mod, None)
-    s = A.summarise([load("incoming-cpu-w4-n60-r0.json")])
+    s = AS.summarise([load("incoming-cpu-w4-n60-r0.json")])
     bcli._echo_tables([s], use_rich=True)
     out = capsys.readouterr().out
     assert out.splitlines()[1].startswith("----")

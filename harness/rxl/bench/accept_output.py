@@ -1,0 +1,142 @@
+"""Accept-distribution rig: the tables, the JSON document and the plot.
+
+:func:`summary_rows` / :func:`distribution_rows` with :func:`plain_table`
+(or rich, in the command) print the summaries; :func:`results_json` is the
+``--json`` document; :func:`plot_shares` draws the per-worker shares
+(matplotlib, optional: :func:`check_plot_target` refuses early without it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import statistics
+from pathlib import Path
+from typing import List, Sequence
+
+from rxl.bench.accept import BenchError
+from rxl.bench.accept_stats import Summary
+
+
+SUMMARY_COLUMNS = ("setup", "accepts", "wakeups", "empty", "sleeps",
+                   "cpu ms", "first", "last", "top", "local")
+
+
+#: What each summary column means; printed under the table.
+COLUMN_NOTES = (
+    "mean (min-max) over repetitions; totals over all workers.",
+    "wakeups: epoll_wait/poll returns with an event; empty: of those, "
+    "accept got EAGAIN.",
+    "sleeps: voluntary context switches (getrusage ru_nvcsw), which also "
+    "count wakeups epoll_wait swallowed (event gone by the time it ran) "
+    "and the 100 ms wait-slice timeouts.",
+    "first/last/top: share of accepts of the first registrant, the last "
+    "registrant, the busiest worker.",
+    "local: accepts whose handshake CPU (SO_INCOMING_CPU) is the worker's "
+    "CPU.",
+)
+
+
+def summary_rows(summaries: Sequence[Summary]) -> List[List[str]]:
+    """Rows of the summary table, one per setup (and work time)."""
+    rows = []
+    for s in summaries:
+        rows.append([s.label, s.accepts.fmt(), s.wakeups.fmt(), s.empty.fmt(),
+                     s.vcsw.fmt(), s.cpu_ms.fmt(), s.first_share.fmt(1, True),
+                     s.last_share.fmt(1, True), s.top_share.fmt(1, True),
+                     s.local_share.fmt(0, True)])
+    return rows
+
+
+def distribution_rows(summaries: Sequence[Summary]) -> List[List[str]]:
+    """Rows of the distribution table: per rank mean (min-max) accepts,
+    then the median run's list, in registration order."""
+    rows = []
+    for s in summaries:
+        marks = []
+        mr = s.median_run
+        for i in range(mr.workers):
+            m = ""
+            if mr.exclusive[i] and s.setup == "half":
+                m = "E"
+            if s.setup == "incoming-cpu" and not mr.tagged[i]:
+                m = "u"
+            if mr.killed[i]:
+                m += "k"
+            marks.append(m)
+        per_rank = " ".join(f"{st.fmt()}{marks[i] and '[' + marks[i] + ']'}"
+                            for i, st in enumerate(s.per_rank))
+        rows.append([s.label, per_rank, str(mr.accepts)])
+    return rows
+
+
+def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width text table (the fallback when rich is absent)."""
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)),
+             "  ".join("-" * w for w in widths)]
+    for r in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def results_json(summaries: Sequence[Summary], config: dict) -> dict:
+    """The --json document: config, then per setup its runs and summary."""
+    return {"config": config,
+            "results": [s.as_json() for s in summaries]}
+
+
+def check_plot_target(path: os.PathLike) -> None:
+    """Raise BenchError unless matplotlib imports and ``path``'s
+    directory exists."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise BenchError("--plot needs matplotlib: pip install 'rxl[plot]'")
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise BenchError(f"--plot: directory {parent} does not exist")
+
+
+def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:
+    """Draw per-worker accept shares per setup to ``path`` (PNG).
+
+    One panel per setup; bars are the mean share per registration rank,
+    whiskers the min-max over repetitions.  Raises BenchError when
+    matplotlib (optional dependency ``plot``) is missing.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise BenchError("--plot needs matplotlib: pip install "
+                         "'rxl[plot]'") from None
+    n = len(summaries)
+    cols = min(4, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.6 * rows),
+                             squeeze=False, sharey=True)
+    for ax, s in zip(axes.flat, summaries):
+        tot = [sum(r.accepts) or 1 for r in s.runs]
+        shares = [[r.accepts[i] / t for r, t in zip(s.runs, tot)]
+                  for i in range(len(s.per_rank))]
+        means = [statistics.fmean(v) for v in shares]
+        # max(0, .): fmean of equal values can differ from them by an ulp.
+        lo = [max(0.0, m - min(v)) for m, v in zip(means, shares)]
+        hi = [max(0.0, max(v) - m) for m, v in zip(means, shares)]
+        ax.bar(range(len(means)), means, yerr=[lo, hi], capsize=2,
+               color="tab:blue")
+        ax.axhline(1.0 / len(means), color="grey", lw=0.8, ls="--")
+        ax.set_title(s.label, fontsize=9)
+        ax.set_xticks(range(len(means)))
+        ax.set_xlabel("registration rank", fontsize=8)
+        ax.set_ylim(0, 1)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("share of accepts")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=110)
+    except OSError as e:
+        raise BenchError(f"--plot: cannot write {path}: {e}") from None
+    finally:
+        plt.close(fig)
