@@ -23,7 +23,7 @@ its own kernels, never in the user's ``--src`` tree:
 The snapshot trees lack the blobs of a few large files, so git's checkout
 exits non-zero after writing everything else; a checkout is accepted when
 HEAD is the commit and ``tools/build/make.py`` is there (as
-:func:`rxl.verify.cli.pristine_checkout` does), and the dropping of the patches
+:func:`rxl.verify.kernels.pristine_checkout` does), and the dropping of the patches
 when the files they touch equal HEAD again.
 
 The planning (:func:`plan_rig`, :func:`rig_tag`, :func:`kernel_cache_path`)

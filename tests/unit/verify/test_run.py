@@ -7,7 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli import main
-from rxl.verify.cli import RunOptions, boots, doctor_results
+from rxl.verify.doctor import doctor_results
+from rxl.verify.job import RunOptions, boots
 from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
                        includes_check_only_failure, world_make_vars, world_outputs)
@@ -224,7 +225,7 @@ def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
 def test_kernel_cache_follows_tree_and_file(tmp_path):
     import os
     import subprocess
-    from rxl.verify.cli import kernel_cached, kernel_stamp_text
+    from rxl.verify.kernels import kernel_cached, kernel_stamp_text
     src = tmp_path / "src"
     (src / "sys").mkdir(parents=True)
     (src / "sys/a.c").write_text("int a;\n")
@@ -246,13 +247,13 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
 
 
 def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
-    from rxl.verify import cli as run_cli
+    from rxl.verify import runner
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
     (src / "sys/amd64/conf").mkdir(parents=True)
     base, _ = git_tree(src, commits=2)  # a "series" of one commit on the base
-    monkeypatch.setattr(run_cli, "series_base", lambda: base)
+    monkeypatch.setattr(runner, "series_base", lambda: base)
     res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--out", str(tmp_path / "out"), "--guest-dir",
                                     str(tmp_path / "g"), "--dry-run"])
@@ -285,7 +286,7 @@ def _dry(src, tmp_path):
 
 
 def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
-    from rxl.verify.cli import series_base
+    from rxl.verify.kernels import series_base
     if series_base() is None:
         pytest.skip("no patches/BASE")
     git_tree(fake_tree)              # HEAD does not descend from patches/BASE
@@ -297,16 +298,16 @@ def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
 
 
 def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
-    from rxl.verify import cli as run_cli
+    from rxl.verify import runner
     (base,) = git_tree(fake_tree)
-    monkeypatch.setattr(run_cli, "series_base", lambda: base)
+    monkeypatch.setattr(runner, "series_base", lambda: base)
     res = _dry(fake_tree, tmp_path)
     assert res.exit_code == 1
     assert "no commits on top" in res.output and f"rxl series apply --src {fake_tree}" in res.output
 
 
 def test_series_stage_on_a_tree_that_is_not_git(fake_tree, tmp_path):
-    from rxl.verify.cli import series_base
+    from rxl.verify.kernels import series_base
     if series_base() is None:
         pytest.skip("no patches/BASE")
     assert _dry(fake_tree, tmp_path).exit_code == 0     # holds the series' files

@@ -1,0 +1,47 @@
+"""``rxl doctor``: the host tools and Python modules the slow tiers need.
+
+:data:`DOCTOR_CHECKS` lists each with its Debian install line;
+:func:`doctor_results` says which are present.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from typing import Callable, List, Optional, Tuple
+
+
+#: (what, how to check, Debian install line). Checks: "bin:NAME", "file:PATH", "py:MODULE".
+DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
+    ("qemu-system-x86_64", "bin:qemu-system-x86_64", "apt-get install -y qemu-system-x86"),
+    ("OVMF firmware", "ovmf", "apt-get install -y ovmf"),
+    ("clang-16", "bin:clang-16", "apt-get install -y clang-16"),
+    ("ld.lld-16", "bin:ld.lld-16", "apt-get install -y lld-16"),
+    ("llvm-readelf-16", "bin:llvm-readelf-16", "apt-get install -y llvm-16"),
+    ("llvm-ar-16", "bin:llvm-ar-16", "apt-get install -y llvm-16"),
+    ("bmake", "bin:bmake", "apt-get install -y bmake"),
+    ("flock", "bin:flock", "apt-get install -y util-linux"),
+    ("git", "bin:git", "apt-get install -y git"),
+    ("python: click", "py:click", "pip install click"),
+    ("python: jinja2", "py:jinja2", "pip install jinja2"),
+    ("python: yaml", "py:yaml", "pip install pyyaml"),
+)
+
+
+def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List[Tuple[str, bool, str]]:
+    """(name, present, install line) for each of :data:`DOCTOR_CHECKS`."""
+    from rxl.guest.qemu import find_ovmf
+    out = []
+    for name, check, install in DOCTOR_CHECKS:
+        if check.startswith("bin:"):
+            ok = which(check[4:]) is not None
+        elif check == "ovmf":
+            ok = find_ovmf() is not None
+        else:
+            try:
+                importlib.import_module(check[3:])
+                ok = True
+            except ImportError:
+                ok = False
+        out.append((name, ok, install))
+    return out
