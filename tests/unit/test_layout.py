@@ -46,7 +46,8 @@ def _imported(path: Path, package: str):
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 here = ["rxl"] + ([package] if package else [])
-                mod = here[:len(here) - node.level + 1] + [p for p in (node.module or "").split(".") if p]
+                mod = here[:len(here) - node.level + 1]
+                mod += [p for p in (node.module or "").split(".") if p]
             else:
                 mod = (node.module or "").split(".")
             if mod[0] != "rxl":
