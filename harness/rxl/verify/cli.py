@@ -1,7 +1,9 @@
 """``rxl run`` (the main job), ``rxl parse`` and ``rxl doctor``.
 
-``rxl run --src DIR`` goes through seven stages, each recorded with a status
-(``ok``, ``failed``, ``skipped``, ``planned``), wall seconds and its log:
+``rxl run --src DIR`` goes through seven stages (functions of
+:mod:`rxl.verify.stages`, chained by :mod:`rxl.verify.pipeline`), each
+recorded with a status (``ok``, ``failed``, ``skipped``, ``planned``), wall
+seconds and its log:
 
     series  the tree: a FreeBSD source tree with the series applied
             (``rxl series apply --src DIR``), its HEAD and local changes
@@ -35,10 +37,10 @@ from typing import List, Optional, Tuple
 import click
 
 from rxl.verify import parse as parse_mod
+from rxl.verify import pipeline, stages
 from rxl.verify import report as report_mod
 from rxl.verify.job import RunOptions, guest_config
 from rxl.verify.doctor import doctor_results
-from rxl.verify.runner import Runner
 
 #: Default guest staging area and log root (this machine's layout).
 DEFAULT_GUEST_DIR = paths.GUEST
@@ -180,20 +182,19 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
         tests_on_spread=tests_on_spread, auto_pristine=auto_pristine)
     check_options(opts)
-    r = Runner(opts)
-    ok = r.run()
+    ok, st = pipeline.run(opts)
     if dry_run:
-        for rec in r.records:
+        for rec in st.records:
             click.echo(f"# {rec.name}: {rec.status}" + (f" ({rec.detail})" if rec.detail else ""))
             for c in rec.commands:
                 click.echo(c)
         sys.exit(0 if ok else 1)
     if as_json:
-        click.echo(r.json_text())
-    elif r.runs:
-        click.echo(report_mod.table(r.runs, r.verdict))
+        click.echo(stages.json_text(st))
+    elif st.runs:
+        click.echo(report_mod.table(st.runs, st.verdict))
     click.echo(f"logs and reports: {opts.out}", err=True)
-    sys.exit(0 if ok and r.verdict is not None and r.verdict.ok else 1)
+    sys.exit(0 if ok and st.verdict is not None and st.verdict.ok else 1)
 
 
 @click.command("parse")

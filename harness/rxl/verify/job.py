@@ -1,16 +1,20 @@
-"""What one ``rxl run`` is asked to do, and what each of its stages reports.
+"""What one ``rxl run`` is asked to do, what its stages hand on, and what each reports.
 
 :class:`RunOptions` is the request (one field per option of ``rxl run``);
-:func:`boots` plans the guest boots it makes (patched, spread, pristine);
-every stage returns a :class:`StageRecord` (status, wall time, the log to
-read, the commands it ran) or raises :class:`StageFailed` with a one-line
-message naming that log.  :data:`STAGES` is their order.
+:class:`RunState` is what earlier stages hand to later ones (the kernels,
+the world, the staged roots, the console logs, the parsed runs);
+:func:`boots` plans the guest boots (patched, spread, pristine).  Every
+stage (:mod:`rxl.verify.stages`) returns a :class:`StageRecord` (status,
+wall time, the log to read, the commands it ran) or raises
+:class:`StageFailed` with a one-line message naming that log.
+:data:`STAGES` is their order.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import click
 
@@ -29,7 +33,9 @@ STAGES = ("series", "build", "world", "image", "boot", "parse", "report")
 
 @dataclass
 class StageRecord:
-    """One stage's outcome. ``seconds``: wall time; ``log``: file to read on failure."""
+    """One stage's outcome: ``status`` (``ok``, ``planned`` in a dry run,
+    ``skipped``, ``failed``); ``seconds``: wall time; ``log``: the file to
+    read on failure; ``commands``: what it ran (or would run), in order."""
 
     name: str
     status: str
@@ -45,6 +51,14 @@ class StageFailed(Exception):
 
 @dataclass
 class RunOptions:
+    """The request of one ``rxl run``: absolute paths, one field per option.
+
+    ``kernel`` / ``pristine_kernel``: kernels to boot instead of building;
+    ``case_timeout``: seconds per ATF case; ``new_programs``: test programs
+    that must fail on the pristine kernel; ``extra_tests``: (name, C
+    source) built besides FreeBSD's own; ``memory_mib``: guest memory.
+    """
+
     src: str
     objdir: str
     out: str
@@ -63,6 +77,43 @@ class RunOptions:
     auto_pristine: bool = True
 
 
+@dataclass
+class RunState:
+    """What the stages of one run hand on, in order of filling.
+
+    ``kernel``: the patched kernel (build); ``pristine_src`` /
+    ``pristine_kernel``: the base's checkout and kernel, when there is one
+    (build); ``world``: :class:`rxl.tree.world.WorldOutputs` and ``tests``:
+    program -> binary (world); ``roots``: boot label -> staged root (image);
+    ``logs``: boot label -> console log (boot); ``runs``: boot label ->
+    :class:`rxl.verify.parse.RunResult` (parse); ``verdict`` (report);
+    ``records``: one :class:`StageRecord` per stage run so far.
+    ``stage_dir``: one staging directory per run, named like ``--out``:
+    QEMU's vvfat reads file contents lazily, so a root must not change
+    under a running guest.
+    """
+
+    stage_dir: Path
+    echo: Callable[[str], None]
+    kernel: Optional[str] = None
+    pristine_src: Optional[str] = None
+    pristine_kernel: Optional[str] = None
+    world: Any = None
+    tests: Dict[str, Path] = field(default_factory=dict)
+    roots: Dict[str, str] = field(default_factory=dict)
+    logs: Dict[str, str] = field(default_factory=dict)
+    runs: Dict[str, Any] = field(default_factory=dict)
+    verdict: Any = None
+    records: List[StageRecord] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, opts: RunOptions, echo: Callable[[str], None]) -> "RunState":
+        """The state before the first stage: the kernels the options give."""
+        return cls(stage_dir=Path(opts.guest_dir) / Path(opts.out).name, echo=echo,
+                   kernel=opts.kernel, pristine_src=opts.pristine_src,
+                   pristine_kernel=opts.pristine_kernel)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line: ``PATH: reason`` for an OSError."""
     if isinstance(exc, OSError) and exc.strerror:
@@ -75,13 +126,19 @@ def echo_err(msg: str) -> None:
     click.echo(msg, err=True)
 
 
-def boots(opts: RunOptions, patched_kernel: str) -> List[Tuple[str, str, Dict[str, str]]]:
-    """The guest boots of a run: (label, kernel path, loader tunables). Pure."""
+def boots(opts: RunOptions, patched_kernel: str,
+          pristine_kernel: Optional[str] = None) -> List[Tuple[str, str, Dict[str, str]]]:
+    """The guest boots of a run: (label, kernel path, loader tunables). Pure.
+
+    ``pristine_kernel``: the base's kernel (default ``opts.pristine_kernel``);
+    none means no pristine boot.
+    """
+    pristine_kernel = pristine_kernel or opts.pristine_kernel
     out = [("patched", patched_kernel, {})]
     if opts.spread:
         out.append(("spread", patched_kernel, dict([SPREAD_TUNABLE])))
-    if opts.pristine_kernel:
-        out.append(("pristine", opts.pristine_kernel, {}))
+    if pristine_kernel:
+        out.append(("pristine", pristine_kernel, {}))
     return out
 
 

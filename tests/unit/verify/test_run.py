@@ -247,13 +247,13 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
 
 
 def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
-    from rxl.verify import runner
+    from rxl.verify import stages
     src = tmp_path / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
     (src / "sys/amd64/conf").mkdir(parents=True)
     base, _ = git_tree(src, commits=2)  # a "series" of one commit on the base
-    monkeypatch.setattr(runner, "series_base", lambda: base)
+    monkeypatch.setattr(stages, "series_base", lambda: base)
     res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--out", str(tmp_path / "out"), "--guest-dir",
                                     str(tmp_path / "g"), "--dry-run"])
@@ -298,9 +298,9 @@ def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
 
 
 def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
-    from rxl.verify import runner
+    from rxl.verify import stages
     (base,) = git_tree(fake_tree)
-    monkeypatch.setattr(runner, "series_base", lambda: base)
+    monkeypatch.setattr(stages, "series_base", lambda: base)
     res = _dry(fake_tree, tmp_path)
     assert res.exit_code == 1
     assert "no commits on top" in res.output and f"rxl series apply --src {fake_tree}" in res.output
