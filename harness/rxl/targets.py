@@ -1,0 +1,304 @@
+"""Targets as data: named machines and guest shapes in a YAML file.
+
+The file (default ``$RXL_WORK/targets.yaml``; ``--targets FILE``)::
+
+    shapes:                      # guest shapes for the own QEMU guest
+      two-socket:
+        sockets: 2
+        dies: 1
+        cores: 2
+        threads: 2
+        numa_nodes: 2
+        memory_mib: 1024
+        nic: e1000e
+    targets:
+      guest:                     # the harness's own QEMU guest
+        kind: qemu
+        shape: two-socket        # a name from shapes:, or the fields inline
+      vm:                        # a bhyve VM reached over SSH
+        kind: bhyve
+        host: 192.0.2.10
+        user: root
+        key: ~/.ssh/id_ed25519   # default: the harness key $RXL_WORK/ssh/id_ed25519
+      box:
+        kind: box                # a test machine with a real multi-queue NIC
+        host: box.example.org
+        port: 22
+
+Kinds: ``qemu`` (the harness boots it; shape fields apply), ``bhyve`` and
+``box`` (running FreeBSD machines reached with :mod:`rxl.ssh`; host required,
+shape fields refused). :func:`load` reports *every* mistake, one line each
+(``FILE: targets.box.port: ...``), in one :class:`TargetsError`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from rxl import paths
+
+KINDS = ("qemu", "bhyve", "box")
+#: NIC models of the own guest: rxl.qemu.NIC_MODELS (kept in one place there).
+SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic")
+SSH_FIELDS = ("host", "port", "user", "key")
+TARGET_FIELDS = ("kind", "shape", "description") + SSH_FIELDS + SHAPE_FIELDS
+#: The own guest's default shape: the two-socket guest of docs/results/guest-boot.md
+#: (2 sockets x 2 cores x 2 SMT threads, 2 NUMA nodes, 1 GiB, e1000e -> em0 with 2 rxqs).
+DEFAULT_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes": 2,
+                 "memory_mib": 1024, "nic": "e1000e"}
+
+
+class TargetsError(ValueError):
+    """A targets file with mistakes; ``errors`` holds one line per mistake."""
+
+    def __init__(self, errors: List[str]):
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The own QEMU guest's CPU/NUMA/NIC shape. vCPUs = sockets*dies*cores*threads."""
+
+    sockets: int = 2
+    dies: int = 1
+    cores: int = 2
+    threads: int = 2
+    numa_nodes: int = 2
+    memory_mib: int = 1024
+    nic: str = "e1000e"
+
+    @property
+    def vcpus(self) -> int:
+        return self.sockets * self.dies * self.cores * self.threads
+
+
+@dataclass(frozen=True)
+class Target:
+    """One named target. ``kind`` in :data:`KINDS`; ``shape`` only for ``qemu``;
+    host/port/user/key only for ``bhyve`` and ``box`` (key None: the harness key)."""
+
+    name: str
+    kind: str
+    host: str = ""
+    port: int = 22
+    user: str = "root"
+    key: Optional[str] = None
+    shape: Optional[Shape] = None
+    description: str = ""
+
+    def ssh_target(self):
+        """The rxl.ssh.SSHTarget of a bhyve/box target. ValueError for ``qemu``."""
+        from rxl.ssh import SSHTarget
+        if self.kind == "qemu":
+            raise ValueError(f"{self.name}: the own guest has no fixed address; "
+                             "rxl guest up prints it")
+        return SSHTarget(self.host, self.port, self.user, self.key, name=self.name)
+
+
+@dataclass
+class Targets:
+    """A loaded file: ``shapes`` and ``targets`` by name, ``path`` it came from."""
+
+    path: str
+    shapes: Dict[str, Shape] = field(default_factory=dict)
+    targets: Dict[str, Target] = field(default_factory=dict)
+
+    def get(self, name: str) -> Target:
+        """The target ``name``; KeyError with the known names otherwise."""
+        try:
+            return self.targets[name]
+        except KeyError:
+            known = ", ".join(sorted(self.targets)) or "none"
+            raise KeyError(f"{name}: no such target in {self.path} (known: {known})") from None
+
+
+def default_path() -> Path:
+    """``$RXL_WORK/targets.yaml``."""
+    return paths.work_root() / "targets.yaml"
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Shape]:
+    from rxl.qemu import NIC_MODELS
+    vals = dict(DEFAULT_SHAPE)
+    bad = False
+    for k in SHAPE_FIELDS:
+        if k not in d:
+            continue
+        v = d[k]
+        if k == "nic":
+            if v not in NIC_MODELS:
+                errs.append(f"{where}.nic: {v!r} is not one of {', '.join(NIC_MODELS)}")
+                bad = True
+                continue
+        elif k == "numa_nodes":
+            if not _is_int(v) or v < 0:
+                errs.append(f"{where}.numa_nodes: must be an integer >= 0, got {v!r}")
+                bad = True
+                continue
+        elif not _is_int(v) or v < 1:
+            errs.append(f"{where}.{k}: must be an integer >= 1, got {v!r}")
+            bad = True
+            continue
+        vals[k] = v
+    if bad:
+        return None
+    s = Shape(**vals)
+    if s.numa_nodes and s.sockets % s.numa_nodes:
+        errs.append(f"{where}.numa_nodes: {s.numa_nodes} does not divide sockets={s.sockets} "
+                    "(each NUMA node holds whole sockets)")
+        return None
+    nodes = max(s.numa_nodes, 1)
+    if s.memory_mib < 128 * nodes or s.memory_mib % nodes:
+        errs.append(f"{where}.memory_mib: {s.memory_mib} must be >= 128 per NUMA node and "
+                    f"split evenly over {nodes}")
+        return None
+    return s
+
+
+def _unknown(where: str, d: Dict[str, Any], allowed, errs: List[str]) -> None:
+    for k in d:
+        if k not in allowed:
+            errs.append(f"{where}: unknown field {k!r} (one of {', '.join(allowed)})")
+
+
+def parse(doc: Any, path: str = "<targets>") -> Targets:
+    """Validate a loaded YAML document. Raises TargetsError listing every mistake."""
+    errs: List[str] = []
+    out = Targets(path=path)
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise TargetsError([f"{path}: must be a mapping with 'targets:' (and 'shapes:')"])
+    _unknown(path, doc, ("shapes", "targets"), errs)
+    shapes = doc.get("shapes") or {}
+    if not isinstance(shapes, dict):
+        errs.append(f"{path}: shapes: must be a mapping of name -> shape")
+        shapes = {}
+    for name, d in shapes.items():
+        where = f"shapes.{name}"
+        if not isinstance(d, dict):
+            errs.append(f"{where}: must be a mapping of {', '.join(SHAPE_FIELDS)}")
+            continue
+        _unknown(where, d, SHAPE_FIELDS, errs)
+        s = _check_shape(where, d, errs)
+        if s is not None:
+            out.shapes[str(name)] = s
+    targets = doc.get("targets") or {}
+    if not isinstance(targets, dict):
+        errs.append(f"{path}: targets: must be a mapping of name -> target")
+        targets = {}
+    for name, d in targets.items():
+        where = f"targets.{name}"
+        if not isinstance(d, dict):
+            errs.append(f"{where}: must be a mapping with kind: ({', '.join(KINDS)})")
+            continue
+        _unknown(where, d, TARGET_FIELDS, errs)
+        if str(name).startswith("ssh:") or not str(name).strip():
+            errs.append(f"{where}: a target name may not be empty or start with 'ssh:'")
+        kind = d.get("kind")
+        if kind not in KINDS:
+            errs.append(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+            continue
+        if kind == "qemu":
+            for k in SSH_FIELDS:
+                if k in d:
+                    errs.append(f"{where}.{k}: not for kind qemu (the harness picks a "
+                                "loopback port and uses its own key)")
+            inline = {k: d[k] for k in SHAPE_FIELDS if k in d}
+            shape = None
+            if "shape" in d:
+                if inline:
+                    errs.append(f"{where}: give shape: or the shape fields "
+                                f"({', '.join(inline)}), not both")
+                    continue
+                ref = d["shape"]
+                if ref not in shapes:
+                    errs.append(f"{where}.shape: {ref!r} is not a shape of this file "
+                                f"(known: {', '.join(map(str, shapes)) or 'none'})")
+                    continue
+                shape = out.shapes.get(ref)  # None if that shape had its own error
+                if shape is None:
+                    continue
+            else:
+                shape = _check_shape(where, inline, errs)
+                if shape is None:
+                    continue
+            out.targets[str(name)] = Target(str(name), kind, shape=shape,
+                                            description=str(d.get("description", "")))
+            continue
+        for k in SHAPE_FIELDS + ("shape",):
+            if k in d:
+                errs.append(f"{where}.{k}: only the own guest (kind qemu) has a shape; "
+                            f"a {kind} target's topology is read from it")
+        host = d.get("host")
+        if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
+            errs.append(f"{where}.host: required for kind {kind} (a name or address), "
+                        f"got {host!r}")
+            continue
+        port = d.get("port", 22)
+        if not _is_int(port) or not 1 <= port <= 65535:
+            errs.append(f"{where}.port: must be an integer in 1..65535, got {port!r}")
+            continue
+        user = d.get("user", "root")
+        if not isinstance(user, str) or not user or any(c in user for c in "@: \t"):
+            errs.append(f"{where}.user: must be a login name, got {user!r}")
+            continue
+        key = d.get("key")
+        if key is not None:
+            if not isinstance(key, str) or not key:
+                errs.append(f"{where}.key: must be a path to a private key, got {key!r}")
+                continue
+            key = os.path.expanduser(key)
+            if not os.path.isabs(key):
+                key = str(Path(path).parent / key)
+            if not Path(key).is_file():
+                errs.append(f"{where}.key: {key}: no such file")
+                continue
+        out.targets[str(name)] = Target(str(name), kind, host=host, port=port, user=user,
+                                        key=key, description=str(d.get("description", "")))
+    if errs:
+        raise TargetsError([f"{path}: {e}" for e in errs])
+    return out
+
+
+def load(path: Optional[str] = None) -> Targets:
+    """Read and validate the targets file (default :func:`default_path`).
+
+    A missing default file is an empty set of targets; a missing file given
+    explicitly, unreadable YAML or invalid contents raise TargetsError.
+    """
+    import yaml
+    p = Path(path) if path else default_path()
+    if not p.is_file():
+        if path:
+            raise TargetsError([f"{p}: no such file"])
+        return Targets(path=str(p))
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise TargetsError([f"{p}:{where}: not valid YAML: "
+                            f"{getattr(exc, 'problem', None) or exc}"]) from None
+    return parse(doc, str(p))
+
+
+def resolve(spec: str, path: Optional[str] = None) -> Target:
+    """``--target`` value -> Target: an ``ssh://user@host[:port]`` URL (kind ``box``)
+    or a name from the targets file. Raises TargetsError / KeyError (one line)."""
+    if spec.startswith("ssh://"):
+        from rxl.ssh import TargetError, parse_url
+        try:
+            t = parse_url(spec)
+        except TargetError as exc:
+            raise TargetsError([str(exc)]) from None
+        return Target(spec, "box", host=t.host, port=t.port, user=t.user)
+    return load(path).get(spec)

@@ -1,0 +1,138 @@
+"""rxl.targets: the YAML file of targets and guest shapes."""
+
+import textwrap
+
+import pytest
+
+from rxl import targets as T
+
+GOOD = textwrap.dedent("""\
+    shapes:
+      big:
+        sockets: 4
+        dies: 2
+        cores: 2
+        threads: 1
+        numa_nodes: 2
+        memory_mib: 2048
+        nic: igb
+    targets:
+      guest:
+        kind: qemu
+        shape: big
+      small:
+        kind: qemu
+        sockets: 1
+        numa_nodes: 0
+      vm:
+        kind: bhyve
+        host: 192.0.2.10
+        port: 2200
+        user: admin
+      box:
+        kind: box
+        host: box.example.org
+    """)
+
+
+def write(tmp_path, text):
+    p = tmp_path / "targets.yaml"
+    p.write_text(textwrap.dedent(text))
+    return str(p)
+
+
+def test_good_file(tmp_path):
+    ts = T.load(write(tmp_path, GOOD))
+    g = ts.get("guest")
+    assert g.kind == "qemu" and g.shape == T.Shape(4, 2, 2, 1, 2, 2048, "igb")
+    assert g.shape.vcpus == 16
+    # inline fields over the default two-socket shape
+    assert ts.get("small").shape == T.Shape(sockets=1, numa_nodes=0)
+    vm = ts.get("vm").ssh_target()
+    assert (vm.host, vm.port, vm.user, vm.name) == ("192.0.2.10", 2200, "admin", "vm")
+    assert ts.get("box").port == 22 and ts.get("box").user == "root"
+    with pytest.raises(ValueError, match="no fixed address"):
+        g.ssh_target()
+
+
+def test_unknown_name_lists_known(tmp_path):
+    with pytest.raises(KeyError, match="known: box, guest, small, vm"):
+        T.load(write(tmp_path, GOOD)).get("nope")
+
+
+def test_every_mistake_one_line(tmp_path):
+    path = write(tmp_path, """\
+        shapes:
+          s1: {sockets: 3, numa_nodes: 2}
+          s2: {cores: 0, nic: rtl8139, colour: red}
+        targets:
+          a: {kind: vmware}
+          b: {kind: box}
+          c: {kind: box, host: h, port: 70000}
+          d: {kind: bhyve, host: h, sockets: 2}
+          e: {kind: qemu, shape: nosuch}
+          f: {kind: qemu, host: h}
+          g: {kind: box, host: h, key: /no/such/key}
+          h: {kind: qemu, shape: s1, cores: 4}
+          i: {kind: box, host: h, user: "a@b"}
+          j: {kind: qemu, memory_mib: 100}
+        """)
+    with pytest.raises(T.TargetsError) as ei:
+        T.load(path)
+    errs = ei.value.errors
+    expect = [
+        "shapes.s1.numa_nodes: 2 does not divide sockets=3",
+        "shapes.s2: unknown field 'colour'",
+        "shapes.s2.cores: must be an integer >= 1, got 0",
+        "shapes.s2.nic: 'rtl8139' is not one of",
+        "targets.a.kind: 'vmware' is not one of qemu, bhyve, box",
+        "targets.b.host: required for kind box",
+        "targets.c.port: must be an integer in 1..65535, got 70000",
+        "targets.d.sockets: only the own guest (kind qemu) has a shape",
+        "targets.e.shape: 'nosuch' is not a shape of this file (known: s1, s2)",
+        "targets.f.host: not for kind qemu",
+        "targets.g.key: /no/such/key: no such file",
+        "targets.h: give shape: or the shape fields (cores), not both",
+        "targets.i.user: must be a login name",
+        "targets.j.memory_mib: 100 must be >= 128 per NUMA node",
+    ]
+    assert len(errs) == len(expect), errs
+    for want in expect:
+        assert sum(want in e for e in errs) == 1, (want, errs)
+    assert all("\n" not in e and e.startswith(path + ": ") for e in errs)
+
+
+def test_bool_is_not_an_int(tmp_path):
+    with pytest.raises(T.TargetsError, match="sockets: must be an integer >= 1, got True"):
+        T.load(write(tmp_path, "targets:\n  g: {kind: qemu, sockets: true}\n"))
+
+
+def test_bad_yaml_names_line(tmp_path):
+    with pytest.raises(T.TargetsError, match=r"line 2: not valid YAML"):
+        T.load(write(tmp_path, "targets:\n  a: b: c\n"))
+
+
+def test_top_level_must_be_mapping(tmp_path):
+    with pytest.raises(T.TargetsError, match="must be a mapping"):
+        T.load(write(tmp_path, "- a\n- b\n"))
+
+
+def test_missing_files(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    assert T.load().targets == {}  # no default file: no targets
+    with pytest.raises(T.TargetsError, match="no such file"):
+        T.load(str(tmp_path / "given.yaml"))
+
+
+def test_relative_key_is_next_to_the_file(tmp_path):
+    (tmp_path / "k").write_text("x")
+    ts = T.load(write(tmp_path, "targets:\n  b: {kind: box, host: h, key: k}\n"))
+    assert ts.get("b").key == str(tmp_path / "k")
+
+
+def test_resolve_url_and_name(tmp_path):
+    t = T.resolve("ssh://me@127.0.0.1:2222")
+    assert (t.kind, t.host, t.port, t.user) == ("box", "127.0.0.1", 2222, "me")
+    assert T.resolve("vm", write(tmp_path, GOOD)).kind == "bhyve"
+    with pytest.raises(T.TargetsError, match="port 0"):
+        T.resolve("ssh://h:0")
