@@ -1,0 +1,236 @@
+"""``rxl run --target``: the steering tests on a FreeBSD machine reached over SSH.
+
+A target the harness did not boot (a bhyve VM, a test box; or the own guest
+once it is up) is driven through :class:`rxl.ssh.SSHSession` (or
+:class:`rxl.ssh.DryRun`, which only records). The pure parts are here and
+unit-tested: what the probe prints and how it is read, the kernel's version
+line, the install plan, the Kyuafile, kyua's JUnit -> case results.
+
+What is touched on the target (and how to undo it) is :func:`touched`, the
+text ``--dry-run`` and the README print:
+
+* the work directory (default ``/var/tmp/rxl``): test programs, the run
+  script, a Kyuafile and kyua's results; undo: ``rm -rf WORKDIR``;
+* with ``--install-kernel`` only: one new kernel directory
+  ``/boot/kernel.rxl-<sha256 prefix>/`` (the kernel alone, no modules) and the
+  one-shot ``nextboot -k`` setting (``/boot/nextboot.conf``; the loader
+  deletes it once read, so a kernel that does not boot falls back to the
+  installed one at the next reset); undo: ``nextboot -D`` (if not yet
+  booted) and ``rm -rf /boot/kernel.rxl-<id>``; a reboot returns to the
+  installed kernel;
+* nothing else: no package is installed, no file outside these is written,
+  the loopback and NIC settings are only read (``sysctl -n``).
+
+The tests run as the SSH user (root by default; the ATF programs open
+listening sockets and set socket options, which a normal user may do, but
+``nextboot`` and ``/boot`` need root).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+#: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
+#: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
+SERIES_SYSCTL = "net.inet.tcp.reuseport_lb_learn"
+#: Default work directory on the target (/var/tmp survives a reboot, unlike /tmp
+#: on a tmpfs, so results outlive an --install-kernel reboot).
+DEFAULT_WORKDIR = "/var/tmp/rxl"
+#: The FreeBSD release the series is for (patches/BASE: 14.0-STABLE) and the
+#: architecture its test programs are built for (rxl.tree.world TARGET_TRIPLE).
+RELEASE_PREFIX = "14."
+ARCH = "amd64"
+#: kern.version's first line: ``FreeBSD 14.0-STABLE #0 <ident/branch>: <date>``
+#: (sys/conf/newvers.sh); the same text is in the kernel file's ``version[]``.
+_VERSION_RE = re.compile(rb"FreeBSD [0-9]+\.[0-9]+-[A-Za-z0-9.]+(?:-p[0-9]+)? #[0-9]+[^\n\x00]*")
+
+#: One shell line printing ``key=value`` lines; read by :func:`parse_probe`.
+PROBE_COMMAND = "; ".join([
+    'echo "os=$(uname -s)"',
+    'echo "release=$(uname -r)"',
+    'echo "arch=$(uname -m)"',
+    'echo "bootfile=$(sysctl -n kern.bootfile)"',
+    'echo "version=$(sysctl -n kern.version | head -n 1)"',
+    f'echo "series=$(sysctl -N {SERIES_SYSCTL} 2>/dev/null || echo absent)"',
+    'echo "kyua=$(command -v kyua || echo absent)"',
+    'echo "user=$(id -un)"',
+])
+
+
+class RemoteError(RuntimeError):
+    """A target that cannot run the tests (wrong OS, no series, install failed)."""
+
+
+@dataclass
+class TargetInfo:
+    """What :data:`PROBE_COMMAND` found. ``series``: the kernel has the series'
+    sysctl; ``kyua``: path of kyua or ""."""
+
+    os: str = ""
+    release: str = ""
+    arch: str = ""
+    bootfile: str = ""
+    version: str = ""
+    series: bool = False
+    kyua: str = ""
+    user: str = ""
+
+    def summary(self) -> str:
+        return (f"{self.os} {self.release} {self.arch}, kernel {self.bootfile} "
+                f"({self.version}), series {'yes' if self.series else 'NO'}, "
+                f"kyua {self.kyua or 'absent'}, user {self.user}")
+
+
+def parse_probe(text: str) -> TargetInfo:
+    """Read the probe's output. Raises RemoteError if a line is missing."""
+    vals: Dict[str, str] = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            vals[k.strip()] = v.strip()
+    need = ("os", "release", "arch", "bootfile", "version", "series", "kyua", "user")
+    missing = [k for k in need if k not in vals]
+    if missing:
+        raise RemoteError(f"probe output lacks {', '.join(missing)}: {text.strip()[:200]!r}")
+    return TargetInfo(os=vals["os"], release=vals["release"], arch=vals["arch"],
+                      bootfile=vals["bootfile"], version=vals["version"],
+                      series=vals["series"] not in ("", "absent"),
+                      kyua="" if vals["kyua"] == "absent" else vals["kyua"],
+                      user=vals["user"])
+
+
+def check_target(info: TargetInfo, *, need_series: bool = True) -> None:
+    """Refuse (RemoteError, one line) a target the steering tests cannot run on."""
+    if info.os != "FreeBSD":
+        raise RemoteError(f"target runs {info.os or 'an unknown OS'}, not FreeBSD")
+    if not info.release.startswith(RELEASE_PREFIX):
+        raise RemoteError(f"target runs FreeBSD {info.release}; the series is for "
+                          f"{RELEASE_PREFIX}x (patches/BASE)")
+    if info.arch != ARCH:
+        raise RemoteError(f"target is {info.arch}; the test programs are built for {ARCH}")
+    if need_series and not info.series:
+        raise RemoteError(f"kernel {info.bootfile} ({info.version}) lacks the series "
+                          f"(no {SERIES_SYSCTL}): refusing the steering tests; "
+                          "boot a patched kernel or pass --install-kernel")
+
+
+def kernel_version(data: bytes) -> str:
+    """The first line of a kernel's ``version[]`` (what kern.version starts with).
+
+    Raises RemoteError if ``data`` holds no FreeBSD version string.
+    """
+    m = _VERSION_RE.search(data)
+    if not m:
+        raise RemoteError("no 'FreeBSD N.N-... #N' version string in the kernel file")
+    return m.group(0).decode("ascii", "replace").strip()
+
+
+def kernel_id(data: bytes) -> str:
+    """12 hex digits of the kernel file's SHA-256: names its directory on the target."""
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+@dataclass
+class InstallPlan:
+    """Where a kernel goes and what is run (``kernel_dir`` under /boot)."""
+
+    kernel_dir: str
+    sha256: str
+    version: str
+    commands: List[str] = field(default_factory=list)
+
+    @property
+    def bootfile(self) -> str:
+        return f"{self.kernel_dir}/kernel"
+
+
+def install_plan(data: bytes) -> InstallPlan:
+    """The install of a kernel whose bytes are ``data``. Pure.
+
+    The kernel is copied to ``kernel.tmp`` over SFTP, its SHA-256 checked with
+    ``sha256 -q`` (FreeBSD's md5(1) family), renamed, and made the next boot's
+    kernel with ``nextboot -k`` (one boot only: nextboot(8) says the loader
+    deletes the setting once it has read it, so a kernel that hangs is not
+    booted again after a reset).
+    """
+    kid = kernel_id(data)
+    kdir = f"/boot/kernel.rxl-{kid}"
+    digest = hashlib.sha256(data).hexdigest()
+    return InstallPlan(kdir, digest, kernel_version(data), [
+        f"mkdir -p {kdir}",
+        f"# sftp put KERNEL {kdir}/kernel.tmp",
+        f"sha256 -q {kdir}/kernel.tmp",
+        f"mv -f {kdir}/kernel.tmp {kdir}/kernel",
+        f"nextboot -k {Path(kdir).name}",
+    ])
+
+
+def kyuafile(programs: Sequence[str]) -> str:
+    """A Kyuafile (syntax 2) listing ATF test ``programs`` (basenames in its directory)."""
+    lines = ["syntax(2)", "", 'test_suite("rxl")', ""]
+    for p in sorted(programs):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", p):
+            raise ValueError(f"{p!r}: not a plain program name")
+        lines.append(f'atf_test_program{{name="{p}"}}')
+    return "\n".join(lines) + "\n"
+
+
+def kyua_commands(workdir: str) -> List[str]:
+    """``kyua test`` over the work directory's Kyuafile, then ``kyua report-junit``."""
+    tests = f"{workdir}/tests"
+    db = f"{workdir}/kyua.db"
+    return [f"cd {tests} && kyua test --kyuafile={tests}/Kyuafile --results-file={db}",
+            f"kyua report-junit --results-file={db} --output={workdir}/kyua-junit.xml"]
+
+
+#: JUnit child element -> ATF status (kyua report-junit: failed -> failure,
+#: broken -> error, skipped -> skipped; passed and expected_failure have none).
+_KYUA_STATUS = {"failure": "failed", "error": "broken", "skipped": "skipped"}
+
+
+def cases_from_kyua_junit(xml_text: str, tests_dir: str):
+    """kyua's JUnit -> rxl.parse.CaseResult list (program as ``tests_dir/<prog>``).
+
+    kyua names a case's class after its program path relative to the
+    Kyuafile, dots for slashes. Raises RemoteError on XML that does not parse.
+    """
+    from rxl.parse import CaseResult
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise RemoteError(f"kyua's JUnit does not parse: {exc}") from None
+    out = []
+    for tc in root.iter("testcase"):
+        prog = (tc.get("classname") or "").replace(".", "/")
+        status, reason = "passed", ""
+        for child in tc:
+            if child.tag in _KYUA_STATUS:
+                status = _KYUA_STATUS[child.tag]
+                reason = (child.get("message") or "").strip()
+                break
+        try:
+            secs = int(round(float(tc.get("time") or 0)))
+        except ValueError:
+            secs = None
+        out.append(CaseResult(prog=f"{tests_dir}/{prog}", case=tc.get("name") or "",
+                              status=status, reason=reason, seconds=secs))
+    return out
+
+
+def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:
+    """Lines saying what a run changes on the target and how to undo each."""
+    out = [f"work directory {workdir} (tests, run.sh, Kyuafile, results); "
+           f"undo: rm -rf {shlex.quote(workdir)}"]
+    if install is not None:
+        out.append(f"kernel directory {install.kernel_dir} (the kernel only); "
+                   f"undo: rm -rf {install.kernel_dir}")
+        out.append("one-shot nextboot -k setting (/boot/nextboot.conf, used for one boot); "
+                   "undo before the reboot: nextboot -D; after it, a reboot returns to the "
+                   "installed kernel")
+    return out
