@@ -150,7 +150,7 @@ class InstallPlan:
         return f"{self.kernel_dir}/kernel"
 
 
-def install_plan(data: bytes) -> InstallPlan:
+def install_plan(data: bytes, boot_dir: str = "/boot") -> InstallPlan:
     """The install of a kernel whose bytes are ``data``. Pure.
 
     The kernel is copied to ``kernel.tmp`` over SFTP, its SHA-256 checked with
@@ -160,7 +160,7 @@ def install_plan(data: bytes) -> InstallPlan:
     booted again after a reset).
     """
     kid = kernel_id(data)
-    kdir = f"/boot/kernel.rxl-{kid}"
+    kdir = f"{boot_dir}/kernel.rxl-{kid}"
     digest = hashlib.sha256(data).hexdigest()
     return InstallPlan(kdir, digest, kernel_version(data), [
         f"mkdir -p {kdir}",
@@ -234,3 +234,150 @@ def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:
                    "undo before the reboot: nextboot -D; after it, a reboot returns to the "
                    "installed kernel")
     return out
+
+
+# ------------------------------------------------------------------ driving
+
+@dataclass
+class RemoteJob:
+    """One run on a target. ``tests``: program name -> local FreeBSD binary;
+    ``label``: the run's name in the reports (``patched``); ``kyua``: None = use
+    it when the target has it; ``case_timeout``: seconds per ATF case."""
+
+    out: str
+    tests: Dict[str, str]
+    workdir: str = DEFAULT_WORKDIR
+    label: str = "patched"
+    kyua: Optional[bool] = None
+    case_timeout: int = 300
+    reboot_timeout: float = 900.0
+    kyua_timeout: float = 7200.0
+    boot_dir: str = "/boot"
+    path: str = "/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin"
+
+
+class RemoteRun:
+    """Drives a target through ``session`` (rxl.ssh.SSHSession, or DryRun:
+    then every remote action is only recorded in ``session.commands``).
+
+    Each method is one stage's work and raises RemoteError or rxl.ssh.SSHError
+    with one line; ``notes`` collects what the report should say.
+    """
+
+    def __init__(self, session, job: RemoteJob, echo=lambda s: None):
+        self.s, self.job, self.echo = session, job, echo
+        self.dry = not hasattr(session, "connect")
+        self.info: Optional[TargetInfo] = None
+        self.before: Optional[TargetInfo] = None
+        self.install: Optional[InstallPlan] = None
+        self.notes: List[str] = []
+
+    # -------------------------------------------------------- probe / install
+    def probe(self) -> Optional[TargetInfo]:
+        """Read the target (:data:`PROBE_COMMAND`). None in a dry run."""
+        r = self.s.run(PROBE_COMMAND, timeout=60, check=True)
+        if self.dry:
+            return None
+        self.info = parse_probe(r.stdout)
+        return self.info
+
+    def install_kernel(self, kernel: str) -> str:
+        """Copy ``kernel`` to a new /boot directory, ``nextboot -k`` it, reboot,
+        wait and check the running kernel is it. Returns a one-line summary."""
+        data = Path(kernel).read_bytes()
+        plan = install_plan(data, self.job.boot_dir)
+        self.install = plan
+        self.before = self.info
+        if not self.dry and self.info is not None and self.info.bootfile == plan.bootfile \
+                and self.info.version == plan.version:
+            return f"already running {plan.bootfile} ({plan.version}); not reinstalled"
+        kdir = plan.kernel_dir
+        self.s.run(f"mkdir -p {kdir}", timeout=60, check=True)
+        self.s.put(kernel, f"{kdir}/kernel.tmp", mode=0o555)
+        got = self.s.run(f"sha256 -q {kdir}/kernel.tmp", timeout=120, check=True).stdout.strip()
+        if not self.dry and got != plan.sha256:
+            raise RemoteError(f"{kdir}/kernel.tmp: SHA-256 {got[:16]}... after the copy, "
+                              f"expected {plan.sha256[:16]}...")
+        self.s.run(f"mv -f {kdir}/kernel.tmp {kdir}/kernel", timeout=60, check=True)
+        self.s.run(f"nextboot -k {Path(kdir).name}", timeout=60, check=True)
+        took = self.s.reboot(timeout=self.job.reboot_timeout)
+        self.probe()
+        if self.dry:
+            return f"{plan.bootfile} installed (dry run)"
+        assert self.info is not None
+        if self.info.bootfile != plan.bootfile:
+            raise RemoteError(f"after the reboot the target runs {self.info.bootfile}, not "
+                              f"{plan.bootfile}: the new kernel did not boot (nextboot fell "
+                              "back to the installed one?); see the target's console")
+        if self.info.version != plan.version:
+            raise RemoteError(f"running {plan.bootfile} but kern.version is "
+                              f"{self.info.version!r}, expected {plan.version!r}")
+        was = self.before.bootfile if self.before else "?"
+        return (f"kernel switched: {was} -> {plan.bootfile} ({plan.version}) after a "
+                f"{took:.0f} s reboot")
+
+    # -------------------------------------------------------- tests
+    def use_kyua(self) -> bool:
+        if self.job.kyua is not None:
+            return self.job.kyua
+        return bool(self.info and self.info.kyua)
+
+    def script(self, kyua: bool) -> str:
+        """The run script: the guest rc's collection and ATF loop, without lo0
+        setup or power-off; with kyua, collection only (kyua runs the cases)."""
+        from rxl.image import render_rc
+        progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in sorted(self.job.tests)]
+        return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
+                         poweroff=False, setup_lo=False, cwd=self.job.workdir,
+                         path=self.job.path)
+
+    def upload(self) -> str:
+        """Make the work directory and copy the programs, run.sh and a Kyuafile."""
+        w = self.job.workdir
+        kyua = self.use_kyua()
+        self.s.run(f"mkdir -p {w}/tests", timeout=60, check=True)
+        for name, local in sorted(self.job.tests.items()):
+            self.s.put(local, f"{w}/tests/{name}", mode=0o755)
+        out = Path(self.job.out)
+        if not self.dry:
+            out.mkdir(parents=True, exist_ok=True)
+        for fname, text in (("run.sh", self.script(kyua)),
+                            ("Kyuafile", kyuafile(list(self.job.tests)) if kyua else None)):
+            if text is None:
+                continue
+            local = out / f"target-{fname}"
+            if not self.dry:
+                local.write_text(text)
+            self.s.put(str(local), f"{w}/{fname}" if fname == "run.sh" else f"{w}/tests/{fname}")
+        return (f"{len(self.job.tests)} programs, run.sh" + (", Kyuafile" if kyua else "")
+                + f" in {w}")
+
+    def run_tests(self, log: str):
+        """Run run.sh (streamed to ``log``, watched like a console), then kyua if used.
+
+        Returns the rxl.parse.RunResult (None in a dry run).
+        """
+        from rxl import console, parse
+        w = self.job.workdir
+        kyua = self.use_kyua()
+        cmd = f"sh {w}/run.sh"
+        stream = self.s.stream(cmd)
+        if stream is not None:
+            console.watch(stream, log, poweroff_grace=10,
+                          echo=lambda s: self.echo(f"  [{self.job.label}] {s}"))
+        if kyua:
+            for c in kyua_commands(w):
+                r = self.s.run(c, timeout=self.job.kyua_timeout)
+                # kyua test exits 1 when a case failed: that is a result, not an error
+                if r.rc not in (0, 1):
+                    raise RemoteError(f"{c}: exit {r.rc}: {r.stderr.strip()[-200:]}")
+            self.s.get(f"{w}/kyua-junit.xml", str(Path(self.job.out) / "kyua-junit.xml"))
+        if self.dry:
+            return None
+        res = parse.parse_file(log)
+        if kyua:
+            res.cases = cases_from_kyua_junit(
+                (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
+                f"{w}/tests")
+            res.notes.append(f"cases run by kyua ({self.info.kyua if self.info else 'kyua'})")
+        return res

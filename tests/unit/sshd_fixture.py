@@ -5,7 +5,7 @@ Not a mock: the client under test speaks the SSH protocol to it over TCP.
 directory, with stdin, stdout, stderr and the exit status carried over the
 channel; a command killed by a signal gets no exit status (as OpenSSH's sshd
 sends ``exit-signal`` instead). The ``sftp`` subsystem is paramiko's
-SFTPServer over the same root (paths are taken relative to it). Public-key
+SFTPServer over the same root (paths are taken relative to it, or to ``sftp_root``). Public-key
 authentication only, against one authorized key.
 """
 
@@ -143,8 +143,10 @@ class SSHD:
     """
 
     def __init__(self, root: str, authorized, *, user: str = "root", host_key=None,
-                 port: int = 0):
+                 port: int = 0, sftp_root: str = None, env: dict = None):
         self.root, self.authorized, self.user = root, authorized, user
+        self.sftp_root = sftp_root or root  # "/" when commands use absolute paths
+        self.env = env
         self.host_key = host_key or new_host_key(Path(root).parent / f"hostkey-{time.time_ns()}")
         self.port = port
         self.commands = []
@@ -172,7 +174,7 @@ class SSHD:
                 return
             t = paramiko.Transport(conn)
             t.add_server_key(self.host_key)
-            t.set_subsystem_handler("sftp", paramiko.SFTPServer, _SFTP, root=self.root)
+            t.set_subsystem_handler("sftp", paramiko.SFTPServer, _SFTP, root=self.sftp_root)
             self._transports.append(t)
             try:
                 t.start_server(server=_Server(self))
@@ -183,7 +185,7 @@ class SSHD:
         self.commands.append(command)
         p = subprocess.Popen(["/bin/sh", "-c", command], cwd=self.root, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True)
+                             start_new_session=True, env=self.env)
         self._procs.append(p)
 
         def pump(src, send):

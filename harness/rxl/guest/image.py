@@ -76,21 +76,26 @@ def render_loader_rc(tunables: Mapping[str, str] = (), *, rootdev: str = ROOTDEV
 
 def render_rc(label: str, programs: Sequence[str], *,
               case_timeout: int = DEFAULT_CASE_TIMEOUT,
-              sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True) -> str:
+              sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True,
+              setup_lo: bool = True, cwd: str = "/",
+              path: str = "/sbin:/bin:/usr/sbin:/usr/bin") -> str:
     """Text of the guest's ``/etc/rc``.
 
     ``programs``: guest paths of ATF test programs, run case by case.
-    ``case_timeout``: seconds per case (timeout(1)). Raises ValueError on a
-    label or path with whitespace (they are words in the sentinel lines).
+    ``case_timeout``: seconds per case (timeout(1)). ``setup_lo``: configure
+    lo0 (the bare guest has no rc.d; a running machine has it already).
+    ``cwd``: directory the cases run in; ``path``: the script's PATH. Raises ValueError on a label or path
+    with whitespace (they are words in the sentinel lines).
     """
-    for word in [label, *programs, *sysctls]:
+    for word in [label, *programs, *sysctls, cwd, path]:
         if not word or any(c.isspace() for c in word):
             raise ValueError(f"rc: {word!r} must be a non-empty word without whitespace")
     if case_timeout < 1:
         raise ValueError(f"rc: case_timeout must be >= 1 s, got {case_timeout}")
     return _env().get_template("rc.j2").render(
         label=label, programs=list(programs), case_timeout=case_timeout,
-        sysctls=list(sysctls), poweroff=poweroff, mark=MARK)
+        sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
+        path=path)
 
 
 @dataclass(frozen=True)

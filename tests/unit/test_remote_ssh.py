@@ -1,0 +1,207 @@
+"""rxl.remote.RemoteRun over real SSH (tests/unit/sshd_fixture.py) to a fake FreeBSD.
+
+The server runs commands with a PATH whose first directory holds small
+shell stand-ins for FreeBSD's uname, sysctl, sha256, nextboot, shutdown
+(and kyua), keeping their state in files; the ATF programs are shell
+scripts speaking atf-c's ``-l`` and ``-r`` protocol. Everything else - SSH,
+SFTP, the streamed run script, the console watcher, the parser - is real.
+"""
+
+import os
+import textwrap
+
+import paramiko
+import pytest
+
+from rxl import remote as R
+from rxl import ssh
+from sshd_fixture import SSHD
+
+TOPO = ('<groups><group level="1" cache-level="0"><cpu count="4" mask="f,0,0,0">0, 1, 2, 3'
+        '</cpu><children><group level="2" cache-level="3"><cpu count="2" mask="3,0,0,0">0, 1'
+        '</cpu></group><group level="2" cache-level="3"><cpu count="2" mask="c,0,0,0">2, 3'
+        '</cpu></group></children></group></groups>')
+PRISTINE = "FreeBSD 14.0-STABLE #0 main-n24-2f2a4162b: Mon Nov 30 05:00:00 UTC 2026"
+PATCHED = "FreeBSD 14.0-STABLE #0 rxl-n27-6e3263468: Mon Nov 30 06:40:00 UTC 2026"
+
+
+def fake_freebsd(bindir, state, boot):
+    """Write the stand-ins; ``state`` holds bootfile, version, boottime, series."""
+    scripts = {
+        "uname": 'case "$1" in -s) echo FreeBSD;; -r) echo 14.0-STABLE;; -m) echo amd64;; '
+                 'esac',
+        "sysctl": textwrap.dedent(f"""\
+            S={state}
+            if [ "$1" = -N ]; then
+                case "$2" in
+                net.inet.tcp.reuseport_lb_learn) [ -e $S/series ] && echo "$2" && exit 0; exit 1;;
+                dev) echo dev.em.0.iflib.rxq0.cpu; echo dev.em.0.iflib.rxq1.cpu;
+                     echo dev.em.0.iflib.core_spread; echo dev.em.0.%desc;;
+                esac; exit 0
+            fi
+            case "$2" in
+            kern.bootfile) cat $S/bootfile;;
+            kern.version) cat $S/version; echo "    root@h:/obj/RXL";;
+            kern.boottime) cat $S/boottime;;
+            kern.sched.topology_spec) echo '{TOPO}';;
+            hw.ncpu) echo 4;;
+            net.isr.dispatch) echo direct;;
+            dev.em.0.iflib.rxq0.cpu) echo 0;;
+            dev.em.0.iflib.rxq1.cpu) echo 2;;
+            dev.em.0.iflib.core_spread) echo 1;;
+            *) echo "sysctl: unknown oid '$2'" >&2; exit 1;;
+            esac"""),
+        "sha256": 'sha256sum "$2" | cut -d" " -f1',
+        "nextboot": f'[ "$1" = -k ] && echo "$2" > {state}/nextboot',
+        "shutdown": textwrap.dedent(f"""\
+            S={state}
+            echo "{{ sec = $(date +%s%N), usec = 0 }}" > $S/boottime
+            if [ -e $S/nextboot ]; then
+                k={boot}/$(cat $S/nextboot)/kernel
+                echo $k > $S/bootfile
+                tr '\\000' '\\n' < $k | grep -a -o 'FreeBSD 14.*2026' | head -n 1 > $S/version
+                touch $S/series
+                rm $S/nextboot
+            fi"""),
+    }
+    bindir.mkdir()
+    for name, body in scripts.items():
+        (bindir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bindir / name).chmod(0o755)
+    state.mkdir()
+    (state / "bootfile").write_text("/boot/kernel/kernel\n")
+    (state / "version").write_text(PRISTINE + "\n")
+    (state / "boottime").write_text("{ sec = 1, usec = 0 }\n")
+
+
+ATF_PROG = textwrap.dedent("""\
+    #!/bin/sh
+    # an ATF program: -l lists cases, -r FILE CASE writes the result to FILE
+    if [ "$1" = -l ]; then
+        printf 'Content-Type: application/X-atf-tp; version="1"\\n\\n'
+        printf 'ident: works\\n\\nident: breaks\\n'
+        exit 0
+    fi
+    case "$3" in
+    works) echo passed > "$2"; exit 0;;
+    breaks) echo "some output"; echo "failed: member 4 got no connection" > "$2"; exit 1;;
+    esac
+    """)
+
+
+@pytest.fixture
+def box(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    key = ssh.harness_key()
+    fake_freebsd(tmp_path / "bin", tmp_path / "state", str(tmp_path / "boot"))
+    (tmp_path / "boot").mkdir()
+    root = tmp_path / "home"
+    root.mkdir()
+    env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    srv = SSHD(str(root), paramiko.Ed25519Key.from_private_key_file(str(key)),
+               sftp_root="/", env=env).start()
+    prog = tmp_path / "lb_test"
+    prog.write_text(ATF_PROG)
+    yield tmp_path, srv, prog
+    srv.stop()
+
+
+def job(tmp_path, prog, **kw):
+    return R.RemoteJob(out=str(tmp_path / "out"), tests={"lb_test": str(prog)},
+                       workdir=str(tmp_path / "target-work"), boot_dir=str(tmp_path / "boot"),
+                       reboot_timeout=20, path=f"{tmp_path / 'bin'}:/usr/bin:/bin", **kw)
+
+
+def test_refuses_pristine_kernel_then_installs_and_runs(box):
+    tmp_path, srv, prog = box
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"\x7fELF\x00@(#)" + PATCHED.encode() + b"\n    root@h:/obj\n\x00")
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog))
+        info = run.probe()
+        assert info.bootfile == "/boot/kernel/kernel" and info.version == PRISTINE
+        with pytest.raises(R.RemoteError, match="lacks the series"):
+            R.check_target(info)
+        summary = run.install_kernel(str(kernel))
+        plan = run.install
+        assert summary.startswith(f"kernel switched: /boot/kernel/kernel -> {plan.bootfile}")
+        assert run.info.version == PATCHED and run.info.series
+        R.check_target(run.info)
+        assert (tmp_path / "boot" / f"kernel.rxl-{R.kernel_id(kernel.read_bytes())}" /
+                "kernel").read_bytes() == kernel.read_bytes()
+        # a second install of the same kernel is a no-op
+        assert "not reinstalled" in run.install_kernel(str(kernel))
+
+        assert "1 programs, run.sh" in run.upload()
+        res = run.run_tests(str(tmp_path / "out" / "console-patched.log"))
+    assert res.outcome == "completed" and res.label == "patched"
+    assert [(c.name, c.status) for c in res.cases] == [("lb_test:works", "passed"),
+                                                       ("lb_test:breaks", "failed")]
+    assert res.cases[1].reason == "member 4 got no connection"
+    assert res.rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 2}
+    assert res.sockets == [(0, 1), (2, 3)]
+    assert res.sysctls["net.isr.dispatch"] == "direct"
+    # nothing outside the work directory and the kernel directory was written
+    assert sorted(p.name for p in (tmp_path / "target-work").iterdir()) == ["run.sh", "tests"]
+
+
+def test_install_refuses_a_kernel_that_did_not_boot(box):
+    tmp_path, srv, prog = box
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"\x7fELF\x00@(#)" + PATCHED.encode() + b"\n\x00")
+    (tmp_path / "bin" / "nextboot").write_text("#!/bin/sh\nexit 0\n")  # setting lost
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog))
+        run.probe()
+        with pytest.raises(R.RemoteError, match="the new kernel did not boot"):
+            run.install_kernel(str(kernel))
+
+
+def test_kyua_path(box):
+    tmp_path, srv, prog = box
+    (tmp_path / "state" / "series").touch()
+    (tmp_path / "bin" / "kyua").write_text(textwrap.dedent("""\
+        #!/bin/sh
+        case "$1" in
+        test) ls Kyuafile lb_test >/dev/null || exit 2; exit 1;;
+        report-junit) out=${3#--output=}
+            printf '<testsuite><testcase classname="lb_test" name="works" time="2.0"/>' > $out
+            printf '<testcase classname="lb_test" name="breaks" time="1"><failure message="x"/>' >> $out
+            printf '</testcase></testsuite>' >> $out;;
+        esac
+        """))
+    (tmp_path / "bin" / "kyua").chmod(0o755)
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog))
+        assert run.probe().kyua.endswith("/bin/kyua") and run.use_kyua()
+        assert "Kyuafile" in run.upload()
+        res = run.run_tests(str(tmp_path / "out" / "console-patched.log"))
+    assert [(c.name, c.status, c.seconds) for c in res.cases] == [
+        ("lb_test:works", "passed", 2), ("lb_test:breaks", "failed", 1)]
+    assert any("kyua" in n for n in res.notes)
+    assert (tmp_path / "target-work" / "tests" / "Kyuafile").read_text() == \
+        R.kyuafile(["lb_test"])
+
+
+def test_dry_run_lists_every_remote_action(tmp_path):
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
+    prog = tmp_path / "lb_test"
+    prog.write_text(ATF_PROG)
+    d = ssh.DryRun(ssh.SSHTarget("h"))
+    run = R.RemoteRun(d, R.RemoteJob(out=str(tmp_path / "out"), tests={"lb_test": str(prog)},
+                                     kyua=True))
+    assert run.probe() is None
+    run.install_kernel(str(kernel))
+    run.upload()
+    assert run.run_tests(str(tmp_path / "c.log")) is None
+    kid = R.kernel_id(kernel.read_bytes())
+    text = "\n".join(d.commands)
+    for want in [R.PROBE_COMMAND, f"mkdir -p /boot/kernel.rxl-{kid}",
+                 f"sha256 -q /boot/kernel.rxl-{kid}/kernel.tmp",
+                 f"nextboot -k kernel.rxl-{kid}", "shutdown -r now",
+                 "mkdir -p /var/tmp/rxl/tests",
+                 f"# sftp put {prog} /var/tmp/rxl/tests/lb_test (mode 755)",
+                 "sh /var/tmp/rxl/run.sh", *R.kyua_commands("/var/tmp/rxl")]:
+        assert want in text, want
+    assert not (tmp_path / "out").exists()  # a dry run writes nothing
