@@ -1,8 +1,9 @@
 """Run the guest, tee its console to a log, and watch it.
 
 One small transport interface (:class:`Transport`) stands between the stages
-and the guest: today :class:`SerialTransport` (QEMU's ``-serial stdio`` on a
-pipe); an SSH transport (paramiko) can implement the same four methods later.
+and the guest: :class:`SerialTransport` (QEMU's ``-serial stdio`` on a
+pseudo-terminal, through pexpect) and ``rxl.ssh.SSHStream`` (a command's
+output over SSH) implement the same four methods.
 
 :func:`watch` reads the console until the end marker and the guest's power
 off, and raises a typed error otherwise; every error carries the log path,
@@ -18,10 +19,6 @@ The log is always kept: it is what ``rxl parse`` re-reads.
 
 from __future__ import annotations
 
-import os
-import queue
-import subprocess
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,58 +90,52 @@ class Transport:
 class SerialTransport(Transport):
     """QEMU started from ``argv`` with its serial console on stdout (``-serial stdio``).
 
-    stderr is merged into the stream (QEMU's own warnings belong in the log).
-    Only the process this object started is ever signalled.
+    The process runs on a pseudo-terminal (``pexpect.spawn``), so stderr is
+    in the stream too (QEMU's own warnings belong in the log) and no reader
+    thread is needed: ``read`` waits on the pty with a timeout. QEMU puts a
+    tty on stdio into raw mode, so the guest's bytes arrive unchanged.
+    Measured (docs/design.md): 27 MB/s through the pty against ~20 KB of
+    console per boot. Only the process this object started is ever signalled.
     """
 
     def __init__(self, argv: Sequence[str], *, env: Optional[dict] = None):
         self.argv = list(argv)
         self.env = env
-        self.proc: Optional[subprocess.Popen] = None
-        self._q: "queue.Queue[Optional[bytes]]" = queue.Queue()
+        self.proc = None  # pexpect.spawn
 
     def start(self) -> None:
+        import pexpect
         try:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, env=self.env)
-        except FileNotFoundError:
+            self.proc = pexpect.spawn(self.argv[0], self.argv[1:], env=self.env, echo=False,
+                                      timeout=None, maxread=65536)
+        except pexpect.ExceptionPexpect:
             raise FileNotFoundError(f"{self.argv[0]}: not found "
                                     "(apt-get install -y qemu-system-x86)") from None
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                self._q.put(None)
-                return
-            self._q.put(chunk)
 
     def read(self, timeout: float) -> Optional[bytes]:
+        import pexpect
+        assert self.proc is not None
         try:
-            return self._q.get(timeout=max(timeout, 0.0))
-        except queue.Empty:
+            return self.proc.read_nonblocking(65536, timeout=max(timeout, 0.0))
+        except pexpect.TIMEOUT:
             return b""
+        except pexpect.EOF:
+            return None
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.isalive()
 
     def stop(self) -> Optional[int]:
+        """Terminate the process if it still runs (SIGHUP/SIGINT, then SIGKILL after
+        pexpect's grace); return its exit status, or minus the signal number."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        if self.proc.isalive():
+            self.proc.terminate(force=True)
+        self.proc.close(force=True)
+        if self.proc.signalstatus is not None:
+            return -self.proc.signalstatus
+        return self.proc.exitstatus
 
 
 @dataclass

@@ -98,3 +98,36 @@ def test_exit_before_end_marker_is_crashed(tmp_path):
     with pytest.raises(GuestCrashed, match="before the end marker") as ei:
         watch(tr, str(tmp_path / "c.log"), clock=clock)
     assert ei.value.last_line == "no newline at eof"
+
+
+# ------------------------------------------------------------ SerialTransport, real processes
+
+from rxl.console import SerialTransport  # noqa: E402
+
+
+def test_serial_real_process_end_and_exit(tmp_path):
+    log = tmp_path / "c.log"
+    tr = SerialTransport(["sh", "-c", "echo boot; echo '==RXL== BEGIN r'; sleep 0.2; "
+                                      "echo '==RXL== END r'; exit 0"])
+    res = watch(tr, str(log), poweroff_grace=10)
+    assert res.marks == ["==RXL== BEGIN r", "==RXL== END r"]
+    assert res.exit_code == 0 and not tr.alive()
+    assert b"boot" in log.read_bytes()
+
+
+def test_serial_real_process_crash_names_exit(tmp_path):
+    tr = SerialTransport(["sh", "-c", "echo '==RXL== BEGIN r'; exit 3"])
+    with pytest.raises(GuestCrashed, match=r"exit 3"):
+        watch(tr, str(tmp_path / "c.log"))
+
+
+def test_serial_real_process_hang_is_stopped(tmp_path):
+    tr = SerialTransport(["sh", "-c", "echo '==RXL== BEGIN r'; exec sleep 60"])
+    with pytest.raises(GuestHang):
+        watch(tr, str(tmp_path / "c.log"), idle_timeout=1)
+    assert not tr.alive()
+
+
+def test_serial_missing_binary(tmp_path):
+    with pytest.raises(FileNotFoundError, match="qemu-system-x86"):
+        watch(SerialTransport(["/nonexistent/qemu"]), str(tmp_path / "c.log"))
