@@ -115,6 +115,14 @@ def test_serial_real_process_end_and_exit(tmp_path):
     assert b"boot" in log.read_bytes()
 
 
+def test_serial_bytes_unchanged(tmp_path):
+    """The pty adds no carriage returns: the log holds exactly what was written."""
+    log = tmp_path / "c.log"
+    tr = SerialTransport(["sh", "-c", "printf 'a\\r\\nb\\n==RXL== END x\\n'"])
+    watch(tr, str(log), poweroff_grace=10)
+    assert log.read_bytes() == b"a\r\nb\n==RXL== END x\n"
+
+
 def test_serial_real_process_crash_names_exit(tmp_path):
     tr = SerialTransport(["sh", "-c", "echo '==RXL== BEGIN r'; exit 3"])
     with pytest.raises(GuestCrashed, match=r"exit 3"):
