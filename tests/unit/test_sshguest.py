@@ -1,0 +1,52 @@
+"""rxl.sshguest: the own guest's sshd pieces (content only; not yet booted)."""
+
+import socket
+
+import pytest
+
+from rxl import sshguest as G
+
+
+def test_world_additions_cover_every_program():
+    add = G.world_additions()
+    for objpath in G.SSHD_PROGRAMS.values():
+        assert objpath.rsplit("/", 1)[0] in add["subdirs"]
+    assert "secure/usr.sbin/sshd" in add["subdirs"]
+    assert "secure/lib/libssh" in add["generic_libs"]
+    assert "WITHOUT_KERBEROS" in add["options"]
+
+
+def test_sshd_config_key_only_root():
+    text = G.sshd_config()
+    lines = set(text.splitlines())
+    assert {"PermitRootLogin prohibit-password", "PasswordAuthentication no", "UsePAM no",
+            "HostKey /etc/ssh/ssh_host_ed25519_key"} <= lines
+
+
+def test_image_files_and_passwd():
+    files = G.image_files("ssh-ed25519 HOST", "ssh-ed25519 CLIENT rxl@h\n")
+    assert files["etc/ssh/authorized_keys/root"] == "ssh-ed25519 CLIENT rxl@h\n"
+    mp = files["etc/master.passwd"].splitlines()
+    # master.passwd has 10 colon-separated fields (passwd(5))
+    assert all(len(line.split(":")) == 10 for line in mp)
+    assert mp[1].split(":")[2] == "22" and mp[1].split(":")[8] == "/var/empty"
+
+
+def test_rc_lines_order():
+    lines = G.rc_lines("em0")
+    # the key's mode is set on the tmpfs copy, and pwd.db is made, before sshd starts
+    idx = {k: next(i for i, ln in enumerate(lines) if k in ln)
+           for k in ("mount -t tmpfs tmpfs /etc", "chmod 600", "pwd_mkdb", "/usr/sbin/sshd")}
+    assert idx["mount -t tmpfs tmpfs /etc"] < idx["chmod 600"] < idx["/usr/sbin/sshd"]
+    assert idx["pwd_mkdb"] < idx["/usr/sbin/sshd"]
+    assert "ifconfig em0 inet 10.0.2.15/24 up" in lines
+
+
+def test_free_port_and_hostfwd():
+    p = G.free_port()
+    s = socket.socket()
+    s.bind(("127.0.0.1", p))  # free indeed
+    s.close()
+    assert G.hostfwd(p) == f"tcp:127.0.0.1:{p}-:22"
+    with pytest.raises(ValueError):
+        G.hostfwd(0)
