@@ -2,7 +2,7 @@
 
 One small transport interface (:class:`Transport`) stands between the stages
 and the guest: :class:`SerialTransport` (QEMU's ``-serial stdio`` on a
-pseudo-terminal, through pexpect) and ``rxl.ssh.SSHStream`` (a command's
+pseudo-terminal, through pexpect) and ``rxl.guest.ssh.SSHStream`` (a command's
 output over SSH) implement the same four methods.
 
 :func:`watch` reads the console until the end marker and the guest's power

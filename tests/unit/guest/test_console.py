@@ -102,7 +102,7 @@ def test_exit_before_end_marker_is_crashed(tmp_path):
 
 # ------------------------------------------------------------ SerialTransport, real processes
 
-from rxl.console import SerialTransport  # noqa: E402
+from rxl.guest.console import SerialTransport  # noqa: E402
 
 
 def test_serial_real_process_end_and_exit(tmp_path):

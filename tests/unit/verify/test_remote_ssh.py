@@ -1,4 +1,4 @@
-"""rxl.remote.RemoteRun over real SSH (tests/unit/sshd_fixture.py) to a fake FreeBSD.
+"""rxl.verify.remote.RemoteRun over real SSH (tests/unit/sshd_fixture.py) to a fake FreeBSD.
 
 The server runs commands with a PATH whose first directory holds small
 shell stand-ins for FreeBSD's uname, sysctl, sha256, nextboot, shutdown
@@ -13,8 +13,8 @@ import textwrap
 import paramiko
 import pytest
 
-from rxl import remote as R
-from rxl import ssh
+from rxl.verify import remote as R
+from rxl.guest import ssh
 from sshd_fixture import SSHD
 
 TOPO = ('<groups><group level="1" cache-level="0"><cpu count="4" mask="f,0,0,0">0, 1, 2, 3'

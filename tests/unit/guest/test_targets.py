@@ -1,10 +1,10 @@
-"""rxl.targets: the YAML file of targets and guest shapes."""
+"""rxl.guest.targets: the YAML file of targets and guest shapes."""
 
 import textwrap
 
 import pytest
 
-from rxl import targets as T
+from rxl.guest import targets as T
 
 GOOD = textwrap.dedent("""\
     shapes:

@@ -1,10 +1,10 @@
-"""rxl.remote: the pure parts of a run on an SSH target."""
+"""rxl.verify.remote: the pure parts of a run on an SSH target."""
 
 import hashlib
 
 import pytest
 
-from rxl import remote as R
+from rxl.verify import remote as R
 
 PROBE_OUT = """os=FreeBSD
 release=14.0-STABLE

@@ -1,4 +1,4 @@
-"""rxl.ssh against a real SSH server on 127.0.0.1 (tests/unit/sshd_fixture.py)."""
+"""rxl.guest.ssh against a real SSH server on 127.0.0.1 (tests/unit/sshd_fixture.py)."""
 
 import os
 import socket
@@ -9,7 +9,7 @@ import time
 import paramiko
 import pytest
 
-from rxl import console, ssh
+from rxl.guest import console, ssh
 from sshd_fixture import SSHD, new_host_key
 
 

@@ -1,8 +1,8 @@
-"""rxl.bhyve: the bhyve argv builder (pure; bhyve itself cannot run here)."""
+"""rxl.guest.bhyve: the bhyve argv builder (pure; bhyve itself cannot run here)."""
 
 import pytest
 
-from rxl.bhyve import (BhyveConfigError, MAX_NUMA_DOMAINS, VMConfig, build_argv, describe,
+from rxl.guest.bhyve import (BhyveConfigError, MAX_NUMA_DOMAINS, VMConfig, build_argv, describe,
                        supports_numa)
 
 

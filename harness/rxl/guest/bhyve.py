@@ -7,7 +7,7 @@ The guest boots a FreeBSD VM image the user supplies (a raw disk image, e.g.
 FreeBSD-14.x-RELEASE-amd64.raw from the project's VM-IMAGES directory) with
 the UEFI firmware of the ``edk2-bhyve`` package, a virtio-net NIC on a tap
 interface and its console on stdio. Once it runs sshd, it is an SSH target
-(``rxl run --target ssh://root@ADDRESS``; :mod:`rxl.ssh`).
+(``rxl run --target ssh://root@ADDRESS``; :mod:`rxl.guest.ssh`).
 
 What bhyve can and cannot show of the series:
 

@@ -26,7 +26,7 @@ The file (default ``$RXL_WORK/targets.yaml``; ``--targets FILE``)::
         port: 22
 
 Kinds: ``qemu`` (the harness boots it; shape fields apply), ``bhyve`` and
-``box`` (running FreeBSD machines reached with :mod:`rxl.ssh`; host required,
+``box`` (running FreeBSD machines reached with :mod:`rxl.guest.ssh`; host required,
 shape fields refused). :func:`load` reports *every* mistake, one line each
 (``FILE: targets.box.port: ...``), in one :class:`TargetsError`.
 """
@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional
 from rxl import paths
 
 KINDS = ("qemu", "bhyve", "box")
-#: NIC models of the own guest: rxl.qemu.NIC_MODELS (kept in one place there).
+#: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
 SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic")
 SSH_FIELDS = ("host", "port", "user", "key")
 TARGET_FIELDS = ("kind", "shape", "description") + SSH_FIELDS + SHAPE_FIELDS
@@ -91,8 +91,8 @@ class Target:
     description: str = ""
 
     def ssh_target(self):
-        """The rxl.ssh.SSHTarget of a bhyve/box target. ValueError for ``qemu``."""
-        from rxl.ssh import SSHTarget
+        """The rxl.guest.ssh.SSHTarget of a bhyve/box target. ValueError for ``qemu``."""
+        from rxl.guest.ssh import SSHTarget
         if self.kind == "qemu":
             raise ValueError(f"{self.name}: the own guest has no fixed address; "
                              "rxl guest up prints it")
@@ -126,7 +126,7 @@ def _is_int(v: Any) -> bool:
 
 
 def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Shape]:
-    from rxl.qemu import NIC_MODELS
+    from rxl.guest.qemu import NIC_MODELS
     vals = dict(DEFAULT_SHAPE)
     bad = False
     for k in SHAPE_FIELDS:
@@ -295,7 +295,7 @@ def resolve(spec: str, path: Optional[str] = None) -> Target:
     """``--target`` value -> Target: an ``ssh://user@host[:port]`` URL (kind ``box``)
     or a name from the targets file. Raises TargetsError / KeyError (one line)."""
     if spec.startswith("ssh://"):
-        from rxl.ssh import TargetError, parse_url
+        from rxl.guest.ssh import TargetError, parse_url
         try:
             t = parse_url(spec)
         except TargetError as exc:

@@ -1,10 +1,10 @@
-"""rxl.sshguest: the own guest's sshd pieces (content only; not yet booted)."""
+"""rxl.guest.sshguest: the own guest's sshd pieces (content only; not yet booted)."""
 
 import socket
 
 import pytest
 
-from rxl import sshguest as G
+from rxl.guest import sshguest as G
 
 
 def test_world_additions_cover_every_program():

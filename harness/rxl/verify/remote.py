@@ -1,8 +1,8 @@
 """``rxl run --target``: the steering tests on a FreeBSD machine reached over SSH.
 
 A target the harness did not boot (a bhyve VM, a test box; or the own guest
-once it is up) is driven through :class:`rxl.ssh.SSHSession` (or
-:class:`rxl.ssh.DryRun`, which only records). The pure parts are here and
+once it is up) is driven through :class:`rxl.guest.ssh.SSHSession` (or
+:class:`rxl.guest.ssh.DryRun`, which only records). The pure parts are here and
 unit-tested: what the probe prints and how it is read, the kernel's version
 line, the install plan, the Kyuafile, kyua's JUnit -> case results.
 
@@ -195,12 +195,12 @@ _KYUA_STATUS = {"failure": "failed", "error": "broken", "skipped": "skipped"}
 
 
 def cases_from_kyua_junit(xml_text: str, tests_dir: str):
-    """kyua's JUnit -> rxl.parse.CaseResult list (program as ``tests_dir/<prog>``).
+    """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
 
     kyua names a case's class after its program path relative to the
     Kyuafile, dots for slashes. Raises RemoteError on XML that does not parse.
     """
-    from rxl.parse import CaseResult
+    from rxl.verify.parse import CaseResult
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -257,10 +257,10 @@ class RemoteJob:
 
 
 class RemoteRun:
-    """Drives a target through ``session`` (rxl.ssh.SSHSession, or DryRun:
+    """Drives a target through ``session`` (rxl.guest.ssh.SSHSession, or DryRun:
     then every remote action is only recorded in ``session.commands``).
 
-    Each method is one stage's work and raises RemoteError or rxl.ssh.SSHError
+    Each method is one stage's work and raises RemoteError or rxl.guest.ssh.SSHError
     with one line; ``notes`` collects what the report should say.
     """
 
@@ -325,7 +325,7 @@ class RemoteRun:
     def script(self, kyua: bool) -> str:
         """The run script: the guest rc's collection and ATF loop, without lo0
         setup or power-off; with kyua, collection only (kyua runs the cases)."""
-        from rxl.image import render_rc
+        from rxl.guest.image import render_rc
         progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in sorted(self.job.tests)]
         return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
                          poweroff=False, setup_lo=False, cwd=self.job.workdir,
@@ -355,9 +355,10 @@ class RemoteRun:
     def run_tests(self, log: str):
         """Run run.sh (streamed to ``log``, watched like a console), then kyua if used.
 
-        Returns the rxl.parse.RunResult (None in a dry run).
+        Returns the rxl.verify.parse.RunResult (None in a dry run).
         """
-        from rxl import console, parse
+        from rxl.guest import console
+        from rxl.verify import parse
         w = self.job.workdir
         kyua = self.use_kyua()
         cmd = f"sh {w}/run.sh"
