@@ -5,10 +5,26 @@
  *
  * N worker processes accept TCP connections on 127.0.0.1 and count, per
  * worker, the wakeups, the accepted connections, the wakeups that found
- * nothing to accept (EAGAIN) and, per accepted connection, the CPU the
- * worker ran on and the CPU that completed the handshake.  The parent
- * process is the client: it opens the connections one at a time, a fixed
- * spacing apart, and then prints one JSON object on stdout.
+ * nothing to accept (EAGAIN), the connections open, and per accepted
+ * connection the CPU the worker ran on and the CPU that completed the
+ * handshake.  The parent process is the client: either open-loop (one
+ * connection at a time, a fixed spacing apart) or closed-loop (a number
+ * of connections in flight, the next one started when one completes).  At
+ * the end it prints one JSON object on stdout.
+ *
+ * Two server models (-M):
+ *
+ *   loop    each worker is an event loop: it waits on the listener and on
+ *           every connection it holds, accepts up to -a connections per
+ *           wakeup, then serves each (the work of -t, CPU-bound or sleep,
+ *           then one response byte), keeps it open for the holding time
+ *           (-H) or until the client closes, and goes back to its wait.
+ *           A worker holding connections keeps competing for new ones, as
+ *           event-loop servers (nginx, Envoy, node, asyncio) do.
+ *   serial  accept, work, hold, close, one connection at a time: the worker
+ *           is out of its wait for the whole work and holding time.  The
+ *           model of the first version of this rig (seed 004's "fake work
+ *           after each accept").
  *
  * Processes, not threads: the seed measurement (seeds/004, "The rig") forks
  * its workers, each with its own epoll instance, and the wait-queue effect
@@ -22,7 +38,8 @@
  *
  * Portable parts are C99 + POSIX; epoll, SO_INCOMING_CPU and
  * SO_ATTACH_REUSEPORT_CBPF are Linux-only and kept under __linux__ so the
- * same file builds on FreeBSD, where the "lb" mode uses SO_REUSEPORT_LB.
+ * same file builds on FreeBSD, where the "lb" mode uses SO_REUSEPORT_LB and
+ * the event loop waits with poll(2).
  */
 
 #include <sys/types.h>
@@ -30,6 +47,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <netinet/in.h>
@@ -40,6 +58,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,41 +79,64 @@
 #define	MAXCPUS		256
 #define	MAXCONNS	100000
 #define	MAXRECS		(1 << 20)	/* per-connection records, -C only */
-#define	ACCEPT_BATCH	64		/* accepts per wakeup, bounds a drain */
+#define	MAXBATCH	64		/* events per wait; bounds "unlimited" */
 #define	WAIT_MS		100		/* worker wait slice: how fast stop is seen */
 #define	REG_TIMEOUT_MS	5000		/* one worker's registration turn */
 #define	CONNECT_TIMEOUT_MS 1000
 #define	LISTEN_BACKLOG	1024
+#define	NPORTS		65536
+#define	HOLD_CLIENT	(-1L)		/* -H: hold until the client closes */
+#define	UNTAGGED_LAST	(-2)		/* -u not given: the last rank */
+#define	UNTAGGED_NONE	(-1)		/* -u none: every listener tagged */
 
 enum mode {
 	M_NOFLAG,	/* shared listener, epoll, no flag */
 	M_EXCLUSIVE,	/* shared listener, every worker EPOLLEXCLUSIVE */
 	M_HALF,		/* shared listener, even ranks EPOLLEXCLUSIVE */
 	M_REORDER,	/* EPOLLEXCLUSIVE, DEL+ADD every -r accepts */
+	M_ET,		/* shared listener, EPOLLET */
+	M_EXCL_ET,	/* shared listener, EPOLLEXCLUSIVE | EPOLLET */
+	M_MUTEX,	/* shared listener, nginx accept_mutex */
+	M_PREFORK,	/* SO_REUSEPORT on one listener shared before fork */
+	M_HANDOFF_RR,	/* one acceptor process, round-robin to workers */
+	M_HANDOFF_LC,	/* one acceptor, least connections, lagging counts */
 	M_REUSEPORT,	/* one listener per worker, SO_REUSEPORT hash */
-	M_INCOMING_CPU,	/* SO_REUSEPORT + SO_INCOMING_CPU, one untagged */
+	M_INCOMING_CPU,	/* SO_REUSEPORT + SO_INCOMING_CPU */
 	M_CBPF_CPU,	/* SO_REUSEPORT + classic BPF returning the CPU */
 	M_LB		/* FreeBSD SO_REUSEPORT_LB */
 };
 
+/* How workers reach the listener. */
+#define	L_SHARED	0	/* one listener, made before fork */
+#define	L_OWN		1	/* one listener per worker */
+#define	L_HANDOFF	2	/* one listener, an acceptor hands fds over */
+
 static const struct {
 	const char	*name;
 	enum mode	 mode;
-	int		 shared;	/* one listener for all workers */
+	int		 listener;
+	int		 loop_only;	/* needs the event-loop model */
 } modes[] = {
-	{ "noflag",		M_NOFLAG,	1 },
-	{ "exclusive",		M_EXCLUSIVE,	1 },
-	{ "half",		M_HALF,		1 },
-	{ "reorder16",		M_REORDER,	1 },
-	{ "reuseport",		M_REUSEPORT,	0 },
-	{ "incoming-cpu",	M_INCOMING_CPU,	0 },
-	{ "cbpf-cpu",		M_CBPF_CPU,	0 },
-	{ "lb",			M_LB,		0 },
+	{ "noflag",		M_NOFLAG,	L_SHARED,	0 },
+	{ "exclusive",		M_EXCLUSIVE,	L_SHARED,	0 },
+	{ "half",		M_HALF,		L_SHARED,	0 },
+	{ "reorder",		M_REORDER,	L_SHARED,	0 },
+	{ "reorder16",		M_REORDER,	L_SHARED,	0 },
+	{ "et",			M_ET,		L_SHARED,	1 },
+	{ "exclusive-et",	M_EXCL_ET,	L_SHARED,	1 },
+	{ "accept-mutex",	M_MUTEX,	L_SHARED,	1 },
+	{ "reuseport-prefork",	M_PREFORK,	L_SHARED,	0 },
+	{ "handoff-rr",		M_HANDOFF_RR,	L_HANDOFF,	1 },
+	{ "handoff-lc",		M_HANDOFF_LC,	L_HANDOFF,	1 },
+	{ "reuseport",		M_REUSEPORT,	L_OWN,		0 },
+	{ "incoming-cpu",	M_INCOMING_CPU,	L_OWN,		0 },
+	{ "cbpf-cpu",		M_CBPF_CPU,	L_OWN,		0 },
+	{ "lb",			M_LB,		L_OWN,		0 },
 };
 
 /*
  * Counters live in a MAP_SHARED mapping so the parent can read them while
- * the run is going (to know when every connection has been accepted) and
+ * the run is going (to know when every connection has been handled) and
  * after a worker was SIGKILLed, when it can no longer report anything.
  * Each slot is written by its worker only; volatile keeps the compiler
  * from caching a value the other process changes.
@@ -105,6 +147,12 @@ struct wstat {
 	volatile long	empty;
 	volatile long	errors;
 	volatile long	local;		/* handshake CPU == worker CPU */
+	volatile long	handled;	/* served, or dropped before serving */
+	volatile long	resets;		/* peer reset (ECONNRESET/EPIPE) */
+	volatile long	open;		/* connections open now */
+	volatile long	open_max;
+	volatile long	mutex_held;	/* accept-mutex acquisitions */
+	volatile int	busy;		/* inside its work right now */
 	volatile long	acpu[MAXCPUS];	/* accepts by worker CPU */
 	volatile long	hcpu[MAXCPUS];	/* accepts by handshake CPU */
 	volatile int	hcpu_unknown;
@@ -114,8 +162,12 @@ struct wstat {
 struct shared {
 	volatile int	stop;
 	volatile int	port;		/* set by the first registrant */
+	volatile int	mutex;		/* accept-mutex: 0 free, rank+1 held */
 	volatile long	nrec;		/* -C records used so far (approx.) */
 	struct wstat	w[MAXWORKERS];
+	struct wstat	acc;		/* the handoff acceptor */
+	/* Accept time (CLOCK_MONOTONIC ns) by the client's port. */
+	volatile long long acc_ns[NPORTS];
 };
 
 struct rec {
@@ -127,11 +179,21 @@ struct rec {
 struct opts {
 	enum mode	 mode;
 	const char	*mode_name;
-	int		 shared;
+	int		 listener;
+	int		 loop;		/* event-loop server model */
 	int		 workers;
 	long		 conns;
 	long		 spacing_us;
 	long		 work_us;
+	int		 work_cpu;	/* spin instead of sleep */
+	long		 hold_us;	/* HOLD_CLIENT: until the client closes */
+	int		 batch;		/* accepts per wakeup, 0 unlimited */
+	int		 closed;	/* closed-loop client */
+	int		 concurrency;
+	int		 abort_pm;	/* clients aborting, per mille */
+	int		 abort_reset;	/* abort after the handshake (RST) */
+	long		 lag_us;	/* handoff-lc count refresh */
+	long		 mutex_delay_us;
 	long		 deadline_ms;
 	long		 kill_at;	/* -1: never */
 	int		 reorder;	/* accepts between DEL+ADD */
@@ -152,14 +214,21 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-	    "usage: acceptd -m mode [-w workers] [-n connections] "
-	    "[-s spacing_us]\n"
-	    "               [-t work_us] [-d deadline_ms] [-k kill_at] "
-	    "[-r reorder_every]\n"
-	    "               [-o id,id,...] [-u untagged_rank] [-P port] "
-	    "[-p] [-c] [-C]\n"
-	    "modes: noflag exclusive half reorder16 reuseport incoming-cpu "
-	    "cbpf-cpu lb\n");
+	    "usage: acceptd -m mode [-M loop|serial] [-w workers] "
+	    "[-n connections]\n"
+	    "               [-s spacing_us] [-t work_us] [-T cpu|sleep] "
+	    "[-H hold_us|-1]\n"
+	    "               [-a accepts_per_wakeup] [-l concurrency] "
+	    "[-x abort_permille]\n"
+	    "               [-X handshake|reset] [-L lag_us] "
+	    "[-D mutex_delay_us]\n"
+	    "               [-d deadline_ms] [-k kill_at] [-r reorder_every] "
+	    "[-o id,id,...]\n"
+	    "               [-u untagged_rank|none] [-P port] [-p] [-c] [-C]\n"
+	    "modes: noflag exclusive half reorder et exclusive-et "
+	    "accept-mutex\n"
+	    "       reuseport-prefork handoff-rr handoff-lc reuseport "
+	    "incoming-cpu cbpf-cpu lb\n");
 	exit(2);
 }
 
@@ -177,13 +246,19 @@ fail(const char *msg)
 	exit(2);
 }
 
-static long
-now_ms(void)
+static long long
+now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ((long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	return ((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+static long
+now_ms(void)
+{
+	return ((long)(now_ns() / 1000000));
 }
 
 static long
@@ -211,8 +286,44 @@ sleep_us(long us)
 		return;
 	ts.tv_sec = us / 1000000;
 	ts.tv_nsec = (us % 1000000) * 1000;
-	/* EINTR just shortens the fake work; no loop needed. */
+	/* EINTR just shortens the wait; no loop needed. */
 	(void)nanosleep(&ts, NULL);
+}
+
+/* The calling process's own CPU time in ns. */
+static long long
+cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+		return (now_ns());
+	return ((long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+}
+
+/*
+ * The work of one connection.  Sleep: the worker is off the CPU and out
+ * of its wait.  CPU: a busy loop until this process has used work_us of
+ * CPU time (not wall time: on a shared CPU the spin takes longer but
+ * costs exactly work_us), so CPU time follows load.
+ */
+static void
+do_work(const struct opts *o, struct wstat *ws)
+{
+	long long end;
+	volatile unsigned long spin = 0;
+
+	if (o->work_us <= 0)
+		return;
+	ws->busy = 1;
+	if (!o->work_cpu)
+		sleep_us(o->work_us);
+	else {
+		end = cpu_ns() + (long long)o->work_us * 1000;
+		while (cpu_ns() < end)
+			spin++;
+	}
+	ws->busy = 0;
 }
 
 /* Pin the calling process to one CPU; best effort, returns 0 on success. */
@@ -295,6 +406,132 @@ lo_addr(struct sockaddr_in *sin, int port)
 	sin->sin_family = AF_INET;
 	sin->sin_port = htons((unsigned short)port);
 	sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
+/* Local (own == 1) or peer port of a socket, or -1. */
+static int
+sock_port(int fd, int own)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int rc;
+
+	rc = own ? getsockname(fd, (struct sockaddr *)&sin, &len) :
+	    getpeername(fd, (struct sockaddr *)&sin, &len);
+	if (rc != 0 || sin.sin_family != AF_INET)
+		return (-1);
+	return (ntohs(sin.sin_port));
+}
+
+/* ------------------------------------------------------------ poller */
+
+/*
+ * The event loop's wait set: epoll on Linux (the flags are the point of
+ * several setups), poll(2) elsewhere.  flags: PL_EXCL, PL_ET.
+ */
+#define	PL_EXCL	1
+#define	PL_ET	2
+
+struct poller {
+	int		 ep;
+	struct pollfd	*pfd;
+	int		 n, cap;
+};
+
+struct pev {
+	int	fd;
+	int	err;		/* hang-up or error reported */
+};
+
+static int
+pl_init(struct poller *pl, int cap)
+{
+	memset(pl, 0, sizeof(*pl));
+	pl->ep = -1;
+#ifdef __linux__
+	(void)cap;
+	pl->ep = epoll_create1(0);
+	return (pl->ep == -1 ? -1 : 0);
+#else
+	pl->cap = cap;
+	pl->pfd = calloc((size_t)cap, sizeof(*pl->pfd));
+	return (pl->pfd == NULL ? -1 : 0);
+#endif
+}
+
+static int
+pl_add(struct poller *pl, int fd, int flags)
+{
+#ifdef __linux__
+	struct epoll_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.events = EPOLLIN | ((flags & PL_EXCL) ? EPOLLEXCLUSIVE : 0) |
+	    ((flags & PL_ET) ? EPOLLET : 0);
+	ev.data.fd = fd;
+	return (epoll_ctl(pl->ep, EPOLL_CTL_ADD, fd, &ev));
+#else
+	if (flags != 0) {
+		errno = EOPNOTSUPP;
+		return (-1);
+	}
+	if (pl->n >= pl->cap) {
+		errno = EMFILE;
+		return (-1);
+	}
+	pl->pfd[pl->n].fd = fd;
+	pl->pfd[pl->n].events = POLLIN;
+	pl->n++;
+	return (0);
+#endif
+}
+
+static int
+pl_del(struct poller *pl, int fd)
+{
+#ifdef __linux__
+	return (epoll_ctl(pl->ep, EPOLL_CTL_DEL, fd, NULL));
+#else
+	int i;
+
+	for (i = 0; i < pl->n; i++)
+		if (pl->pfd[i].fd == fd) {
+			pl->pfd[i] = pl->pfd[--pl->n];
+			return (0);
+		}
+	errno = ENOENT;
+	return (-1);
+#endif
+}
+
+static int
+pl_wait(struct poller *pl, struct pev *out, int max, int timeout)
+{
+#ifdef __linux__
+	struct epoll_event ev[MAXBATCH];
+	int i, n;
+
+	if (max > MAXBATCH)
+		max = MAXBATCH;
+	n = epoll_wait(pl->ep, ev, max, timeout);
+	for (i = 0; i < n; i++) {
+		out[i].fd = ev[i].data.fd;
+		out[i].err = (ev[i].events & (EPOLLERR | EPOLLHUP)) != 0;
+	}
+	return (n);
+#else
+	int i, n, k = 0;
+
+	n = poll(pl->pfd, (nfds_t)pl->n, timeout);
+	for (i = 0; n > 0 && i < pl->n && k < max; i++) {
+		if (pl->pfd[i].revents == 0)
+			continue;
+		out[k].fd = pl->pfd[i].fd;
+		out[k].err = (pl->pfd[i].revents & (POLLERR | POLLHUP)) != 0;
+		k++;
+	}
+	return (n < 0 ? n : k);
+#endif
 }
 
 #ifdef __linux__
@@ -393,30 +630,434 @@ own_listener(const struct opts *o, int rank, int cpu)
 	return (fd);
 }
 
-#ifdef __linux__
 static int
-ep_add(int ep, int lfd, int excl)
+pl_flags(const struct opts *o, int rank)
 {
-	struct epoll_event ev;
-
-	memset(&ev, 0, sizeof(ev));
-	ev.events = EPOLLIN | (excl ? EPOLLEXCLUSIVE : 0);
-	ev.data.fd = lfd;
-	return (epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &ev));
+	switch (o->mode) {
+	case M_EXCLUSIVE:
+	case M_REORDER:
+		return (PL_EXCL);
+	case M_HALF:
+		return (rank % 2 == 0 ? PL_EXCL : 0);
+	case M_ET:
+		return (PL_ET);
+	case M_EXCL_ET:
+		return (PL_EXCL | PL_ET);
+	default:
+		return (0);
+	}
 }
-#endif
+
+/* --------------------------------------------------------- connections */
+
+/*
+ * Book-keeping of one accepted connection, common to both models and to
+ * handed-over descriptors: the worker's CPU, the handshake CPU, the
+ * accept time by the client's port (the client turns it into the time
+ * the connection waited in the accept queue), the open count.
+ */
+static void
+on_accepted(const struct opts *o, struct wstat *ws, int rank, int fd,
+    long long t_acc)
+{
+	int myc, hc, port;
+	long r;
+
+	myc = cur_cpu();
+	hc = handshake_cpu(fd);
+	if (myc >= 0 && myc < MAXCPUS)
+		ws->acpu[myc]++;
+	if (hc >= 0 && hc < MAXCPUS)
+		ws->hcpu[hc]++;
+	else
+		ws->hcpu_unknown++;
+	if (hc >= 0 && hc == myc)
+		ws->local++;
+	if (t_acc != 0 && (port = sock_port(fd, 0)) >= 0)
+		sh->acc_ns[port] = t_acc;
+	if (recs != NULL && (r = sh->nrec++) < maxrec) {
+		/* Racy index across workers: -C is a debug aid. */
+		recs[r].worker = rank;
+		recs[r].cpu = myc;
+		recs[r].hcpu = hc;
+	}
+	ws->accepts++;
+	ws->open++;
+	if (ws->open > ws->open_max)
+		ws->open_max = ws->open;
+	(void)o;
+}
 
 static int
-is_excl(const struct opts *o, int rank)
+is_reset(int err)
 {
-	return (o->mode == M_EXCLUSIVE || o->mode == M_REORDER ||
-	    (o->mode == M_HALF && rank % 2 == 0));
+	return (err == ECONNRESET || err == EPIPE);
+}
+
+/* Per-descriptor state of the event loop's held connections. */
+struct conn {
+	long long	expire;		/* ns; 0: no expiry */
+	char		open;
+};
+
+struct loop {
+	struct poller	 pl;
+	struct conn	*tab;
+	int		 ntab;
+	int		*fifo;		/* fds in expiry order (fixed hold) */
+	long long	*fexp;
+	int		 fcap, fhead, fcount;
+};
+
+static void
+conn_close(struct loop *lp, struct wstat *ws, int fd)
+{
+	if (fd >= 0 && fd < lp->ntab && lp->tab[fd].open) {
+		lp->tab[fd].open = 0;
+		(void)pl_del(&lp->pl, fd);
+		ws->open--;
+	}
+	close(fd);
+}
+
+/*
+ * Serve one accepted connection in the loop: the work, one response byte,
+ * then close (hold 0), keep until the hold expires, or keep until the
+ * client closes.  Counted as handled whatever the outcome.
+ */
+static void
+loop_serve(const struct opts *o, struct loop *lp, struct wstat *ws, int fd)
+{
+	char c = 'x';
+	int slot;
+
+	if (fd >= lp->ntab) {
+		/* No room to hold it: serve and close. */
+		do_work(o, ws);
+		(void)send(fd, &c, 1, MSG_NOSIGNAL);
+		ws->handled++;
+		ws->open--;
+		close(fd);
+		return;
+	}
+	lp->tab[fd].open = 1;
+	lp->tab[fd].expire = 0;
+	do_work(o, ws);
+	if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
+		if (is_reset(errno))
+			ws->resets++;
+		else if (errno != EAGAIN && errno != EWOULDBLOCK)
+			ws->errors++;
+		ws->handled++;
+		conn_close(lp, ws, fd);
+		return;
+	}
+	ws->handled++;
+	if (o->hold_us == 0) {
+		conn_close(lp, ws, fd);
+		return;
+	}
+	if (pl_add(&lp->pl, fd, 0) != 0) {
+		ws->errors++;
+		conn_close(lp, ws, fd);
+		return;
+	}
+	if (o->hold_us > 0 && lp->fcount < lp->fcap) {
+		lp->tab[fd].expire = now_ns() + (long long)o->hold_us * 1000;
+		slot = (lp->fhead + lp->fcount) % lp->fcap;
+		lp->fifo[slot] = fd;
+		lp->fexp[slot] = lp->tab[fd].expire;
+		lp->fcount++;
+	}
+}
+
+/* Close held connections whose time is up; returns ms to the next one. */
+static int
+loop_expire(struct loop *lp, struct wstat *ws)
+{
+	long long t = now_ns(), e;
+	int fd;
+
+	while (lp->fcount > 0) {
+		fd = lp->fifo[lp->fhead];
+		e = lp->fexp[lp->fhead];
+		if (e > t)
+			return ((int)((e - t) / 1000000) + 1);
+		lp->fhead = (lp->fhead + 1) % lp->fcap;
+		lp->fcount--;
+		/* Closed by the client already, or fd reused since. */
+		if (lp->tab[fd].open && lp->tab[fd].expire == e)
+			conn_close(lp, ws, fd);
+	}
+	return (WAIT_MS);
+}
+
+/* A held connection is readable: the client closed, reset, or sent. */
+static void
+loop_conn_event(struct loop *lp, struct wstat *ws, int fd)
+{
+	char buf[256];
+	ssize_t n;
+
+	n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n > 0 || (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+	    errno == EINTR)))
+		return;
+	if (n == -1) {
+		if (is_reset(errno))
+			ws->resets++;
+		else
+			ws->errors++;
+	}
+	conn_close(lp, ws, fd);
+}
+
+/* Receive one handed-over descriptor, or -1 (errno EAGAIN when none). */
+static int
+recv_fd(int sock, long long *t_acc)
+{
+	struct msghdr msg;
+	struct iovec iov;
+	struct cmsghdr *cm;
+	union {
+		char	buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int fd = -1;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = t_acc;
+	iov.iov_len = sizeof(*t_acc);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	if (recvmsg(sock, &msg, MSG_DONTWAIT) <= 0)
+		return (-1);
+	cm = CMSG_FIRSTHDR(&msg);
+	if (cm == NULL || cm->cmsg_level != SOL_SOCKET ||
+	    cm->cmsg_type != SCM_RIGHTS) {
+		errno = EPROTO;
+		return (-1);
+	}
+	memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+	return (fd);
+}
+
+static int
+send_fd(int sock, int fd, long long t_acc)
+{
+	struct msghdr msg;
+	struct iovec iov;
+	struct cmsghdr *cm;
+	union {
+		char	buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+
+	memset(&msg, 0, sizeof(msg));
+	memset(&u, 0, sizeof(u));
+	iov.iov_base = &t_acc;
+	iov.iov_len = sizeof(t_acc);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = u.buf;
+	msg.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	return (sendmsg(sock, &msg, MSG_DONTWAIT) == (ssize_t)sizeof(t_acc) ?
+	    0 : -1);
+}
+
+/* Take the accept mutex (nginx ngx_trylock_accept_mutex); 1 if held. */
+static int
+mutex_try(int rank)
+{
+	return (__sync_bool_compare_and_swap(&sh->mutex, 0, rank + 1));
+}
+
+static void
+mutex_unlock(int rank)
+{
+	(void)__sync_bool_compare_and_swap(&sh->mutex, rank + 1, 0);
+}
+
+/*
+ * The event-loop worker.  src is the listener (shared or own) or, for the
+ * handoff setups, the worker's end of its socketpair with the acceptor.
+ */
+static void
+loop_worker(const struct opts *o, int rank, int src, struct loop *lp,
+    long deadline)
+{
+	struct wstat *ws = &sh->w[rank];
+	struct pev ev[MAXBATCH];
+	int pend[MAXBATCH], npend, i, n, fd, timeout, held = 0, registered;
+	int limit, handoff = o->listener == L_HANDOFF;
+	long long t_acc;
+	long before;
+
+	registered = o->mode != M_MUTEX;
+	limit = o->batch > 0 && o->batch < MAXBATCH ? o->batch : MAXBATCH;
+	while (!sh->stop && now_ms() < deadline) {
+		timeout = loop_expire(lp, ws);
+		if (o->mode == M_MUTEX) {
+			/*
+			 * nginx (ngx_process_events_and_timers): try the
+			 * mutex; the holder has the listener in its wait set,
+			 * the others drop it and wait at most
+			 * accept_mutex_delay before trying again.
+			 */
+			held = mutex_try(rank);
+			if (held) {
+				ws->mutex_held++;
+				if (!registered && pl_add(&lp->pl, src, 0) == 0)
+					registered = 1;
+			} else {
+				if (registered) {
+					(void)pl_del(&lp->pl, src);
+					registered = 0;
+				}
+				if (timeout > o->mutex_delay_us / 1000)
+					timeout = (int)(o->mutex_delay_us /
+					    1000);
+			}
+		}
+		n = pl_wait(&lp->pl, ev, MAXBATCH, timeout);
+		npend = 0;
+		for (i = 0; i < n; i++) {
+			if (ev[i].fd != src) {
+				loop_conn_event(lp, ws, ev[i].fd);
+				continue;
+			}
+			ws->wakeups++;
+			before = ws->accepts;
+			while (npend < limit) {
+				t_acc = 0;
+				if (handoff)
+					fd = recv_fd(src, &t_acc);
+				else {
+					fd = accept(src, NULL, NULL);
+					t_acc = now_ns();
+				}
+				if (fd == -1) {
+					if (errno != EAGAIN &&
+					    errno != EWOULDBLOCK &&
+					    errno != ECONNABORTED &&
+					    errno != EINTR)
+						ws->errors++;
+					break;
+				}
+				set_nonblock(fd);
+				on_accepted(o, ws, rank, fd, t_acc);
+				pend[npend++] = fd;
+			}
+			if (ws->accepts == before)
+				ws->empty++;
+#ifdef __linux__
+			/*
+			 * nginx 1.21.6 re-adds the listener every 16 accepts
+			 * (ngx_reorder_accept_events): the ADD puts this
+			 * worker's exclusive entry at the tail of the wait
+			 * queue and so hands the turn on.  MOD is refused for
+			 * EPOLLEXCLUSIVE (epoll_ctl(2)), hence DEL+ADD.
+			 */
+			if (o->mode == M_REORDER &&
+			    before / o->reorder != ws->accepts / o->reorder) {
+				(void)pl_del(&lp->pl, src);
+				if (pl_add(&lp->pl, src, PL_EXCL) != 0)
+					ws->errors++;
+			}
+#endif
+		}
+		/* nginx unlocks after the accept events, before the rest. */
+		if (held)
+			mutex_unlock(rank);
+		held = 0;
+		for (i = 0; i < npend; i++)
+			loop_serve(o, lp, ws, pend[i]);
+	}
+	if (held)
+		mutex_unlock(rank);
+}
+
+/* The serial worker: accept, work, hold, close, one at a time. */
+static void
+serial_worker(const struct opts *o, int rank, int lfd, struct loop *lp,
+    long deadline)
+{
+	struct wstat *ws = &sh->w[rank];
+	struct pev ev[1];
+	struct pollfd pfd;
+	char c;
+	int fd, got, b, n, limit;
+	long before;
+
+	limit = o->batch > 0 ? o->batch : MAXBATCH;
+	while (!sh->stop && now_ms() < deadline) {
+		n = pl_wait(&lp->pl, ev, 1, WAIT_MS);
+		if (n <= 0)
+			continue;
+		ws->wakeups++;
+		before = ws->accepts;
+		/*
+		 * Drain: a wakeup may find several queued connections, the way
+		 * the seed counted "wakeups that accepted two at once".
+		 */
+		for (got = 0, b = 0; b < limit; b++) {
+			fd = accept(lfd, NULL, NULL);
+			if (fd == -1) {
+				if (errno != EAGAIN && errno != EWOULDBLOCK &&
+				    errno != ECONNABORTED && errno != EINTR)
+					ws->errors++;
+				break;
+			}
+			got++;
+			on_accepted(o, ws, rank, fd, now_ns());
+			do_work(o, ws);
+			ws->handled++;
+			c = 'x';
+			if (send(fd, &c, 1, MSG_NOSIGNAL) != 1 &&
+			    is_reset(errno))
+				ws->resets++;
+			if (o->hold_us > 0) {
+				ws->busy = 1;
+				sleep_us(o->hold_us);
+				ws->busy = 0;
+			} else if (o->hold_us == HOLD_CLIENT) {
+				/* Until the client closes; bounded. */
+				ws->busy = 1;
+				pfd.fd = fd;
+				pfd.events = POLLIN;
+				while (!sh->stop && now_ms() < deadline &&
+				    poll(&pfd, 1, WAIT_MS) == 0)
+					;
+				ws->busy = 0;
+			}
+			close(fd);
+			ws->open--;
+#ifdef __linux__
+			if (o->mode == M_REORDER &&
+			    (ws->accepts % o->reorder) == 0) {
+				(void)pl_del(&lp->pl, lfd);
+				if (pl_add(&lp->pl, lfd, PL_EXCL) != 0)
+					ws->errors++;
+			}
+#endif
+		}
+		if (ws->accepts == before)
+			ws->empty++;
+	}
 }
 
 /*
  * One worker.  Waits for its registration turn on go_fd, registers (epoll
- * ADD on the shared listener, or bind+listen of its own), acknowledges on
- * ready_fd, then serves until the parent says stop or the deadline passes.
+ * ADD on the shared listener, bind+listen of its own, or its end of the
+ * handoff socketpair), acknowledges on ready_fd, then serves until the
+ * parent says stop or the deadline passes.
  */
 static void
 worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
@@ -424,9 +1065,10 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 {
 	struct wstat *ws = &sh->w[rank];
 	struct pollfd pfd;
+	struct loop lp;
+	struct rlimit rl;
 	char c;
-	int cpu, ep = -1, fd, got, n, b, hc, myc;
-	long r;
+	int cpu, src;
 
 	cpu = rank % o->ncpu;
 	if (o->pin)
@@ -441,49 +1083,65 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 		_exit(3);
 	c = 'r';
 
-	if (o->shared) {
-#ifdef __linux__
-		if ((ep = epoll_create1(0)) == -1 ||
-		    ep_add(ep, lfd, is_excl(o, rank)) != 0) {
+	memset(&lp, 0, sizeof(lp));
+	lp.ntab = (int)(o->conns + 2 * MAXWORKERS + 64);
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)lp.ntab)
+		lp.ntab = (int)rl.rlim_cur;
+	lp.fcap = lp.ntab;
+	lp.tab = calloc((size_t)lp.ntab, sizeof(*lp.tab));
+	lp.fifo = calloc((size_t)lp.fcap, sizeof(*lp.fifo));
+	lp.fexp = calloc((size_t)lp.fcap, sizeof(*lp.fexp));
+	src = lfd;
+	if (lp.tab == NULL || lp.fifo == NULL || lp.fexp == NULL ||
+	    pl_init(&lp.pl, lp.ntab) != 0) {
+		ws->regerr = errno;
+		c = 'e';
+	} else if (o->listener == L_OWN) {
+		if ((src = own_listener(o, rank, cpu)) == -1 ||
+		    pl_add(&lp.pl, src, 0) != 0) {
 			ws->regerr = errno;
 			c = 'e';
 		}
-#else
-		/* Without epoll the shared modes are poll(2): a plain herd. */
-		(void)ep;
-		if (o->mode != M_NOFLAG) {
-			ws->regerr = EOPNOTSUPP;
-			c = 'e';
-		}
-#endif
-	} else if ((lfd = own_listener(o, rank, cpu)) == -1) {
+	} else if (o->mode != M_MUTEX &&
+	    pl_add(&lp.pl, src, pl_flags(o, rank)) != 0) {
+		/* Shared listener or handoff socket. */
 		ws->regerr = errno;
 		c = 'e';
 	}
 	if (write(ready_fd, &c, 1) != 1 || c != 'r')
 		_exit(4);
+	if (o->loop)
+		loop_worker(o, rank, src, &lp, deadline);
+	else
+		serial_worker(o, rank, src, &lp, deadline);
+	_exit(0);
+}
 
+/*
+ * The handoff acceptor: one process accepts every connection and passes
+ * the descriptor to a worker over a datagram socketpair (SCM_RIGHTS), the
+ * model of servers with one acceptor thread and a worker pool.  Round
+ * robin, or least connections by the workers' open counts as last read,
+ * re-read only every lag_us (a balancer's view of its backends lags).
+ */
+static void
+acceptor(const struct opts *o, int lfd, int *hfd, long deadline)
+{
+	struct wstat *ws = &sh->acc;
+	struct pollfd pfd;
+	long snap[MAXWORKERS];
+	long long snap_t = 0, t_acc;
+	int fd, r, best, next = 0, b, limit, got, k;
+
+	limit = o->batch > 0 ? o->batch : MAXBATCH;
+	memset(snap, 0, sizeof(snap));
 	while (!sh->stop && now_ms() < deadline) {
-#ifdef __linux__
-		if (ep != -1) {
-			struct epoll_event ev;
-
-			n = epoll_wait(ep, &ev, 1, WAIT_MS);
-		} else
-#endif
-		{
-			pfd.fd = lfd;
-			pfd.events = POLLIN;
-			n = poll(&pfd, 1, WAIT_MS);
-		}
-		if (n <= 0)
+		pfd.fd = lfd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, WAIT_MS) <= 0)
 			continue;
 		ws->wakeups++;
-		/*
-		 * Drain: a wakeup may find several queued connections, the way
-		 * the seed counted "wakeups that accepted two at once".
-		 */
-		for (got = 0, b = 0; b < ACCEPT_BATCH; b++) {
+		for (got = 0, b = 0; b < limit; b++) {
 			fd = accept(lfd, NULL, NULL);
 			if (fd == -1) {
 				if (errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -491,47 +1149,39 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 					ws->errors++;
 				break;
 			}
+			t_acc = now_ns();
 			got++;
-			myc = cur_cpu();
-			hc = handshake_cpu(fd);
-			if (myc >= 0 && myc < MAXCPUS)
-				ws->acpu[myc]++;
-			if (hc >= 0 && hc < MAXCPUS)
-				ws->hcpu[hc]++;
-			else
-				ws->hcpu_unknown++;
-			if (hc >= 0 && hc == myc)
-				ws->local++;
-			if (recs != NULL && (r = sh->nrec++) < maxrec) {
-				/* Racy index across workers: -C is a debug aid. */
-				recs[r].worker = rank;
-				recs[r].cpu = myc;
-				recs[r].hcpu = hc;
-			}
 			ws->accepts++;
-			/*
-			 * Fake work sleeps rather than spins: what matters to
-			 * the wakeup order is that the worker is outside its
-			 * wait, and spinning on 2 cores would make CPU
-			 * contention, not the queue, the variable measured.
-			 */
-			sleep_us(o->work_us);
-			close(fd);
-#ifdef __linux__
-			/*
-			 * nginx 1.21.6 re-adds the listener every 16 accepts
-			 * (ngx_reorder_accept_events): the ADD puts this
-			 * worker's exclusive entry at the tail of the wait
-			 * queue and so hands the turn on.  MOD is refused for
-			 * EPOLLEXCLUSIVE (epoll_ctl(2)), hence DEL+ADD.
-			 */
-			if (o->mode == M_REORDER && ep != -1 &&
-			    ws->accepts % o->reorder == 0) {
-				(void)epoll_ctl(ep, EPOLL_CTL_DEL, lfd, NULL);
-				if (ep_add(ep, lfd, 1) != 0)
-					ws->errors++;
+			if (o->mode == M_HANDOFF_RR) {
+				best = next;
+				next = (next + 1) % o->workers;
+			} else {
+				if (now_ns() - snap_t >=
+				    (long long)o->lag_us * 1000) {
+					for (r = 0; r < o->workers; r++)
+						snap[r] = sh->w[r].open;
+					snap_t = now_ns();
+				}
+				/* Ties: round robin from the last choice. */
+				best = next;
+				for (k = 0; k < o->workers; k++) {
+					r = (next + k) % o->workers;
+					if (snap[r] < snap[best])
+						best = r;
+				}
+				next = (best + 1) % o->workers;
 			}
-#endif
+			/* A full worker queue: wait for room, bounded. */
+			for (k = 0; send_fd(hfd[best], fd, t_acc) != 0; k++) {
+				if (k < 50 && (errno == EAGAIN ||
+				    errno == ENOBUFS || errno == EWOULDBLOCK)) {
+					sleep_us(2000);
+					continue;
+				}
+				ws->errors++;
+				break;
+			}
+			close(fd);
 		}
 		if (got == 0)
 			ws->empty++;
@@ -539,12 +1189,77 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 	_exit(0);
 }
 
-/* Open one loopback connection; bounded by CONNECT_TIMEOUT_MS. */
+/* ------------------------------------------------------------- client */
+
+/* One client connection. */
+struct cconn {
+	int		fd;
+	int		port;
+	int		replied;	/* response byte seen */
+	long long	t_start;	/* connect() called */
+	long long	t_est;		/* established */
+};
+
+struct lat {
+	long	*v;
+	long	 n;
+};
+
+static void
+lat_add(struct lat *l, long long ns)
+{
+	if (ns < 0)
+		ns = 0;
+	l->v[l->n++] = (long)(ns / 1000);
+}
+
 static int
-client_connect(int port)
+cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return (x < y ? -1 : x > y);
+}
+
+static void
+print_lat(const char *name, struct lat *l)
+{
+	long p50, p90, p99, mx;
+
+	printf("\"%s\": ", name);
+	if (l->n == 0) {
+		printf("null, ");
+		return;
+	}
+	qsort(l->v, (size_t)l->n, sizeof(long), cmp_long);
+	p50 = l->v[(l->n - 1) * 50 / 100];
+	p90 = l->v[(l->n - 1) * 90 / 100];
+	p99 = l->v[(l->n - 1) * 99 / 100];
+	mx = l->v[l->n - 1];
+	printf("{\"n\": %ld, \"p50\": %ld, \"p90\": %ld, \"p99\": %ld, "
+	    "\"max\": %ld}, ", l->n, p50, p90, p99, mx);
+}
+
+struct client {
+	struct cconn	*c;
+	long		 n;		/* open client connections */
+	struct lat	 connect, response, qwait;
+	long		 completed;	/* connections with a response/EOF */
+};
+
+/*
+ * Start one connection.  wait: block (bounded by CONNECT_TIMEOUT_MS) until
+ * it is established, as the open-loop client does.  abort: close at once
+ * with SO_LINGER 0, before (handshake) or after (reset) establishment.
+ * Returns 1 when a connection was added, 0 when aborted, -1 on failure.
+ */
+static int
+client_start(struct client *cl, int port, int wait, int abort, int reset)
 {
 	struct sockaddr_in sin;
 	struct pollfd pfd;
+	struct linger lg;
+	struct cconn *cc = &cl->c[cl->n];
 	socklen_t len;
 	int fd, err;
 
@@ -552,9 +1267,22 @@ client_connect(int port)
 		return (-1);
 	set_nonblock(fd);
 	lo_addr(&sin, port);
-	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
-		if (errno != EINPROGRESS)
-			goto bad;
+	memset(cc, 0, sizeof(*cc));
+	cc->fd = fd;
+	cc->t_start = now_ns();
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+		cc->t_est = now_ns();
+	else if (errno != EINPROGRESS)
+		goto bad;
+	cc->port = sock_port(fd, 1);
+	if (abort && !reset) {
+		lg.l_onoff = 1;
+		lg.l_linger = 0;
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd);
+		return (0);
+	}
+	if (cc->t_est == 0 && (wait || abort)) {
 		pfd.fd = fd;
 		pfd.events = POLLOUT;
 		if (poll(&pfd, 1, CONNECT_TIMEOUT_MS) != 1)
@@ -563,47 +1291,156 @@ client_connect(int port)
 		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 ||
 		    err != 0)
 			goto bad;
+		cc->t_est = now_ns();
 	}
-	return (fd);
+	if (cc->t_est != 0)
+		lat_add(&cl->connect, cc->t_est - cc->t_start);
+	if (abort) {
+		lg.l_onoff = 1;
+		lg.l_linger = 0;
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+		close(fd);
+		return (0);
+	}
+	cl->n++;
+	return (1);
 bad:
 	close(fd);
 	return (-1);
 }
 
 /*
- * Close the client ends the server has already closed.  The server closes
- * first so TIME_WAIT lands on its side and the client's ephemeral ports
- * stay free across repetitions; a reset instead would make FreeBSD drop
- * the connection from the accept queue before it is counted.
+ * The accept-queue wait of a connection the server accepted: accept time
+ * (written by the worker or acceptor, by port) minus establishment.  The
+ * slot holds this connection's time only if it is after connect() began.
  */
 static void
-reap_clients(int *cfd, long *ncfd, int wait_ms)
+client_qwait(struct client *cl, struct cconn *cc)
 {
-	struct pollfd pfd;
-	char buf[64];
-	long i, j;
+	long long a;
 
-	for (i = 0, j = 0; i < *ncfd; i++) {
-		pfd.fd = cfd[i];
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, wait_ms) == 1 &&
-		    read(cfd[i], buf, sizeof(buf)) <= 0) {
-			close(cfd[i]);
-			continue;
-		}
-		cfd[j++] = cfd[i];
-	}
-	*ncfd = j;
+	if (cc->port < 0 || cc->t_est == 0)
+		return;
+	a = sh->acc_ns[cc->port];
+	if (a >= cc->t_start)
+		lat_add(&cl->qwait, a - cc->t_est);
 }
 
+/*
+ * Look at every open client connection once (timeout_ms for the first
+ * event).  A connection being established gets its connect time; the
+ * response byte gives the response time; EOF or a reset closes it.
+ * close_on_reply: close as soon as the response came (closed loop, or the
+ * client holds nothing).  Returns the number of connections closed.
+ */
 static long
-total_accepts(const struct opts *o)
+client_poll(struct client *cl, int timeout_ms, int close_on_reply)
+{
+	struct pollfd *pfd;
+	struct cconn *cc;
+	char buf[64];
+	long i, j, done = 0;
+	int err;
+	socklen_t len;
+	ssize_t r;
+
+	if (cl->n == 0) {
+		if (timeout_ms > 0)
+			sleep_us((long)timeout_ms * 1000);
+		return (0);
+	}
+	pfd = calloc((size_t)cl->n, sizeof(*pfd));
+	if (pfd == NULL)
+		die("calloc");
+	for (i = 0; i < cl->n; i++) {
+		pfd[i].fd = cl->c[i].fd;
+		pfd[i].events = cl->c[i].t_est ? POLLIN : POLLOUT;
+	}
+	if (poll(pfd, (nfds_t)cl->n, timeout_ms) <= 0) {
+		free(pfd);
+		return (0);
+	}
+	for (i = 0, j = 0; i < cl->n; i++) {
+		cc = &cl->c[i];
+		if (pfd[i].revents != 0 && cc->t_est == 0) {
+			len = sizeof(err);
+			if (getsockopt(cc->fd, SOL_SOCKET, SO_ERROR, &err,
+			    &len) == 0 && err == 0) {
+				cc->t_est = now_ns();
+				lat_add(&cl->connect, cc->t_est - cc->t_start);
+				cl->c[j++] = *cc;
+				continue;
+			}
+			close(cc->fd);
+			done++;
+			continue;
+		}
+		if (pfd[i].revents != 0) {
+			r = read(cc->fd, buf, sizeof(buf));
+			if (r > 0 && !cc->replied) {
+				cc->replied = 1;
+				cl->completed++;
+				lat_add(&cl->response, now_ns() - cc->t_start);
+				client_qwait(cl, cc);
+			}
+			if (r <= 0 || close_on_reply) {
+				if (!cc->replied) {
+					/* serial model: EOF is the answer */
+					cl->completed++;
+					lat_add(&cl->response,
+					    now_ns() - cc->t_start);
+					client_qwait(cl, cc);
+				}
+				close(cc->fd);
+				done++;
+				continue;
+			}
+		}
+		cl->c[j++] = *cc;
+	}
+	cl->n = j;
+	free(pfd);
+	return (done);
+}
+
+static void
+client_close_all(struct client *cl)
+{
+	long i;
+
+	for (i = 0; i < cl->n; i++) {
+		if (!cl->c[i].replied)
+			client_qwait(cl, &cl->c[i]);
+		close(cl->c[i].fd);
+	}
+	cl->n = 0;
+}
+
+/* ------------------------------------------------------------- parent */
+
+static long
+sum_field(const struct opts *o, size_t off)
 {
 	long t = 0;
 	int r;
 
 	for (r = 0; r < o->workers; r++)
-		t += sh->w[r].accepts;
+		t += *(volatile long *)((char *)&sh->w[r] + off);
+	return (t);
+}
+
+#define	SUM(o, f)	sum_field((o), offsetof(struct wstat, f))
+
+/* Open connections of the workers still alive (not killed by -k). */
+static long
+open_alive(const struct opts *o, const int *killed)
+{
+	long t = 0;
+	int r;
+
+	for (r = 0; r < o->workers; r++)
+		if (!killed[r])
+			t += sh->w[r].open;
 	return (t);
 }
 
@@ -640,38 +1477,67 @@ parse_order(struct opts *o, char *s)
 			fail("-o must be a permutation of 0..workers-1");
 }
 
+/* Abort connection i?  Spread evenly: per mille, Bresenham style. */
+static int
+aborts(const struct opts *o, long i)
+{
+	return ((i + 1) * o->abort_pm / 1000 > i * o->abort_pm / 1000);
+}
+
+static double
+ru_ms(const struct rusage *ru)
+{
+	return (ru->ru_utime.tv_sec * 1000.0 + ru->ru_utime.tv_usec / 1000.0 +
+	    ru->ru_stime.tv_sec * 1000.0 + ru->ru_stime.tv_usec / 1000.0);
+}
+
 int
 main(int argc, char **argv)
 {
 	struct opts o;
 	struct sockaddr_in sin;
-	struct rusage ru[MAXWORKERS];
+	struct rusage ru[MAXWORKERS + 1];
 	struct rlimit rl;
 	struct timespec next;
-	pid_t pid[MAXWORKERS];
-	int go[MAXWORKERS][2], ready[2];
-	int exited[MAXWORKERS], killed[MAXWORKERS];
-	int *cfd;
+	struct client cl;
+	pid_t pid[MAXWORKERS + 1];
+	int go[MAXWORKERS][2], ready[2], hfd[MAXWORKERS][2];
+	int exited[MAXWORKERS + 1], killed[MAXWORKERS], endkill[MAXWORKERS + 1];
+	int busy_at_stop[MAXWORKERS];
 	char *order_arg = NULL, c;
 	socklen_t len;
-	long deadline, t0, i, ncfd = 0, ok = 0, failed = 0, last, lastn;
-	long settle_ms;
-	int ch, r, lfd = -1, st, deadline_hit = 0, killed_rank = -1;
+	long deadline, t0, i, ok = 0, failed = 0, aborted = 0, last, lastn;
+	long settle_ms, started = 0, grace_ms, tc0 = 0, tc1 = 0, want;
+	int ch, r, lfd = -1, st, deadline_hit = 0, killed_rank = -1, one = 1;
+	int nproc, cor;
 	unsigned m;
 
 	memset(&o, 0, sizeof(o));
 	o.mode_name = NULL;
+	o.loop = 1;
 	o.workers = 8;
 	o.conns = 500;
 	o.spacing_us = 2000;
 	o.deadline_ms = 30000;
 	o.kill_at = -1;
 	o.reorder = 16;
-	o.untagged = -1;
-	while ((ch = getopt(argc, argv, "m:w:n:s:t:d:k:r:o:u:P:pcC")) != -1) {
+	o.untagged = UNTAGGED_LAST;
+	o.concurrency = 0;
+	o.lag_us = 10000;
+	o.mutex_delay_us = 500000;	/* nginx accept_mutex_delay default */
+	while ((ch = getopt(argc, argv,
+	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:pcC")) != -1) {
 		switch (ch) {
 		case 'm':
 			o.mode_name = optarg;
+			break;
+		case 'M':
+			if (strcmp(optarg, "loop") == 0)
+				o.loop = 1;
+			else if (strcmp(optarg, "serial") == 0)
+				o.loop = 0;
+			else
+				fail("-M must be loop or serial");
 			break;
 		case 'w':
 			o.workers = (int)num(optarg, 1, MAXWORKERS, "workers");
@@ -684,6 +1550,45 @@ main(int argc, char **argv)
 			break;
 		case 't':
 			o.work_us = num(optarg, 0, 10000000, "work_us");
+			break;
+		case 'T':
+			if (strcmp(optarg, "cpu") == 0)
+				o.work_cpu = 1;
+			else if (strcmp(optarg, "sleep") == 0)
+				o.work_cpu = 0;
+			else
+				fail("-T must be cpu or sleep");
+			break;
+		case 'H':
+			o.hold_us = num(optarg, -1, 3600000000L, "hold_us");
+			break;
+		case 'a':
+			o.batch = (int)num(optarg, 0, MAXBATCH,
+			    "accepts per wakeup");
+			break;
+		case 'l':
+			o.concurrency = (int)num(optarg, 1, 10000,
+			    "concurrency");
+			o.closed = 1;
+			break;
+		case 'x':
+			o.abort_pm = (int)num(optarg, 0, 1000,
+			    "abort per mille");
+			break;
+		case 'X':
+			if (strcmp(optarg, "handshake") == 0)
+				o.abort_reset = 0;
+			else if (strcmp(optarg, "reset") == 0)
+				o.abort_reset = 1;
+			else
+				fail("-X must be handshake or reset");
+			break;
+		case 'L':
+			o.lag_us = num(optarg, 0, 60000000, "lag_us");
+			break;
+		case 'D':
+			o.mutex_delay_us = num(optarg, 1000, 10000000,
+			    "mutex_delay_us");
 			break;
 		case 'd':
 			o.deadline_ms = num(optarg, 100, 3600000, "deadline_ms");
@@ -698,8 +1603,11 @@ main(int argc, char **argv)
 			order_arg = optarg;
 			break;
 		case 'u':
-			o.untagged = (int)num(optarg, -1, MAXWORKERS - 1,
-			    "untagged rank");
+			if (strcmp(optarg, "none") == 0)
+				o.untagged = UNTAGGED_NONE;
+			else
+				o.untagged = (int)num(optarg, 0,
+				    MAXWORKERS - 1, "untagged rank");
 			break;
 		case 'P':
 			o.port = (int)num(optarg, 0, 65535, "port");
@@ -725,7 +1633,9 @@ main(int argc, char **argv)
 	if (m == sizeof(modes) / sizeof(modes[0]))
 		fail("unknown mode");
 	o.mode = modes[m].mode;
-	o.shared = modes[m].shared;
+	o.listener = modes[m].listener;
+	if (modes[m].loop_only && !o.loop)
+		fail("this mode needs the event-loop model (-M loop)");
 	for (r = 0; r < o.workers; r++)
 		o.order[r] = r;
 	if (order_arg != NULL)
@@ -734,20 +1644,35 @@ main(int argc, char **argv)
 		fail("-k must be below -n");
 	if (o.untagged >= o.workers)
 		fail("-u must be a rank below -w");
-	if (o.mode == M_INCOMING_CPU && o.untagged < 0)
-		o.untagged = o.workers - 1;
+	if (o.untagged == UNTAGGED_LAST)
+		o.untagged = o.mode == M_INCOMING_CPU ? o.workers - 1 :
+		    UNTAGGED_NONE;
 	o.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	if (o.ncpu < 1)
 		o.ncpu = 1;
 	if (o.ncpu > MAXCPUS)
 		o.ncpu = MAXCPUS;
+	nproc = o.workers + (o.listener == L_HANDOFF);
+	/*
+	 * The client closes on the response only in a closed loop against a
+	 * server that holds until the client closes; otherwise it waits for
+	 * the server's close, so TIME_WAIT lands on the server and the
+	 * client's ephemeral ports stay free across repetitions.
+	 */
+	cor = o.closed && o.hold_us == HOLD_CLIENT;
 
 	/* Every client socket may be open at once; ask for enough fds. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	if ((cfd = calloc((size_t)o.conns, sizeof(*cfd))) == NULL)
+	memset(&cl, 0, sizeof(cl));
+	cl.c = calloc((size_t)o.conns, sizeof(*cl.c));
+	cl.connect.v = calloc((size_t)o.conns, sizeof(long));
+	cl.response.v = calloc((size_t)o.conns, sizeof(long));
+	cl.qwait.v = calloc((size_t)o.conns, sizeof(long));
+	if (cl.c == NULL || cl.connect.v == NULL || cl.response.v == NULL ||
+	    cl.qwait.v == NULL)
 		die("calloc");
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANON, -1, 0);
@@ -763,10 +1688,19 @@ main(int argc, char **argv)
 
 	t0 = now_ms();
 	deadline = t0 + o.deadline_ms;
-	if (o.shared) {
+	if (o.listener != L_OWN) {
 		lfd = socket(AF_INET, SOCK_STREAM, 0);
 		if (lfd == -1)
 			die("socket");
+		/*
+		 * reuseport-prefork: the flag on a listener that is then
+		 * shared by fork.  SO_REUSEPORT only matters to bind(2) of
+		 * further sockets; one socket shared by N processes is one
+		 * wait queue, so this behaves exactly as noflag.
+		 */
+		if (o.mode == M_PREFORK && setsockopt(lfd, SOL_SOCKET,
+		    SO_REUSEPORT, &one, sizeof(one)) != 0)
+			die("setsockopt SO_REUSEPORT");
 		lo_addr(&sin, o.port);
 		if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) != 0)
 			die("bind");
@@ -784,7 +1718,16 @@ main(int argc, char **argv)
 	for (r = 0; r < o.workers; r++) {
 		if (pipe(go[r]) != 0)
 			die("pipe");
-		exited[r] = killed[r] = 0;
+		if (o.listener == L_HANDOFF) {
+			if (socketpair(AF_UNIX, SOCK_DGRAM, 0, hfd[r]) != 0)
+				die("socketpair");
+			set_nonblock(hfd[r][1]);
+		}
+		killed[r] = busy_at_stop[r] = 0;
+	}
+	for (r = 0; r < nproc; r++) {
+		exited[r] = endkill[r] = 0;
+		pid[r] = -1;
 		memset(&ru[r], 0, sizeof(ru[r]));
 	}
 	fflush(stdout);
@@ -800,7 +1743,8 @@ main(int argc, char **argv)
 		if ((pid[r] = fork()) == -1)
 			die("fork");
 		if (pid[r] == 0)
-			worker(&o, r, lfd, go[r][0], ready[1], deadline);
+			worker(&o, r, o.listener == L_HANDOFF ? hfd[r][1] : lfd,
+			    go[r][0], ready[1], deadline);
 	}
 	for (r = 0; r < o.workers; r++) {
 		struct pollfd pfd;
@@ -822,26 +1766,54 @@ main(int argc, char **argv)
 			return (1);
 		}
 	}
+	if (o.listener == L_HANDOFF) {
+		int afd[MAXWORKERS];
 
-	/* The client: one connection at a time, on a fixed schedule. */
+		for (r = 0; r < o.workers; r++)
+			afd[r] = hfd[r][0];
+		if ((pid[o.workers] = fork()) == -1)
+			die("fork");
+		if (pid[o.workers] == 0)
+			acceptor(&o, lfd, afd, deadline);
+	}
+
+	/*
+	 * The client.  Open loop: one connection at a time on a fixed
+	 * schedule, each waited for until established.  Closed loop: up to
+	 * -l connections in flight; a slot is free again when its response
+	 * (or, serial model, EOF) came, or after the server's close when
+	 * the server holds for a fixed time.
+	 */
 	clock_gettime(CLOCK_MONOTONIC, &next);
-	for (i = 0; i < o.conns && now_ms() < deadline; i++) {
-		if (o.rotate)
-			(void)pin_self((int)(i % o.ncpu));
-		if ((cfd[ncfd] = client_connect(sh->port)) == -1)
-			failed++;
-		else {
-			ncfd++;
-			ok++;
+	tc0 = now_ms();
+	while (started < o.conns && now_ms() < deadline) {
+		int ab, rc;
+
+		if (o.closed && cl.n >= o.concurrency) {
+			(void)client_poll(&cl, 10, cor);
+			continue;
 		}
-		reap_clients(cfd, &ncfd, 0);
-		if (o.kill_at >= 0 && i + 1 == o.kill_at && pid[0] > 0) {
+		if (o.rotate)
+			(void)pin_self((int)(started % o.ncpu));
+		ab = o.abort_pm > 0 && aborts(&o, started);
+		rc = client_start(&cl, sh->port, !o.closed, ab, o.abort_reset);
+		if (rc == 1)
+			ok++;
+		else if (rc == 0)
+			aborted++;
+		else
+			failed++;
+		started++;
+		(void)client_poll(&cl, 0, cor);
+		if (o.closed)
+			continue;
+		if (o.kill_at >= 0 && started == o.kill_at && pid[0] > 0) {
 			/*
 			 * Let the victim finish what it was handed, bounded,
 			 * so "accepted before the kill" is a clean number.
 			 */
 			last = now_ms();
-			while (total_accepts(&o) < ok && now_ms() - last < 200)
+			while (SUM(&o, accepts) < ok && now_ms() - last < 200)
 				sleep_us(1000);
 			(void)kill(pid[0], SIGKILL);
 			killed[0] = 1;
@@ -858,33 +1830,57 @@ main(int argc, char **argv)
 		(void)pin_self(0);
 
 	/*
-	 * Settle: wait until every connected client was accepted, or nothing
-	 * moved for a while (a killed listener's queue is lost on Linux
-	 * unless tcp_migrate_req is set), or the deadline.
+	 * Settle: wait until every established client was accepted and
+	 * handled (served, or dropped on a reset), or nothing moved for a
+	 * while (a killed listener's queue is lost on Linux unless
+	 * tcp_migrate_req is set), or the deadline.  Aborted clients may or
+	 * may not have reached the accept queue, so they are not waited for.
 	 */
 	settle_ms = 500 + 4 * o.work_us / 1000;
 	last = now_ms();
-	lastn = total_accepts(&o);
-	while (total_accepts(&o) < ok && now_ms() < deadline) {
-		reap_clients(cfd, &ncfd, 0);
-		sleep_us(2000);
-		if (total_accepts(&o) != lastn) {
-			lastn = total_accepts(&o);
+	lastn = SUM(&o, handled);
+	for (;;) {
+		want = SUM(&o, handled) >= ok && SUM(&o, accepts) >= ok;
+		if (o.closed)
+			want = want && cl.n == 0;
+		else if (o.hold_us > 0)
+			want = want && open_alive(&o, killed) == 0;
+		if (want || now_ms() >= deadline)
+			break;
+		(void)client_poll(&cl, 2, cor);
+		if (SUM(&o, handled) + open_alive(&o, killed) + cl.n != lastn) {
+			lastn = SUM(&o, handled) + open_alive(&o, killed) + cl.n;
 			last = now_ms();
-		} else if (now_ms() - last > settle_ms)
+		} else if (now_ms() - last > settle_ms &&
+		    !(o.hold_us > 0 && open_alive(&o, killed) > 0))
 			break;
 	}
+	(void)client_poll(&cl, 0, cor);	/* responses already sent */
+	tc1 = now_ms();
+	/* Long-lived connections: the client ends them; the workers see EOF. */
+	client_close_all(&cl);
+	last = now_ms();
+	while (open_alive(&o, killed) > 0 && now_ms() - last < 1000 &&
+	    now_ms() < deadline)
+		sleep_us(2000);
 	if (now_ms() >= deadline)
 		deadline_hit = 1;
+	for (r = 0; r < o.workers; r++)
+		busy_at_stop[r] = sh->w[r].busy;
 	sh->stop = 1;
 
-	/* Collect the workers; wait4 gives each one's CPU time, killed too. */
+	/*
+	 * Collect the workers; wait4 gives each one's CPU time, killed too.
+	 * A worker inside its work finishes it first: wait that long, and
+	 * report any worker that had to be killed.
+	 */
+	grace_ms = 2000 + WAIT_MS * 4 + 2 * o.work_us / 1000;
 	last = now_ms();
 	for (;;) {
 		int left = 0;
 
-		for (r = 0; r < o.workers; r++) {
-			if (exited[r])
+		for (r = 0; r < nproc; r++) {
+			if (exited[r] || pid[r] <= 0)
 				continue;
 			if (wait4(pid[r], &st, WNOHANG, &ru[r]) == pid[r])
 				exited[r] = 1;
@@ -893,19 +1889,19 @@ main(int argc, char **argv)
 		}
 		if (left == 0)
 			break;
-		if (now_ms() - last > 2000 + WAIT_MS * 4)
-			for (r = 0; r < o.workers; r++)
-				if (!exited[r])
+		if (now_ms() - last > grace_ms)
+			for (r = 0; r < nproc; r++)
+				if (!exited[r] && pid[r] > 0) {
 					(void)kill(pid[r], SIGKILL);
-		if (now_ms() - last > 10000)
+					if (r >= o.workers || !killed[r])
+						endkill[r] = 1;
+				}
+		if (now_ms() - last > grace_ms + 10000)
 			break;		/* give up rather than hang */
 		sleep_us(5000);
 	}
-	reap_clients(cfd, &ncfd, 0);
-	for (i = 0; i < ncfd; i++)
-		close(cfd[i]);
 
-	printf("{\"tool\": \"acceptd\", \"version\": 1, ");
+	printf("{\"tool\": \"acceptd\", \"version\": 2, ");
 #if defined(__linux__)
 	printf("\"os\": \"Linux\", ");
 #elif defined(__FreeBSD__)
@@ -913,42 +1909,67 @@ main(int argc, char **argv)
 #else
 	printf("\"os\": \"other\", ");
 #endif
-	printf("\"setup\": \"%s\", \"workers\": %d, \"connections\": %ld, "
-	    "\"spacing_us\": %ld, \"work_us\": %ld, \"ncpu\": %d, "
-	    "\"pin\": %s, \"client_rotate\": %s, \"reorder_every\": %d, "
+	printf("\"setup\": \"%s\", \"server\": \"%s\", \"workers\": %d, "
+	    "\"connections\": %ld, \"spacing_us\": %ld, \"work_us\": %ld, "
+	    "\"work_kind\": \"%s\", \"hold_us\": %ld, "
+	    "\"accepts_per_wakeup\": %d, \"client\": \"%s\", "
+	    "\"concurrency\": %d, \"abort_permille\": %d, "
+	    "\"abort_kind\": \"%s\", \"lag_us\": %ld, "
+	    "\"mutex_delay_us\": %ld, \"ncpu\": %d, ",
+	    o.mode_name, o.loop ? "loop" : "serial", o.workers, o.conns,
+	    o.spacing_us, o.work_us, o.work_cpu ? "cpu" : "sleep", o.hold_us,
+	    o.batch, o.closed ? "closed" : "open", o.concurrency, o.abort_pm,
+	    o.abort_reset ? "reset" : "handshake", o.lag_us, o.mutex_delay_us,
+	    o.ncpu);
+	printf("\"pin\": %s, \"client_rotate\": %s, \"reorder_every\": %d, "
 	    "\"kill_at\": %ld, \"killed_rank\": %d, \"untagged_rank\": %d, ",
-	    o.mode_name, o.workers, o.conns, o.spacing_us, o.work_us, o.ncpu,
 	    o.pin ? "true" : "false", o.rotate ? "true" : "false", o.reorder,
 	    o.kill_at, killed_rank, o.untagged);
 	printf("\"port\": %d, \"connect_ok\": %ld, \"connect_failed\": %ld, "
-	    "\"accepted\": %ld, \"deadline_hit\": %s, \"elapsed_ms\": %ld, ",
-	    sh->port, ok, failed, total_accepts(&o),
-	    deadline_hit ? "true" : "false", now_ms() - t0);
+	    "\"aborted\": %ld, \"accepted\": %ld, \"resets\": %ld, "
+	    "\"completed\": %ld, \"deadline_hit\": %s, \"elapsed_ms\": %ld, "
+	    "\"client_ms\": %ld, \"conn_per_s\": %.1f, ",
+	    sh->port, ok, failed, aborted, SUM(&o, accepts), SUM(&o, resets),
+	    cl.completed, deadline_hit ? "true" : "false", now_ms() - t0,
+	    tc1 - tc0, tc1 > tc0 ? cl.completed * 1000.0 / (tc1 - tc0) : 0.0);
+	print_lat("connect_us", &cl.connect);
+	print_lat("response_us", &cl.response);
+	print_lat("queue_wait_us", &cl.qwait);
+	if (o.listener == L_HANDOFF)
+		printf("\"acceptor\": {\"wakeups\": %ld, \"accepts\": %ld, "
+		    "\"empty_wakeups\": %ld, \"errors\": %ld, "
+		    "\"cpu_ms\": %.3f, \"killed_at_end\": %s}, ",
+		    sh->acc.wakeups, sh->acc.accepts, sh->acc.empty,
+		    sh->acc.errors, ru_ms(&ru[o.workers]),
+		    endkill[o.workers] ? "true" : "false");
 	printf("\"order\": [");
 	for (r = 0; r < o.workers; r++)
 		printf("%s%d", r ? ", " : "", o.order[r]);
 	printf("], \"per_worker\": [");
 	for (r = 0; r < o.workers; r++) {
 		struct wstat *ws = &sh->w[r];
-		double cpu_ms;
 
-		cpu_ms = ru[r].ru_utime.tv_sec * 1000.0 +
-		    ru[r].ru_utime.tv_usec / 1000.0 +
-		    ru[r].ru_stime.tv_sec * 1000.0 +
-		    ru[r].ru_stime.tv_usec / 1000.0;
 		printf("%s{\"rank\": %d, \"id\": %d, \"cpu\": %d, "
 		    "\"exclusive\": %s, \"tagged\": %s, \"wakeups\": %ld, "
 		    "\"accepts\": %ld, \"empty_wakeups\": %ld, \"errors\": %ld, "
+		    "\"handled\": %ld, \"resets\": %ld, \"open_max\": %ld, "
+		    "\"open_end\": %ld, \"mutex_held\": %ld, "
 		    "\"cpu_ms\": %.3f, \"vcsw\": %ld, \"ivcsw\": %ld, "
-		    "\"local\": %ld, \"killed\": %s, "
+		    "\"local\": %ld, \"killed\": %s, \"killed_at_end\": %s, "
+		    "\"busy_at_stop\": %s, "
 		    "\"exited\": %s, \"hcpu_unknown\": %d, \"accept_cpus\": ",
 		    r ? ", " : "", r, o.order[r], o.pin ? r % o.ncpu : -1,
-		    o.shared && is_excl(&o, r) ? "true" : "false",
+		    o.listener == L_SHARED && (pl_flags(&o, r) & PL_EXCL) ?
+		    "true" : "false",
 		    o.mode == M_INCOMING_CPU && r != o.untagged ? "true" :
 		    "false",
-		    ws->wakeups, ws->accepts, ws->empty, ws->errors, cpu_ms,
+		    ws->wakeups, ws->accepts, ws->empty, ws->errors,
+		    ws->handled, ws->resets, ws->open_max, ws->open,
+		    ws->mutex_held, ru_ms(&ru[r]),
 		    (long)ru[r].ru_nvcsw, (long)ru[r].ru_nivcsw, ws->local,
 		    killed[r] ? "true" : "false",
+		    endkill[r] ? "true" : "false",
+		    busy_at_stop[r] ? "true" : "false",
 		    exited[r] ? "true" : "false", ws->hcpu_unknown);
 		print_longs(ws->acpu, o.ncpu);
 		printf(", \"handshake_cpus\": ");
