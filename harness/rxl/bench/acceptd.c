@@ -103,7 +103,8 @@ enum mode {
 	M_REUSEPORT,	/* one listener per worker, SO_REUSEPORT hash */
 	M_INCOMING_CPU,	/* SO_REUSEPORT + SO_INCOMING_CPU */
 	M_CBPF_CPU,	/* SO_REUSEPORT + classic BPF returning the CPU */
-	M_LB		/* FreeBSD SO_REUSEPORT_LB */
+	M_LB,		/* FreeBSD SO_REUSEPORT_LB */
+	M_EBPF		/* SO_REUSEPORT + an SK_REUSEPORT program (-B) */
 };
 
 /* How workers reach the listener. */
@@ -132,7 +133,19 @@ static const struct {
 	{ "incoming-cpu",	M_INCOMING_CPU,	L_OWN,		0 },
 	{ "cbpf-cpu",		M_CBPF_CPU,	L_OWN,		0 },
 	{ "lb",			M_LB,		L_OWN,		0 },
+	{ "ebpf",		M_EBPF,		L_OWN,		0 },
 };
+
+/*
+ * The eBPF selectors live in acceptd_ebpf.c, built in (with libbpf) only
+ * when RXL_EBPF is defined, so the plain rig needs neither.
+ */
+#ifdef RXL_EBPF
+int	ebpf_load(const char *obj, const char *prog, const char *mapfile);
+int	ebpf_add(int rank, int fd);
+int	ebpf_attach(int fd);
+void	ebpf_print(FILE *out);
+#endif
 
 /*
  * Counters live in a MAP_SHARED mapping so the parent can read them while
@@ -174,11 +187,14 @@ struct rec {
 	int	worker;			/* registration rank */
 	int	cpu;
 	int	hcpu;
+	int	port;			/* the client's */
 };
 
 struct opts {
 	enum mode	 mode;
 	const char	*mode_name;
+	const char	*bpf_obj;	/* -B object:program, ebpf mode */
+	const char	*bpf_maps;	/* -b map contents file */
 	int		 listener;
 	int		 loop;		/* event-loop server model */
 	int		 workers;
@@ -224,11 +240,13 @@ usage(void)
 	    "[-D mutex_delay_us]\n"
 	    "               [-d deadline_ms] [-k kill_at] [-r reorder_every] "
 	    "[-o id,id,...]\n"
-	    "               [-u untagged_rank|none] [-P port] [-p] [-c] [-C]\n"
+	    "               [-u untagged_rank|none] [-P port] [-B obj:prog] "
+	    "[-b mapfile]\n"
+	    "               [-p] [-c] [-C]\n"
 	    "modes: noflag exclusive half reorder et exclusive-et "
 	    "accept-mutex\n"
 	    "       reuseport-prefork handoff-rr handoff-lc reuseport "
-	    "incoming-cpu cbpf-cpu lb\n");
+	    "incoming-cpu cbpf-cpu lb ebpf\n");
 	exit(2);
 }
 
@@ -614,6 +632,17 @@ own_listener(const struct opts *o, int rank, int cpu)
 			return (-1);
 		sh->port = ntohs(sin.sin_port);
 	}
+	if (o->mode == M_EBPF) {
+#ifdef RXL_EBPF
+		/* Slot = rank; attaching to one member programs the group. */
+		if (ebpf_add(rank, fd) != 0 ||
+		    (rank == 0 && ebpf_attach(fd) != 0))
+			return (-1);
+#else
+		errno = EOPNOTSUPP;
+		return (-1);
+#endif
+	}
 	if (o->mode == M_CBPF_CPU && rank == 0) {
 #ifdef __linux__
 		int groups = o->workers / o->ncpu;
@@ -673,13 +702,15 @@ on_accepted(const struct opts *o, struct wstat *ws, int rank, int fd,
 		ws->hcpu_unknown++;
 	if (hc >= 0 && hc == myc)
 		ws->local++;
-	if (t_acc != 0 && (port = sock_port(fd, 0)) >= 0)
+	port = sock_port(fd, 0);
+	if (t_acc != 0 && port >= 0)
 		sh->acc_ns[port] = t_acc;
-	if (recs != NULL && (r = sh->nrec++) < maxrec) {
-		/* Racy index across workers: -C is a debug aid. */
+	if (recs != NULL &&
+	    (r = __sync_fetch_and_add(&sh->nrec, 1)) < maxrec) {
 		recs[r].worker = rank;
 		recs[r].cpu = myc;
 		recs[r].hcpu = hc;
+		recs[r].port = port;
 	}
 	ws->accepts++;
 	ws->open++;
@@ -1526,7 +1557,7 @@ main(int argc, char **argv)
 	o.lag_us = 10000;
 	o.mutex_delay_us = 500000;	/* nginx accept_mutex_delay default */
 	while ((ch = getopt(argc, argv,
-	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:pcC")) != -1) {
+	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:B:b:pcC")) != -1) {
 		switch (ch) {
 		case 'm':
 			o.mode_name = optarg;
@@ -1609,6 +1640,12 @@ main(int argc, char **argv)
 				o.untagged = (int)num(optarg, 0,
 				    MAXWORKERS - 1, "untagged rank");
 			break;
+		case 'B':
+			o.bpf_obj = optarg;
+			break;
+		case 'b':
+			o.bpf_maps = optarg;
+			break;
 		case 'P':
 			o.port = (int)num(optarg, 0, 65535, "port");
 			break;
@@ -1642,6 +1679,8 @@ main(int argc, char **argv)
 		parse_order(&o, order_arg);
 	if (o.kill_at >= o.conns)
 		fail("-k must be below -n");
+	if ((o.mode == M_EBPF) != (o.bpf_obj != NULL))
+		fail("-B goes with -m ebpf, and -m ebpf needs -B obj:prog");
 	if (o.untagged >= o.workers)
 		fail("-u must be a rank below -w");
 	if (o.untagged == UNTAGGED_LAST)
@@ -1684,6 +1723,24 @@ main(int argc, char **argv)
 		    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANON, -1, 0);
 		if (recs == MAP_FAILED)
 			die("mmap");
+	}
+
+	if (o.mode == M_EBPF) {
+#ifdef RXL_EBPF
+		char obj[4096], *colon;
+
+		snprintf(obj, sizeof(obj), "%s", o.bpf_obj);
+		if ((colon = strrchr(obj, ':')) == NULL)
+			fail("-B wants object:program");
+		*colon = '\0';
+		/* Exit 5: "cannot load", the rig skips the setup. */
+		if (ebpf_load(obj, colon + 1, o.bpf_maps) != 0)
+			return (5);
+#else
+		fprintf(stderr, "acceptd: cannot load BPF: built without "
+		    "RXL_EBPF (libbpf)\n");
+		return (5);
+#endif
 	}
 
 	t0 = now_ms();
@@ -1977,13 +2034,18 @@ main(int argc, char **argv)
 		putchar('}');
 	}
 	putchar(']');
+#ifdef RXL_EBPF
+	if (o.mode == M_EBPF)
+		ebpf_print(stdout);
+#endif
 	if (recs != NULL) {
 		long n = sh->nrec < maxrec ? sh->nrec : maxrec;
 
 		printf(", \"records\": [");
 		for (i = 0; i < n; i++)
-			printf("%s[%d, %d, %d]", i ? ", " : "", recs[i].worker,
-			    recs[i].cpu, recs[i].hcpu);
+			printf("%s[%d, %d, %d, %d]", i ? ", " : "",
+			    recs[i].worker, recs[i].cpu, recs[i].hcpu,
+			    recs[i].port);
 		putchar(']');
 	}
 	printf("}\n");
