@@ -11,7 +11,9 @@
  *
  * Map file: one entry per line, "<map> <key> <value...>" with map one of
  * cpuent (key cpu, value entry), slots (key slot, value member),
- * cpu_node (key cpu, value node), ranges (key node, values start count).
+ * cpu_node (key cpu, value node), ranges (key node, values start count),
+ * tickets (key node, value), or the pseudo-map layout (key rank, value
+ * the rank's index in the sockarray; default the rank itself).
  */
 
 #include <sys/types.h>
@@ -51,6 +53,7 @@ static struct bpf_object	*bobj;
 static int			 prog_fd = -1, socks_fd = -1, counts_fd = -1;
 static int			 log_fd = -1;
 static const char		*prog_name;
+static int			 layout[MAX_MEMBERS];
 
 static int
 map_fd(const char *name)
@@ -90,6 +93,11 @@ fill(const char *mapfile)
 		lineno++;
 		v[1] = 0;
 		n = sscanf(line, "%31s %u %u %u", name, &k, &v[0], &v[1]);
+		if (n >= 3 && strcmp(name, "layout") == 0 &&
+		    k < MAX_MEMBERS && v[0] < MAX_MEMBERS) {
+			layout[k] = (int)v[0];
+			continue;
+		}
 		if (n < 3 || (fd = map_fd(name)) == -1) {
 			fprintf(stderr, "acceptd: %s:%d: bad map line\n",
 			    mapfile, lineno);
@@ -111,6 +119,10 @@ ebpf_load(const char *obj, const char *prog, const char *mapfile)
 	struct bpf_program *p;
 	int err;
 
+	int i;
+
+	for (i = 0; i < MAX_MEMBERS; i++)
+		layout[i] = i;
 	libbpf_set_print(NULL);
 	prog_name = prog;
 	bobj = bpf_object__open_file(obj, NULL);
@@ -133,9 +145,14 @@ ebpf_load(const char *obj, const char *prog, const char *mapfile)
 int
 ebpf_add(int rank, int fd)
 {
-	uint32_t k = (uint32_t)rank;
+	uint32_t k;
 	uint64_t v = (uint64_t)fd;
 
+	if (rank < 0 || rank >= MAX_MEMBERS) {
+		errno = EINVAL;
+		return (-1);
+	}
+	k = (uint32_t)layout[rank];
 	return (bpf_map_update_elem(socks_fd, &k, &v, BPF_ANY));
 }
 
