@@ -1,0 +1,156 @@
+"""The eBPF setups (issue 16): map layout against the model, no BPF needed,
+the loader's refusal paths, and one live run when this host can load."""
+
+import json
+import platform
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rxl.bench import ebpf as E
+from rxl.decide import model, topology
+
+
+def _parse(lines):
+    cpuent, slots = {}, {}
+    for ln in lines:
+        name, k, v = ln.split()
+        (cpuent if name == "cpuent" else slots)[int(k)] = int(v)
+    return cpuent, slots
+
+
+def _bpf_deal(cpuent, slots, n, cpu, h):
+    """reuseport_sel.bpf.c's deal program, step for step, in Python;
+    None means SK_PASS without a selection (the kernel's hash)."""
+    e = cpuent.get(cpu, 0)
+    if e == 0:
+        return None
+    off, cnt = e >> 16, e & 0xFFFF
+    return slots[off + ((h * cnt) >> 32)]
+
+
+@pytest.mark.parametrize("spec,workers", [("1x2x1", 8), ("2x4x2", 24),
+                                          ("qemu-2s", 5)])
+def test_deal_map_matches_the_model(spec, workers):
+    topo = topology.load(spec)
+    cpus = E.worker_cpus(workers, topo.ncpu)
+    lines, d = E.deal_lines(topo, cpus)          # the C cores
+    ref = model.deal(topo, [model.Tag(c) for c in cpus], {})
+    assert d == ref                              # C deal == model deal
+    cpuent, slots = _parse(lines)
+    assert len(slots) == model.SLOTS_PER_MEMBER * workers
+    rnd = random.Random(17)
+    for _ in range(3000):
+        cpu = rnd.randrange(topo.ncpu)
+        h = rnd.getrandbits(32)
+        want, steered = model.select(ref, workers, cpu, h)
+        got = _bpf_deal(cpuent, slots, workers, cpu, h)
+        if steered:
+            assert got == want
+            # With the same number of workers on every CPU, the deal keeps
+            # every connection on a worker of its receiving CPU.
+            if workers % topo.ncpu == 0:
+                assert cpus[got] == cpu
+        else:
+            assert got is None
+
+
+def test_deal_map_entry_packing_and_limits():
+    topo = topology.load("1x2x1")
+    lines, d = E.deal_lines(topo, [0, 1, 0, 1])
+    # 4 members x 16 slots, two CPUs with equal counts: 32 each.
+    assert lines[:2] == ["cpuent 0 32", f"cpuent 1 {(32 << 16) | 32}"]
+    with pytest.raises(ValueError, match="sockarray"):
+        E.deal_lines(topo, [0] * 257)
+
+
+def test_numa_layout_is_dense_per_node():
+    cpus = E.worker_cpus(8, 2)                   # 0,1,0,1,...
+    index, ranges = E.numa_layout(cpus, {0: 0, 1: 1})
+    assert sorted(index) == list(range(8))
+    assert ranges == {0: (0, 4), 1: (4, 4)}
+    for r, i in enumerate(index):
+        start, cnt = ranges[cpus[r]]
+        assert start <= i < start + cnt
+    lines = E.numa_lines(cpus, {0: 0, 1: 1})
+    assert f"ranges {E.GLOBAL_RANGE} 0 8" in lines
+    # A CPU on no declared node is only in the global range.
+    index, ranges = E.numa_layout([0, 1, 2], {0: 0})
+    assert ranges == {0: (0, 1)}
+    assert E.parse_node_map("0:0,1:1") == {0: 0, 1: 1}
+    for bad in ("0:0,0:1", "x", "0:64"):
+        with pytest.raises(ValueError, match="--numa-map"):
+            E.parse_node_map(bad)
+
+
+def test_model_agreement():
+    topo = topology.load("1x2x1")
+    cpus = E.worker_cpus(4, 2)
+    _, d = E.deal_lines(topo, cpus)
+    rnd = random.Random(3)
+    log, recs = [], []
+    for port in range(40000, 40040):
+        cpu, h = rnd.randrange(2), rnd.getrandbits(32)
+        m, _ = model.select(d, 4, cpu, h)
+        log.append([port, cpu, h, m])
+        recs.append([m, cpu, cpu, port])
+    raw = {"workers": 4, "records": recs, "ebpf": {"log": log}}
+    assert E.model_agreement(raw, d) == 1.0
+    recs[0][0] = (recs[0][0] + 1) % 4            # a wrong worker
+    recs[1][3] = 1                               # no log entry for it
+    assert E.model_agreement(raw, d) == pytest.approx(38 / 40)
+    assert E.model_agreement({"workers": 4}, d) is None
+
+
+def test_unavailable_reasons():
+    assert "Linux" in E.unavailable(system="FreeBSD", euid=0)
+    assert "root" in E.unavailable(system="Linux", euid=1000)
+
+
+def test_host_topology_refuses_missing_sysfs(tmp_path):
+    with pytest.raises(topology.TopologyError, match="--topology"):
+        E.host_topology(tmp_path)
+    assert E.host_nodes(tmp_path) == {}
+
+
+def test_build_reports_a_missing_compiler(tmp_path):
+    with pytest.raises(E.Unavailable, match="not found"):
+        E.build(tmp_path, ["no-such-cc-rxl"], ["-O2"])
+
+
+@pytest.mark.skipif(E.unavailable() is not None, reason=str(E.unavailable()))
+def test_live_deal_run_agrees_with_the_model(tmp_path):
+    server, obj = E.build(tmp_path, ["cc"], ["-std=c99", "-D_GNU_SOURCE",
+                                             "-O2"])
+    topo = E.host_topology()
+    cpus = E.worker_cpus(4, topo.ncpu)
+    lines, d = E.deal_lines(topo, cpus)
+    maps = tmp_path / "maps"
+    maps.write_text("\n".join(lines) + "\n")
+    res = subprocess.run([str(server), "-m", "ebpf", "-B", f"{obj}:deal",
+                          "-b", str(maps), "-w", "4", "-n", "40", "-p", "-c",
+                          "-C", "-d", "20000"], capture_output=True,
+                         text=True, timeout=60)
+    if res.returncode == 5:
+        pytest.skip(res.stderr.strip())
+    assert res.returncode == 0, res.stderr
+    raw = json.loads(res.stdout)
+    assert raw["accepted"] == 40
+    assert E.model_agreement(raw, d) == 1.0
+    assert sum(raw["ebpf"]["selections"]) == 40
+    assert raw["ebpf"]["fallbacks"]["no_slots"] == 0
+
+
+def test_server_refuses_a_missing_object(tmp_path):
+    if platform.system() != "Linux" or not shutil.which("cc") or \
+            not Path("/usr/include/bpf/libbpf.h").is_file():
+        pytest.skip("needs Linux, cc and libbpf-dev")
+    server, _ = E.build(tmp_path, ["cc"], ["-std=c99", "-D_GNU_SOURCE"])
+    res = subprocess.run([str(server), "-m", "ebpf", "-B",
+                          f"{tmp_path}/none.o:deal", "-w", "2", "-n", "2"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 5
+    assert "cannot load BPF" in res.stderr and "none.o" in res.stderr
