@@ -16,10 +16,13 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import shlex
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
+
+from rxl.bench.knobs import Knobs, finite
 
 SOURCE = Path(__file__).with_name("acceptd.c")
 
@@ -35,16 +38,49 @@ SETUPS: Dict[str, tuple] = {
     "noflag": ("noflag", "shared listener, epoll, no flag"),
     "exclusive": ("exclusive", "shared listener, all EPOLLEXCLUSIVE"),
     "half": ("half", "shared listener, even ranks EPOLLEXCLUSIVE"),
-    "reorder16": ("reorder16",
-                  "EPOLLEXCLUSIVE, DEL+ADD every 16 accepts (nginx 1.21.6)"),
+    "reorder": ("reorder", "EPOLLEXCLUSIVE, DEL+ADD every --reorder-every "
+                           "accepts (nginx 1.21.6: 16)"),
+    "et": ("et", "shared listener, EPOLLET (edge-triggered, as mio/tokio)"),
+    "exclusive-et": ("exclusive-et",
+                     "shared listener, EPOLLEXCLUSIVE | EPOLLET"),
+    "accept-mutex": ("accept-mutex", "shared listener, nginx accept_mutex: "
+                                     "only the holder waits on it"),
+    "reuseport-prefork": ("reuseport-prefork",
+                          "SO_REUSEPORT set on one listener shared by fork: "
+                          "one socket, one queue, behaves as noflag"),
+    "handoff-rr": ("handoff-rr", "one acceptor process hands descriptors "
+                                 "round-robin to the workers"),
+    "handoff-lc": ("handoff-lc", "one acceptor, least open connections, "
+                                 "counts re-read every --lag-ms"),
     "reuseport": ("reuseport", "listener per worker, SO_REUSEPORT hash"),
-    "incoming-cpu": ("incoming-cpu",
-                     "SO_REUSEPORT + SO_INCOMING_CPU, last rank untagged"),
+    "incoming-cpu": ("incoming-cpu", "SO_REUSEPORT + SO_INCOMING_CPU, "
+                                     "--untagged rank (default last)"),
     "cbpf-cpu": ("cbpf-cpu", "SO_REUSEPORT + cBPF returning the CPU"),
+    "ebpf-numa-rr": ("ebpf", "SO_REUSEPORT + eBPF: seed 003's per-node "
+                             "round robin (root, libbpf)"),
+    "ebpf-deal": ("ebpf", "SO_REUSEPORT + eBPF: the dealt map from sys/ "
+                          "(root, libbpf)"),
 }
 
-#: Setups that need Linux (epoll flags, SO_INCOMING_CPU, reuseport cBPF).
-LINUX_ONLY = frozenset(SETUPS) - {"noflag", "reuseport"}
+#: Old names still accepted by --setup: the label now comes from
+#: --reorder-every (reorder16 is reorder at its default).
+ALIASES = {"reorder16": "reorder"}
+
+#: The eBPF setups: they need root, clang and libbpf (rxl.bench.ebpf) and
+#: are run only when asked for.
+EBPF_SETUPS = ("ebpf-numa-rr", "ebpf-deal")
+
+#: What a bare ``rxl bench accept`` runs: every setup but the eBPF ones.
+DEFAULT_SETUPS = tuple(s for s in SETUPS if s not in EBPF_SETUPS)
+
+#: Setups that need Linux (epoll flags, SO_INCOMING_CPU, reuseport BPF);
+#: the others run on FreeBSD, the event loop waiting with poll(2).
+LINUX_ONLY = frozenset(SETUPS) - {"noflag", "reuseport", "accept-mutex",
+                                  "reuseport-prefork", "handoff-rr",
+                                  "handoff-lc"}
+
+#: acceptd's -d limit, ms: no run is longer than an hour.
+MAX_DEADLINE_MS = 3600000
 
 # Defaults: seed 004, "The rig": eight workers, 500 connections 2 ms apart,
 # five repetitions, zero work (fake work of 2, 5 and 10 ms in "The kernel
@@ -70,6 +106,11 @@ class BenchError(Exception):
     """A one-line, user-facing error of the accept rig."""
 
 
+class Unloadable(BenchError):
+    """acceptd could not load a BPF selector (exit 5): the setup is skipped
+    with this reason, the others still run."""
+
+
 # --------------------------------------------------------------- config
 
 
@@ -80,7 +121,8 @@ class RunConfig:
     Units: ``spacing_ms`` and ``work_ms`` in milliseconds (the server takes
     microseconds, rounded); ``order`` is the registration order as worker
     ids, or None for 0..workers-1; ``kill_first_at`` is a 1-based connection
-    count after which the first registrant gets SIGKILL, or None.
+    count after which the first registrant gets SIGKILL, or None;
+    ``knobs`` the server model and client (:class:`rxl.bench.knobs.Knobs`).
     """
 
     workers: int = DEFAULT_WORKERS
@@ -92,6 +134,7 @@ class RunConfig:
     reorder_every: int = DEFAULT_REORDER_EVERY
     pin: bool = True
     client_rotate: bool = True
+    knobs: Knobs = field(default_factory=Knobs)
 
     def validate(self) -> None:
         """Raise BenchError on a value the server would refuse."""
@@ -101,11 +144,13 @@ class RunConfig:
         if not 1 <= self.connections <= MAX_CONNECTIONS:
             raise BenchError(f"--connections must be 1..{MAX_CONNECTIONS}, "
                              f"got {self.connections}")
-        if self.spacing_ms < 0 or self.spacing_ms > 10000:
-            raise BenchError(f"--spacing-ms must be 0..10000, "
-                             f"got {self.spacing_ms}")
-        if self.work_ms < 0 or self.work_ms > 10000:
-            raise BenchError(f"--work-ms must be 0..10000, got {self.work_ms}")
+        try:
+            # NaN and infinity pass plain comparisons: finite() refuses.
+            finite(self.spacing_ms, "--spacing-ms", 0, 10000)
+            finite(self.work_ms, "--work-ms", 0, 10000)
+            self.knobs.validate(self.workers)
+        except ValueError as e:
+            raise BenchError(str(e)) from None
         if self.reorder_every < 1:
             raise BenchError("--reorder-every must be >= 1")
         if self.kill_first_at is not None and not (
@@ -147,28 +192,61 @@ def parse_order(spec: str, workers: int) -> Optional[tuple]:
 def deadline_ms(cfg: RunConfig) -> int:
     """The server's own deadline for one run, in ms.
 
-    Connections x (spacing + a 1 ms allowance for connect), plus the work
-    spread over the workers, plus DEADLINE_SLACK_MS.  The server stops by
-    itself at this deadline whatever happens.
+    Connections x (spacing + a 1 ms allowance for connect; a closed loop
+    has no spacing), plus the work spread over the workers, plus what the
+    knobs add (holding: no cap of its own, only this deadline), plus
+    DEADLINE_SLACK_MS.  The server stops by itself at this deadline
+    whatever happens.  Raises BenchError past an hour (acceptd's limit).
     """
-    run = cfg.connections * (cfg.spacing_ms + 1.0)
+    spacing = 0.0 if cfg.knobs.client == "closed" else cfg.spacing_ms
+    run = cfg.connections * (spacing + 1.0)
     work = cfg.connections * cfg.work_ms / max(1, cfg.workers)
-    return int(run + work + DEADLINE_SLACK_MS)
+    total = int(run + work + cfg.knobs.extra_ms(cfg.connections) +
+                DEADLINE_SLACK_MS)
+    if total > MAX_DEADLINE_MS:
+        raise BenchError(f"a run would take up to {total / 1000:.0f} s, "
+                         f"past the rig's limit of one hour: fewer "
+                         f"--connections or a shorter --hold-ms")
+    return total
 
 
-def server_argv(binary: os.PathLike, setup: str, cfg: RunConfig) -> List[str]:
-    """argv of one acceptd run for ``setup``; raises BenchError if unknown."""
+def canonical(setup: str) -> str:
+    """The setup's name, aliases resolved; BenchError if unknown."""
+    setup = ALIASES.get(setup, setup)
     if setup not in SETUPS:
         raise BenchError(f"unknown setup {setup!r}; known: "
                          f"{', '.join(SETUPS)}")
+    return setup
+
+
+def unique_setups(setups: Iterable[str]) -> List[str]:
+    """Setups in the order given, aliases resolved, each once (a setup
+    repeated on the command line is not run twice)."""
+    out: List[str] = []
+    for s in setups:
+        s = canonical(s)
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def server_argv(binary: os.PathLike, setup: str, cfg: RunConfig) -> List[str]:
+    """argv of one acceptd run for ``setup``; raises BenchError if unknown
+    or not possible in the configured server model.  The eBPF setups'
+    object and map file are added by :mod:`rxl.bench.accept_run`."""
+    setup = canonical(setup)
     cfg.validate()
+    try:
+        cfg.knobs.check_setup(setup)
+    except ValueError as e:
+        raise BenchError(str(e)) from None
     argv = [str(binary), "-m", SETUPS[setup][0],
             "-w", str(cfg.workers),
             "-n", str(cfg.connections),
             "-s", str(int(round(cfg.spacing_ms * 1000))),
             "-t", str(int(round(cfg.work_ms * 1000))),
             "-d", str(deadline_ms(cfg)),
-            "-r", str(cfg.reorder_every)]
+            "-r", str(cfg.reorder_every)] + cfg.knobs.argv()
     if cfg.order is not None:
         argv += ["-o", ",".join(str(i) for i in cfg.order)]
     if cfg.kill_first_at is not None:
@@ -207,13 +285,33 @@ def binary_path(build_dir: Path, source: Path = SOURCE,
     return Path(build_dir) / f"acceptd-{h.hexdigest()[:12]}"
 
 
-def compile_argv(out: Path, cc: str = "cc", source: Path = SOURCE,
+CC = Union[str, Sequence[str]]
+
+
+def cc_words(cc: Optional[CC] = None) -> List[str]:
+    """The compiler as argv words: ``--cc`` split like ``$CC`` is (shell
+    words, so ``"ccache cc"`` works), defaulting to ``$CC``, then ``cc``.
+    Raises BenchError on an empty or unbalanced value."""
+    if cc is None:
+        cc = os.environ.get("CC") or "cc"
+    if not isinstance(cc, str):
+        return list(cc)
+    try:
+        words = shlex.split(cc)
+    except ValueError as e:
+        raise BenchError(f"--cc {cc!r}: {e}") from None
+    if not words:
+        raise BenchError("--cc is empty")
+    return words
+
+
+def compile_argv(out: Path, cc: CC = "cc", source: Path = SOURCE,
                  cflags: Sequence[str] = CFLAGS) -> List[str]:
     """argv that compiles the server to ``out``."""
-    return [cc, *cflags, "-o", str(out), str(source)]
+    return [*cc_words(cc), *cflags, "-o", str(out), str(source)]
 
 
-def ensure_built(build_dir: Path, cc: str = "cc", dry_run: bool = False,
+def ensure_built(build_dir: Path, cc: CC = "cc", dry_run: bool = False,
                  echo: Callable[[str], None] = print) -> Path:
     """Compile the server unless a binary of this source exists.
 
@@ -233,10 +331,11 @@ def ensure_built(build_dir: Path, cc: str = "cc", dry_run: bool = False,
         res = subprocess.run(compile_argv(tmp, cc), capture_output=True,
                              text=True, timeout=120)
     except FileNotFoundError:
-        raise BenchError(f"compiler {cc!r} not found") from None
+        raise BenchError(f"compiler {cc_words(cc)[0]!r} not found") from None
     if res.returncode != 0:
         first = (res.stderr.strip().splitlines() or ["?"])[0]
-        raise BenchError(f"{cc} failed on {SOURCE.name}: {first}")
+        raise BenchError(f"{shlex.join(cc_words(cc))} failed on "
+                         f"{SOURCE.name}: {first}")
     os.replace(tmp, out)     # atomic: a concurrent run never sees half a file
     return out
 
@@ -265,19 +364,12 @@ def run_server(argv: Sequence[str], timeout_s: float) -> str:
     except subprocess.TimeoutExpired:
         raise BenchError(f"server ran past {timeout_s:.0f} s: "
                          f"{' '.join(argv)}") from None
+    if res.returncode == 5:
+        raise Unloadable((res.stderr.strip().splitlines() or ["?"])[0])
     if res.returncode != 0:
         first = (res.stderr.strip().splitlines() or ["no message"])[0]
         raise BenchError(f"server exited {res.returncode}: {first}")
     return res.stdout
-
-
-# --------------------------------------------------------------- parsing
-
-
-# ------------------------------------------------------------ summarising
-
-
-# ---------------------------------------------------------------- output
 
 
 def check_dir(path: os.PathLike, what: str, create: bool = True) -> Path:

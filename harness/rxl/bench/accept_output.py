@@ -14,6 +14,7 @@ import statistics
 from pathlib import Path
 from typing import List, Sequence
 
+from rxl.bench import tables
 from rxl.bench.accept import BenchError
 from rxl.bench.accept_stats import Summary
 
@@ -50,23 +51,28 @@ def summary_rows(summaries: Sequence[Summary]) -> List[List[str]]:
 
 def distribution_rows(summaries: Sequence[Summary]) -> List[List[str]]:
     """Rows of the distribution table: per rank mean (min-max) accepts,
-    then the median run's list, in registration order."""
+    one decimal (a mean of 0.5 is not 0), then the median run's list, in
+    registration order; rows of more than tables.WIDE workers summarised."""
     rows = []
     for s in summaries:
         marks = []
         mr = s.median_run
         for i in range(mr.workers):
             m = ""
-            if mr.exclusive[i] and s.setup == "half":
+            if mr.exclusive[i] and s.setup in ("half", "exclusive-et"):
                 m = "E"
             if s.setup == "incoming-cpu" and not mr.tagged[i]:
                 m = "u"
             if mr.killed[i]:
                 m += "k"
             marks.append(m)
-        per_rank = " ".join(f"{st.fmt()}{marks[i] and '[' + marks[i] + ']'}"
-                            for i, st in enumerate(s.per_rank))
-        rows.append([s.label, per_rank, str(mr.accepts)])
+        per_rank = tables.per_rank([r.accepts for r in s.runs], 1,
+                                   marks if mr.workers <= tables.WIDE
+                                   else None)
+        median = (str(mr.accepts) if mr.workers <= tables.WIDE else
+                  f"idle {sum(1 for a in mr.accepts if a == 0)}, "
+                  f"top {max(mr.accepts)}")
+        rows.append([s.label, per_rank, median])
     return rows
 
 

@@ -14,7 +14,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import List, Sequence
 
+from rxl.bench import dispersion
 from rxl.bench.accept import BenchError
+from rxl.bench.knobs import run_label
+from rxl.bench.tables import end_warnings
+
+#: acceptd JSON versions understood: 1 (serial model only), 2 (issue 17:
+#: server models, client figures, open connections).
+VERSIONS = (1, 2)
 
 
 _PER_WORKER_KEYS = ("rank", "id", "wakeups", "accepts", "empty_wakeups",
@@ -55,8 +62,15 @@ class Run:
 
     @property
     def lost(self) -> int:
-        """Connections the client completed that no worker accepted."""
-        return self.connect_ok - self.accepted
+        """Connections the client completed that no worker accepted
+        (never negative: accepted aborting clients are not in connect_ok)."""
+        return max(0, self.connect_ok - self.accepted)
+
+    @property
+    def label(self) -> str:
+        """The run's parameters as a label (:func:`knobs.run_label`)."""
+        return run_label(self.raw or {"setup": self.setup,
+                                      "work_us": self.work_ms * 1000})
 
     def share(self, rank: int) -> float:
         """Fraction (0..1) of accepted connections taken by ``rank``."""
@@ -70,14 +84,35 @@ class Run:
                 "vcsw": self.vcsw, "local": self.local, "order": self.order,
                 "killed": self.killed, "connect_ok": self.connect_ok,
                 "connect_failed": self.connect_failed,
-                "accepted": self.accepted, "elapsed_ms": self.elapsed_ms}
+                "accepted": self.accepted, "elapsed_ms": self.elapsed_ms,
+                "label": self.label, "dispersion": _finite(
+                    dispersion.figures(self.accepts)),
+                **{k: [w.get(k) for w in self.raw.get("per_worker", [])]
+                   for k in ("open_max", "open_end", "handled", "resets",
+                             "busy_at_stop", "killed_at_end")
+                   if self.raw.get("version", 1) >= 2},
+                **{k: self.raw[k] for k in _RUN_EXTRAS if k in self.raw}}
+
+
+#: Run-level fields of acceptd version 2 carried into --json as they are.
+_RUN_EXTRAS = ("server", "work_kind", "hold_us", "accepts_per_wakeup",
+               "client", "concurrency", "abort_permille", "abort_kind",
+               "aborted", "resets", "completed", "conn_per_s", "connect_us",
+               "response_us", "queue_wait_us", "acceptor", "untagged_rank",
+               "reorder_every", "lag_us", "model_agreement", "ebpf_summary")
+
+
+def _finite(d: dict) -> dict:
+    """JSON has no infinity: an infinite ratio becomes null."""
+    return {k: (None if isinstance(v, float) and v == float("inf") else v)
+            for k, v in d.items()}
 
 
 def parse_run(text: str) -> Run:
     """Parse acceptd's stdout into a Run.
 
-    Raises BenchError if the text is not one JSON object of acceptd
-    version 1 or lacks a per-worker field.  The server already orders
+    Raises BenchError if the text is not one JSON object of an acceptd
+    version in :data:`VERSIONS` or lacks a per-worker field.  The server already orders
     ``per_worker`` by registration rank; that order is checked, not trusted.
     """
     try:
@@ -86,9 +121,9 @@ def parse_run(text: str) -> Run:
         raise BenchError(f"server output is not JSON: {e}") from None
     if not isinstance(d, dict) or d.get("tool") != "acceptd":
         raise BenchError("server output is not an acceptd summary")
-    if d.get("version") != 1:
+    if d.get("version") not in VERSIONS:
         raise BenchError(f"acceptd summary version {d.get('version')!r}, "
-                         f"want 1")
+                         f"want one of {VERSIONS}")
     pw = d.get("per_worker")
     if not isinstance(pw, list) or len(pw) != d.get("workers"):
         raise BenchError("acceptd summary: per_worker does not match "
@@ -129,14 +164,15 @@ def run_warnings(run: Run) -> List[str]:
     out = []
     if run.deadline_hit:
         out.append("server deadline hit; the client stopped early")
-    if run.connect_ok + run.connect_failed < run.connections:
-        out.append(f"only {run.connect_ok + run.connect_failed} of "
-                   f"{run.connections} connections attempted")
+    tried = run.connect_ok + run.connect_failed + run.raw.get("aborted", 0)
+    if tried < run.connections:
+        out.append(f"only {tried} of {run.connections} connections "
+                   f"attempted")
     if run.connect_failed:
         out.append(f"{run.connect_failed} connects failed")
     if run.lost:
         out.append(f"{run.lost} connected clients never accepted")
-    return out
+    return out + end_warnings(run.raw)
 
 
 @dataclass(frozen=True)
@@ -197,14 +233,16 @@ class Summary:
 
     @property
     def label(self) -> str:
-        """Table label: the setup, plus the work time when non-zero."""
-        if self.work_ms:
-            return f"{self.setup} work={self.work_ms:g}ms"
-        return self.setup
+        """Table label: the setup and every parameter off its default, as
+        the runs report them (:func:`knobs.run_label`)."""
+        return self.runs[0].label
 
     def as_json(self) -> dict:
         """The --json record of this setup: its runs and the summary."""
-        return {"setup": self.setup, "work_ms": self.work_ms,
+        figs = [dispersion.figures(r.accepts) for r in self.runs]
+        mm = [f["max_min"] for f in figs]
+        return {"setup": self.setup, "label": self.label,
+                "work_ms": self.work_ms,
                 "runs": [r.as_json() for r in self.runs],
                 "summary": {
                     "wakeups": self.wakeups.as_json(),
@@ -218,6 +256,15 @@ class Summary:
                     "local_share": self.local_share.as_json(),
                     "lost": self.lost.as_json(),
                     "accepts_by_rank": [s.as_json() for s in self.per_rank],
+                    "idle_workers": Stat.of([f["idle"] for f in figs])
+                    .as_json(),
+                    "cv": Stat.of([f["cv"] for f in figs]).as_json(),
+                    "top_k_share": Stat.of([f["top_k"] for f in figs])
+                    .as_json(),
+                    "top_k": figs[0]["k"],
+                    "max_min_finite": [x for x in mm if x != float("inf")],
+                    "runs_with_idle_worker": sum(1 for f in figs
+                                                 if f["idle"]),
                 }}
 
 

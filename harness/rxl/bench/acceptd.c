@@ -1880,6 +1880,18 @@ main(int argc, char **argv)
 		next.tv_sec += o.spacing_us / 1000000 +
 		    next.tv_nsec / 1000000000;
 		next.tv_nsec %= 1000000000;
+		/*
+		 * Until the next connection is due, watch the open ones, so a
+		 * response is timed when it comes, not at the next tick.
+		 */
+		for (;;) {
+			long long left = (long long)next.tv_sec * 1000000000LL +
+			    next.tv_nsec - now_ns();
+
+			if (left < 1000000 || cl.n == 0)
+				break;
+			(void)client_poll(&cl, (int)(left / 1000000), cor);
+		}
 		(void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next,
 		    NULL);
 	}

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -14,9 +16,13 @@ from pathlib import Path
 import click
 
 from rxl.bench import accept as A
-from rxl.bench import accept_stats as AS
 from rxl.bench import accept_output as AO
+from rxl.bench import accept_run as AR
+from rxl.bench import ebpf
 from rxl.bench import kcount as K
+from rxl.bench import knobs as KN
+from rxl.bench import tables as AT
+from rxl.decide.topology import TopologyError
 
 
 @click.group("bench")
@@ -24,56 +30,130 @@ def bench():
     """Benchmarks that run on this machine (no guest needed)."""
 
 
-def _echo_tables(summaries, use_rich: bool) -> None:
-    shead = list(AO.SUMMARY_COLUMNS)
-    srows = AO.summary_rows(summaries)
-    dhead = ["setup", "accepts by registration rank: mean (min-max)",
-             "median run"]
-    drows = AO.distribution_rows(summaries)
+def _print_tables(tables, use_rich: bool) -> None:
     if use_rich:
         try:
             from rich.console import Console
             from rich.table import Table
+            from rich.text import Text
         except ImportError:
             use_rich = False
     if not use_rich:
-        click.echo(AO.plain_table(shead, srows))
-        click.echo("")
-        click.echo(AO.plain_table(dhead, drows))
-    else:
-        from rich.text import Text
+        click.echo("\n\n".join(AO.plain_table(h, r) for h, r in tables))
+        return
+    # Wide enough for eight workers' cells when stdout is not a tty;
+    # Text() because "[u]" and "[E]" would otherwise be markup.
+    con = Console(width=None if sys.stdout.isatty() else 200)
+    for head, rows in tables:
+        t = Table(show_edge=False, pad_edge=False)
+        for h in head:
+            t.add_column(h, overflow="fold")
+        for r in rows:
+            t.add_row(*(Text(c) for c in r))
+        con.print(t)
 
-        # Wide enough for eight workers' cells when stdout is not a tty;
-        # Text() because "[u]" and "[E]" would otherwise be markup.
-        con = Console(width=None if sys.stdout.isatty() else 200)
-        for head, rows in ((shead, srows), (dhead, drows)):
-            t = Table(show_edge=False, pad_edge=False)
-            for h in head:
-                t.add_column(h, overflow="fold")
-            for r in rows:
-                t.add_row(*(Text(c) for c in r))
-            con.print(t)
-    for note in AO.COLUMN_NOTES:
+
+def _echo_tables(summaries, use_rich: bool) -> None:
+    dhead = ["setup", "accepts by registration rank: mean (min-max)",
+             "median run"]
+    _print_tables([(list(AO.SUMMARY_COLUMNS), AO.summary_rows(summaries)),
+                   (list(AT.IMBALANCE_COLUMNS),
+                    AT.imbalance_rows(summaries)),
+                   (dhead, AO.distribution_rows(summaries)),
+                   (list(AT.WORKER_COLUMNS), AT.worker_rows(summaries)),
+                   (list(AT.CLIENT_COLUMNS), AT.client_rows(summaries))],
+                  use_rich)
+    for note in AO.COLUMN_NOTES + AT.NOTES:
         click.echo("  " + note)
     click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "
                "listener, [k] killed worker.")
 
 
+def _finite(option):
+    """click callback: refuse NaN and infinity (they pass range checks)."""
+    def check(ctx, param, value):
+        vals = value if isinstance(value, tuple) else (value,)
+        for v in vals:
+            if v is not None and not math.isfinite(v):
+                raise click.BadParameter(f"must be a finite number, got {v}")
+        return value
+    return check
+
+
+def _parsed(fn):
+    """click callback running a knobs parser (ValueError -> bad option)."""
+    def check(ctx, param, value):
+        try:
+            return fn(value)
+        except ValueError as e:
+            raise click.BadParameter(str(e)) from None
+    return check
+
+
 @bench.command("accept")
 @click.option("--setup", "setups", multiple=True,
-              type=click.Choice(list(A.SETUPS)),
-              help="Setup to measure; repeatable. Default: all seven.")
+              type=click.Choice(list(A.SETUPS) + list(A.ALIASES)),
+              help="Setup to measure; repeatable (a repeat runs once). "
+                   "Default: all but the eBPF ones.")
 @click.option("--workers", type=int, default=A.DEFAULT_WORKERS,
               show_default=True, help="Worker processes.")
 @click.option("--connections", type=int, default=A.DEFAULT_CONNECTIONS,
               show_default=True, help="Connections per run.")
 @click.option("--spacing-ms", type=float, default=A.DEFAULT_SPACING_MS,
-              show_default=True, help="Gap between connections, ms.")
+              show_default=True, callback=_finite("--spacing-ms"),
+              help="Gap between connections, ms (open-loop client).")
 @click.option("--repetitions", type=int, default=A.DEFAULT_REPETITIONS,
               show_default=True, help="Runs per setup.")
+@click.option("--server", "server", type=click.Choice(KN.SERVERS),
+              default="loop", show_default=True,
+              help="loop: each worker an event loop that keeps accepting "
+                   "while it holds connections; serial: accept, work, hold, "
+                   "close, one at a time (the first rig's model).")
 @click.option("--work-ms", "work_ms", type=float, multiple=True,
-              help="Fake work per accept, ms (sleep); repeatable to make a "
-                   "matrix. Default 0.")
+              callback=_finite("--work-ms"),
+              help="Work per connection, ms; repeatable to make a matrix. "
+                   "Default 0.")
+@click.option("--work-kind", type=click.Choice(KN.WORK_KINDS),
+              default="sleep", show_default=True,
+              help="sleep, or cpu: a busy loop until that much CPU time "
+                   "is used.")
+@click.option("--hold-ms", "hold", default="0", show_default=True,
+              callback=_parsed(KN.parse_hold),
+              help="Keep each connection open this long after the "
+                   "response, or 'client': until the client closes (the "
+                   "client closes at the end of the run). No cap but the "
+                   "run's deadline (one hour).")
+@click.option("--accepts-per-wakeup", "batch", default="unlimited",
+              show_default=True, callback=_parsed(KN.parse_batch),
+              help="Accept at most this many per wakeup, then serve "
+                   "(multi_accept off = 1), or 'unlimited' (drain, <= 64).")
+@click.option("--client", "client", type=click.Choice(KN.CLIENTS),
+              default="open", show_default=True,
+              help="open: one connection every --spacing-ms; closed: "
+                   "--concurrency connections in flight, each followed by "
+                   "the next as soon as it is answered.")
+@click.option("--concurrency", type=int, default=KN.DEFAULT_CONCURRENCY,
+              show_default=True, help="Closed-loop connections in flight.")
+@click.option("--abort-share", type=float, default=0.0, show_default=True,
+              callback=_finite("--abort-share"),
+              help="Share (0..1) of clients that close with a reset at "
+                   "once, spread evenly over the run.")
+@click.option("--abort-kind", type=click.Choice(KN.ABORT_KINDS),
+              default="reset", show_default=True,
+              help="reset: after the handshake; handshake: right after "
+                   "connect(2), before it completes.")
+@click.option("--untagged", default="last", show_default=True,
+              callback=_parsed(KN.parse_untagged),
+              help="incoming-cpu: the rank left without SO_INCOMING_CPU, "
+                   "'last' or 'none'.")
+@click.option("--lag-ms", type=float, default=KN.DEFAULT_LAG_MS,
+              show_default=True, callback=_finite("--lag-ms"),
+              help="handoff-lc: how often the acceptor re-reads the "
+                   "workers' open connection counts.")
+@click.option("--mutex-delay-ms", type=float,
+              default=KN.DEFAULT_MUTEX_DELAY_MS, show_default=True,
+              callback=_finite("--mutex-delay-ms"),
+              help="accept-mutex: nginx's accept_mutex_delay.")
 @click.option("--order", default="forward", show_default=True,
               help="Registration order: forward, reverse, or worker ids "
                    "'3,1,0,2'.")
@@ -81,13 +161,19 @@ def _echo_tables(summaries, use_rich: bool) -> None:
               help="SIGKILL the first registrant after this many "
                    "connections.")
 @click.option("--reorder-every", type=int, default=A.DEFAULT_REORDER_EVERY,
-              show_default=True, help="reorder16: accepts between DEL+ADD.")
+              show_default=True, help="reorder: accepts between DEL+ADD.")
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="Pin the worker of rank r to CPU r mod ncpu.")
 @click.option("--client-cpu", type=click.Choice(["rotate", "free"]),
               default="rotate", show_default=True,
               help="rotate: the client connects from CPU i mod ncpu for "
                    "connection i, so handshakes land on every CPU.")
+@click.option("--topology", "topo", default=None,
+              help="ebpf-deal: the topology to deal on (default: this "
+                   "host's, from sysfs).")
+@click.option("--numa-map", default=None,
+              help="ebpf-numa-rr: CPU:NODE,... (default: this host's "
+                   "nodes), e.g. 0:0,1:1 to exercise two ranges.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document instead of the tables.")
 @click.option("--plot", type=click.Path(dir_okay=False, writable=True),
@@ -98,49 +184,67 @@ def _echo_tables(summaries, use_rich: bool) -> None:
 @click.option("--build-dir", type=click.Path(file_okay=False), default=None,
               help="Where to cache the compiled server "
                    "(default $RXL_BUILD_DIR/bench or build/bench).")
-@click.option("--cc", default="cc", show_default=True, help="C compiler.")
+@click.option("--cc", default=None,
+              help="C compiler, split into words like $CC (default $CC, "
+                   "else cc).")
 @click.option("--plain", is_flag=True, help="Plain-text tables, no rich.")
 @click.option("--dry-run", is_flag=True,
               help="Print the cc command and every server argv; run "
                    "nothing.")
 def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
-               work_ms, order, kill_first_at, reorder_every, pin, client_cpu,
-               as_json, plot, raw_dir, build_dir, cc, plain, dry_run):
-    """Accept distribution of EPOLLEXCLUSIVE and SO_REUSEPORT setups.
+               server, work_ms, work_kind, hold, batch, client, concurrency,
+               abort_share, abort_kind, untagged, lag_ms, mutex_delay_ms,
+               order, kill_first_at, reorder_every, pin, client_cpu, topo,
+               numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
+               dry_run):
+    """Accept distribution of shared-listener, handoff and SO_REUSEPORT
+    setups.
 
     Compiles acceptd.c (cached), runs each setup REPETITIONS times on
-    127.0.0.1, and prints per setup the wakeups, empty wakeups, CPU time and
-    the distribution of accepts in registration order (seed 004's table).
+    127.0.0.1, and prints per setup the wakeups, CPU time, the spread of
+    accepts over the workers (idle workers, top-k share, CV), per-worker
+    CPU and open connections, and the client's rate and latencies.
     """
+    knobs = KN.Knobs(server=server, work_kind=work_kind, hold_ms=hold,
+                     accepts_per_wakeup=batch, client=client,
+                     concurrency=concurrency, abort_share=abort_share,
+                     abort_kind=abort_kind, untagged=untagged,
+                     lag_ms=lag_ms, mutex_delay_ms=mutex_delay_ms)
     try:
-        _accept(setups or tuple(A.SETUPS), workers, connections, spacing_ms,
-                repetitions, work_ms or (A.DEFAULT_WORK_MS,), order,
-                kill_first_at, reorder_every, pin, client_cpu, as_json, plot,
-                raw_dir, build_dir, cc, plain, dry_run)
+        _accept(setups, workers, connections, spacing_ms, repetitions,
+                work_ms or (A.DEFAULT_WORK_MS,), knobs, order,
+                kill_first_at, reorder_every, pin, client_cpu, topo,
+                numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
+                dry_run)
     except A.BenchError as e:
+        raise click.ClickException(str(e)) from None
+    except (ValueError, TopologyError) as e:
         raise click.ClickException(str(e)) from None
 
 
 def _accept(setups, workers, connections, spacing_ms, repetitions, works,
-            order, kill_first_at, reorder_every, pin, client_cpu, as_json,
-            plot, raw_dir, build_dir, cc, plain, dry_run):
+            knobs, order, kill_first_at, reorder_every, pin, client_cpu,
+            topo, numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
+            dry_run):
     if repetitions < 1:
         raise A.BenchError(f"--repetitions must be >= 1, got {repetitions}")
     if not 1 <= workers <= A.MAX_WORKERS:
         raise A.BenchError(f"--workers must be 1..{A.MAX_WORKERS}, "
                            f"got {workers}")
-    if "incoming-cpu" in setups and workers < 2:
-        raise A.BenchError("incoming-cpu needs --workers >= 2 (one "
-                           "listener stays untagged)")
+    setups = A.unique_setups(setups or A.DEFAULT_SETUPS)
     cfgs = [A.RunConfig(workers=workers, connections=connections,
                         spacing_ms=spacing_ms, work_ms=w,
                         order=A.parse_order(order, workers),
                         kill_first_at=kill_first_at,
                         reorder_every=reorder_every, pin=pin,
-                        client_rotate=client_cpu == "rotate")
-            for w in works]
+                        client_rotate=client_cpu == "rotate", knobs=knobs)
+            for w in dict.fromkeys(works)]
     for c in cfgs:
         c.validate()
+        for s in setups:
+            A.server_argv("acceptd", s, c)      # refuse before any run
+    if numa_map:
+        ebpf.parse_node_map(numa_map)
     if not dry_run:
         A.check_platform(setups)
     if plot:
@@ -153,50 +257,29 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
                 "build directory (from $RXL_BUILD_DIR)"
                 if os.environ.get("RXL_BUILD_DIR") else "build directory",
                 create=not dry_run)
-    binary = A.ensure_built(bdir, cc=cc, dry_run=dry_run, echo=click.echo)
-    summaries = []
-    for cfg in cfgs:
-        for setup in setups:
-            argv = A.server_argv(binary, setup, cfg)
-            if dry_run:
-                for _ in range(repetitions):
-                    click.echo(shlex.join(argv))
-                continue
-            runs = []
-            for rep in range(repetitions):
-                out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
-                if raw_dir:
-                    raw = (Path(raw_dir) /
-                           f"{setup}-work{cfg.work_ms:g}-r{rep}.json")
-                    try:
-                        raw.write_text(out)
-                    except OSError as e:
-                        # The run is done: keep it, say what was not kept.
-                        click.echo(f"warning: cannot write {raw}: "
-                                   f"{e.strerror}", err=True)
-                run = AS.parse_run(out)
-                runs.append(run)
-                for w in AS.run_warnings(run):
-                    click.echo(f"warning: {setup} run {rep + 1}: {w}",
-                               err=True)
-                if not as_json:
-                    click.echo(f"{setup} work={cfg.work_ms:g}ms run "
-                               f"{rep + 1}/{repetitions}: {run.accepts}",
-                               err=True)
-            summaries.append(AS.summarise(runs))
+    req = AR.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
+                     build_dir=bdir, cc=A.cc_words(cc),
+                     raw_dir=Path(raw_dir) if raw_dir else None,
+                     dry_run=dry_run, quiet=as_json, topology=topo,
+                     numa_map=numa_map)
+    summaries, skipped = AR.run_all(req, click.echo,
+                                    lambda m: click.echo(m, err=True))
     if dry_run:
         return
     config = {"workers": workers, "connections": connections,
               "spacing_ms": spacing_ms, "repetitions": repetitions,
-              "work_ms": list(works), "order": order,
+              "work_ms": list(dict.fromkeys(works)), "order": order,
               "kill_first_at": kill_first_at,
               "reorder_every": reorder_every, "pin": pin,
-              "client_cpu": client_cpu, "argv": sys.argv[1:]}
+              "client_cpu": client_cpu, "knobs": dataclasses.asdict(knobs),
+              "argv": sys.argv[1:]}
     if as_json:
-        click.echo(json.dumps(AO.results_json(summaries, config), indent=1))
-    else:
+        doc = AO.results_json(summaries, config)
+        doc["skipped"] = skipped
+        click.echo(json.dumps(doc, indent=1))
+    elif summaries:
         _echo_tables(summaries, use_rich=not plain)
-    if plot:
+    if plot and summaries:
         AO.plot_shares(summaries, plot)
         if not as_json:
             click.echo(f"plot: {plot}")

@@ -70,7 +70,7 @@ def test_parse_incoming_cpu_untagged_starves():
 @pytest.mark.parametrize("text,msg", [
     ("not json", "not JSON"),
     ('{"tool": "other"}', "not an acceptd"),
-    ('{"tool": "acceptd", "version": 2}', "version"),
+    ('{"tool": "acceptd", "version": 3}', "version"),
     ('{"tool": "acceptd", "version": 1, "workers": 2, '
      '"per_worker": [{}]}', "does not match"),
 ])
@@ -146,7 +146,7 @@ def test_server_argv_and_validation(tmp_path):
     cfg = A.RunConfig(workers=4, connections=60, spacing_ms=2, work_ms=5,
                       order=A.parse_order("reverse", 4), kill_first_at=30)
     argv = A.server_argv(tmp_path / "acceptd", "reorder16", cfg)
-    assert argv[1:3] == ["-m", "reorder16"]
+    assert argv[1:3] == ["-m", "reorder"]
     assert argv[argv.index("-s") + 1] == "2000"
     assert argv[argv.index("-t") + 1] == "5000"
     assert argv[argv.index("-o") + 1] == "3,2,1,0"

@@ -1,0 +1,155 @@
+"""Running the accept rig: every configuration x setup x repetition.
+
+:func:`run_all` builds the server (and, for the eBPF setups, the
+libbpf-enabled server, the BPF object and the map file), runs each setup
+``repetitions`` times, keeps raw JSON when asked, prints progress and
+warnings through the callbacks, and returns the summaries plus the setups
+it had to skip and why (an eBPF setup that cannot load here is skipped
+with the reason; the rest still run).  ``rxl bench accept`` only parses
+options and prints.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from rxl.bench import accept as A
+from rxl.bench import accept_stats as AS
+from rxl.bench import ebpf
+
+
+@dataclass
+class Request:
+    """What to run.  ``setups`` are canonical names (A.unique_setups);
+    ``topology`` a spec for :func:`rxl.decide.topology.load` or None for
+    the host's (sysfs); ``numa_map`` a ``CPU:NODE,...`` string or None for
+    the host's nodes."""
+
+    setups: Sequence[str]
+    cfgs: Sequence[A.RunConfig]
+    repetitions: int
+    build_dir: Path
+    cc: List[str]
+    raw_dir: Optional[Path] = None
+    dry_run: bool = False
+    quiet: bool = False
+    topology: Optional[str] = None
+    numa_map: Optional[str] = None
+    skipped: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Ebpf:
+    server: Path
+    obj: Path
+    maps: Dict[str, Path]
+    deal: Optional[object] = None
+
+
+def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
+    """Build and write the maps for cfg's worker count; None (with
+    req.skipped filled) when the eBPF setups cannot run here."""
+    want = [s for s in req.setups if s in A.EBPF_SETUPS]
+    if not want:
+        return None
+    why = None if req.dry_run else ebpf.unavailable()
+    if why is None and not cfg.pin:
+        why = "the eBPF setups need --pin (the map is built from the " \
+              "workers' CPUs)"
+    try:
+        if why is None:
+            server, obj = ebpf.build(req.build_dir, req.cc,
+                                     list(A.CFLAGS),
+                                     dry_run=req.dry_run, echo=echo)
+    except ebpf.Unavailable as e:
+        why = str(e)
+    if why is not None:
+        for s in want:
+            req.skipped[s] = why
+        return None
+    from rxl.decide import topology as T
+    topo = (T.load(req.topology) if req.topology else ebpf.host_topology())
+    cpus = ebpf.worker_cpus(cfg.workers, topo.ncpu)
+    lines, d = ebpf.deal_lines(topo, cpus)
+    nodes = (ebpf.parse_node_map(req.numa_map) if req.numa_map
+             else ebpf.host_nodes() or {c: 0 for c in topo.cpus})
+    maps = {}
+    for setup, content in (("ebpf-deal", lines),
+                           ("ebpf-numa-rr", ebpf.numa_lines(cpus, nodes))):
+        p = req.build_dir / f"maps-{setup}-w{cfg.workers}.txt"
+        if not req.dry_run:
+            p.write_text("\n".join(content) + "\n")
+        maps[setup] = p
+    return _Ebpf(server, obj, maps, d)
+
+
+def _argv(req: Request, binary: Path, setup: str, cfg: A.RunConfig,
+          eb: Optional[_Ebpf]) -> List[str]:
+    argv = A.server_argv(binary, setup, cfg)
+    if setup in A.EBPF_SETUPS and eb is not None:
+        argv[0] = str(eb.server)
+        argv += ["-B", f"{eb.obj}:{ebpf.PROGRAMS[setup]}",
+                 "-b", str(eb.maps[setup]), "-C"]
+    return argv
+
+
+def _keep_raw(req: Request, setup: str, cfg: A.RunConfig, rep: int,
+              out: str, warn) -> None:
+    if not req.raw_dir:
+        return
+    raw = Path(req.raw_dir) / f"{setup}-work{cfg.work_ms:g}-r{rep}.json"
+    try:
+        raw.write_text(out)
+    except OSError as e:
+        # The run is done: keep it, say what was not kept.
+        warn(f"warning: cannot write {raw}: {e.strerror}")
+
+
+def run_all(req: Request, echo: Callable[[str], None],
+            warn: Callable[[str], None]) -> Tuple[List[AS.Summary],
+                                                  Dict[str, str]]:
+    """Run everything; returns (summaries, {skipped setup: reason}).
+
+    ``echo`` gets the dry run's commands, ``warn`` progress and warnings.
+    Raises BenchError on a failed build or run (other than an eBPF load).
+    """
+    binary = A.ensure_built(req.build_dir, cc=req.cc, dry_run=req.dry_run,
+                            echo=echo)
+    summaries = []
+    for cfg in req.cfgs:
+        eb = _ebpf_prepare(req, cfg, echo)
+        for setup in req.setups:
+            if setup in req.skipped:
+                continue
+            argv = _argv(req, binary, setup, cfg, eb)
+            if req.dry_run:
+                for _ in range(req.repetitions):
+                    echo(shlex.join(argv))
+                continue
+            runs = []
+            try:
+                for rep in range(req.repetitions):
+                    out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
+                    _keep_raw(req, setup, cfg, rep, out, warn)
+                    run = AS.parse_run(out)
+                    if setup in A.EBPF_SETUPS:
+                        run.raw["ebpf_summary"] = ebpf.summary(run.raw)
+                    if setup == "ebpf-deal" and eb is not None:
+                        run.raw["model_agreement"] = ebpf.model_agreement(
+                            run.raw, eb.deal)
+                    runs.append(run)
+                    for w in AS.run_warnings(run):
+                        warn(f"warning: {run.label} run {rep + 1}: {w}")
+                    if not req.quiet:
+                        warn(f"{run.label} run {rep + 1}/{req.repetitions}:"
+                             f" {run.accepts}")
+            except A.Unloadable as e:
+                req.skipped[setup] = str(e)
+                continue
+            summaries.append(AS.summarise(runs))
+    for setup, why in req.skipped.items():
+        warn(f"skipped {setup}: {why}")
+    return summaries, dict(req.skipped)

@@ -1,0 +1,159 @@
+"""rxl bench accept after issue 17: the event-loop model, new setups and
+knobs, the command's input checks, and short live runs of each fault kind
+(loopback only, a few connections each)."""
+
+import json
+import platform
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.bench import accept as A
+from rxl.bench.cli import bench
+
+LIVE = pytest.mark.skipif(platform.system() != "Linux" or
+                          not shutil.which("cc"), reason="needs Linux and cc")
+
+
+def _dry(tmp_path, *args):
+    res = CliRunner().invoke(bench, ["accept", "--dry-run", "--build-dir",
+                                     str(tmp_path), *args])
+    return res, res.output.strip().splitlines()
+
+
+def _err(res):
+    err = [x for x in res.output.splitlines() if x.startswith("Error")]
+    assert res.exit_code != 0 and len(err) == 1, res.output
+    return err[0]
+
+
+@pytest.mark.parametrize("opt", ["--spacing-ms", "--work-ms", "--hold-ms",
+                                 "--abort-share", "--lag-ms",
+                                 "--mutex-delay-ms"])
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])
+def test_non_finite_floats_are_refused(tmp_path, opt, bad):
+    res, _ = _dry(tmp_path, opt, bad)
+    assert opt in _err(res)
+
+
+def test_cc_splits_like_CC_and_defaults_to_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("CC", "ccache gcc -m64")
+    _, lines = _dry(tmp_path, "--setup", "noflag", "--repetitions", "1")
+    assert lines[0].startswith("ccache gcc -m64 -std=c99")
+    _, lines = _dry(tmp_path, "--cc", "clang -O1", "--setup", "noflag",
+                    "--repetitions", "1")
+    assert lines[0].startswith("clang -O1 -std=c99")
+    res, _ = _dry(tmp_path, "--cc", "'unbalanced")
+    assert "--cc" in _err(res)
+
+
+def test_repeated_setups_run_once(tmp_path):
+    _, lines = _dry(tmp_path, "--setup", "noflag", "--setup", "noflag",
+                    "--setup", "reorder16", "--setup", "reorder",
+                    "--repetitions", "1", "--work-ms", "0", "--work-ms", "0")
+    servers = lines[1:]
+    assert len(servers) == 2
+    assert "-m noflag" in servers[0] and "-m reorder" in servers[1]
+
+
+def test_default_is_the_event_loop_and_every_setup_builds(tmp_path):
+    _, lines = _dry(tmp_path, "--repetitions", "1")
+    servers = lines[1:]
+    assert len(servers) == len(A.DEFAULT_SETUPS)
+    assert all("-M loop" in x and "-H 0" in x for x in servers)
+    for s in ("et", "exclusive-et", "accept-mutex", "reuseport-prefork",
+              "handoff-rr", "handoff-lc"):
+        assert any(f"-m {s} " in x for x in servers), s
+
+
+def test_serial_model_refuses_loop_only_setups(tmp_path):
+    res, _ = _dry(tmp_path, "--server", "serial", "--setup", "handoff-rr")
+    assert "needs --server loop" in _err(res)
+    _, lines = _dry(tmp_path, "--server", "serial", "--setup", "exclusive",
+                    "--work-ms", "2000", "--repetitions", "1")
+    assert "-M serial" in lines[1] and "-t 2000000" in lines[1]
+
+
+def test_knob_options_reach_the_server(tmp_path):
+    _, lines = _dry(tmp_path, "--setup", "incoming-cpu", "--workers", "1",
+                    "--untagged", "none", "--hold-ms", "client",
+                    "--accepts-per-wakeup", "1", "--client", "closed",
+                    "--concurrency", "4", "--abort-share", "0.25",
+                    "--work-kind", "cpu", "--repetitions", "1")
+    argv = lines[1].split()
+    for opt, val in (("-u", "none"), ("-H", "-1"), ("-a", "1"), ("-l", "4"),
+                     ("-x", "250"), ("-T", "cpu"), ("-w", "1")):
+        assert argv[argv.index(opt) + 1] == val, opt
+    res, _ = _dry(tmp_path, "--setup", "incoming-cpu", "--workers", "2",
+                  "--untagged", "2")
+    assert "--untagged" in _err(res)
+    res, _ = _dry(tmp_path, "--hold-ms", "3600000", "--connections", "10")
+    assert "one hour" in _err(res)
+
+
+def _live(tmp_path, *args):
+    res = CliRunner().invoke(bench, ["accept", "--json", "--build-dir",
+                                     str(tmp_path), "--repetitions", "1",
+                                     *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+@LIVE
+def test_live_event_loop_keeps_the_exclusive_monopoly(tmp_path):
+    """Fault 1: 8 long-lived connections on 8 workers.  The event loop
+    gives the first registrant (nearly) all of them under EPOLLEXCLUSIVE;
+    the serial model with a long work time hands one to each."""
+    doc = _live(tmp_path, "--setup", "exclusive", "--workers", "8",
+                "--connections", "8", "--hold-ms", "client")
+    (run,) = doc["results"][0]["runs"]
+    assert run["accepts"][0] / 8 >= 0.75
+    assert run["open_max"][0] == run["accepts"][0]
+    assert run["label"] == "exclusive hold=client"
+    doc = _live(tmp_path, "--setup", "exclusive", "--server", "serial",
+                "--workers", "4", "--connections", "4", "--work-ms", "300")
+    (run,) = doc["results"][0]["runs"]
+    assert run["accepts"] == [1, 1, 1, 1]
+    # Drained, not cut: every worker finished its work before the end.
+    assert not any(run["killed_at_end"]) and not any(run["busy_at_stop"])
+
+
+@LIVE
+def test_live_new_setups_accept_everything(tmp_path):
+    doc = _live(tmp_path, "--workers", "4", "--connections", "16",
+                "--setup", "handoff-rr", "--setup", "handoff-lc",
+                "--setup", "accept-mutex", "--setup", "et",
+                "--setup", "exclusive-et", "--setup", "reuseport-prefork")
+    by = {r["setup"]: r["runs"][0] for r in doc["results"]}
+    for setup, run in by.items():
+        assert sum(run["accepts"]) == 16, setup
+        assert run["completed"] == 16, setup
+    # Round robin in user space: exactly even.
+    assert by["handoff-rr"]["accepts"] == [4, 4, 4, 4]
+    assert by["handoff-rr"]["acceptor"]["accepts"] == 16
+
+
+@LIVE
+def test_live_closed_loop_and_aborts(tmp_path):
+    doc = _live(tmp_path, "--setup", "reuseport", "--workers", "2",
+                "--connections", "200", "--client", "closed",
+                "--concurrency", "4")
+    run = doc["results"][0]["runs"][0]
+    assert run["completed"] == 200 and run["conn_per_s"] > 0
+    for key in ("connect_us", "response_us", "queue_wait_us"):
+        assert run[key]["n"] > 0
+        assert run[key]["p50"] <= run[key]["p99"] <= run[key]["max"]
+    doc = _live(tmp_path, "--setup", "noflag", "--workers", "2",
+                "--connections", "40", "--abort-share", "0.25")
+    run = doc["results"][0]["runs"][0]
+    assert run["aborted"] == 10 and run["connect_ok"] == 30
+    assert sum(run["accepts"]) >= 30
+
+
+@LIVE
+def test_live_incoming_cpu_one_worker_all_tagged(tmp_path):
+    doc = _live(tmp_path, "--setup", "incoming-cpu", "--workers", "1",
+                "--untagged", "none", "--connections", "10")
+    run = doc["results"][0]["runs"][0]
+    assert run["accepts"] == [10] and run["untagged_rank"] == -1
