@@ -241,7 +241,9 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
                  impl, as_json):
     """Worker classes and expected cost under hash, exact claims and deal."""
     topo = topology.load(topo_spec)
-    wl = topology.parse_cpu_list(workers, "--workers")
+    # A CPU may carry several workers, as in `rxl deal --members 0,0,1,1`.
+    wl = [c for item in workers.split(",")
+          for c in topology.parse_cpu_list(item, "--workers")]
     topology.check_cpus(topo, wl, "--workers")
     rx_list = topology.parse_cpu_list(rx_cpus, "--rx-cpus")
     topology.check_cpus(topo, rx_list, "--rx-cpus")
@@ -272,6 +274,7 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
                             "share": float(v["share"])}
                         for c, v in bc.items()},
             "connections": {c: float(v) for c, v in o.by_distance().items()},
+            "on_rx_cpu": float(o.by_distance()["exact"]),
             "cycles_per_request": round(o.cycles(ladder), 6),
             "workers": [{"cpu": w, "class": o.classes[i],
                          "share": float(o.share(i))}
@@ -280,14 +283,21 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     doc = {"topology": topo.name, "cost_ladder": list(ladder),
            "policies": docs}
     head = f"{'policy':<7}" + "".join(
-        f"{c:>14}" for c in outcomes.WORKER_CLASSES) + f"{'cycles':>9}"
+        f"{c:>14}" for c in outcomes.WORKER_CLASSES) + f"{'cycles':>9}" + \
+        f"{'on rx cpu':>10}"
     rows = [head]
     for p in docs:
         rows.append(f"{p['policy']:<7}" + "".join(
             f"{p['classes'][c]['workers']:>4} ({p['classes'][c]['share']:6.1%})"
             for c in outcomes.WORKER_CLASSES) +
-            f"{p['cycles_per_request']:>9.4f}")
-    rows.append("each cell: workers in that class (their share of "
+            f"{p['cycles_per_request']:>9.4f}{p['on_rx_cpu']:>10.1%}")
+    for p in docs:
+        rows.append(f"{p['policy']:<7}per worker (cpu:share) " + " ".join(
+            f"{w['cpu']}:{w['share']:.1%}" for w in p["workers"]))
+    rows.append("each cell: workers in that class, i.e. where most of a "
+                "worker's connections come from (their share of "
                 "connections); cycles: expected per request, in the cost "
-                "ladder's units (exact = " + f"{ladder[0]:g})")
+                "ladder's units (exact = " + f"{ladder[0]:g}); on rx cpu: "
+                "share of connections accepted on the CPU that received "
+                "them")
     _emit(as_json, doc, "\n".join(rows))

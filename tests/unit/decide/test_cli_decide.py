@@ -96,6 +96,23 @@ def test_outcomes_rx_counts():
     assert p["connections"]["far"] == pytest.approx(0.5)
 
 
+def test_outcomes_two_workers_per_cpu_and_rx_share():
+    """`--workers 0,0,1,1` as `rxl deal --members 0,0,1,1` allows; the
+    table shows per-worker shares and the share accepted on the receiving
+    CPU (the hash on two CPUs keeps half, not "exact 100%")."""
+    code, out = run("outcomes", "--topology", "1x2x1", "--workers",
+                    "0,0,1,1", "--rx-cpus", "0,1", "--json")
+    assert code == 0, out
+    pol = {p["policy"]: p for p in json.loads(out)["policies"]}
+    assert [w["share"] for w in pol["hash"]["workers"]] == [0.25] * 4
+    assert pol["hash"]["on_rx_cpu"] == pytest.approx(0.5)
+    assert pol["deal"]["on_rx_cpu"] == 1.0
+    code, out = run("outcomes", "--topology", "1x2x1", "--workers",
+                    "0,0,1,1", "--rx-cpus", "0,1", "--policy", "hash")
+    assert "on rx cpu" in out and "50.0%" in out
+    assert "0:25.0% 0:25.0% 1:25.0% 1:25.0%" in out
+
+
 @pytest.mark.parametrize("args, msg", [
     (["deal", "--topology", "qemu-2s", "--members", "1,99"], "CPU 99"),
     (["deal", "--topology", "qemu-2s", "--members", "1",
