@@ -135,6 +135,8 @@ def run_all(req: Request, echo: Callable[[str], None],
                     out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
                     _keep_raw(req, setup, cfg, rep, out, warn)
                     run = AS.parse_run(out)
+                    # acceptd names the mode ("ebpf"); label by setup.
+                    run.setup = run.raw["setup"] = setup
                     if setup in A.EBPF_SETUPS:
                         run.raw["ebpf_summary"] = ebpf.summary(run.raw)
                     if setup == "ebpf-deal" and eb is not None:

@@ -63,6 +63,8 @@ def _echo_tables(summaries, use_rich: bool) -> None:
                    (list(AT.WORKER_COLUMNS), AT.worker_rows(summaries)),
                    (list(AT.CLIENT_COLUMNS), AT.client_rows(summaries))],
                   use_rich)
+    for line in AT.ebpf_lines(summaries):
+        click.echo(line)
     for note in AO.COLUMN_NOTES + AT.NOTES:
         click.echo("  " + note)
     click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "

@@ -170,3 +170,25 @@ def end_warnings(raw: dict) -> List[str]:
     if acc.get("killed_at_end"):
         out.append("the handoff acceptor was killed at the end")
     return out
+
+
+def ebpf_lines(summaries: Sequence) -> List[str]:
+    """Per eBPF setup: the model check (fraction of connections on the
+    model's member, ebpf-deal only) and the program's fallbacks."""
+    out = []
+    for s in summaries:
+        sums = [r.raw.get("ebpf_summary") for r in s.runs]
+        if not any(sums):
+            continue
+        agree = [r.raw.get("model_agreement") for r in s.runs]
+        agree = [a for a in agree if a is not None]
+        fb: dict = {}
+        for e in sums:
+            for k, v in (e or {}).get("fallbacks", {}).items():
+                fb[k] = fb.get(k, 0) + v
+        text = f"{s.label}: fallbacks over {len(s.runs)} runs " + \
+            ", ".join(f"{k} {v}" for k, v in fb.items())
+        if agree:
+            text += f"; model agreement {mean_range(agree, 1, pct=True)}"
+        out.append(text)
+    return out
