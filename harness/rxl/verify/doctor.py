@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 
@@ -22,13 +23,19 @@ DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
     ("bmake", "bin:bmake", "apt-get install -y bmake"),
     ("flock", "bin:flock", "apt-get install -y util-linux"),
     ("git", "bin:git", "apt-get install -y git"),
+    # rxl bench accept --setup ebpf-deal / ebpf-numa-rr (issue 16).
+    ("clang (BPF target, bench eBPF)", "bin:clang", "apt-get install -y clang"),
+    ("libbpf headers (bench eBPF)", "file:/usr/include/bpf/libbpf.h",
+     "apt-get install -y libbpf-dev"),
     ("python: click", "py:click", "pip install click"),
     ("python: jinja2", "py:jinja2", "pip install jinja2"),
     ("python: yaml", "py:yaml", "pip install pyyaml"),
 )
 
 
-def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List[Tuple[str, bool, str]]:
+def doctor_results(which: Callable[[str], Optional[str]] = shutil.which,
+                   is_file: Callable[[str], bool] = lambda p: Path(p).is_file()
+                   ) -> List[Tuple[str, bool, str]]:
     """(name, present, install line) for each of :data:`DOCTOR_CHECKS`."""
     from rxl.guest.qemu import find_ovmf
     out = []
@@ -37,6 +44,8 @@ def doctor_results(which: Callable[[str], Optional[str]] = shutil.which) -> List
             ok = which(check[4:]) is not None
         elif check == "ovmf":
             ok = find_ovmf() is not None
+        elif check.startswith("file:"):
+            ok = is_file(check[5:])
         else:
             try:
                 importlib.import_module(check[3:])

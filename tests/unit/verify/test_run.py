@@ -185,6 +185,10 @@ def test_doctor_names_install_lines(monkeypatch):
     res = doctor_results(which=lambda name: None if name == "bmake" else "/usr/bin/" + name)
     missing = [(n, i) for n, ok, i in res if not ok]
     assert ("bmake", "apt-get install -y bmake") in missing
+    res = doctor_results(which=lambda name: "/usr/bin/" + name,
+                         is_file=lambda path: "libbpf" not in path)
+    missing = [i for n, ok, i in res if not ok]
+    assert "apt-get install -y libbpf-dev" in missing
 
 
 def test_series_tests_found_in_atf_dir(tmp_path):
