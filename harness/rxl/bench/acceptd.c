@@ -295,6 +295,18 @@ num(const char *s, long lo, long hi, const char *what)
 	return (v);
 }
 
+/* 0 for the first word, 1 for the second; anything else is refused. */
+static int
+choice(const char *s, const char *w0, const char *w1, const char *opt)
+{
+	if (strcmp(s, w0) == 0)
+		return (0);
+	if (strcmp(s, w1) == 0)
+		return (1);
+	fprintf(stderr, "acceptd: %s must be %s or %s\n", opt, w0, w1);
+	exit(2);
+}
+
 static void
 sleep_us(long us)
 {
@@ -719,6 +731,23 @@ on_accepted(const struct opts *o, struct wstat *ws, int rank, int fd,
 	(void)o;
 }
 
+/*
+ * accept(2) on a non-blocking listener: the descriptor, or -1 when there
+ * is nothing (EAGAIN), the connection went away (ECONNABORTED) or a
+ * signal came; other failures are counted as errors.
+ */
+static int
+accept_one(int lfd, struct wstat *ws)
+{
+	int fd;
+
+	fd = accept(lfd, NULL, NULL);
+	if (fd == -1 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != ECONNABORTED && errno != EINTR)
+		ws->errors++;
+	return (fd);
+}
+
 static int
 is_reset(int err)
 {
@@ -843,6 +872,29 @@ loop_conn_event(struct loop *lp, struct wstat *ws, int fd)
 	conn_close(lp, ws, fd);
 }
 
+/*
+ * A handoff message: the accept time as data, one descriptor as
+ * SCM_RIGHTS.  fdmsg_init points msg at *t and at u's control buffer.
+ */
+union fdmsg {
+	char		buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr	align;
+};
+
+static void
+fdmsg_init(struct msghdr *msg, struct iovec *iov, union fdmsg *u,
+    long long *t)
+{
+	memset(msg, 0, sizeof(*msg));
+	memset(u, 0, sizeof(*u));
+	iov->iov_base = t;
+	iov->iov_len = sizeof(*t);
+	msg->msg_iov = iov;
+	msg->msg_iovlen = 1;
+	msg->msg_control = u->buf;
+	msg->msg_controllen = sizeof(u->buf);
+}
+
 /* Receive one handed-over descriptor, or -1 (errno EAGAIN when none). */
 static int
 recv_fd(int sock, long long *t_acc)
@@ -850,19 +902,10 @@ recv_fd(int sock, long long *t_acc)
 	struct msghdr msg;
 	struct iovec iov;
 	struct cmsghdr *cm;
-	union {
-		char	buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
+	union fdmsg u;
 	int fd = -1;
 
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = t_acc;
-	iov.iov_len = sizeof(*t_acc);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
+	fdmsg_init(&msg, &iov, &u, t_acc);
 	if (recvmsg(sock, &msg, MSG_DONTWAIT) <= 0)
 		return (-1);
 	cm = CMSG_FIRSTHDR(&msg);
@@ -881,19 +924,9 @@ send_fd(int sock, int fd, long long t_acc)
 	struct msghdr msg;
 	struct iovec iov;
 	struct cmsghdr *cm;
-	union {
-		char	buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
+	union fdmsg u;
 
-	memset(&msg, 0, sizeof(msg));
-	memset(&u, 0, sizeof(u));
-	iov.iov_base = &t_acc;
-	iov.iov_len = sizeof(t_acc);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = u.buf;
-	msg.msg_controllen = sizeof(u.buf);
+	fdmsg_init(&msg, &iov, &u, &t_acc);
 	cm = CMSG_FIRSTHDR(&msg);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
@@ -971,14 +1004,12 @@ loop_worker(const struct opts *o, int rank, int src, struct loop *lp,
 				if (handoff)
 					fd = recv_fd(src, &t_acc);
 				else {
-					fd = accept(src, NULL, NULL);
+					fd = accept_one(src, ws);
 					t_acc = now_ns();
 				}
 				if (fd == -1) {
-					if (errno != EAGAIN &&
-					    errno != EWOULDBLOCK &&
-					    errno != ECONNABORTED &&
-					    errno != EINTR)
+					if (handoff && errno != EAGAIN &&
+					    errno != EWOULDBLOCK)
 						ws->errors++;
 					break;
 				}
@@ -1039,13 +1070,8 @@ serial_worker(const struct opts *o, int rank, int lfd, struct loop *lp,
 		 * the seed counted "wakeups that accepted two at once".
 		 */
 		for (got = 0, b = 0; b < limit; b++) {
-			fd = accept(lfd, NULL, NULL);
-			if (fd == -1) {
-				if (errno != EAGAIN && errno != EWOULDBLOCK &&
-				    errno != ECONNABORTED && errno != EINTR)
-					ws->errors++;
+			if ((fd = accept_one(lfd, ws)) == -1)
 				break;
-			}
 			got++;
 			on_accepted(o, ws, rank, fd, now_ns());
 			do_work(o, ws);
@@ -1173,13 +1199,8 @@ acceptor(const struct opts *o, int lfd, int *hfd, long deadline)
 			continue;
 		ws->wakeups++;
 		for (got = 0, b = 0; b < limit; b++) {
-			fd = accept(lfd, NULL, NULL);
-			if (fd == -1) {
-				if (errno != EAGAIN && errno != EWOULDBLOCK &&
-				    errno != ECONNABORTED && errno != EINTR)
-					ws->errors++;
+			if ((fd = accept_one(lfd, ws)) == -1)
 				break;
-			}
 			t_acc = now_ns();
 			got++;
 			ws->accepts++;
@@ -1563,12 +1584,7 @@ main(int argc, char **argv)
 			o.mode_name = optarg;
 			break;
 		case 'M':
-			if (strcmp(optarg, "loop") == 0)
-				o.loop = 1;
-			else if (strcmp(optarg, "serial") == 0)
-				o.loop = 0;
-			else
-				fail("-M must be loop or serial");
+			o.loop = !choice(optarg, "loop", "serial", "-M");
 			break;
 		case 'w':
 			o.workers = (int)num(optarg, 1, MAXWORKERS, "workers");
@@ -1583,12 +1599,7 @@ main(int argc, char **argv)
 			o.work_us = num(optarg, 0, 10000000, "work_us");
 			break;
 		case 'T':
-			if (strcmp(optarg, "cpu") == 0)
-				o.work_cpu = 1;
-			else if (strcmp(optarg, "sleep") == 0)
-				o.work_cpu = 0;
-			else
-				fail("-T must be cpu or sleep");
+			o.work_cpu = choice(optarg, "sleep", "cpu", "-T");
 			break;
 		case 'H':
 			o.hold_us = num(optarg, -1, 3600000000L, "hold_us");
@@ -1607,12 +1618,8 @@ main(int argc, char **argv)
 			    "abort per mille");
 			break;
 		case 'X':
-			if (strcmp(optarg, "handshake") == 0)
-				o.abort_reset = 0;
-			else if (strcmp(optarg, "reset") == 0)
-				o.abort_reset = 1;
-			else
-				fail("-X must be handshake or reset");
+			o.abort_reset = choice(optarg, "handshake", "reset",
+			    "-X");
 			break;
 		case 'L':
 			o.lag_us = num(optarg, 0, 60000000, "lag_us");
