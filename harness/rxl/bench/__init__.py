@@ -4,9 +4,10 @@ Owns the accept-distribution rig (``rxl bench accept``: ``accept``, the C
 server ``acceptd.c``), which measures the design's Linux neighbours
 (EPOLLEXCLUSIVE, SO_REUSEPORT and its CPU-steering variants) with one
 workload; the userspace cost of the cores under callgrind (``core``,
-``python -m rxl.bench.core``, ``make bench-core``); and the per-lookup
-instruction counts of a booted kernel via QEMU's gdbstub (``kcount``,
-``rxl kcount``).  Commands live in ``cli``.
+``python -m rxl.bench.core``, ``make bench-core``); and the instructions,
+lock acquisitions and atomics per call of a booted kernel via QEMU's
+gdbstub (``kcount``, ``rxl kcount``; ``kcount_ops`` classifies the
+instructions of a trace).  Commands live in ``cli``.
 
 May import: every other package (``decide``, ``tree``, ``guest``,
 ``verify``, ``learn``) and ``rxl.paths``.

@@ -1,5 +1,5 @@
 """``rxl bench`` (benchmarks that run on the build host) and ``rxl kcount``
-(a guest kernel's instructions per lookup)."""
+(a guest kernel's instructions, locks and atomics per call)."""
 
 from __future__ import annotations
 
@@ -289,17 +289,19 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
 
 @click.group("kcount")
 def kcount() -> None:
-    """Count a guest kernel's instructions per lookup through QEMU's gdbstub."""
+    """Count a guest kernel's instructions, locks and atomics per call through QEMU's gdbstub."""
 
 
 @kcount.command()
 @click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The kernel the guest booted (symbols).")
 @click.option("--port", default=1234, show_default=True, help="QEMU -gdb tcp:127.0.0.1:PORT.")
-@click.option("--samples", default=40, show_default=True, help="Lookups to record.")
-@click.option("--outer", default=K.OUTER, show_default=True, help="Function to trace.")
+@click.option("--samples", default=40, show_default=True, help="Invocations to record.")
+@click.option("--outer", default=K.OUTER, show_default=True,
+              help="Function to trace (kern_accept4: accept(2); tcp_input: a segment).")
 @click.option("--inner", multiple=True, default=K.INNER, show_default=True,
-              help="Functions whose frames are counted inside it (repeatable).")
+              help="Functions whose frames are counted inside it (repeatable); "
+                   "the outer's marks are added.")
 @click.option("--out", required=True, help="Trace file (JSON).")
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
 def record(kernel, port, samples, outer, inner, out, dry_run):
@@ -307,7 +309,8 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
     if samples < 1:
         raise click.ClickException(f"--samples must be >= 1, got {samples}")
     nm = ["nm", "-P", kernel]
-    names = [outer] + [n for n in inner if n != outer]
+    names = [outer] + [n for n in dict.fromkeys(list(inner) + list(K.MARKS.get(outer, ())))
+                       if n != outer]
     if dry_run:
         script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
         click.echo(shlex.join(nm))
@@ -320,7 +323,7 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
     if r.returncode != 0:
         raise click.ClickException(f"nm -P {kernel} failed: {r.stderr.strip()}")
     try:
-        entries = K.symbol_addresses(r.stdout, names)
+        entries = K.symbol_addresses(r.stdout, names, K.kcount_ops.RM_READ_ENTRIES)
     except K.KcountError as exc:
         raise click.ClickException(str(exc))
     with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
@@ -337,20 +340,51 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
 @click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def analyze(traces, as_json):
-    """Instructions per function over the group lookups of each trace file."""
+    """Instructions (locks, atomics) per function over the marked calls of each trace."""
     rows = {}
     for t in traces:
         try:
-            rows[t] = K.summarize(K.samples_of(K.load(t)))
+            doc = K.load(t)
+            samples = K.samples_of(doc)
         except K.KcountError as exc:
             raise click.ClickException(str(exc))
+        for mark in K.MARKS.get(doc["outer"], (K.GROUP_MARK,)):
+            rows[f"{t} [{mark}]"] = K.summarize(samples, mark)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     for t, res in rows.items():
-        click.echo(f"{t}: {res['total']['n']} group lookups ({res['other']['n']} others)")
+        click.echo(f"{t}: {res['total']['n']} marked calls ({res['other']['n']} others)")
         for name, st in res.items():
             if name == "other" or not st["n"]:
                 continue
             click.echo(f"  {name:28} median {st['median']:>7g}  min {st['min']:>5}  "
                        f"max {st['max']:>5}  (n={st['n']})")
+
+
+@kcount.command()
+@click.option("--trace", "traces", multiple=True, required=True, nargs=3,
+              metavar="CASE VARIANT FILE",
+              help=f"A trace of CASE ({', '.join(K.CASES)}) on VARIANT "
+                   f"({', '.join(K.VARIANTS)}); repeatable.")
+@click.option("--out", type=click.Path(dir_okay=False),
+              help="Write the JSON here (default: stdout).")
+def table(traces, out):
+    """Issue 10's JSON: {case: {variant: {instructions, locks, atomics}}}."""
+    doc: dict = {}
+    for case, variant, path in traces:
+        if case not in K.CASES:
+            raise click.ClickException(f"case {case!r}: one of {', '.join(K.CASES)}")
+        if variant not in K.VARIANTS:
+            raise click.ClickException(f"variant {variant!r}: one of {', '.join(K.VARIANTS)}")
+        try:
+            value = K.case_value(K.load(path))
+        except (K.KcountError, OSError) as exc:
+            raise click.ClickException(f"{path}: {exc}")
+        doc.setdefault(case, {})[variant] = value
+    ordered = {c: {v: doc[c][v] for v in K.VARIANTS if v in doc[c]} for c in K.CASES if c in doc}
+    text = json.dumps(ordered, indent=2) + "\n"
+    if out:
+        Path(out).write_text(text)
+    else:
+        click.echo(text, nl=False)

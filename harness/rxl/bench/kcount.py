@@ -1,30 +1,47 @@
-"""Instructions a running guest kernel executes per lookup, by single-stepping.
+"""Instructions, locks and atomics a running guest kernel executes per call.
 
 ``make bench-core`` counts a userspace analogue of the lbgroup lookup under
 callgrind (issue 2).  This module measures the real thing: it attaches gdb
 to QEMU's gdbstub (``-gdb tcp:127.0.0.1:PORT``), breaks at the entry of a
 kernel function (default ``in_pcblookup_mbuf``, where tcp_input() looks up
-the inpcb of every segment), single-steps that one vCPU until the function
+the inpcb of every segment; ``kern_accept4`` for accept(2), ``tcp_input``
+for a whole segment), single-steps that one vCPU until the function
 returns, and records every program counter and stack pointer.  QEMU masks
 interrupts and timers while single-stepping (its default ``sstep`` flags),
 and gdb keeps the other vCPUs stopped (``scheduler-locking step``), so a
-trace is the function's own path and nothing else.
+trace is the function's own path and nothing else.  It also keeps the
+disassembly of every distinct instruction, ``%rax`` and the source register
+before every 64-bit ``lock cmpxchg``, and the current thread, from which
+:mod:`rxl.bench.kcount_ops` counts lock acquisitions and atomics (its docstring
+defines both).
 
-Two halves:
+Three halves:
 
 * ``record`` (runs gdb; ``--dry-run`` prints its argv) writes a JSON trace
-  file: ``{"kernel", "outer", "entries": {name: address}, "samples":
-  [{"pc": [...], "sp": [...]}]}``;
+  file: ``{"kernel", "outer", "entries": {name: address}, "asm": {address:
+  text}, "samples": [{"pc": [...], "sp": [...], "cas": [[step, rax, src],
+  ...], "curthread": N}]}``;
 * ``analyze`` (pure, :func:`frame_counts` and :func:`summarize`) turns the
   traces into instruction counts per invocation of each named function:
   the instructions from its entry up to and including its ``ret``, callees
-  included.  A function the compiler inlined is never entered and counts
-  nothing.
+  included (a function the compiler inlined is never entered and counts
+  nothing), and locks and atomics per invocation of the outer function;
+* ``table`` (pure, :func:`case_value`) writes issue 10's
+  ``docs/results/kcount-accept.json`` from traces named per case and
+  kernel.
+
+Which invocations count is decided by a *mark*, a function the invocation
+must enter (:data:`MARKS`): a lookup that reached a listening group
+(``in_pcblookup_lbgroup``), an accept(2) that returned a connection
+(``soaccept``; the non-blocking accept that finds the queue empty does
+not), a segment that created a syncache entry (``syncache_add``: the SYN)
+or completed one (``syncache_expand``: the handshake's ACK).
 
 Usage (``rxl kcount`` is the same as ``python -m rxl.bench.kcount``)::
 
     python -m rxl.bench.kcount record --kernel K --port 1234 --samples 40 --out T.json
     python -m rxl.bench.kcount analyze T.json [T2.json ...] [--json]
+    python -m rxl.bench.kcount table --trace accept-off pristine T.json ... --out J.json
 """
 
 from __future__ import annotations
@@ -34,8 +51,9 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
+from rxl.bench import kcount_ops
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -46,14 +64,44 @@ INNER = ("in_pcblookup_hash_locked", "in_pcblookup_lbgroup", "in_pcblbgroup_sele
 #: group: a SYN (or the ACK completing a syncache entry), never an
 #: established connection's segment.
 GROUP_MARK = "in_pcblookup_lbgroup"
-#: Give up on a trace after this many steps (a lookup is a few hundred).
+#: Per outer function, the marks an invocation must enter to count, each
+#: summarized on its own: a lookup that reached a listening group; an
+#: accept(2) that dequeued a connection (soaccept() calls the protocol's
+#: accept; sys/kern/uipc_syscalls.c); a segment that made a syncache entry
+#: (the SYN) or completed one (the handshake's ACK; sys/netinet/tcp_input.c).
+MARKS: Dict[str, Tuple[str, ...]] = {
+    "in_pcblookup_mbuf": (GROUP_MARK,),
+    "kern_accept4": ("soaccept",),
+    "tcp_input": ("syncache_add", "syncache_expand"),
+}
+#: Give up on a trace after this many steps (a lookup is a few hundred,
+#: an accept(2) a few thousand).
 STEP_LIMIT = 100000
+#: Issue 10's cases and the kernels a case is measured on.
+CASES = ("accept-off", "accept-on-untagged", "accept-on-tagged", "syn-on")
+VARIANTS = ("pristine", "patched", "patched-old")
 
 _MASK = (1 << 64) - 1
 
+#: The gdb side's filter for the steps whose registers it saves: the
+#: source register of a 64-bit ``lock cmpxchg`` (kcount_ops.cas_source,
+#: redone here because gdb's Python cannot import rxl; a test keeps the
+#: two equal).
+GDB_CAS_SRC = r"""
+WIDE = set(["rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp"] +
+           ["r%d" % i for i in range(8, 16)])
+
+def cas_src(t):
+    f = t.replace(",", " ").split()
+    if (len(f) >= 4 and f[0] == "lock" and f[1].rstrip("q") == "cmpxchg"
+            and f[2].startswith("%") and f[2][1:] in WIDE):
+        return f[2][1:]
+    return None
+"""
+
 #: The gdb side, run with ``gdb -batch -nx -x <this text>``; parameters come
 #: through gdb convenience variables set with -ex before it.
-GDB_SCRIPT = r'''
+GDB_SCRIPT = r"""
 import json
 
 import gdb
@@ -63,7 +111,7 @@ def _s(name):
 
 def _i(name):
     return int(gdb.convenience_variable(name))
-
+""" + GDB_CAS_SRC + r"""
 MASK = (1 << 64) - 1
 outer, out = _s("kc_outer"), _s("kc_out")
 nsamples, limit = _i("kc_samples"), _i("kc_limit")
@@ -74,6 +122,7 @@ gdb.execute("set suppress-cli-notifications on")
 # rejects QEMU's register description unless told the architecture first.
 gdb.execute("set osabi none")
 gdb.execute("set architecture i386:x86-64")
+gdb.execute("set disassembly-flavor att")
 gdb.execute("target remote " + _s("kc_remote"))
 gdb.execute("set scheduler-locking step")
 
@@ -83,6 +132,23 @@ entries = dict((k, int(v, 16)) for k, v in
                (e.split("=") for e in _s("kc_entries").split(",")))
 bp = gdb.Breakpoint("*%#x" % entries[outer], internal=True)
 inf = gdb.selected_inferior()
+asm = {}
+
+def text(fr, pc):
+    t = asm.get(pc)
+    if t is None:
+        t = fr.architecture().disassemble(pc)[0]["asm"]
+        asm[pc] = t
+    return t
+
+def curthread(fr):
+    # pc_curthread is the first word of amd64's struct pcpu, at %gs:0.
+    try:
+        gs = int(fr.read_register("gs_base")) & MASK
+        return int.from_bytes(bytes(inf.read_memory(gs, 8)), "little")
+    except (gdb.error, gdb.MemoryError, ValueError):
+        return None
+
 samples = []
 while len(samples) < nsamples:
     gdb.execute("continue", to_string=True)
@@ -92,7 +158,9 @@ while len(samples) < nsamples:
         continue
     sp0 = int(fr.read_register("rsp")) & MASK
     ret = int.from_bytes(bytes(inf.read_memory(sp0, 8)), "little")
-    pcs, sps = [pc0], [sp0]
+    td = curthread(fr)
+    text(fr, pc0)
+    pcs, sps, cas = [pc0], [sp0], []
     bp.enabled = False
     while len(pcs) < limit:
         gdb.execute("stepi", to_string=True)
@@ -101,17 +169,24 @@ while len(samples) < nsamples:
         sp = int(fr.read_register("rsp")) & MASK
         if pc == ret and sp > sp0:
             break
+        src = cas_src(text(fr, pc))
+        if src is not None:
+            cas.append([len(pcs), int(fr.read_register("rax")) & MASK,
+                        int(fr.read_register(src)) & MASK])
         pcs.append(pc)
         sps.append(sp)
     bp.enabled = True
-    samples.append({"pc": pcs, "sp": sps, "complete": len(pcs) < limit})
-    gdb.write("kcount: sample %d: %d instructions\n" % (len(samples), len(pcs)))
+    samples.append({"pc": pcs, "sp": sps, "cas": cas, "curthread": td,
+                    "complete": len(pcs) < limit})
+    gdb.write("kcount: sample %d: %d instructions, %d cmpxchg\n"
+              % (len(samples), len(pcs), len(cas)))
 bp.delete()
 with open(out, "w") as f:
     json.dump({"outer": outer, "entries": {k: "%#x" % v for k, v in entries.items()},
+               "asm": dict(("%#x" % k, v) for k, v in asm.items()),
                "samples": samples}, f)
 gdb.execute("detach")
-'''
+"""
 
 
 class KcountError(ValueError):
@@ -149,12 +224,16 @@ def frame_counts(pcs: Sequence[int], sps: Sequence[int], entry: int) -> List[int
 
 @dataclass(frozen=True)
 class Sample:
-    """One recorded lookup: total instructions and per-function counts."""
+    """One recorded invocation: total instructions, per-function counts,
+    the marks it entered (:data:`MARKS`), and its locks and atomics (None
+    for a trace recorded without disassembly)."""
 
     total: int
     frames: Dict[str, List[int]]
     group: bool
     complete: bool
+    marks: Tuple[str, ...] = ()
+    ops: Optional[kcount_ops.Ops] = None
 
 
 def load(path: str) -> dict:
@@ -164,20 +243,25 @@ def load(path: str) -> dict:
         entries = {k: int(v, 16) for k, v in doc["entries"].items()}
         samples = doc["samples"]
         outer = doc["outer"]
-    except (ValueError, KeyError, TypeError) as exc:
+        asm = kcount_ops.parse_asm(doc["asm"]) if "asm" in doc else None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise KcountError(f"{path}: not a kcount trace ({exc})") from None
-    return {"outer": outer, "entries": entries, "samples": samples}
+    return {"outer": outer, "entries": entries, "samples": samples, "asm": asm}
 
 
 def samples_of(doc: dict) -> List[Sample]:
-    """Per recorded lookup: its total and the frames of every entry but the outer.
+    """Per recorded invocation: its total and the frames of every entry but the outer.
 
     Raises KcountError for a sample that is not ``{"pc": [...], "sp":
-    [...]}`` of integers of equal length.
+    [...]}`` of integers of equal length, or whose ``cas`` steps or pcs
+    do not match the trace's disassembly.
     """
     samples = doc["samples"]
     if not isinstance(samples, list):
         raise KcountError(f"samples: expected a list, got {type(samples).__name__}")
+    marks = MARKS.get(doc["outer"], ())
+    asm = doc.get("asm")
+    rm = [a for n, a in doc["entries"].items() if n in kcount_ops.RM_READ_ENTRIES]
     out = []
     for k, s in enumerate(samples, 1):
         try:
@@ -190,47 +274,93 @@ def samples_of(doc: dict) -> List[Sample]:
             raise KcountError(f"sample {k}: {len(pcs)} pcs but {len(sps)} sps")
         frames = {name: frame_counts(pcs, sps, addr) for name, addr in doc["entries"].items()
                   if name != doc["outer"]}
+        ops = None
+        if asm is not None:
+            try:
+                td = s.get("curthread")
+                ops = kcount_ops.count_ops(pcs, asm, kcount_ops.parse_cas(s.get("cas")),
+                                           None if td is None else int(td), rm)
+            except KeyError as exc:
+                raise KcountError(f"sample {k}: no disassembly for pc {exc}") from None
+            except ValueError as exc:
+                raise KcountError(f"sample {k}: {exc}") from None
         out.append(Sample(total=len(pcs), frames=frames,
                           group=bool(frames.get(GROUP_MARK)),
-                          complete=bool(s.get("complete", True))))
+                          complete=bool(s.get("complete", True)),
+                          marks=tuple(m for m in marks if frames.get(m)), ops=ops))
     return out
 
 
-def summarize(samples: Sequence[Sample]) -> Dict[str, dict]:
-    """Median/min/max instructions per function over the group lookups.
+def _stats(vals: List[int]) -> dict:
+    if not vals:
+        return {"n": 0, "median": None, "min": None, "max": None}
+    return {"n": len(vals), "median": statistics.median(vals), "min": min(vals),
+            "max": max(vals)}
 
-    Only complete samples that entered :data:`GROUP_MARK` count (a SYN's
-    lookup); the others are reported as ``other``.  Returns ``{name:
-    {"n", "median", "min", "max"}}`` with ``"total"`` for the outer
-    function, plus ``{"other": {"n": k}}``.
+
+def summarize(samples: Sequence[Sample], mark: str = GROUP_MARK) -> Dict[str, dict]:
+    """Median/min/max instructions per function over the marked invocations.
+
+    Only complete samples that entered ``mark`` count (default: a lookup
+    that reached a listening group); the others are reported as
+    ``other``.  Returns ``{name: {"n", "median", "min", "max"}}`` with
+    ``"total"`` for the outer function, ``"locks"`` and ``"atomics"`` per
+    invocation of it when the trace has disassembly, plus ``{"other":
+    {"n": k}}``.
     """
-    grp = [s for s in samples if s.group and s.complete]
+    grp = [s for s in samples if s.complete and s.frames.get(mark)]
     res: Dict[str, dict] = {}
-
-    def stats(vals: List[int]) -> dict:
-        if not vals:
-            return {"n": 0, "median": None, "min": None, "max": None}
-        return {"n": len(vals), "median": statistics.median(vals), "min": min(vals),
-                "max": max(vals)}
-
-    res["total"] = stats([s.total for s in grp])
+    res["total"] = _stats([s.total for s in grp])
+    if grp and all(s.ops is not None for s in grp):
+        res["locks"] = _stats([s.ops.locks for s in grp])
+        res["atomics"] = _stats([s.ops.atomics for s in grp])
     names = sorted({n for s in grp for n in s.frames})
     for name in names:
-        res[name] = stats([sum(s.frames[name]) for s in grp if s.frames.get(name)])
+        res[name] = _stats([sum(s.frames[name]) for s in grp if s.frames.get(name)])
     res["other"] = {"n": len(samples) - len(grp)}
     return res
 
 
-def symbol_addresses(nm_output: str, names: Sequence[str]) -> Dict[str, int]:
-    """``{name: address}`` for ``names`` from ``nm -P`` output. Pure.
+def case_value(doc: dict) -> Dict[str, int]:
+    """Issue 10's ``{"instructions", "locks", "atomics"}`` of one trace.
 
-    Raises KcountError naming the first symbol not found (a kernel built
-    without the series has no ``in_pcblbgroup_select``: leave it out).
+    For each mark of the trace's outer function (:data:`MARKS`), the low
+    median over the complete samples that entered it, of each count on
+    its own; summed over the marks (``tcp_input``: the SYN's segment plus
+    the handshake's ACK).  Raises KcountError when the outer function has
+    no marks, the trace has no disassembly, or a mark has no sample.
+    """
+    marks = MARKS.get(doc["outer"])
+    if not marks:
+        raise KcountError(f"outer {doc['outer']}: no marks; one of {', '.join(MARKS)}")
+    if doc.get("asm") is None:
+        raise KcountError("trace has no disassembly (recorded before locks and "
+                          "atomics were counted); record it again")
+    samples = samples_of(doc)
+    out = {"instructions": 0, "locks": 0, "atomics": 0}
+    for m in marks:
+        got = [s for s in samples if s.complete and m in s.marks]
+        if not got:
+            raise KcountError(f"no complete sample entered {m}")
+        out["instructions"] += statistics.median_low([s.total for s in got])
+        out["locks"] += statistics.median_low([s.ops.locks for s in got])
+        out["atomics"] += statistics.median_low([s.ops.atomics for s in got])
+    return out
+
+
+def symbol_addresses(nm_output: str, names: Sequence[str],
+                     optional: Sequence[str] = ()) -> Dict[str, int]:
+    """``{name: address}`` for ``names`` and any of ``optional`` from ``nm -P``
+    output. Pure.
+
+    Raises KcountError naming the first of ``names`` not found (a kernel
+    built without the series has no ``in_pcblbgroup_select``: leave it out).
     """
     found: Dict[str, int] = {}
+    want = set(names) | set(optional)
     for line in nm_output.splitlines():
         f = line.split()
-        if len(f) >= 3 and f[0] in names and f[1] in "TtWw":
+        if len(f) >= 3 and f[0] in want and f[1] in "TtWw":
             found.setdefault(f[0], int(f[2], 16))
     for n in names:
         if n not in found:

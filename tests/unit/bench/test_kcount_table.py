@@ -1,0 +1,127 @@
+"""rxl.bench.kcount on traces with disassembly: marks, locks and atomics per call,
+and issue 10's kcount-accept.json (``rxl kcount table``)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.bench import kcount, kcount_ops
+from rxl.bench.cli import kcount as kcount_cmd
+
+TD = 0xFFFFF80003A1C740
+
+# kern_accept4 at 0x100 with soaccept at 0x200 (which takes and drops the
+# inpcb's write lock) and, before it, the socket mutex taken and dropped.
+ASM = {
+    0x100: "push %rbp",
+    0x101: "lock cmpxchg %rcx,(%rdi)",      # mtx_lock(&so->so_lock)
+    0x102: "lock cmpxchg %rdx,(%rdi)",      # mtx_unlock
+    0x103: "call 0x200 <soaccept>",
+    0x104: "ret",
+    0x200: "lock cmpxchg %rcx,(%rbx)",      # rw_wlock(inp)
+    0x201: "lock xadd %eax,0x30(%rbx)",     # refcount
+    0x202: "lock cmpxchg %rdx,(%rbx)",      # rw_wunlock
+    0x203: "ret",
+}
+ACCEPT = {"pc": [0x100, 0x101, 0x102, 0x103, 0x200, 0x201, 0x202, 0x203, 0x104],
+          "sp": [100, 100, 100, 100, 92, 92, 92, 92, 100],
+          "cas": [[1, 0, TD], [2, TD, 0], [4, 1, TD], [6, TD, 1]],
+          "curthread": TD}
+EAGAIN = {"pc": [0x100, 0x104], "sp": [100, 100], "cas": [], "curthread": TD}
+
+
+def _write(tmp_path, samples, outer="kern_accept4", asm=ASM, name="t.json"):
+    doc = {"outer": outer,
+           "entries": {outer: "0x100", "soaccept": "0x200",
+                       "syncache_add": "0x300", "syncache_expand": "0x400"},
+           "samples": samples}
+    if asm is not None:
+        doc["asm"] = {f"{k:#x}": v for k, v in asm.items()}
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+@pytest.mark.parametrize("text", [
+    "lock cmpxchg %rcx,(%rdi)", "lock cmpxchg %r12,0x18(%rbx,%rax,8)",
+    "lock cmpxchgq %rdx,(%rsi)", "lock cmpxchg %ecx,(%rdi)",
+    "cmpxchg %rcx,(%rdi)", "lock xadd %rcx,(%rdi)", "mov %rax,%rbx", "ret",
+])
+def test_gdb_filter_equals_cas_source(text):
+    scope = {}
+    exec(kcount.GDB_CAS_SRC, scope)
+    assert scope["cas_src"](text) == kcount_ops.cas_source(text)
+
+
+def test_gdb_script_is_python():
+    compile(kcount.GDB_SCRIPT, "<gdb script>", "exec")
+
+
+def test_accept_marks_locks_and_atomics(tmp_path):
+    doc = kcount.load(_write(tmp_path, [ACCEPT, EAGAIN, ACCEPT]))
+    samples = kcount.samples_of(doc)
+    assert [s.marks for s in samples] == [("soaccept",), (), ("soaccept",)]
+    assert samples[0].ops == kcount_ops.Ops(atomics=5, locks=2, exclusive=2,
+                                            shared=0, rm_reads=0)
+    res = kcount.summarize(samples, "soaccept")
+    assert res["total"]["median"] == 9 and res["other"] == {"n": 1}
+    assert res["locks"]["median"] == 2 and res["atomics"]["median"] == 5
+    assert kcount.case_value(doc) == {"instructions": 9, "locks": 2,
+                                      "atomics": 5}
+
+
+def test_syn_value_sums_the_syn_and_the_ack(tmp_path):
+    asm = {0x100: "push %rbp", 0x101: "call", 0x102: "ret",
+           0x300: "lock xadd %eax,(%rdi)", 0x301: "ret",
+           0x400: "lock cmpxchg %rcx,(%rdi)", 0x401: "nop", 0x402: "ret"}
+    syn = {"pc": [0x100, 0x101, 0x300, 0x301, 0x102],
+           "sp": [100, 100, 92, 92, 100], "cas": [], "curthread": TD}
+    ack = {"pc": [0x100, 0x101, 0x400, 0x401, 0x402, 0x102],
+           "sp": [100, 100, 92, 92, 92, 100], "cas": [[2, 0, TD]],
+           "curthread": TD}
+    data = {"pc": [0x100, 0x102], "sp": [100, 100], "cas": [], "curthread": TD}
+    doc = kcount.load(_write(tmp_path, [syn, data, ack, syn, data],
+                             outer="tcp_input", asm=asm))
+    assert kcount.case_value(doc) == {"instructions": 5 + 6, "locks": 1,
+                                      "atomics": 2}
+
+
+def test_case_value_refusals(tmp_path):
+    old = kcount.load(_write(tmp_path, [ACCEPT], asm=None))
+    with pytest.raises(kcount.KcountError, match="no disassembly"):
+        kcount.case_value(old)
+    nomark = kcount.load(_write(tmp_path, [EAGAIN]))
+    with pytest.raises(kcount.KcountError, match="entered soaccept"):
+        kcount.case_value(nomark)
+    lookup = kcount.load(_write(tmp_path, [ACCEPT], outer="ip_input"))
+    with pytest.raises(kcount.KcountError, match="no marks"):
+        kcount.case_value(lookup)
+    bad = dict(ACCEPT, cas=[[0, 0, TD]])
+    with pytest.raises(kcount.KcountError, match="not a lock cmpxchg"):
+        kcount.samples_of(kcount.load(_write(tmp_path, [bad])))
+
+
+def test_table_cli_writes_the_issue_schema(tmp_path):
+    t = _write(tmp_path, [ACCEPT, EAGAIN])
+    out = tmp_path / "k.json"
+    r = CliRunner().invoke(kcount_cmd, [
+        "table", "--trace", "accept-on-tagged", "patched", t,
+        "--trace", "accept-off", "patched-old", t,
+        "--trace", "accept-off", "pristine", t, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert list(doc) == ["accept-off", "accept-on-tagged"]
+    assert list(doc["accept-off"]) == ["pristine", "patched-old"]
+    assert doc["accept-on-tagged"]["patched"] == {"instructions": 9,
+                                                  "locks": 2, "atomics": 5}
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["accept", "pristine"], "case 'accept'"),
+    (["syn-on", "patched-new"], "variant 'patched-new'"),
+])
+def test_table_cli_refuses_unknown_names(tmp_path, args, msg):
+    t = _write(tmp_path, [ACCEPT])
+    r = CliRunner().invoke(kcount_cmd, ["table", "--trace", *args, t])
+    assert r.exit_code == 1 and msg in r.output
