@@ -97,7 +97,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--config", "configs", multiple=True, type=click.Choice(L.CONFIGS),
               help="Configurations to run (repeatable) [default: all].")
 @click.option("--workers", "worker_sets", multiple=True, type=click.Choice(L.WORKER_SETS),
-              help="Worker sets: one per rxq CPU, one per CPU (repeatable) [default: both].")
+              help="Worker sets: rxq (one pinned per rxq CPU), all (one pinned per CPU), "
+                   "free (one per rxq CPU, unpinned) (repeatable) [default: rxq, all].")
 @click.option("--warmup", default=25.0, show_default=True, help="Warm-up seconds (> 20).")
 @click.option("--measured", default=30.0, show_default=True, help="Measured seconds (> 20).")
 @click.option("--min-conns", default=512, show_default=True,
@@ -145,7 +146,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     try:
         phases = L.plan_phases(warmup, measured, min_measured=min_conns)
-        boots = L.plan_boots(configs or L.CONFIGS, worker_sets or L.WORKER_SETS)
+        boots = L.plan_boots(configs or L.CONFIGS, worker_sets or L.DEFAULT_WORKER_SETS)
         if topo_spec:
             topology.load(topo_spec)
     except (L.LearnError, cpugroup.TopologyError) as exc:

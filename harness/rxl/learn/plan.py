@@ -61,8 +61,12 @@ RSS_TCP_IPV4 = 0x82
 
 #: Configurations of issue 6, in table order.
 CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
-#: Worker sets: one pinned worker per receive-queue CPU, or per CPU.
-WORKER_SETS = ("rxq", "all")
+#: Worker sets: one pinned worker per receive-queue CPU, or per CPU, or as
+#: many workers as receive queues left unpinned (``free``: never captured,
+#: the untagged path of accept(2) that issue 10's kcount measures).
+WORKER_SETS = ("rxq", "all", "free")
+#: The worker sets of a run that names none (issue 6's table).
+DEFAULT_WORKER_SETS = ("rxq", "all")
 #: Loader tunable of commit 1 for the guest's em0 (CTLFLAG_RDTUN in iflib.c).
 SPREAD_TUNABLE = "dev.em.0.iflib.core_spread"
 
@@ -142,7 +146,7 @@ class BootPlan:
 
 
 def plan_boots(configs: Sequence[str] = CONFIGS,
-               worker_sets: Sequence[str] = WORKER_SETS) -> List[BootPlan]:
+               worker_sets: Sequence[str] = DEFAULT_WORKER_SETS) -> List[BootPlan]:
     """The boots that cover ``configs`` x ``worker_sets``. Pure.
 
     learn-off and learn-on share one boot (the sysctl is set at run time,

@@ -120,6 +120,23 @@ def test_rc_sets_sysctl_pins_and_network():
         assert subprocess.run(["sh", "-n"], input=rc, text=True).returncode == 0
 
 
+def test_free_workers_count_the_rxq_cpus_and_stay_unpinned():
+    """issue 10's untagged accept path: as many workers as rxq CPUs, -c none."""
+    assert L.DEFAULT_WORKER_SETS == ("rxq", "all")
+    boots = L.plan_boots(["learn-on", "pristine"], ["free"])
+    assert [r.label for b in boots for r in b.runs] == ["learn-on.free", "pristine.free"]
+    assert L.config_of("learn-on.free") == ("learn-on", "free")
+    rc = L.render_learn_rc(boots[0], learn_sysctl="net.inet.tcp.reuseport_lb_learn")
+    block = rc[rc.index("LEARN BEGIN learn-on.free"):]
+    assert block.index('cpus="$rxq"') < block.index('nw=$(count "$cpus")') < \
+        block.index("cpus=none") < block.index('-c "$cpus"')
+    pinned = L.render_learn_rc(L.plan_boots(["learn-on"], ["rxq"])[0],
+                               learn_sysctl="net.inet.tcp.reuseport_lb_learn")
+    assert "cpus=none" not in pinned
+    if shutil.which("sh"):
+        assert subprocess.run(["sh", "-n"], input=rc, text=True).returncode == 0
+
+
 def test_rc_errors():
     boot = L.plan_boots(["learn-on"], ["rxq"])[0]
     with pytest.raises(L.LearnError, match="no learning sysctl"):
