@@ -121,13 +121,21 @@ def cc_argv() -> List[str]:
     return shlex.split(os.environ.get("CC", "cc"))
 
 
-def build_argv(out: Path, extra: Sequence[str] = ()) -> List[str]:
-    """The compiler command line that builds the library at ``out``."""
-    return [*cc_argv(), *CFLAGS, *extra, "-shared",
-            "-include", str(ROOT / "lib/userspace/rxl_compat.h"),
+def source_args() -> List[str]:
+    """What every userspace build of the cores compiles, after the flags:
+    the compat header (force-included), the include paths, the cores and
+    the flat entry points of ``rxlcore.c``.  The library, the fuzz targets
+    (:mod:`rxl.fuzz`) and the sanitizer build all use this one list."""
+    return ["-include", str(ROOT / "lib/userspace/rxl_compat.h"),
             "-I", str(ROOT / "sys"), "-I", str(ROOT / "lib/userspace"),
             *(str(ROOT / s) for s in CORE_SOURCES),
-            str(ROOT / "lib/userspace/rxlcore.c"), "-o", str(out)]
+            str(ROOT / "lib/userspace/rxlcore.c")]
+
+
+def build_argv(out: Path, extra: Sequence[str] = ()) -> List[str]:
+    """The compiler command line that builds the library at ``out``."""
+    return [*cc_argv(), *CFLAGS, *extra, "-shared", *source_args(),
+            "-o", str(out)]
 
 
 def build(force: bool = False) -> Path:
@@ -222,15 +230,17 @@ class CDeal:
 
 
 def deal_raw(ctopo: CTopology, tags: Sequence[model.Tag],
-             counts: Mapping[int, int]) -> Optional[CDeal]:
+             counts: Mapping[int, int], ncpu: Optional[int] = None) -> Optional[CDeal]:
     """Run ``lbdeal()``; None when it builds no map.
 
-    ``counts`` maps CPU -> handshakes (CPUs outside the topology ignored).
+    ``counts`` maps CPU -> handshakes (CPUs at or above ``ncpu`` ignored).
+    ``ncpu`` (mp_maxid + 1) defaults to the topology's; a larger one has
+    absent CPUs at the top, as a fuzz case may (tests/fuzz/).
     Raises CoreError for an empty or oversized group.
     """
     topo = ctopo.topo
     n = len(tags)
-    ncpu = topo.ncpu
+    ncpu = topo.ncpu if ncpu is None else ncpu
     ctags = _ffi.new("uint16_t[]", [encode_tag(t) for t in tags] or [0])
     ccounts = _ffi.new("uint32_t[]", ncpu)
     for c, v in counts.items():
