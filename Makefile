@@ -4,6 +4,10 @@
 #   make run SRC=DIR     the main job: patched vs pristine kernel in a guest
 #   make bench-core      userspace cost of the cores (callgrind, timings)
 #   make core-check      compile the cores alone, kernel-style warnings
+#   make fuzz            libFuzzer on each core, FUZZ_SECONDS each (FUZZ_RUNS caps)
+#   make fuzz-replay     the fuzz seed corpus once (part of make test)
+#   make test-asan       the test suite against the cores built with ASan+UBSan
+#   make test-deep       the C-vs-model properties, 10,000 examples each
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +17,16 @@ SRC ?= /usr/src
 BUILD ?= build
 CC ?= cc
 
-.PHONY: all setup core core-check test run doctor bench-core clean
+# Fuzzing and sanitizers: clang-16 with libclang-rt-16-dev (Debian).
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= 0
+FUZZ_TARGETS ?= deal spread
+SAN_CC ?= clang-16
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer -shared-libsan
+
+.PHONY: all setup core core-check test run doctor bench-core clean \
+	fuzz fuzz-replay test-asan test-deep
 
 all: test
 
@@ -36,8 +49,39 @@ core: setup
 core-check: setup
 	CC="$(CC)" $(PY) -m rxl.decide.core --check
 
-test: setup core core-check
+test: setup core core-check fuzz-replay
 	$(PY) -m pytest
+
+# Each target for FUZZ_SECONDS (or FUZZ_RUNS executions), one after another;
+# logs and new inputs under $(BUILD)/fuzz, a finding fails the run.
+fuzz: setup
+	nice $(PY) -m rxl.fuzz run --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS) \
+	    $(FUZZ_TARGETS)
+
+# The seed corpus and past findings, once each: seconds.  Skipped with one
+# line when no clang with libFuzzer is installed (.ci/run installs it).
+fuzz-replay: setup
+	$(PY) -m rxl.fuzz replay --skip-missing $(FUZZ_TARGETS)
+
+# The library built with ASan+UBSan (a build directory of its own), and the
+# whole suite in a Python that has the sanitizer runtime preloaded.  Leak
+# checking is off: the interpreter's own allocations would drown it (the
+# fuzz targets check the cores for leaks).
+test-asan: setup
+	@command -v $(SAN_CC) >/dev/null || { echo "test-asan: no $(SAN_CC)" \
+	    "(apt-get install -y clang-16 libclang-rt-16-dev)"; exit 1; }
+	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan $(PY) -m rxl.core
+	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
+	LD_PRELOAD="$$($(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $(PY) -m pytest -p no:cacheprovider
+
+# The C-vs-model properties with the "deep" hypothesis profile (10,000
+# examples each); minutes, not part of make test.
+test-deep: setup core
+	RXL_HYPOTHESIS=deep $(PY) -m pytest -p no:cacheprovider \
+	    $$(find tests/unit -name test_properties.py)
 
 run: setup
 	$(RXL) doctor --install

@@ -2,7 +2,7 @@
 
 The ``ci`` profile (the default) runs every property with at least 1,000
 examples, as issue 2 asks; ``RXL_HYPOTHESIS=dev`` runs 100 for quick
-iterations.
+iterations; ``deep`` (``make test-deep``) runs 10,000.
 """
 
 import os
@@ -13,4 +13,8 @@ settings.register_profile(
     "ci", max_examples=1000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None)
+# make test-deep (issue 12): 10,000 examples per property, not in CI.
+settings.register_profile(
+    "deep", max_examples=10000, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("RXL_HYPOTHESIS", "ci"))
