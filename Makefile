@@ -55,13 +55,13 @@ test: setup core core-check fuzz-replay
 # Each target for FUZZ_SECONDS (or FUZZ_RUNS executions), one after another;
 # logs and new inputs under $(BUILD)/fuzz, a finding fails the run.
 fuzz: setup
-	nice $(PY) -m rxl.fuzz run --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS) \
+	nice $(PY) -m rxl.decide.fuzz run --seconds $(FUZZ_SECONDS) --runs $(FUZZ_RUNS) \
 	    $(FUZZ_TARGETS)
 
 # The seed corpus and past findings, once each: seconds.  Skipped with one
 # line when no clang with libFuzzer is installed (.ci/run installs it).
 fuzz-replay: setup
-	$(PY) -m rxl.fuzz replay --skip-missing $(FUZZ_TARGETS)
+	$(PY) -m rxl.decide.fuzz replay --skip-missing $(FUZZ_TARGETS)
 
 # The library built with ASan+UBSan (a build directory of its own), and the
 # whole suite in a Python that has the sanitizer runtime preloaded.  Leak
@@ -70,7 +70,7 @@ fuzz-replay: setup
 test-asan: setup
 	@command -v $(SAN_CC) >/dev/null || { echo "test-asan: no $(SAN_CC)" \
 	    "(apt-get install -y clang-16 libclang-rt-16-dev)"; exit 1; }
-	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan $(PY) -m rxl.core
+	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan $(PY) -m rxl.decide.core
 	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
 	LD_PRELOAD="$$($(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \

@@ -17,7 +17,7 @@
  *
  * A target that finds a broken invariant prints the decoded case as one
  * line of JSON (FUZZ_CASE ...) before it aborts, in the form that
- * tests/unit/test_fuzz_cases.py replays through the cffi binding; with
+ * tests/unit/decide/test_fuzz_cases.py replays through the cffi binding; with
  * RXL_FUZZ_PRINT set in the environment every case is printed.
  */
 

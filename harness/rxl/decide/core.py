@@ -125,7 +125,7 @@ def source_args() -> List[str]:
     """What every userspace build of the cores compiles, after the flags:
     the compat header (force-included), the include paths, the cores and
     the flat entry points of ``rxlcore.c``.  The library, the fuzz targets
-    (:mod:`rxl.fuzz`) and the sanitizer build all use this one list."""
+    (:mod:`rxl.decide.fuzz`) and the sanitizer build all use this one list."""
     return ["-include", str(ROOT / "lib/userspace/rxl_compat.h"),
             "-I", str(ROOT / "sys"), "-I", str(ROOT / "lib/userspace"),
             *(str(ROOT / s) for s in CORE_SOURCES),

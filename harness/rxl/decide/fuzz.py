@@ -1,12 +1,12 @@
 """libFuzzer targets of the C cores: build, run, replay, record.
 
 Each target (``tests/fuzz/<name>.c``) is linked with the cores exactly as
-the userspace library is (:func:`rxl.core.source_args`: the same sources,
+the userspace library is (:func:`rxl.decide.core.source_args`: the same sources,
 compat header and ``-std=c99 -Wall -Wextra -Werror``), plus
 ``-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all`` and
 ``-DINVARIANTS`` (the cores' own KASSERTs become assert()s).
 
-* ``python -m rxl.fuzz build [TARGET...]`` builds into ``$RXL_BUILD_DIR/fuzz``
+* ``python -m rxl.decide.fuzz build [TARGET...]`` builds into ``$RXL_BUILD_DIR/fuzz``
   (default ``build/fuzz``) under a name carrying a hash of every input;
 * ``run --seconds S`` fuzzes each target for S seconds (one process, as
   libFuzzer's ``-max_total_time``), new inputs going to
@@ -108,7 +108,7 @@ def binary(target: str) -> Path:
 
 def build_argv(target: str, out: Path) -> List[str]:
     """The compiler command line of one target: the library's sources and
-    flags (:func:`rxl.core.source_args`) plus :data:`FUZZ_FLAGS`."""
+    flags (:func:`rxl.decide.core.source_args`) plus :data:`FUZZ_FLAGS`."""
     return [*cc_argv(), *core.CFLAGS, *FUZZ_FLAGS, *core.source_args(),
             str(source(target)), "-o", str(out)]
 
@@ -262,11 +262,11 @@ def record(path: Path, results: Dict[str, Dict[str, object]]) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m rxl.fuzz build|run|replay|merge|case [--seconds S] [--runs N] [--record FILE]
+    """``python -m rxl.decide.fuzz build|run|replay|merge|case [--seconds S] [--runs N] [--record FILE]
     [--skip-missing] [--dry-run] [TARGET...]``."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="python -m rxl.fuzz")
+    ap = argparse.ArgumentParser(prog="python -m rxl.decide.fuzz")
     ap.add_argument("action", choices=("build", "run", "replay", "merge", "case"))
     ap.add_argument("targets", nargs="*", default=list(TARGETS))
     ap.add_argument("--seconds", type=int, default=60)
@@ -288,7 +288,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         if args.action == "case":
             if len(args.targets) < 2:
-                raise FuzzError("usage: python -m rxl.fuzz case TARGET INPUT...")
+                raise FuzzError("usage: python -m rxl.decide.fuzz case TARGET INPUT...")
             for f in args.targets[1:]:
                 print(json.dumps(case(args.targets[0], Path(f))))
             return 0

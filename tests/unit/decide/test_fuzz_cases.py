@@ -1,7 +1,7 @@
 """Fuzz cases replayed through the cffi binding (tests/fuzz/cases/*.json).
 
 Each file is one ``FUZZ_CASE`` line of a libFuzzer target (tests/fuzz/),
-as ``python -m rxl.fuzz case TARGET INPUT`` prints it: a finding becomes a
+as ``python -m rxl.decide.fuzz case TARGET INPUT`` prints it: a finding becomes a
 file here, and a few seed inputs of the largest shapes (1024 CPUs, 2206
 members, deep irregular trees) keep the replay honest.  The C must agree
 with the model wherever the case is in the model's domain (every CPU
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rxl import core, model
-from rxl.model import SLOTS_PER_MEMBER
-from rxl.topology import Group, Topology
+from rxl.decide import core, model
+from rxl.decide.model import SLOTS_PER_MEMBER
+from rxl.decide.topology import Group, Topology
 
-CASES = sorted((Path(__file__).resolve().parents[2] / "tests" / "fuzz" / "cases").glob("*.json"))
+CASES = sorted((Path(__file__).resolve().parents[3] / "tests" / "fuzz" / "cases").glob("*.json"))
 TAG_NONE, TAG_HASH, TAG_LEARNED = 0xFFFF, 0xFFFE, 0x8000
 
 
