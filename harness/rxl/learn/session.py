@@ -1,0 +1,377 @@
+"""One ``rxl learn`` invocation: its request, its checks, its plan, its dry run, its boots.
+
+:class:`LearnRequest` holds the options as given; :func:`check` refuses bad
+ones before anything is built (:class:`Checked`: phases, boots, guest
+shape); :func:`prepare` looks at the tree and plans the kernels, the world
+and learnd's build (:class:`Setup`); :func:`dry_run_lines` is what
+``--dry-run`` prints; :func:`execute` builds, stages and boots, and
+returns one analysis per boot (:func:`rxl.learn.job.analyze_log`).  Every
+refusal or failure is :class:`LearnFailed` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from rxl import paths
+from rxl.decide import cpugroup, topology
+from rxl.learn import drive as D
+from rxl.learn import plan as L
+from rxl.learn.job import Conductor, analyze_log, build_guest_world, single_thread, world_lines
+
+#: Guest path of the server in the staged root.
+GUEST_LEARND = "/rxl/learnd"
+
+
+class LearnFailed(Exception):
+    """A refused option or a failed step of ``rxl learn``; the message is one line."""
+
+
+@dataclass
+class LearnRequest:
+    """The options of ``rxl learn`` as given (see its ``--help`` for each).
+
+    Seconds: ``warmup``, ``measured``, ``deadline_s``; ``memory_mib``: guest
+    MiB; ``tunables`` / ``guest_sysctls``: ``NAME=VALUE`` strings; ``smp``:
+    ``SOCKETS,CORES,THREADS``; ``out`` None: a new directory under
+    ``$RXL_WORK/logs``.
+    """
+
+    src: str
+    objdir: str
+    out: Optional[str]
+    guest_dir: str
+    kernel: Optional[str]
+    pristine_kernel: Optional[str]
+    configs: Sequence[str]
+    worker_sets: Sequence[str]
+    warmup: float
+    measured: float
+    min_conns: int
+    concurrency: int
+    learn_sysctl: Optional[str]
+    topo_spec: Optional[str]
+    memory_mib: int
+    logs: Sequence[str]
+    client_ports: str
+    lb_cpu_opt: Optional[str]
+    tunables: Sequence[str]
+    deadline_s: Optional[int]
+    tcg_single_thread: bool
+    smp: str
+    guest_sysctls: Sequence[str]
+    nic_reinit: int
+    qemu_args: Sequence[str]
+    per_connection: bool
+    pcap: bool
+    dry_run: bool
+
+
+@dataclass
+class Checked:
+    """The request, checked: phases, boots, guest sysctls, extra loader
+    tunables and the guest shape (``topo_kw`` for GuestConfig)."""
+
+    phases: List[L.Phase]
+    boots: List[L.BootPlan]
+    gsys: List[Tuple[str, str]]
+    extra_tun: Dict[str, str]
+    topo_kw: Dict[str, int]
+
+
+def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
+    """``NAME=VALUE`` strings -> pairs; LearnFailed naming ``option`` for one
+    without ``=``, an empty side, or a space."""
+    out = []
+    for t in values:
+        name, sep, value = t.partition("=")
+        if not sep or not name or not value or any(c.isspace() for c in t):
+            raise LearnFailed(f"{option} {t!r}: expected NAME=VALUE without spaces")
+        out.append((name, value))
+    return out
+
+
+def check(req: LearnRequest) -> Checked:
+    """Refuse, before any build or checkout, what the boots would refuse later."""
+    try:
+        phases = L.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
+        boots = L.plan_boots(req.configs or L.CONFIGS,
+                             req.worker_sets or L.DEFAULT_WORKER_SETS)
+        if req.topo_spec:
+            topology.load(req.topo_spec)
+    except (L.LearnError, cpugroup.TopologyError) as exc:
+        raise LearnFailed(str(exc)) from None
+    if req.concurrency < 1:
+        raise LearnFailed(f"--concurrency must be >= 1, got {req.concurrency}")
+    gsys = name_values(req.guest_sysctls, "--guest-sysctl")
+    extra_tun = dict(name_values(req.tunables, "--tunable"))
+    try:
+        sockets, cores, threads = (int(x) for x in req.smp.split(","))
+    except ValueError:
+        raise LearnFailed(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
+    topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
+    from rxl.guest import qemu as qemu_mod
+    try:
+        # The same checks the boot makes, before any build or checkout.
+        qemu_mod.validate(qemu_mod.GuestConfig(root_dir=req.guest_dir,
+                                               memory_mib=req.memory_mib, **topo_kw))
+    except qemu_mod.QemuConfigError as exc:
+        raise LearnFailed(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
+    if req.nic_reinit < 0:
+        raise LearnFailed(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
+    if req.deadline_s is not None and req.deadline_s < 1:
+        raise LearnFailed(f"--deadline must be >= 1 s, got {req.deadline_s}")
+    return Checked(phases, boots, gsys, extra_tun, topo_kw)
+
+
+@dataclass
+class Setup:
+    """What :func:`prepare` found and planned. Paths are absolute.
+
+    ``kernels``: variant -> kernel path (given or the rig's); ``wanted``:
+    variants the rig builds; ``rig_plan``: :class:`rxl.tree.rig.RigPlan` or
+    None; ``opt``: SO_REUSEPORT_LB_CPU's value; ``wout``: the world's
+    outputs; ``cc``: learnd's compiler argv; ``deadline``: learnd's, s.
+    """
+
+    src: str
+    objdir: str
+    guest_dir: str
+    out: str
+    kernels: Dict[str, Optional[str]]
+    wanted: List[str]
+    rig_plan: object
+    opt: Optional[int]
+    sysctl_name: Optional[str]
+    wout: object
+    learnd_bin: str
+    cc: List[str]
+    deadline: int
+
+
+def prepare(req: LearnRequest, chk: Checked) -> Setup:
+    """Look at the tree and plan: the rig kernels, the world, learnd's build."""
+    from rxl.tree import build as build_mod
+    from rxl.tree import rig as rig_mod
+    from rxl.tree import rigrun as rig_run
+    from rxl.tree import world as world_mod
+
+    src, objdir, guest_dir = (os.path.abspath(p) for p in (req.src, req.objdir, req.guest_dir))
+    out = os.path.abspath(req.out or str(Path(paths.LOGS) /
+                                         time.strftime("learn-%Y%m%d-%H%M%S")))
+    if not (Path(src) / "sys").is_dir():
+        raise LearnFailed(f"{src} is not a FreeBSD source tree (no sys/)")
+    kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
+               "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
+    wanted = [v for v in rig_mod.VARIANTS
+              if any(b.kernel == v for b in chk.boots) and not kernels[v]]
+    rig_plan = None
+    if wanted:
+        try:
+            commits = rig_mod.tree_commits(src, wanted)
+            gpatches = rig_mod.read_guest_patches()
+            rig_dir = Path(guest_dir) / rig_mod.RIG_SRC
+            rig_plan = rig_mod.plan_rig(
+                src, guest_dir, commits, gpatches, rig_exists=rig_run.rig_is_clone(rig_dir, src),
+                toolchain_done=build_mod.toolchain_done(Path(guest_dir) / rig_mod.RIG_OBJDIR,
+                                                        rig_dir),
+                cached=lambda pth: pth.is_file())
+        except (rig_mod.RigError, ValueError) as exc:
+            raise LearnFailed(f"kernels: {exc}") from None
+        for v, k in rig_plan.kernels.items():
+            kernels[v] = str(k.path)
+    if req.lb_cpu_opt is not None:
+        try:
+            opt = int(req.lb_cpu_opt, 0)
+        except ValueError:
+            raise LearnFailed(f"--lb-cpu-opt {req.lb_cpu_opt!r}: not an integer (e.g. 0x1030)")
+    else:
+        opt = L.lb_cpu_option(src)
+    sysctl_name = req.learn_sysctl or L.learn_sysctl_name(src)
+    needs_learning = any(r.learning is not None for b in chk.boots for r in b.runs)
+    wout = world_mod.world_outputs(src, objdir)
+    learnd_bin = str(Path(guest_dir) / "learnd")
+    cc = L.learnd_cc_argv(str(L.learnd_source()), learnd_bin, str(wout.sysroot),
+                          lb_cpu_opt=opt)
+    deadline = req.deadline_s or L.run_deadline_s(chk.phases)
+    if needs_learning and not sysctl_name:
+        raise LearnFailed(f"{src}: no learning sysctl found (commit 3 missing?); "
+                          "give --learn-sysctl")
+    return Setup(src, objdir, guest_dir, out, kernels, wanted, rig_plan, opt, sysctl_name,
+                 wout, learnd_bin, cc, deadline)
+
+
+def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
+    """Every external command the run would execute, with ``#`` notes, in order."""
+    from rxl.guest import qemu as qemu_mod
+    from rxl.tree import rig as rig_mod
+    out = [f"# tree {s.src}: SO_REUSEPORT_LB_CPU "
+           f"{hex(s.opt) if s.opt is not None else 'absent (commit 2 missing)'}; "
+           f"learning sysctl {s.sysctl_name or 'absent (commit 3 missing)'}"]
+    if chk.extra_tun:
+        out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")
+    if s.rig_plan is not None:
+        out.append("# kernels")
+        out += s.rig_plan.lines()
+    for v in rig_mod.VARIANTS:
+        if v not in s.wanted and s.kernels[v] and any(b.kernel == v for b in chk.boots):
+            out.append(f"# kernel {v}: {s.kernels[v]} (given)")
+    wmissing = s.wout.missing()
+    if wmissing:
+        out.append(f"# world: missing {wmissing[0]}; built first")
+        out += world_lines(s.src, s.objdir)
+    else:
+        out.append(f"# world: {s.wout.objtop} (present)")
+    out.append("# server")
+    out.append(shlex.join(s.cc))
+    fw = qemu_mod.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"
+    for b in chk.boots:
+        root = str(Path(s.guest_dir) / b.name)
+        out.append(f"# boot {b.name}: kernel {s.kernels[b.kernel]}, tunables "
+                   f"{ {**chk.extra_tun, **dict(b.tunables)} or '-'}, runs "
+                   f"{', '.join(r.label for r in b.runs)}; root {root}")
+        cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
+                                   hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",),
+                                   **chk.topo_kw)
+        out.append(shlex.join(qemu_mod.build_argv(cfg, firmware=fw)))
+    out.append(f"# host driver per run: {len(chk.phases)} phases "
+               + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
+                           for p in chk.phases)
+               + f", {req.concurrency} threads to 127.0.0.1:<port>, client ports "
+               f"{req.client_ports}; learnd deadline {s.deadline} s")
+    return out
+
+
+def execute(req: LearnRequest, chk: Checked, s: Setup,
+            echo: Callable[[str], None]) -> List[dict]:
+    """Build the rig kernels, the world and learnd, stage a root per boot and
+    boot it, driving connections on each ``LEARN READY``; one analysis per
+    boot.  Writes kernels.json, learnd-cc.log, driver-<boot>.json,
+    console-<boot>.log and timings.json under ``s.out``."""
+    from rxl.guest import console as console_mod
+    from rxl.guest import image as image_mod
+    from rxl.guest import qemu as qemu_mod
+    from rxl.tree import build as build_mod
+    from rxl.tree import rig as rig_mod
+    from rxl.tree import rigrun as rig_run
+
+    kernels, out, guest_dir = s.kernels, s.out, s.guest_dir
+    for what, v in (("kernel", "patched"), ("pristine kernel", "pristine")):
+        if v not in s.wanted and any(b.kernel == v for b in chk.boots) and \
+                not Path(kernels[v] or "").is_file():
+            raise LearnFailed(f"{what} {kernels[v]}: no such file")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        Path(guest_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LearnFailed(f"{exc.filename}: {exc.strerror}")
+    timings: Dict[str, float] = {}
+
+    if s.rig_plan is not None:
+        t0 = time.monotonic()
+        echo("== kernels: " + "; ".join(
+            f"{k.variant} {k.commit[:12]} -> {k.path}" + (" (cached)" if k.cached else "")
+            for k in s.rig_plan.kernels.values()))
+        try:
+            rig_res = rig_run.run_rig(s.rig_plan, out=out, echo=echo)
+        except rig_mod.RigError as exc:
+            raise LearnFailed(f"kernels: {exc}") from None
+        timings["kernels"] = time.monotonic() - t0
+        for v, r in rig_res.items():
+            echo(f"== kernel {v}: {r['kernel']}" + (" (cached)" if r["cached"] else
+                 f" built in {r['seconds']} s (" + ", ".join(
+                     f"{st['name']} {st['seconds']} s, lock wait {st['wait_seconds']} s"
+                     for st in r["stages"]) + ")"))
+        (Path(out) / "kernels.json").write_text(json.dumps(rig_res, indent=2))
+
+    missing = s.wout.missing()
+    if missing:
+        t0 = time.monotonic()
+        echo(f"== world: missing {missing[0]}; building the guest userland")
+        try:
+            build_guest_world(s.src, s.objdir, str(Path(out) / "world"), echo)
+        except (build_mod.BuildError, RuntimeError, OSError) as exc:
+            raise LearnFailed(f"world: {exc}") from None
+        timings["world"] = time.monotonic() - t0
+        echo(f"== world: done in {timings['world']:.0f} s")
+
+    echo(f"== server: {shlex.join(s.cc)}")
+    t0 = time.monotonic()
+    p = subprocess.run(s.cc, capture_output=True, text=True)
+    timings["server"] = time.monotonic() - t0
+    (Path(out) / "learnd-cc.log").write_text(p.stdout + p.stderr)
+    if p.returncode:
+        raise LearnFailed(f"server: cross-compile failed (exit {p.returncode}); "
+                          f"log {out}/learnd-cc.log")
+
+    progs = {g: str(pth) for g, pth in s.wout.programs.items()}
+    try:
+        dyn = [pth for g, pth in progs.items() if g != "/libexec/ld-elf.so.1"]
+        libs = image_mod.resolve_libs(dyn, str(s.wout.sysroot))
+    except image_mod.ImageError as exc:
+        raise LearnFailed(f"image: {exc}") from None
+    fw = qemu_mod.find_ovmf()
+    if not fw:
+        raise LearnFailed("no OVMF firmware (apt-get install -y ovmf)")
+
+    analyses = []
+    # One client-port sequence for the whole invocation: a new boot goes on
+    # where the last one stopped, so no port comes back within TIME_WAIT.
+    connector = D.port_connector(req.client_ports)
+    for b in chk.boots:
+        root = str(Path(guest_dir) / b.name)
+        try:
+            acts = image_mod.plan_root(
+                loader_efi=str(s.wout.loader_efi), kernel=kernels[b.kernel], programs=progs,
+                libs=libs, tests={GUEST_LEARND: s.learnd_bin},
+                loader_rc=image_mod.render_loader_rc({**chk.extra_tun, **dict(b.tunables)}),
+                rc=L.render_learn_rc(b, learn_sysctl=s.sysctl_name, learnd=GUEST_LEARND,
+                                     deadline_s=s.deadline, nic_reinit=req.nic_reinit,
+                                     per_connection=req.per_connection,
+                                     guest_sysctls=chk.gsys))
+            info = image_mod.stage_root(root, acts)
+        except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
+            raise LearnFailed(f"image: {b.name}: {exc}") from None
+        echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
+        port = D.free_port()
+        extra = (("-object", f"filter-dump,id=dump0,netdev=net0,"
+                  f"file={Path(out) / (b.name + '.pcap')}") if req.pcap else ()) \
+            + tuple(req.qemu_args)
+        cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
+                                   hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
+                                   extra=extra, **chk.topo_kw)
+        argv = single_thread(qemu_mod.build_argv(cfg, firmware=fw)) if req.tcg_single_thread \
+            else qemu_mod.build_argv(cfg, firmware=fw)
+        log = str(Path(out) / f"console-{b.name}.log")
+        echo(f"== boot {b.name}: {shlex.join(argv)}")
+        echo(f"   console {log}")
+        t0 = time.monotonic()
+        cond = Conductor(port, chk.phases, len(b.runs), concurrency=req.concurrency,
+                         wait_s=s.deadline + 600, echo=echo, connect=connector)
+        cond.start()
+        total = 600 + len(b.runs) * (s.deadline + 60)
+        try:
+            console_mod.watch(console_mod.SerialTransport(argv), log, echo=cond.on_line,
+                              total_timeout=total)
+        except console_mod.GuestError as exc:
+            echo(f"boot {b.name}: guest {exc.kind}: {exc}")
+        except FileNotFoundError as exc:
+            raise LearnFailed(f"boot: {exc}") from None
+        finally:
+            cond.stop()
+        (Path(out) / f"driver-{b.name}.json").write_text(json.dumps(
+            {k: [r.__dict__ for r in v] for k, v in cond.results.items()}, indent=2))
+        timings[f"boot {b.name}"] = time.monotonic() - t0
+        echo(f"== boot {b.name}: done in {timings[f'boot {b.name}']:.0f} s")
+        analyses.append(analyze_log(log, req.topo_spec))
+    (Path(out) / "timings.json").write_text(json.dumps(
+        {k: round(v) for k, v in timings.items()}, indent=2))
+    echo("== wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+    return analyses
