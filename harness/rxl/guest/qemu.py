@@ -47,7 +47,8 @@ class GuestConfig:
     """One guest, as QEMU should build it.
 
     Fields (units in the names):
-      sockets, cores, threads: CPU topology; vCPUs = product (each >= 1).
+      sockets, dies, cores, threads: CPU topology; vCPUs = product (each
+        >= 1); ``dies`` appears in ``-smp`` only when it is not 1.
       numa_nodes: 0 for no ``-numa`` options, else a divisor of ``sockets``;
         each node gets ``sockets // numa_nodes`` whole sockets and an equal
         share of ``memory_mib``.
@@ -69,6 +70,7 @@ class GuestConfig:
 
     root_dir: str
     sockets: int = 2
+    dies: int = 1
     cores: int = 2
     threads: int = 2
     numa_nodes: int = 2
@@ -86,8 +88,8 @@ class GuestConfig:
 
     @property
     def vcpus(self) -> int:
-        """Number of vCPUs: sockets * cores * threads."""
-        return self.sockets * self.cores * self.threads
+        """Number of vCPUs: sockets * dies * cores * threads."""
+        return self.sockets * self.dies * self.cores * self.threads
 
 
 def find_ovmf(candidates: Sequence[str] = OVMF_CANDIDATES) -> Optional[str]:
@@ -104,7 +106,7 @@ def validate(cfg: GuestConfig) -> None:
     Raises :class:`QemuConfigError` with a one-line message; callers use it
     to refuse a bad guest before any build or checkout.
     """
-    for name in ("sockets", "cores", "threads"):
+    for name in ("sockets", "dies", "cores", "threads"):
         value = getattr(cfg, name)
         if not isinstance(value, int) or value < 1:
             raise QemuConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -151,7 +153,9 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
         cfg.qemu,
         "-machine", f"q35,accel={cfg.accel}",
         "-cpu", cfg.cpu_model,
-        "-smp", f"{cfg.vcpus},sockets={cfg.sockets},cores={cfg.cores},threads={cfg.threads}",
+        "-smp", f"{cfg.vcpus},sockets={cfg.sockets}"
+                + (f",dies={cfg.dies}" if cfg.dies != 1 else "")
+                + f",cores={cfg.cores},threads={cfg.threads}",
         "-m", f"{cfg.memory_mib}M",
     ]
     if cfg.numa_nodes:

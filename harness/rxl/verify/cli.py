@@ -129,6 +129,33 @@ def _parse_test(value: str) -> Tuple[str, str]:
     return name, os.path.abspath(path)
 
 
+def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bool):
+    """``--target`` -> (rxl.guest.ssh.SSHTarget or None, own-guest Shape or None)."""
+    if spec is None:
+        if install_kernel:
+            raise click.BadParameter("needs an SSH target (--target)",
+                                     param_hint="'--install-kernel'")
+        return None, None
+    from rxl.guest import targets as targets_mod
+    try:
+        t = targets_mod.resolve(spec, targets_file)
+    except targets_mod.TargetsError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyError as exc:
+        raise click.BadParameter(exc.args[0], param_hint="'--target'") from None
+    if t.kind == "qemu":
+        if install_kernel:
+            raise click.BadParameter(f"{spec} is the own QEMU guest: it boots the kernel it "
+                                     "is given (--kernel)", param_hint="'--install-kernel'")
+        return None, t.shape
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        raise click.ClickException("an SSH target needs paramiko: "
+                                   "pip install 'rxl[guest]' (or pip install paramiko)")
+    return t.ssh_target(), None
+
+
 @click.command("run")
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
 @click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
@@ -162,13 +189,31 @@ def _parse_test(value: str) -> Tuple[str, str]:
 @click.option("--memory", "memory_mib", default=1024, show_default=True,
               help="Guest MiB (>= 128 per NUMA node, 2 nodes).")
 @click.option("--rebuild-world", is_flag=True, help="Ignore the world stamp.")
+@click.option("--target", "target_spec", default=None, metavar="NAME|ssh://USER@HOST[:PORT]",
+              help="Run on a FreeBSD 14 machine over SSH (a URL, or a bhyve/box target of "
+                   "--targets), or the own guest in a named shape (a kind: qemu target).")
+@click.option("--targets", "targets_file", default=None,
+              help="Targets file [default: $RXL_WORK/targets.yaml].")
+@click.option("--install-kernel", is_flag=True,
+              help="With an SSH target: copy the patched kernel (--kernel, else built) to a "
+                   "new /boot/kernel.rxl-<id>/, boot it once (nextboot -k), check it runs.")
+@click.option("--workdir", default="/var/tmp/rxl", show_default=True,
+              help="With an SSH target: its work directory (the only one the run writes).")
+@click.option("--kyua/--no-kyua", default=None,
+              help="With an SSH target: run the cases with kyua [default: when it has kyua].")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto_pristine, spread,
         tests_on_spread, case_timeout,
-        new_programs, tests, atf_dir, memory_mib, rebuild_world, dry_run, as_json):
-    """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine."""
+        new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
+        install_kernel, workdir, kyua, dry_run, as_json):
+    """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
+
+    With --target ssh://... (or a named bhyve/box target) the suite runs on
+    that machine instead: see rxl.verify.remote_stages and the README.
+    """
     stests = series_tests(atf_dir)
+    ssh_target, shape = _target(target_spec, targets_file, install_kernel)
     opts = RunOptions(
         src=os.path.abspath(src), objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
@@ -180,9 +225,15 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         memory_mib=memory_mib,
         dry_run=dry_run, rebuild_world=rebuild_world,
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
-        tests_on_spread=tests_on_spread, auto_pristine=auto_pristine)
+        tests_on_spread=tests_on_spread, auto_pristine=auto_pristine and ssh_target is None,
+        target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
+        shape=shape)
     check_options(opts)
-    ok, st = pipeline.run(opts)
+    if ssh_target is not None:
+        from rxl.verify import remote_stages
+        ok, st = pipeline.run(opts, steps=remote_stages.ALL)
+    else:
+        ok, st = pipeline.run(opts)
     if dry_run:
         for rec in st.records:
             click.echo(f"# {rec.name}: {rec.status}" + (f" ({rec.detail})" if rec.detail else ""))

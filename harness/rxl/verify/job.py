@@ -75,6 +75,14 @@ class RunOptions:
     pristine_src: Optional[str] = None
     tests_on_spread: bool = False
     auto_pristine: bool = True
+    #: ``--target``: an rxl.guest.ssh.SSHTarget (the run goes over SSH, see
+    #: rxl.verify.remote_stages), or None for the own QEMU guest.
+    target: Any = None
+    install_kernel: bool = False
+    workdir: str = "/var/tmp/rxl"
+    kyua: Optional[bool] = None
+    #: The own guest's shape (rxl.guest.targets.Shape) from a named target, or None.
+    shape: Any = None
 
 
 @dataclass
@@ -105,6 +113,8 @@ class RunState:
     runs: Dict[str, Any] = field(default_factory=dict)
     verdict: Any = None
     records: List[StageRecord] = field(default_factory=list)
+    #: An SSH target's driver (rxl.verify.remote.RemoteRun), set by the target stage.
+    remote: Any = None
 
     @classmethod
     def start(cls, opts: RunOptions, echo: Callable[[str], None]) -> "RunState":
@@ -145,4 +155,9 @@ def boots(opts: RunOptions, patched_kernel: str,
 def guest_config(root: str, opts: RunOptions):
     """The QEMU guest of one boot (rxl.guest.qemu.GuestConfig), staged root ``root``."""
     from rxl.guest import qemu as qemu_mod
-    return qemu_mod.GuestConfig(root_dir=root, memory_mib=opts.memory_mib)
+    if opts.shape is None:
+        return qemu_mod.GuestConfig(root_dir=root, memory_mib=opts.memory_mib)
+    s = opts.shape
+    return qemu_mod.GuestConfig(root_dir=root, sockets=s.sockets, dies=s.dies, cores=s.cores,
+                                threads=s.threads, numa_nodes=s.numa_nodes,
+                                memory_mib=s.memory_mib, nics=(s.nic,))

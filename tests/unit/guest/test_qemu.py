@@ -86,3 +86,13 @@ def test_find_ovmf(tmp_path):
     assert find_ovmf([str(fw)]) is None
     fw.write_bytes(b"x")
     assert find_ovmf([str(tmp_path / "none"), str(fw)]) == str(fw)
+
+
+def test_dies_in_smp_only_when_not_one():
+    from rxl.guest.qemu import GuestConfig, build_argv
+    one = build_argv(GuestConfig(root_dir="/r"), firmware="/fw")
+    assert one[one.index("-smp") + 1] == "8,sockets=2,cores=2,threads=2"
+    two = build_argv(GuestConfig(root_dir="/r", dies=2), firmware="/fw")
+    assert two[two.index("-smp") + 1] == "16,sockets=2,dies=2,cores=2,threads=2"
+    # NUMA nodes still take whole sockets: 8 vCPUs each
+    assert "node,nodeid=1,cpus=8-15,memdev=ram1" in two

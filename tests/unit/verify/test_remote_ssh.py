@@ -205,3 +205,106 @@ def test_dry_run_lists_every_remote_action(tmp_path):
                  "sh /var/tmp/rxl/run.sh", *R.kyua_commands("/var/tmp/rxl")]:
         assert want in text, want
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
+
+
+# ------------------------------------------------------------------ the pipeline and the CLI
+
+def _opts(tmp_path, **kw):
+    from rxl.verify.job import RunOptions
+    base = dict(src=str(tmp_path / "src"), objdir=str(tmp_path / "obj"),
+                out=str(tmp_path / "out"), guest_dir=str(tmp_path / "g"), kernel=None,
+                pristine_kernel=None, spread=False, case_timeout=30,
+                new_programs=("lb_test",), extra_tests=(), memory_mib=1024, dry_run=False,
+                rebuild_world=False, auto_pristine=False,
+                workdir=str(tmp_path / "target-work"))
+    base.update(kw)
+    return RunOptions(**base)
+
+
+def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
+    import functools
+    import json
+
+    from rxl.verify import pipeline, remote_stages
+    from rxl.verify.job import StageRecord
+    tmp_path, srv, prog = box
+    (tmp_path / "state" / "series").touch()
+    monkeypatch.setattr(remote_stages.R, "RemoteJob", functools.partial(
+        R.RemoteJob, path=f"{tmp_path / 'bin'}:/usr/bin:/bin"))
+
+    def world(opts, st):  # the ATF programs, as the world stage would hand them on
+        st.tests = {"lb_test": prog}
+        return StageRecord("world", "ok")
+
+    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
+    steps = (("world", world),) + tuple(s for s in remote_stages.ALL if s[0] != "world")
+    ok, st = pipeline.run(opts, echo=lambda s: None, steps=steps)
+    assert [r.name for r in st.records] == ["world", "series", "build", "target", "tests",
+                                            "report"]
+    assert [r.status for r in st.records] == ["ok", "skipped", "skipped", "ok", "ok", "ok"]
+    target = st.records[3]
+    assert "box: FreeBSD 14.0-STABLE amd64" in target.detail and "series yes" in target.detail
+    assert f"rm -rf {opts.workdir}" in target.detail
+    out = tmp_path / "out"
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["verdict"]["ok"] is False
+    assert rep["verdict"]["reasons"] == ["lb_test:breaks: failed on patched, must pass"]
+    assert rep["runs"]["patched"]["rxq"] == {"dev.em.0.iflib.rxq0.cpu": 0,
+                                             "dev.em.0.iflib.rxq1.cpu": 2}
+    assert any("must-fail-on-pristine rule is not checked" in n
+               for n in rep["runs"]["patched"]["notes"])
+    assert '<testcase classname="patched.lb_test" name="breaks"' in (out / "junit.xml").read_text()
+    assert "lb_test:works" in (out / "report.txt").read_text()
+    log = (out / "target-commands.log").read_text()
+    assert R.PROBE_COMMAND in log and f"sh {opts.workdir}/run.sh" in log
+
+
+def test_pipeline_refuses_a_target_without_the_series(box):
+    from rxl.verify import pipeline, remote_stages
+    from rxl.verify.job import StageRecord
+    tmp_path, srv, prog = box
+
+    def world(opts, st):
+        st.tests = {"lb_test": prog}
+        return StageRecord("world", "ok")
+
+    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
+    steps = (("world", world),) + tuple(s for s in remote_stages.ALL if s[0] != "world")
+    ok, st = pipeline.run(opts, echo=lambda s: None, steps=steps)
+    assert not ok and st.records[-1].name == "target"
+    assert "lacks the series" in st.records[-1].detail
+    assert not (tmp_path / "target-work").exists()  # nothing was copied
+
+
+def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path / "src"), "--out",
+                                    str(tmp_path / "out"), "--target", "ssh://root@h:2222",
+                                    "--kernel", str(kernel), "--install-kernel", "--kyua",
+                                    "--dry-run"])
+    assert res.exit_code == 0, res.output
+    kid = R.kernel_id(kernel.read_bytes())
+    for want in ["# target: planned", R.PROBE_COMMAND, f"nextboot -k kernel.rxl-{kid}",
+                 "shutdown -r now", "# tests: planned", "sh /var/tmp/rxl/run.sh",
+                 "kyua report-junit", "undo: rm -rf /var/tmp/rxl", "nextboot -D"]:
+        assert want in res.output, want
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--install-kernel"], "needs an SSH target"),
+    (["--target", "ssh://h:0"], "port 0 is not in 1..65535"),
+    (["--target", "nosuch"], "no such target"),
+])
+def test_cli_target_refusals(tmp_path, monkeypatch, args, msg):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--dry-run"] + args)
+    assert res.exit_code != 0 and msg in res.output
