@@ -8,6 +8,7 @@ import click
 
 from rxl.bench.cli import bench, kcount
 from rxl.decide.cli import deal, outcomes_cmd, spread
+from rxl.guest.cli import targets, vm
 from rxl.learn.cli import learn
 from rxl.tree.cli import build, series
 from rxl.verify.cli import doctor, parse, run
@@ -21,6 +22,7 @@ def main():
 
 for _command in (deal, spread, outcomes_cmd,   # decide
                  series, build,                # tree
+                 vm, targets,                  # guest
                  run, parse, doctor,           # verify
                  learn,                        # learn
                  bench, kcount):               # bench

@@ -274,9 +274,13 @@ def parse(log, as_json):
                    "the exact command.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print [{"name", "ok", "install"}] as JSON (exit 1 if any is missing).')
-def doctor(install, as_json):
+@click.option("--for", "mode", type=click.Choice(["guest", "ssh", "bhyve"]), default="guest",
+              show_default=True,
+              help="guest: rxl run with the own QEMU guest; ssh: rxl run --target (adds "
+                   "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only).")
+def doctor(install, as_json, mode):
     """Check the host tools `rxl run` needs; print the install line of each missing one."""
-    results = doctor_results()
+    results = doctor_results(mode=mode)
     missing = [(n, i) for n, ok, i in results if not ok]
     if as_json:
         click.echo(json.dumps([{"name": n, "ok": ok, "install": i} for n, ok, i in results],
@@ -299,7 +303,7 @@ def doctor(install, as_json):
             click.echo(f"not root: run  sudo {shlex.join(cmd)}", err=True)
     if pip:
         click.echo(f"python packages: {sys.executable} -m pip install {' '.join(pip)}", err=True)
-    left = [n for n, ok, i in doctor_results() if not ok]
+    left = [n for n, ok, i in doctor_results(mode=mode) if not ok]
     if left:
         click.echo(f"{len(left)} missing: {', '.join(left)}", err=True)
         sys.exit(1)

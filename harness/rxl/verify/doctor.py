@@ -30,16 +30,31 @@ DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
     ("python: click", "py:click", "pip install click"),
     ("python: jinja2", "py:jinja2", "pip install jinja2"),
     ("python: yaml", "py:yaml", "pip install pyyaml"),
+    ("python: pexpect (console)", "py:pexpect", "pip install pexpect"),
 )
+#: What each other way to run needs besides the above (``rxl doctor --for``):
+#: ``ssh``: rxl run --target (paramiko; the target needs sshd and the harness key);
+#: ``bhyve``: rxl vm --start on a FreeBSD host (bhyve, bhyvectl, the edk2-bhyve firmware).
+MODE_CHECKS = {
+    "guest": (),
+    "ssh": (("python: paramiko (SSH targets)", "py:paramiko", "pip install paramiko"),),
+    "bhyve": (("bhyve", "bin:bhyve", "pkg: FreeBSD base system (amd64)"),
+              ("bhyvectl", "bin:bhyvectl", "pkg: FreeBSD base system (amd64)"),
+              ("UEFI firmware for bhyve", "file:/usr/local/share/uefi-firmware/BHYVE_UEFI.fd",
+               "pkg install edk2-bhyve")),
+}
 
 
 def doctor_results(which: Callable[[str], Optional[str]] = shutil.which,
-                   is_file: Callable[[str], bool] = lambda p: Path(p).is_file()
-                   ) -> List[Tuple[str, bool, str]]:
-    """(name, present, install line) for each of :data:`DOCTOR_CHECKS`."""
+                   is_file: Callable[[str], bool] = lambda p: Path(p).is_file(),
+                   mode: str = "guest") -> List[Tuple[str, bool, str]]:
+    """(name, present, install line) for each of :data:`DOCTOR_CHECKS` and, for
+    ``mode`` (a key of :data:`MODE_CHECKS`), that way's own checks; ``bhyve``
+    has only its own (a FreeBSD host needs none of the Linux build tools)."""
     from rxl.guest.qemu import find_ovmf
     out = []
-    for name, check, install in DOCTOR_CHECKS:
+    checks = MODE_CHECKS[mode] if mode == "bhyve" else DOCTOR_CHECKS + MODE_CHECKS[mode]
+    for name, check, install in checks:
         if check.startswith("bin:"):
             ok = which(check[4:]) is not None
         elif check == "ovmf":

@@ -60,3 +60,16 @@ def test_describe_says_untested_and_commit_1():
     assert "UNTESTED ON HARDWARE" in text
     assert "commit 1" in text and "cannot be shown" in text
     assert "kldload -n vmm" in text and "bhyvectl --destroy --vm=rxl" in text
+
+
+def test_rxl_vm_prints_and_refuses_start_off_freebsd(tmp_path):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--sockets", "2"])
+    assert r.exit_code == 0, r.output
+    assert "cpus=8,sockets=2,cores=2,threads=2" in r.output and "UNTESTED" in r.output
+    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--start"])
+    assert r.exit_code != 0 and "needs a FreeBSD host with bhyve" in r.output
+    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--cores", "0"])
+    assert r.exit_code != 0 and "cores must be a positive integer" in r.output

@@ -136,3 +136,19 @@ def test_resolve_url_and_name(tmp_path):
     assert T.resolve("vm", write(tmp_path, GOOD)).kind == "bhyve"
     with pytest.raises(T.TargetsError, match="port 0"):
         T.resolve("ssh://h:0")
+
+
+def test_rxl_targets_lists_and_reports_every_mistake(tmp_path):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    good = write(tmp_path, GOOD)
+    r = CliRunner().invoke(main, ["targets", "--targets", good])
+    assert r.exit_code == 0
+    assert "vm               bhyve: ssh://admin@192.0.2.10:2200" in r.output
+    assert "guest            own QEMU guest: 4 sockets x 2 dies" in r.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("targets:\n  a: {kind: box}\n  b: {kind: box, host: h, port: 0}\n")
+    r = CliRunner().invoke(main, ["targets", "--targets", str(bad)])
+    assert r.exit_code == 1
+    assert len([ln for ln in r.output.splitlines() if ln.startswith(str(bad))]) == 2

@@ -273,7 +273,7 @@ def test_doctor_json_lists_every_check_and_exits_by_missing(monkeypatch):
     from click.testing import CliRunner
     from rxl.verify import cli as run_cli
     monkeypatch.setattr(run_cli, "doctor_results",
-                        lambda: [("bmake", False, "apt-get install -y bmake"),
+                        lambda **kw: [("bmake", False, "apt-get install -y bmake"),
                                  ("git", True, "apt-get install -y git")])
     r = CliRunner().invoke(run_cli.doctor, ["--json"])
     assert r.exit_code == 1
@@ -429,3 +429,14 @@ def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
                 "--new-program", "mine", "--case-timeout", "1", "--memory", "256")
     assert res.exit_code == 0, res.output
     assert f"{src}" in res.output and "-m 256M" in res.output
+
+
+def test_doctor_modes():
+    from rxl.verify.doctor import MODE_CHECKS
+    every = lambda name: "/usr/bin/" + name  # noqa: E731
+    guest = [n for n, _, _ in doctor_results(which=every)]
+    ssh = [n for n, _, _ in doctor_results(which=every, mode="ssh")]
+    assert ssh == guest + ["python: paramiko (SSH targets)"]
+    bhyve = doctor_results(which=lambda n: None, mode="bhyve")
+    assert [n for n, _, _ in bhyve] == [c[0] for c in MODE_CHECKS["bhyve"]]
+    assert not any(ok for _, ok, _ in bhyve)
