@@ -133,7 +133,9 @@ def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:
                color="tab:blue")
         ax.axhline(1.0 / len(means), color="grey", lw=0.8, ls="--")
         ax.set_title(s.label, fontsize=9)
-        ax.set_xticks(range(len(means)))
+        # Every rank up to 16 workers, about 8 labelled ticks past that.
+        ax.set_xticks(range(0, len(means), max(1, len(means) // 8)
+                            if len(means) > tables.WIDE else 1))
         ax.set_xlabel("registration rank", fontsize=8)
         ax.set_ylim(0, 1)
     for ax in list(axes.flat)[n:]:

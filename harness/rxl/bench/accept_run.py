@@ -55,6 +55,10 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
     want = [s for s in req.setups if s in A.EBPF_SETUPS]
     if not want:
         return None
+    if "ebpf-deal" in want and cfg.connections > ebpf.LOG_ENTRIES:
+        raise A.BenchError(f"ebpf-deal checks every connection against the "
+                           f"model from a log of {ebpf.LOG_ENTRIES}: use "
+                           f"--connections <= {ebpf.LOG_ENTRIES}")
     why = None if req.dry_run else ebpf.unavailable()
     if why is None and not cfg.pin:
         why = "the eBPF setups need --pin (the map is built from the " \

@@ -43,6 +43,9 @@ MAX_MEMBERS = 256
 MAX_CPUS = 256
 MAX_NODES = 64
 GLOBAL_RANGE = MAX_NODES
+#: The program's selection log holds this many entries (LOG_ENTRIES):
+#: the model check covers runs of at most this many connections.
+LOG_ENTRIES = 8192
 
 #: -mcpu=v3: the ticket's atomic fetch-and-add returns the old value
 #: (BPF_FETCH), which older BPF ISA levels cannot encode.

@@ -154,3 +154,13 @@ def test_server_refuses_a_missing_object(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert res.returncode == 5
     assert "cannot load BPF" in res.stderr and "none.o" in res.stderr
+
+
+def test_cli_refuses_runs_longer_than_the_selection_log(tmp_path):
+    from click.testing import CliRunner
+    from rxl.bench.cli import bench
+    res = CliRunner().invoke(bench, ["accept", "--dry-run", "--build-dir",
+                                     str(tmp_path), "--setup", "ebpf-deal",
+                                     "--connections",
+                                     str(E.LOG_ENTRIES + 1)])
+    assert res.exit_code == 1 and "--connections <= 8192" in res.output
