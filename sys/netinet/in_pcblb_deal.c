@@ -235,12 +235,87 @@ lbdeal_fill(struct lbdeal_work *w, struct lbdeal_out *out, u_int cpu,
 	}
 }
 
+/*
+ * Supply: CPU c's exact share of the T slots is T * count_c / total.
+ * Each CPU supplies its share rounded down, and the slots this leaves
+ * (fewer than the CPUs with a fractional share) go one each to the CPUs
+ * with the largest remainders, the lower CPU id first among equal ones:
+ * largest-remainder (Hamilton) apportionment.  The supplies add up to T
+ * exactly and each is its share rounded down or up, so a CPU whose share
+ * falls short of its exact members' 16 slots each only by rounding (15.95
+ * for one member) supplies 16 unless as many other CPUs are closer still
+ * to their next slot; with two receiving CPUs that is rounding to
+ * nearest.  A CPU whose share rounds to zero supplies nothing.  The
+ * ranges follow each other in CPU order.  Until the rings are set up,
+ * w_lstart holds the CPUs with a remainder and w_lcur and w_leaf the high
+ * and low words of each one's remainder.
+ */
+static uint64_t
+lbdeal_rem(const struct lbdeal_work *w, u_int j)
+{
+
+	return (((uint64_t)w->w_lcur[j] << 32) | w->w_leaf[j]);
+}
+
+static void
+lbdeal_supply(struct lbdeal_work *w, struct lbdeal_out *out, u_int ncpu,
+    uint64_t total)
+{
+	uint64_t q, r;
+	u_int b, c, j, k, left, m;
+
+	left = out->do_nslots;
+	m = 0;
+	for (c = 0; c < ncpu; c++) {
+		w->w_fill[c] = 0;
+		if (w->w_count[c] == 0)
+			continue;
+		q = (uint64_t)out->do_nslots * w->w_count[c];
+		r = q % total;
+		w->w_fill[c] = (u_int)(q / total);
+		left -= w->w_fill[c];
+		if (r != 0) {
+			w->w_lstart[m] = c;
+			w->w_lcur[m] = (u_int)(r >> 32);
+			w->w_leaf[m] = (u_int)r;
+			m++;
+		}
+	}
+	KASSERT(left <= m, ("%s: %u slots left for %u CPUs", __func__, left,
+	    m));
+	/* Move the largest remainders to the front, one per slot left. */
+	for (k = 0; k < left && k < m; k++) {
+		b = k;
+		for (j = k + 1; j < m; j++)
+			if (lbdeal_rem(w, j) > lbdeal_rem(w, b) ||
+			    (lbdeal_rem(w, j) == lbdeal_rem(w, b) &&
+			    w->w_lstart[j] < w->w_lstart[b]))
+				b = j;
+		c = w->w_lstart[b];
+		r = lbdeal_rem(w, b);
+		w->w_lstart[b] = w->w_lstart[k];
+		w->w_lcur[b] = w->w_lcur[k];
+		w->w_leaf[b] = w->w_leaf[k];
+		w->w_lstart[k] = c;
+		w->w_lcur[k] = (u_int)(r >> 32);
+		w->w_leaf[k] = (u_int)r;
+		w->w_fill[c]++;
+	}
+	b = 0;
+	for (c = 0; c < ncpu; c++) {
+		out->do_cpu[c] = w->w_fill[c] == 0 ? 0 :
+		    LBDEAL_ENTRY(b, w->w_fill[c]);
+		b += w->w_fill[c];
+		w->w_fill[c] = 0;
+	}
+}
+
 bool
 lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out, void *scratch)
 {
 	struct lbdeal_work w;
-	uint64_t cum, total;
-	u_int b, c, g, i, k, left, n, ncpu, nb, ring;
+	uint64_t total;
+	u_int c, g, i, k, left, n, ncpu, ring;
 	bool tagged;
 
 	n = in->di_nmembers;
@@ -282,25 +357,8 @@ lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out, void *scratch)
 	if (total == 0)
 		return (false);
 
-	/*
-	 * Supply: CPU c's range ends at T * cum_c / total, cum_c being the
-	 * counts of every CPU up to c; rounding the cumulative sum rather
-	 * than each share makes the ranges add up to T exactly.
-	 */
 	out->do_nslots = LBDEAL_SLOTS * n;
-	cum = 0;
-	b = 0;
-	for (c = 0; c < ncpu; c++) {
-		out->do_cpu[c] = 0;
-		w.w_fill[c] = 0;
-		if (w.w_count[c] == 0)
-			continue;
-		cum += w.w_count[c];
-		nb = (u_int)(out->do_nslots * cum / total);
-		if (nb > b)
-			out->do_cpu[c] = LBDEAL_ENTRY(b, nb - b);
-		b = nb;
-	}
+	lbdeal_supply(&w, out, ncpu, total);
 	for (i = 0; i < n; i++)
 		w.w_deficit[i] = LBDEAL_SLOTS;
 

@@ -59,24 +59,49 @@ class Deal:
         return self.slots[off:off + cnt]
 
 
-def supply(total_slots: int, counts: Mapping[int, int]) -> Dict[int, int]:
+#: How :func:`supply` rounds the CPUs' shares: ``largest-remainder`` is
+#: the C's (issue 10); ``floor`` cuts the ranges at cumulative floors, the
+#: rule the seed states ("rounded cumulatively") and its tables assume.
+ROUNDINGS = ("largest-remainder", "floor")
+
+
+def supply(total_slots: int, counts: Mapping[int, int],
+           rounding: str = "largest-remainder") -> Dict[int, int]:
     """Slots each receiving CPU supplies, in proportion to its count.
 
-    Ranges are cut at ``total_slots * cum // total`` over CPUs in ascending
-    id (``cum``: the counts up to and including the CPU), so the supplies
+    CPU ``c``'s exact share is ``total_slots * counts[c] / total``.  With
+    ``largest-remainder`` every CPU gets its share rounded down and the
+    slots left over go one each to the CPUs with the largest remainders,
+    the lower CPU id first among equal ones.  With ``floor`` (the seed's
+    rule) the ranges are cut at ``total_slots * cum // total`` over CPUs in
+    ascending id (``cum``: the counts up to and including the CPU).  Both
     add up to ``total_slots`` exactly.  CPUs with a zero count, or whose
-    cut falls on the previous one, supply nothing and are left out.
+    supply rounds to zero, are left out.  Raises ValueError for an unknown
+    ``rounding``.
     """
-    total = sum(v for v in counts.values() if v > 0)
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding is one of {', '.join(ROUNDINGS)}, "
+                         f"not {rounding!r}")
+    pos = {c: v for c, v in counts.items() if v > 0}
+    total = sum(pos.values())
     out: Dict[int, int] = {}
-    cum = 0
-    cut = 0
-    for cpu in sorted(c for c, v in counts.items() if v > 0):
-        cum += counts[cpu]
-        nxt = total_slots * cum // total
-        if nxt > cut:
-            out[cpu] = nxt - cut
-        cut = nxt
+    if rounding == "floor":
+        cum = 0
+        cut = 0
+        for cpu in sorted(pos):
+            cum += pos[cpu]
+            nxt = total_slots * cum // total
+            if nxt > cut:
+                out[cpu] = nxt - cut
+            cut = nxt
+        return out
+    share = {c: divmod(total_slots * v, total) for c, v in pos.items()}
+    left = total_slots - sum(q for q, _ in share.values())
+    ahead = sorted(pos, key=lambda c: (-share[c][1], c))[:left]
+    for cpu in sorted(pos):
+        n = share[cpu][0] + (cpu in ahead)
+        if n:
+            out[cpu] = n
     return out
 
 
@@ -95,13 +120,15 @@ def effective_counts(topo: Topology, tags: Sequence[Tag],
             if t.cpu is not None and not t.learned and topo.has_cpu(t.cpu)}
 
 
-def deal(topo: Topology, tags: Sequence[Tag],
-         counts: Mapping[int, int]) -> Optional[Deal]:
+def deal(topo: Topology, tags: Sequence[Tag], counts: Mapping[int, int],
+         rounding: str = "largest-remainder") -> Optional[Deal]:
     """Deal ``len(tags)`` members to the receiving CPUs of ``counts``.
 
-    Returns None when the group needs no map: no member is tagged, or no
-    CPU supplies anything.  Raises ValueError for an empty group or one
-    larger than :data:`MAX_MEMBERS`.
+    ``rounding`` is passed to :func:`supply` (``floor`` reproduces the
+    seed's tables; the C rounds by largest remainder).  Returns None when
+    the group needs no map: no member is tagged, or no CPU supplies
+    anything.  Raises ValueError for an empty group, one larger than
+    :data:`MAX_MEMBERS`, or an unknown ``rounding``.
     """
     n = len(tags)
     if not 0 < n <= MAX_MEMBERS:
@@ -109,7 +136,7 @@ def deal(topo: Topology, tags: Sequence[Tag],
     if not any(t.cpu is not None and topo.has_cpu(t.cpu) for t in tags):
         return None
     total = SLOTS_PER_MEMBER * n
-    give = supply(total, effective_counts(topo, tags, counts))
+    give = supply(total, effective_counts(topo, tags, counts), rounding)
     if not give:
         return None
 

@@ -191,13 +191,49 @@ def test_duplicates_short(impl):
 
 
 def test_trickle_cpu(impl):
-    """A trickle CPU supplies a trickle; its worker gets the rest elsewhere."""
+    """A trickle CPU supplies a trickle; its worker gets the rest elsewhere.
+
+    1040 handshakes over T = 48: CPU 2's share is 48 x 40 / 1040 = 1.85
+    slots, rounded up to 2 (its remainder beats CPU 0's 0.15)."""
+    topo = topology.load("2x4x2")
+    tags = [Tag(0), Tag(2), Tag(4)]
+    d = impl.deal(topo, tags, {0: 1000, 2: 40})
+    assert d.ranges == {0: (0, 46), 2: (46, 2)}
+    assert d.slots_of(2) == (1, 1)
+    assert runs(d.slots_of(0)) == [(0, 16), (1, 14), (2, 16)]
+
+
+def test_trickle_under_half_a_slot(impl):
+    """The seed's trickle assumes its cumulative floor: 1000:1 over T = 48
+    cuts at 47, so CPU 2 supplies 1 slot (kept below as the floor model).
+    By largest remainder CPU 2's 0.05 of a slot rounds to nothing and CPU
+    0's 47.95 up to 48: CPU 2 is a CPU without slots and hashes."""
     topo = topology.load("2x4x2")
     tags = [Tag(0), Tag(2), Tag(4)]
     d = impl.deal(topo, tags, {0: 1000, 2: 1})
-    assert d.ranges == {0: (0, 47), 2: (47, 1)}
-    assert d.slots_of(2) == (1,)
-    assert runs(d.slots_of(0)) == [(0, 16), (1, 15), (2, 16)]
+    assert d.ranges == {0: (0, 48)}
+    assert runs(d.slots_of(0)) == [(0, 16), (1, 16), (2, 16)]
+    floor = model.deal(topo, tags, {0: 1000, 2: 1}, rounding="floor")
+    assert floor.ranges == {0: (0, 47), 2: (47, 1)}
+    assert floor.slots_of(2) == (1,)
+    assert runs(floor.slots_of(0)) == [(0, 16), (1, 15), (2, 16)]
+
+
+@pytest.mark.parametrize("tags,counts,ranges", [
+    (SEED_TAGS, SEED_COUNTS, {0: (0, 32), 2: (32, 32), 4: (64, 16)}),
+    (SEED_TAGS, {}, {0: (0, 20), 1: (20, 20), 2: (40, 20), 9: (60, 20)}),
+    ([Tag(0), Tag(0), Tag(1), Tag(2)], {0: 1, 2: 3},
+     {0: (0, 16), 2: (16, 48)}),
+])
+def test_seed_shares_are_whole_under_both_roundings(tags, counts, ranges):
+    """The seed's "rounded cumulatively" tables (80 slots 32/32/16, stand-ins
+    20 each, 16/48) have whole shares, so the floor and largest remainder
+    give the same map."""
+    topo = topology.load("2x4x2")
+    lr = model.deal(topo, tags, counts)
+    assert lr == model.deal(topo, tags, counts, rounding="floor")
+    assert lr == core.deal(topo, tags, counts)
+    assert lr.ranges == ranges
 
 
 def test_no_tagged_member_builds_no_map(impl):
