@@ -184,9 +184,15 @@ rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers, int ncpu)
 	    (u_int)ncpu));
 }
 
+/*
+ * A group's learning as the kernel drives it: rl_cum[] stands for the
+ * per-CPU handshake counters (cumulative, wrapping), rl_snap[] for the
+ * two snapshots struct lblearn keeps.
+ */
 struct rxl_learn {
 	struct lblearn	 rl_ll;
-	uint32_t	*rl_cnt;
+	uint32_t	*rl_cum;
+	uint32_t	*rl_snap;
 };
 
 struct rxl_learn *
@@ -199,13 +205,14 @@ rxl_learn_new(int ncpu, int window, int now)
 	l = calloc(1, sizeof(*l));
 	if (l == NULL)
 		return (NULL);
-	l->rl_cnt = calloc(2 * (size_t)ncpu, sizeof(uint32_t));
-	if (l->rl_cnt == NULL) {
-		free(l);
+	l->rl_cum = calloc((size_t)ncpu, sizeof(uint32_t));
+	l->rl_snap = calloc(2 * (size_t)ncpu, sizeof(uint32_t));
+	if (l->rl_cum == NULL || l->rl_snap == NULL) {
+		rxl_learn_free(l);
 		return (NULL);
 	}
-	lblearn_init(&l->rl_ll, l->rl_cnt, l->rl_cnt + ncpu, (u_int)ncpu,
-	    window, now);
+	lblearn_init(&l->rl_ll, l->rl_snap, l->rl_snap + ncpu, (u_int)ncpu,
+	    window, now, NULL);
 	return (l);
 }
 
@@ -215,34 +222,38 @@ rxl_learn_free(struct rxl_learn *l)
 
 	if (l == NULL)
 		return;
-	free(l->rl_cnt);
+	free(l->rl_cum);
+	free(l->rl_snap);
 	free(l);
 }
 
-int
-rxl_learn_note(struct rxl_learn *l, int cpu, int now)
+/* A handshake completed on cpu: what syncache_socket() counts. */
+void
+rxl_learn_count(struct rxl_learn *l, int cpu, uint32_t n)
 {
 
-	return (lblearn_note(&l->rl_ll, (u_int)cpu, now));
-}
-
-int
-rxl_learn_note_locked(struct rxl_learn *l, int cpu, int now)
-{
-
-	return (lblearn_note_locked(&l->rl_ll, (u_int)cpu, now));
+	if (cpu >= 0 && (u_int)cpu < l->rl_ll.ll_ncpu)
+		l->rl_cum[cpu] += n;
 }
 
 int
 rxl_learn_roll(struct rxl_learn *l, int now)
 {
 
-	return (lblearn_roll(&l->rl_ll, now));
+	return (lblearn_roll(&l->rl_ll, now, l->rl_cum));
 }
 
 uint64_t
 rxl_learn_sum(const struct rxl_learn *l, uint32_t *sum)
 {
 
-	return (lblearn_sum(&l->rl_ll, sum));
+	return (lblearn_sum(&l->rl_ll, l->rl_cum, sum));
+}
+
+void
+rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *prev,
+    uint32_t *cur)
+{
+
+	lblearn_window(&l->rl_ll, l->rl_cum, (u_int)cpu, prev, cur);
 }

@@ -32,9 +32,10 @@ size_t	rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers,
 	    int ncpu);
 struct rxl_learn *rxl_learn_new(int ncpu, int window, int now);
 void	rxl_learn_free(struct rxl_learn *l);
-int	rxl_learn_note(struct rxl_learn *l, int cpu, int now);
-int	rxl_learn_note_locked(struct rxl_learn *l, int cpu, int now);
+void	rxl_learn_count(struct rxl_learn *l, int cpu, uint32_t n);
 int	rxl_learn_roll(struct rxl_learn *l, int now);
 uint64_t rxl_learn_sum(const struct rxl_learn *l, uint32_t *sum);
+void	rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *prev,
+	    uint32_t *cur);
 
 #endif /* !_RXLCORE_H_ */

@@ -28,6 +28,11 @@
 #ifndef _NETINET_IN_PCBLB_DEAL_H_
 #define	_NETINET_IN_PCBLB_DEAL_H_
 
+#include <sys/types.h>
+#ifndef _KERNEL
+#include <stdbool.h>
+#endif
+
 /*
  * Dealing the members of an SO_REUSEPORT_LB group to receiving CPUs.
  *

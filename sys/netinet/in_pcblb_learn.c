@@ -28,35 +28,41 @@
 /*
  * Receive-CPU counts of an SO_REUSEPORT_LB group, in two windows.
  *
- * A connection is counted at accept(2), on the CPU that completed its
- * handshake, so the counts follow where the NIC and iflib put the flow
- * and nothing is added to the packet path.  Two windows rather than one
- * keep a CPU's supply steady across a roll: its count in the previous
+ * The kernel counts a handshake on the CPU that completes it, where the
+ * group's member was selected, so the counts follow where the NIC and
+ * iflib put the flow.  This file only keeps the windows: snapshots of the
+ * cumulative counts, taken when a window begins.  Two windows rather than
+ * one keep a CPU's supply steady across a roll: its count in the previous
  * window carries it until the current one has seen it again.
  */
 
 #ifdef _KERNEL
 #include <sys/param.h>
 #include <sys/systm.h>
-#include <machine/atomic.h>
 #endif
 
 #include <netinet/in_pcblb_learn.h>
 
 void
-lblearn_init(struct lblearn *ll, uint32_t *cnt0, uint32_t *cnt1, u_int ncpu,
-    int window, int now)
+lblearn_init(struct lblearn *ll, uint32_t *snap0, uint32_t *snap1,
+    u_int ncpu, int window, int now, const uint32_t *cum)
 {
 
 	KASSERT(window > 0, ("%s: window %d", __func__, window));
-	ll->ll_cnt[0] = cnt0;
-	ll->ll_cnt[1] = cnt1;
+	ll->ll_snap[0] = snap0;
+	ll->ll_snap[1] = snap1;
 	ll->ll_ncpu = ncpu;
 	ll->ll_cur = 0;
 	ll->ll_start = now;
 	ll->ll_window = window;
-	memset(cnt0, 0, ncpu * sizeof(*cnt0));
-	memset(cnt1, 0, ncpu * sizeof(*cnt1));
+	ll->ll_rolls = 0;
+	if (cum == NULL) {
+		memset(snap0, 0, ncpu * sizeof(*snap0));
+		memset(snap1, 0, ncpu * sizeof(*snap1));
+	} else {
+		memcpy(snap0, cum, ncpu * sizeof(*snap0));
+		memcpy(snap1, cum, ncpu * sizeof(*snap1));
+	}
 }
 
 /*
@@ -70,90 +76,64 @@ lblearn_age(const struct lblearn *ll, int now)
 	return ((u_int)now - (u_int)ll->ll_start);
 }
 
-int
-lblearn_note(struct lblearn *ll, u_int cpu, int now)
-{
-	uint32_t *cnt;
-
-	if (cpu >= ll->ll_ncpu)
-		return (LBLEARN_COUNTED);	/* Not a CPU we track. */
-	if (lblearn_age(ll, now) >= (u_int)ll->ll_window)
-		return (LBLEARN_LOCK);
-	cnt = ll->ll_cnt[atomic_load_int(&ll->ll_cur)];
-	if (atomic_load_32(&cnt[cpu]) == 0)
-		return (LBLEARN_LOCK);
-	atomic_add_32(&cnt[cpu], 1);
-	return (LBLEARN_COUNTED);
-}
-
 bool
-lblearn_roll(struct lblearn *ll, int now)
+lblearn_roll(struct lblearn *ll, int now, const uint32_t *cum)
 {
 	u_int age, cur;
 
 	age = lblearn_age(ll, now);
 	if (age < (u_int)ll->ll_window)
 		return (false);
-	cur = ll->ll_cur ^ 1;
-	if (age >= 2 * (u_int)ll->ll_window) {
-		/* Idle for two windows or more: nothing recent survives. */
-		memset(ll->ll_cnt[ll->ll_cur], 0,
-		    ll->ll_ncpu * sizeof(uint32_t));
-	}
-	memset(ll->ll_cnt[cur], 0, ll->ll_ncpu * sizeof(uint32_t));
-	ll->ll_cur = cur;
 	/*
-	 * The new window starts when the old one should have ended, so
-	 * windows keep their length whatever the arrival pattern; after a
-	 * long idle period it starts now.
+	 * The older snapshot becomes the start of the new current window;
+	 * the one that started the ending window now starts the previous.
 	 */
-	if (age >= 2 * (u_int)ll->ll_window)
+	cur = ll->ll_cur ^ 1;
+	memcpy(ll->ll_snap[cur], cum, ll->ll_ncpu * sizeof(uint32_t));
+	ll->ll_cur = cur;
+	ll->ll_rolls++;
+	if (age >= 2 * (u_int)ll->ll_window) {
+		/*
+		 * No roll for two windows: no handshake came (the first one
+		 * after a window ends asks for the roll), so what the current
+		 * window holds is older than a window.  Both start empty, now.
+		 */
+		memcpy(ll->ll_snap[cur ^ 1], cum,
+		    ll->ll_ncpu * sizeof(uint32_t));
 		ll->ll_start = now;
-	else
+	} else
 		ll->ll_start = (int)((u_int)ll->ll_start +
 		    (u_int)ll->ll_window);
 	return (true);
 }
 
-bool
-lblearn_note_locked(struct lblearn *ll, u_int cpu, int now)
+void
+lblearn_window(const struct lblearn *ll, const uint32_t *cum, u_int cpu,
+    uint32_t *prev, uint32_t *cur)
 {
-	uint32_t *cnt;
-	bool remap;
+	const uint32_t *scur, *sprev;
 
-	remap = lblearn_roll(ll, now);
-	if (cpu >= ll->ll_ncpu)
-		return (remap);
-	cnt = ll->ll_cnt[ll->ll_cur];
-	/*
-	 * First sighting in this window: the CPU may be new to the map, or
-	 * its share may have moved since the roll.  This happens at most
-	 * once per receiving CPU per window.
-	 */
-	if (cnt[cpu] == 0)
-		remap = true;
-	atomic_add_32(&cnt[cpu], 1);
-	return (remap);
-}
-
-uint32_t
-lblearn_count(const struct lblearn *ll, u_int cpu)
-{
-
-	if (cpu >= ll->ll_ncpu)
-		return (0);
-	return (ll->ll_cnt[0][cpu] + ll->ll_cnt[1][cpu]);
+	if (cpu >= ll->ll_ncpu) {
+		*prev = *cur = 0;
+		return;
+	}
+	scur = ll->ll_snap[ll->ll_cur];
+	sprev = ll->ll_snap[ll->ll_cur ^ 1];
+	*prev = scur[cpu] - sprev[cpu];
+	*cur = cum[cpu] - scur[cpu];
 }
 
 uint64_t
-lblearn_sum(const struct lblearn *ll, uint32_t *sum)
+lblearn_sum(const struct lblearn *ll, const uint32_t *cum, uint32_t *sum)
 {
+	const uint32_t *sprev;
 	uint64_t total;
 	u_int c;
 
+	sprev = ll->ll_snap[ll->ll_cur ^ 1];
 	total = 0;
 	for (c = 0; c < ll->ll_ncpu; c++) {
-		sum[c] = ll->ll_cnt[0][c] + ll->ll_cnt[1][c];
+		sum[c] = cum[c] - sprev[c];
 		total += sum[c];
 	}
 	return (total);

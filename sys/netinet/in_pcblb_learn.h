@@ -28,70 +28,73 @@
 #ifndef _NETINET_IN_PCBLB_LEARN_H_
 #define	_NETINET_IN_PCBLB_LEARN_H_
 
+#include <sys/types.h>
+#ifndef _KERNEL
+#include <stdbool.h>
+#endif
+
 /*
- * Receive-CPU counts of an SO_REUSEPORT_LB group, learned at accept(2).
+ * Receive-CPU counts of an SO_REUSEPORT_LB group, in two windows.
  *
- * Handshakes are counted per CPU in two windows of LBLEARN_WINDOW_SEC
- * seconds: the current one and the previous one.  The deal reads their
- * sum, so a CPU that stops receiving drops out of the map after at most
- * two windows, and a CPU that starts receiving is dealt as soon as it is
- * first seen.  The common case, a CPU already counted in the current
- * window, is one atomic add with no lock and no remap; everything that
- * changes the set of receiving CPUs is done under the group's lock and
- * asks the caller to rebuild the map.
+ * The kernel counts every handshake of the group on the CPU that
+ * completes it, in a per-CPU 32-bit counter that only that CPU writes and
+ * that is never reset: the counts are cumulative and wrap.  A window is
+ * the difference between the cumulative counts and a snapshot of them
+ * taken when the window began, so the per-handshake path writes nothing
+ * shared, and a roll is a copy of the counters into a snapshot instead of
+ * a reset racing with increments.  Unsigned differences are right across
+ * a wrap as long as a CPU counts fewer than 2^32 handshakes in two
+ * windows.
  *
- * Time is passed in, in ticks, so that the userspace build of this file
- * can be driven by tests.
+ * Two windows of LBLEARN_WINDOW_SEC seconds are kept: the current one and
+ * the previous one.  The deal reads their sum, so a CPU that stops
+ * receiving drops out after at most two windows.
+ *
+ * Time, in ticks, and the cumulative counts are passed in, so that the
+ * userspace build of this file can be driven by tests.
  */
 
 #define	LBLEARN_WINDOW_SEC	10	/* Length of one counting window. */
 
 struct lblearn {
-	uint32_t	*ll_cnt[2];	/* [ll_ncpu] handshakes per window. */
+	uint32_t	*ll_snap[2];	/* [ll_ncpu] counts when a window began. */
 	u_int		 ll_ncpu;
-	u_int		 ll_cur;	/* Index of the current window. */
-	int		 ll_start;	/* ticks when this window began. */
+	u_int		 ll_cur;	/* ll_snap[ll_cur]: the current window. */
+	int		 ll_start;	/* ticks when the current window began. */
 	int		 ll_window;	/* Window length in ticks. */
+	u_int		 ll_rolls;	/* Windows rolled so far. */
 };
 
-/* Outcome of lblearn_note(). */
-#define	LBLEARN_COUNTED		0	/* Counted; nothing else to do. */
-#define	LBLEARN_LOCK		1	/* Take the lock, call _locked(). */
+/*
+ * Initialize with two caller-provided arrays of ncpu snapshots, a window
+ * of window ticks (LBLEARN_WINDOW_SEC * hz in the kernel), starting now,
+ * when the cumulative counts are cum[ncpu] (NULL: all zero): both
+ * windows are empty.
+ */
+void	lblearn_init(struct lblearn *ll, uint32_t *snap0, uint32_t *snap1,
+	    u_int ncpu, int window, int now, const uint32_t *cum);
 
 /*
- * Initialize with two caller-provided arrays of ncpu counters, a window
- * of window ticks (LBLEARN_WINDOW_SEC * hz in the kernel), starting now.
+ * If the current window has ended, roll: the current window becomes the
+ * previous one and a new one begins at the cumulative counts cum[].  The
+ * new window starts when the old one should have ended, so windows keep
+ * their length.  After two windows or more without a roll both windows
+ * start empty, now.  Returns true if it rolled.
  */
-void	lblearn_init(struct lblearn *ll, uint32_t *cnt0, uint32_t *cnt1,
-	    u_int ncpu, int window, int now);
+bool	lblearn_roll(struct lblearn *ll, int now, const uint32_t *cum);
 
 /*
- * Lock-free fast path for a hardware-hashed handshake received on cpu:
- * counts it and returns LBLEARN_COUNTED if the CPU is already counted in
- * a current window, otherwise changes nothing and returns LBLEARN_LOCK.
+ * Counts of cpu in the previous and the current window, given the
+ * cumulative counts cum[].
  */
-int	lblearn_note(struct lblearn *ll, u_int cpu, int now);
-
-/*
- * Slow path, with the group locked: rolls the windows if the current one
- * has expired, counts the handshake, and returns true if the set of
- * receiving CPUs may have changed and the map must be rebuilt.
- */
-bool	lblearn_note_locked(struct lblearn *ll, u_int cpu, int now);
-
-/*
- * With the group locked: rolls the windows if the current one has
- * expired.  Returns true if it rolled (the map must be rebuilt).
- */
-bool	lblearn_roll(struct lblearn *ll, int now);
-
-/* Handshakes counted for cpu over both windows. */
-uint32_t lblearn_count(const struct lblearn *ll, u_int cpu);
+void	lblearn_window(const struct lblearn *ll, const uint32_t *cum,
+	    u_int cpu, uint32_t *prev, uint32_t *cur);
 
 /*
  * Write both windows' sum for every CPU into sum[ll_ncpu], the input of
  * lbdeal(), and return the total.
  */
-uint64_t lblearn_sum(const struct lblearn *ll, uint32_t *sum);
+uint64_t lblearn_sum(const struct lblearn *ll, const uint32_t *cum,
+	    uint32_t *sum);
 
 #endif /* !_NETINET_IN_PCBLB_LEARN_H_ */

@@ -33,27 +33,38 @@
  * lo0 queues every packet to the netisr, whose thread runs wherever the
  * scheduler puts it.  The tests therefore never predict a CPU.  They read
  * back, from each accepted socket, the CPU that completed its handshake
- * (the CPU on which the listener was selected) and check the selection
- * against it.  Where a test needs every CPU to be a steered one, it tags
- * a member with every CPU of the system.  Nothing is learned from
- * loopback, so the explicit tags stand in as the receiving CPUs, each
- * supplying an equal share; which member a connection gets is then fully
- * determined by its handshake CPU and its tuple hash.
+ * (SO_HANDSHAKE_CPU, the CPU on which the listener was selected) and
+ * check the selection against it.  Where a test needs every CPU to be a
+ * steered one, it tags a member with every CPU it may use (up to 256, the
+ * group's limit; handshakes on other CPUs are not checked).  Nothing is
+ * learned (learning is off by default), so the explicit tags stand in as
+ * the receiving CPUs, each supplying an equal share; which member a
+ * connection gets is then fully determined by its handshake CPU and its
+ * tuple hash.
+ *
+ * A map is rebuilt after a member joins or leaves by a task, so tests
+ * wait until no group is waiting for a rebuild (lb_settle()) before they
+ * check steering.
  */
 
 #include <sys/param.h>
 #include <sys/cpuset.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
+#include <sys/wait.h>
 
 #include <netinet/in.h>
+
+#include <arpa/inet.h>
 
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atf-c.h>
@@ -61,11 +72,15 @@
 #ifndef SO_REUSEPORT_LB_CPU
 /* Lets the program be built against headers that predate the option. */
 #define	SO_REUSEPORT_LB_CPU	0x1030
+#define	SO_HANDSHAKE_CPU	0x1031
+#define	SO_REUSEPORT_LB_CPU_HASH	(-1)
+#define	SO_REUSEPORT_LB_CPU_NONE	(-2)
 #endif
 
-#define	TAG_NONE	(-2)	/* Leave the member untagged. */
-#define	TAG_HASH	(-1)	/* Set -1: untagged, refusing capture. */
+#define	TAG_NONE	SO_REUSEPORT_LB_CPU_NONE	/* Left untagged. */
+#define	TAG_HASH	SO_REUSEPORT_LB_CPU_HASH	/* Untagged, by hash. */
 #define	MAXMEMBERS	256
+#define	GROUPS_SYSCTL	"net.inet.tcp.reuseport_lb.groups"
 
 struct lbgroup {
 	int	domain;
@@ -76,7 +91,10 @@ struct lbgroup {
 	struct sockaddr_storage addr;
 };
 
-/* The CPUs of the system, from the root cpuset; returns how many. */
+/*
+ * The CPUs this process may run on (its root cpuset, which a jail or a
+ * restricted cpuset narrows), at most max of them; returns how many.
+ */
 static int
 lb_cpus(int *cpus, int max)
 {
@@ -107,6 +125,63 @@ lb_getcpu(int sd)
 	    "getsockopt(SO_REUSEPORT_LB_CPU) failed: %s", strerror(errno));
 	ATF_REQUIRE_MSG(len == sizeof(val), "getsockopt returned %u bytes",
 	    (unsigned)len);
+	return (val);
+}
+
+/* The CPU that completed an accepted socket's handshake. */
+static int
+lb_hscpu(int sd)
+{
+	socklen_t len;
+	int val;
+
+	len = sizeof(val);
+	ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, SO_HANDSHAKE_CPU, &val,
+	    &len) == 0,
+	    "getsockopt(SO_HANDSHAKE_CPU) failed: %s", strerror(errno));
+	return (val);
+}
+
+/*
+ * The load-balancing groups view, as text, into buf; fails the test on a
+ * kernel without it.
+ */
+static void
+lb_groups(char *buf, size_t size)
+{
+	size_t len;
+
+	len = size - 1;
+	ATF_REQUIRE_MSG(sysctlbyname(GROUPS_SYSCTL, buf, &len, NULL, 0) == 0,
+	    "sysctl %s: %s", GROUPS_SYSCTL, strerror(errno));
+	buf[len] = '\0';
+}
+
+/* Wait (at most 5 s) until no group waits for its map to be rebuilt. */
+static void
+lb_settle(void)
+{
+	static char buf[1 << 20];
+	int i;
+
+	for (i = 0; i < 500; i++) {
+		lb_groups(buf, sizeof(buf));
+		if (strstr(buf, " dirty 1 ") == NULL)
+			return;
+		usleep(10000);
+	}
+	atf_tc_fail("a dealt map was not rebuilt within 5 s:\n%s", buf);
+}
+
+static uint64_t
+lb_counter(const char *name)
+{
+	uint64_t val;
+	size_t len;
+
+	len = sizeof(val);
+	ATF_REQUIRE_MSG(sysctlbyname(name, &val, &len, NULL, 0) == 0,
+	    "sysctl %s: %s", name, strerror(errno));
 	return (val);
 }
 
@@ -181,6 +256,7 @@ lb_group(struct lbgroup *g, int domain, int n, const int *tags, bool early)
 			lb_setcpu(sd, tags[i]);
 		g->sds[i] = sd;
 	}
+	lb_settle();
 }
 
 static void
@@ -232,7 +308,7 @@ lb_connect(struct lbgroup *g, int *hcpup)
 				    "accept failed: %s", strerror(errno));
 		}
 	}
-	*hcpup = lb_getcpu(sd);
+	*hcpup = lb_hscpu(sd);
 	/*
 	 * As so_reuseport_lb_test does: the server closes first, the client
 	 * lingers with a zero timeout and resets, so neither end is left in
@@ -251,6 +327,19 @@ static bool
 lb_tagged(int tag)
 {
 	return (tag >= 0);
+}
+
+/* Whether cpu is one of cpus[0..n-1] (the CPUs a test tagged). */
+static bool
+lb_in(const int *cpus, int n, int cpu)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if (cpus[i] == cpu)
+			return (true);
+	}
+	return (false);
 }
 
 /*
@@ -276,6 +365,8 @@ lb_steering(int domain, bool early)
 		idx = lb_connect(&g, &hcpu);
 		ATF_REQUIRE_MSG(hcpu >= 0,
 		    "accepted socket reports no handshake CPU (%d)", hcpu);
+		if (!lb_in(cpus, ncpu, hcpu))
+			continue;
 		ATF_REQUIRE_MSG(g.tags[idx] == hcpu,
 		    "connection %d: handshake on CPU %d, but given to member "
 		    "%d tagged with CPU %d", c, hcpu, idx, g.tags[idx]);
@@ -317,6 +408,8 @@ ATF_TC_BODY(duplicates, tc)
 	nconns = MAX(64, 16 * ncpu);
 	for (i = 0; i < nconns; i++) {
 		idx = lb_connect(&g, &hcpu);
+		if (!lb_in(cpus, ncpu, hcpu))
+			continue;
 		ATF_REQUIRE_MSG(g.tags[idx] == hcpu,
 		    "connection %d: handshake on CPU %d, but given to member "
 		    "%d tagged with CPU %d", i, hcpu, idx, g.tags[idx]);
@@ -459,9 +552,9 @@ ATF_TC_BODY(untagged_share, tc)
 	tags[ncpu] = TAG_NONE;
 	tags[ncpu + 1] = TAG_HASH;
 	lb_group(&g, AF_INET, ncpu + 2, tags, false);
-	ATF_REQUIRE_MSG(lb_getcpu(g.sds[ncpu]) == -1,
+	ATF_REQUIRE_MSG(lb_getcpu(g.sds[ncpu]) == TAG_NONE,
 	    "untagged member reads back %d", lb_getcpu(g.sds[ncpu]));
-	ATF_REQUIRE_MSG(lb_getcpu(g.sds[ncpu + 1]) == -1,
+	ATF_REQUIRE_MSG(lb_getcpu(g.sds[ncpu + 1]) == TAG_HASH,
 	    "member set to -1 reads back %d", lb_getcpu(g.sds[ncpu + 1]));
 	lb_until_all_fed(&g, 4000, lb_check_exact_or_untagged);
 	lb_group_close(&g);
@@ -491,76 +584,416 @@ ATF_TC_BODY(partial_claims, tc)
 	lb_group_close(&g);
 }
 
+/* Sets val and expects it to fail with err. */
+static void
+lb_setcpu_fails(int sd, int name, int val, int err)
+{
+	ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, name, &val,
+	    sizeof(val)) == -1 && errno == err,
+	    "setting option %#x to %d did not fail with %s (%s)", name, val,
+	    strerror(err), strerror(errno));
+}
+
 /*
- * Setting and getting the option, valid and invalid values, on TCP and
- * UDP sockets of both families, listening and accepted.
+ * Setting and getting SO_REUSEPORT_LB_CPU, valid and invalid values, on
+ * TCP sockets of both families, listening and accepted; SO_HANDSHAKE_CPU
+ * on both.
  */
 ATF_TC_WITHOUT_HEAD(option);
 ATF_TC_BODY(option, tc)
 {
 	struct lbgroup g;
 	int cpus[MAXMEMBERS];
-	const int bad[] = { -2, -3, INT_MIN, 0x7fff + 1, 0xffff, 0x10000,
-	    INT_MAX };
+	const int bad[] = { -3, INT_MIN, 0x7fff + 1, 0xffff, 0x10000,
+	    0x40000000, INT_MAX };
 	size_t i;
 	int domains[] = { AF_INET, AF_INET6 };
-	int types[] = { SOCK_STREAM, SOCK_DGRAM };
-	int d, hcpu, maxcpu, ncpu, sd, t, val;
+	int csd, d, hcpu, maxcpu, ncpu, sd, val;
 	char c;
 
 	ncpu = lb_cpus(cpus, MAXMEMBERS);
 	maxcpu = cpus[ncpu - 1];
 	for (d = 0; d < 2; d++) {
-		for (t = 0; t < 2; t++) {
-			sd = socket(domains[d], types[t], 0);
-			ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s",
-			    strerror(errno));
-			ATF_REQUIRE_MSG(lb_getcpu(sd) == -1,
-			    "a new socket reads back %d, not -1",
-			    lb_getcpu(sd));
-			lb_setcpu(sd, cpus[0]);
-			ATF_REQUIRE_MSG(lb_getcpu(sd) == cpus[0],
-			    "set %d, read back %d", cpus[0], lb_getcpu(sd));
-			lb_setcpu(sd, maxcpu);
-			ATF_REQUIRE_MSG(lb_getcpu(sd) == maxcpu,
-			    "set %d, read back %d", maxcpu, lb_getcpu(sd));
-			lb_setcpu(sd, -1);
-			ATF_REQUIRE_MSG(lb_getcpu(sd) == -1,
-			    "set -1, read back %d", lb_getcpu(sd));
-			for (i = 0; i < nitems(bad); i++) {
-				val = bad[i];
-				ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET,
-				    SO_REUSEPORT_LB_CPU, &val,
-				    sizeof(val)) == -1 && errno == EINVAL,
-				    "setting %d did not fail with EINVAL", val);
-			}
-			val = maxcpu + 1;
-			if (val < CPU_SETSIZE) {
-				ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET,
-				    SO_REUSEPORT_LB_CPU, &val,
-				    sizeof(val)) == -1 && errno == EINVAL,
-				    "setting absent CPU %d did not fail with "
-				    "EINVAL", val);
-			}
-			c = 0;
-			ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET,
-			    SO_REUSEPORT_LB_CPU, &c, sizeof(c)) == -1 &&
-			    errno == EINVAL,
-			    "a one-byte value did not fail with EINVAL");
-			ATF_REQUIRE_MSG(lb_getcpu(sd) == -1,
-			    "failed sets changed the tag to %d",
-			    lb_getcpu(sd));
-			ATF_REQUIRE(close(sd) == 0);
-		}
+		sd = socket(domains[d], SOCK_STREAM, 0);
+		ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s", strerror(errno));
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == TAG_NONE,
+		    "a new socket reads back %d, not %d", lb_getcpu(sd),
+		    TAG_NONE);
+		ATF_REQUIRE_MSG(lb_hscpu(sd) == -1,
+		    "a new socket reports handshake CPU %d", lb_hscpu(sd));
+		lb_setcpu(sd, cpus[0]);
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == cpus[0],
+		    "set %d, read back %d", cpus[0], lb_getcpu(sd));
+		lb_setcpu(sd, maxcpu);
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == maxcpu,
+		    "set %d, read back %d", maxcpu, lb_getcpu(sd));
+		lb_setcpu(sd, TAG_HASH);
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == TAG_HASH,
+		    "set %d, read back %d", TAG_HASH, lb_getcpu(sd));
+		lb_setcpu(sd, TAG_NONE);
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == TAG_NONE,
+		    "set %d, read back %d", TAG_NONE, lb_getcpu(sd));
+		for (i = 0; i < nitems(bad); i++)
+			lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, bad[i],
+			    EINVAL);
+		if (maxcpu + 1 < CPU_SETSIZE)
+			lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, maxcpu + 1,
+			    EINVAL);
+		c = 0;
+		ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET,
+		    SO_REUSEPORT_LB_CPU, &c, sizeof(c)) == -1 &&
+		    errno == EINVAL,
+		    "a one-byte value did not fail with EINVAL");
+		lb_setcpu_fails(sd, SO_HANDSHAKE_CPU, 0, EINVAL);
+		ATF_REQUIRE_MSG(lb_getcpu(sd) == TAG_NONE,
+		    "failed sets changed the tag to %d", lb_getcpu(sd));
+		ATF_REQUIRE(close(sd) == 0);
 	}
 
-	/* An accepted socket reports the CPU of its handshake. */
+	/*
+	 * An accepted socket reports the CPU of its handshake, has no tag
+	 * and takes none; its listener reports no handshake CPU.
+	 */
 	lb_group(&g, AF_INET, 1, (int []){ TAG_NONE }, false);
-	(void)lb_connect(&g, &hcpu);
-	ATF_REQUIRE_MSG(hcpu >= 0 && hcpu <= maxcpu,
-	    "accepted socket reports handshake CPU %d, not in 0..%d", hcpu,
-	    maxcpu);
+	csd = socket(AF_INET, SOCK_STREAM, 0);
+	ATF_REQUIRE(csd >= 0);
+	ATF_REQUIRE_MSG(connect(csd, (struct sockaddr *)&g.addr,
+	    g.addr.ss_len) == 0, "connect failed: %s", strerror(errno));
+	ATF_REQUIRE_MSG(lb_hscpu(csd) == -1,
+	    "a connect(2)ed socket reports handshake CPU %d", lb_hscpu(csd));
+	ATF_REQUIRE(poll(&(struct pollfd){ .fd = g.sds[0], .events = POLLIN },
+	    1, 10000) == 1);
+	sd = accept(g.sds[0], NULL, NULL);
+	ATF_REQUIRE_MSG(sd >= 0, "accept failed: %s", strerror(errno));
+	hcpu = lb_hscpu(sd);
+	ATF_REQUIRE_MSG(hcpu >= 0 && hcpu < CPU_SETSIZE,
+	    "accepted socket reports handshake CPU %d", hcpu);
+	ATF_REQUIRE_MSG(lb_getcpu(sd) == TAG_NONE,
+	    "accepted socket reads back tag %d", lb_getcpu(sd));
+	lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, cpus[0], EINVAL);
+	ATF_REQUIRE_MSG(lb_hscpu(g.sds[0]) == -1,
+	    "listener reports handshake CPU %d", lb_hscpu(g.sds[0]));
+	ATF_REQUIRE(close(sd) == 0);
+	ATF_REQUIRE(close(csd) == 0);
 	lb_group_close(&g);
+}
+
+/*
+ * UDP (and so any protocol but TCP) refuses both options with
+ * ENOPROTOOPT: selecting a datagram's member by the receiving CPU would
+ * break a flow's 4-tuple stickiness.
+ */
+ATF_TC_WITHOUT_HEAD(udp_refused);
+ATF_TC_BODY(udp_refused, tc)
+{
+	socklen_t len;
+	int domains[] = { AF_INET, AF_INET6 };
+	int d, sd, val;
+
+	for (d = 0; d < 2; d++) {
+		sd = socket(domains[d], SOCK_DGRAM, 0);
+		ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s", strerror(errno));
+		lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, 0, ENOPROTOOPT);
+		lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, TAG_HASH,
+		    ENOPROTOOPT);
+		len = sizeof(val);
+		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, SO_REUSEPORT_LB_CPU,
+		    &val, &len) == -1 && errno == ENOPROTOOPT,
+		    "getsockopt(SO_REUSEPORT_LB_CPU) on UDP: %s",
+		    strerror(errno));
+		len = sizeof(val);
+		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, SO_HANDSHAKE_CPU,
+		    &val, &len) == -1 && errno == ENOPROTOOPT,
+		    "getsockopt(SO_HANDSHAKE_CPU) on UDP: %s",
+		    strerror(errno));
+		ATF_REQUIRE(close(sd) == 0);
+	}
+}
+
+/*
+ * A set that leaves the tag as it was rebuilds nothing: 10,000 of them
+ * on a member of a group with every CPU tagged add 10,000 to the no-op
+ * counter and nothing to the rebuild counter.  Exclusive: the counters
+ * are global.
+ */
+ATF_TC(noop_set);
+ATF_TC_HEAD(noop_set, tc)
+{
+	atf_tc_set_md_var(tc, "is.exclusive", "true");
+}
+ATF_TC_BODY(noop_set, tc)
+{
+	struct lbgroup g;
+	int cpus[MAXMEMBERS];
+	uint64_t noop0, noop1, rb0, rb1;
+	int i, ncpu;
+
+	ncpu = lb_cpus(cpus, MAXMEMBERS);
+	lb_group(&g, AF_INET, ncpu, cpus, false);
+	rb0 = lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
+	noop0 = lb_counter("net.inet.tcp.reuseport_lb.noop");
+	for (i = 0; i < 10000; i++)
+		lb_setcpu(g.sds[i % ncpu], cpus[i % ncpu]);
+	rb1 = lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
+	noop1 = lb_counter("net.inet.tcp.reuseport_lb.noop");
+	ATF_REQUIRE_MSG(rb1 == rb0, "%ju rebuilds after unchanged sets",
+	    (uintmax_t)(rb1 - rb0));
+	ATF_REQUIRE_MSG(noop1 - noop0 == 10000, "%ju no-op sets counted",
+	    (uintmax_t)(noop1 - noop0));
+	/* A set that changes the tag does rebuild. */
+	lb_setcpu(g.sds[0], TAG_HASH);
+	rb1 = lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
+	ATF_REQUIRE_MSG(rb1 == rb0 + 1, "%ju rebuilds after one change",
+	    (uintmax_t)(rb1 - rb0));
+	lb_group_close(&g);
+}
+
+/*
+ * Closing a tagged member: the map is rebuilt without it, every
+ * connection is still accepted, and the other tagged members keep their
+ * CPUs.  The closed member's CPU no longer stands in (no explicit tag
+ * names it), so its handshakes are hashed over the remaining members.
+ */
+ATF_TC_WITHOUT_HEAD(close_tagged);
+ATF_TC_BODY(close_tagged, tc)
+{
+	static char buf[1 << 20];
+	struct lbgroup g;
+	int cpus[MAXMEMBERS], tags[MAXMEMBERS];
+	int c, closed, hcpu, idx, ncpu;
+	char line[64];
+
+	ncpu = lb_cpus(cpus, MAXMEMBERS - 1);
+	if (ncpu < 2)
+		atf_tc_skip("needs two CPUs");
+	memcpy(tags, cpus, ncpu * sizeof(*tags));
+	tags[ncpu] = TAG_NONE;
+	lb_group(&g, AF_INET, ncpu + 1, tags, true);
+	closed = 0;
+	ATF_REQUIRE(close(g.sds[closed]) == 0);
+	g.sds[closed] = g.sds[--g.n];
+	g.tags[closed] = g.tags[g.n];
+	lb_settle();
+	lb_groups(buf, sizeof(buf));
+	snprintf(line, sizeof(line), "port %u af inet members %d ",
+	    ntohs(((struct sockaddr_in *)&g.addr)->sin_port), g.n);
+	ATF_REQUIRE_MSG(strstr(buf, line) != NULL,
+	    "no group line with \"%s\" in:\n%s", line, buf);
+	for (c = 0; c < MAX(32, 8 * ncpu); c++) {
+		idx = lb_connect(&g, &hcpu);
+		if (hcpu == cpus[closed] || !lb_in(cpus, ncpu, hcpu))
+			continue;
+		ATF_REQUIRE_MSG(g.tags[idx] == hcpu,
+		    "connection %d: handshake on CPU %d, but given to member "
+		    "%d tagged with CPU %d", c, hcpu, idx, g.tags[idx]);
+	}
+	lb_group_close(&g);
+}
+
+struct lb_churn {
+	pid_t	pid;
+	int	fd;		/* Read end: the child's cycle count. */
+};
+
+static volatile sig_atomic_t lb_churn_stop;
+
+static void
+lb_churn_sig(int sig __unused)
+{
+	lb_churn_stop = 1;
+}
+
+/*
+ * Fork a child that makes a member join and leave the group at addr as
+ * fast as it can until SIGTERM, then writes how many times it did.
+ */
+static void
+lb_churn_start(struct lb_churn *ch, const struct sockaddr_storage *addr)
+{
+	int fds[2], cycles, one, sd;
+
+	ATF_REQUIRE(pipe(fds) == 0);
+	ch->pid = fork();
+	ATF_REQUIRE(ch->pid >= 0);
+	if (ch->pid > 0) {
+		close(fds[1]);
+		ch->fd = fds[0];
+		return;
+	}
+	close(fds[0]);
+	signal(SIGTERM, lb_churn_sig);
+	cycles = 0;
+	while (!lb_churn_stop) {
+		sd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (sd < 0)
+			break;
+		one = 1;
+		if (setsockopt(sd, SOL_SOCKET, SO_REUSEPORT_LB, &one,
+		    sizeof(one)) != 0 ||
+		    bind(sd, (const struct sockaddr *)addr,
+		    addr->ss_len) != 0 || listen(sd, 8) != 0) {
+			close(sd);
+			break;
+		}
+		close(sd);
+		cycles++;
+	}
+	(void)write(fds[1], &cycles, sizeof(cycles));
+	_exit(0);
+}
+
+/* Stop the child; returns its cycle count. */
+static int
+lb_churn_end(struct lb_churn *ch)
+{
+	int cycles, status;
+
+	ATF_REQUIRE(kill(ch->pid, SIGTERM) == 0);
+	ATF_REQUIRE(waitpid(ch->pid, &status, 0) == ch->pid);
+	cycles = 0;
+	ATF_REQUIRE(read(ch->fd, &cycles, sizeof(cycles)) ==
+	    sizeof(cycles));
+	close(ch->fd);
+	return (cycles);
+}
+
+/*
+ * Members joining and leaving while connections arrive.  A thread makes
+ * a member join and leave in a loop; meanwhile connections are made to
+ * the group.  Each must be either accepted by a steady member or reset
+ * (it was given to a member that then closed); none may hang.  The
+ * rebuilds the churn causes are rate-limited: at most one per group per
+ * 10 ms, so fewer than the elapsed time allows plus a few.  Afterwards
+ * the map steers exactly again.  Exclusive: the counters are global.
+ */
+ATF_TC(join_leave);
+ATF_TC_HEAD(join_leave, tc)
+{
+	atf_tc_set_md_var(tc, "is.exclusive", "true");
+}
+ATF_TC_BODY(join_leave, tc)
+{
+	struct lbgroup g;
+	struct lb_churn ch;
+	struct pollfd pfd[MAXMEMBERS + 1];
+	struct timespec t0, t1;
+	uint64_t rb0, rb1;
+	const struct linger lopt = { 1, 0 };
+	int cpus[MAXMEMBERS];
+	int accepted, c, csd, cycles, elapsed_ms, i, ncpu, reset, sd;
+	char b;
+
+	ncpu = lb_cpus(cpus, MAXMEMBERS - 1);
+	lb_group(&g, AF_INET, ncpu, cpus, true);
+	rb0 = lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
+	ATF_REQUIRE(clock_gettime(CLOCK_MONOTONIC, &t0) == 0);
+	lb_churn_start(&ch, &g.addr);
+	accepted = reset = 0;
+	for (c = 0; c < 400; c++) {
+		csd = socket(AF_INET, SOCK_STREAM, 0);
+		ATF_REQUIRE(csd >= 0);
+		if (connect(csd, (struct sockaddr *)&g.addr,
+		    g.addr.ss_len) != 0) {
+			/* Refused or reset by a member that left. */
+			ATF_REQUIRE_MSG(errno == ECONNREFUSED ||
+			    errno == ECONNRESET, "connect failed: %s",
+			    strerror(errno));
+			reset++;
+			close(csd);
+			continue;
+		}
+		ATF_REQUIRE(setsockopt(csd, SOL_SOCKET, SO_LINGER, &lopt,
+		    sizeof(lopt)) == 0);
+		for (sd = -1; sd < 0;) {
+			for (i = 0; i < g.n; i++) {
+				pfd[i].fd = g.sds[i];
+				pfd[i].events = POLLIN;
+				pfd[i].revents = 0;
+			}
+			pfd[g.n].fd = csd;
+			pfd[g.n].events = POLLIN;
+			pfd[g.n].revents = 0;
+			ATF_REQUIRE_MSG(poll(pfd, g.n + 1, 10000) > 0,
+			    "connection %d neither accepted nor reset in 10 s",
+			    c);
+			if (pfd[g.n].revents != 0 &&
+			    read(csd, &b, 1) <= 0) {
+				reset++;
+				break;
+			}
+			for (i = 0; i < g.n && sd < 0; i++) {
+				if ((pfd[i].revents & POLLIN) == 0)
+					continue;
+				sd = accept(g.sds[i], NULL, NULL);
+				ATF_REQUIRE_MSG(sd >= 0 || errno == EAGAIN,
+				    "accept failed: %s", strerror(errno));
+			}
+		}
+		if (sd >= 0) {
+			accepted++;
+			close(sd);
+		}
+		close(csd);
+	}
+	cycles = lb_churn_end(&ch);
+	ATF_REQUIRE(clock_gettime(CLOCK_MONOTONIC, &t1) == 0);
+	rb1 = lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
+	lb_settle();
+	elapsed_ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	ATF_REQUIRE_MSG(cycles > 0, "the churning member never joined");
+	ATF_REQUIRE_MSG(accepted > 0, "no connection accepted");
+	ATF_REQUIRE_MSG(rb1 - rb0 <= (uint64_t)elapsed_ms / 10 + 4,
+	    "%ju rebuilds in %d ms for %d joins and leaves",
+	    (uintmax_t)(rb1 - rb0), elapsed_ms, cycles);
+	/* Settled: every tagged CPU's handshakes go to its member. */
+	for (c = 0; c < 64; c++) {
+		i = lb_connect(&g, &sd);
+		if (!lb_in(cpus, ncpu, sd))
+			continue;
+		ATF_REQUIRE_MSG(g.tags[i] == sd, "after the churn, handshake "
+		    "on CPU %d given to member %d tagged %d", sd, i,
+		    g.tags[i]);
+	}
+	lb_group_close(&g);
+}
+
+/*
+ * The window in which a new group is visible to lookups before its first
+ * member is: a lookup then sees a group of zero members and must find no
+ * match there (the base kernel divided by the member count).  A thread
+ * creates and destroys a one-member group on a port in a loop while
+ * connections are made to it; each must be accepted, refused or reset.
+ * The window is a few instructions wide, so a kernel with the bug would
+ * rarely show it here, and then as a panic, not a failure.
+ */
+ATF_TC_WITHOUT_HEAD(zero_window);
+ATF_TC_BODY(zero_window, tc)
+{
+	struct lb_churn ch;
+	struct sockaddr_storage addr;
+	socklen_t len;
+	int c, csd, sd;
+
+	lb_loopback(AF_INET, &addr);
+	/* Find a free port: bind a socket and close it. */
+	sd = socket(AF_INET, SOCK_STREAM, 0);
+	ATF_REQUIRE(sd >= 0);
+	ATF_REQUIRE(bind(sd, (struct sockaddr *)&addr, addr.ss_len) == 0);
+	len = sizeof(addr);
+	ATF_REQUIRE(getsockname(sd, (struct sockaddr *)&addr, &len) == 0);
+	ATF_REQUIRE(close(sd) == 0);
+	lb_churn_start(&ch, &addr);
+	for (c = 0; c < 2000; c++) {
+		csd = socket(AF_INET, SOCK_STREAM, 0);
+		ATF_REQUIRE(csd >= 0);
+		ATF_REQUIRE_MSG(connect(csd, (struct sockaddr *)&addr,
+		    addr.ss_len) == 0 || errno == ECONNREFUSED ||
+		    errno == ECONNRESET, "connect %d failed: %s", c,
+		    strerror(errno));
+		close(csd);
+	}
+	ATF_REQUIRE_MSG(lb_churn_end(&ch) > 0, "the group was never created");
 }
 
 ATF_TP_ADD_TCS(tp)
@@ -571,6 +1004,11 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, untagged_share);
 	ATF_TP_ADD_TC(tp, partial_claims);
 	ATF_TP_ADD_TC(tp, option);
+	ATF_TP_ADD_TC(tp, udp_refused);
+	ATF_TP_ADD_TC(tp, noop_set);
+	ATF_TP_ADD_TC(tp, close_tagged);
+	ATF_TP_ADD_TC(tp, join_leave);
+	ATF_TP_ADD_TC(tp, zero_window);
 
 	return (atf_no_error());
 }

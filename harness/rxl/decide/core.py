@@ -62,17 +62,15 @@ uint32_t rxl_mix(uint32_t);
 size_t rxl_deal_scratch_size(const struct rxl_topo *, int, int);
 struct rxl_learn *rxl_learn_new(int, int, int);
 void rxl_learn_free(struct rxl_learn *);
-int rxl_learn_note(struct rxl_learn *, int, int);
-int rxl_learn_note_locked(struct rxl_learn *, int, int);
+void rxl_learn_count(struct rxl_learn *, int, uint32_t);
 int rxl_learn_roll(struct rxl_learn *, int);
 uint64_t rxl_learn_sum(const struct rxl_learn *, uint32_t *);
+void rxl_learn_window(const struct rxl_learn *, int, uint32_t *, uint32_t *);
 """
 
 # Tag encoding: sys/netinet/in_pcblb_deal.h.
 TAG_NONE = 0xFFFF
 TAG_LEARNED = 0x8000
-#: lblearn_note() results: sys/netinet/in_pcblb_learn.h.
-LEARN_COUNTED, LEARN_LOCK = 0, 1
 
 
 class CoreError(RuntimeError):
@@ -303,11 +301,8 @@ def spread_order(topo: Topology, eligible: Sequence[int],
 
 
 class Windows:
-    """``struct lblearn`` driven like :class:`model.Windows`.
-
-    ``note()`` runs the fast path and, when it asks for the lock, the
-    locked path, as accept(2) does; it returns True when a remap is due.
-    """
+    """``struct lblearn`` driven like :class:`model.Windows`, with the
+    kernel's per-CPU handshake counters simulated in ``rxlcore.c``."""
 
     def __init__(self, ncpu: int, window: int, now: int) -> None:
         p = lib().rxl_learn_new(ncpu, window, now)
@@ -316,18 +311,22 @@ class Windows:
         self._p = _ffi.gc(p, lib().rxl_learn_free)
         self.ncpu = ncpu
 
+    def count(self, cpu: int, n: int = 1) -> None:
+        lib().rxl_learn_count(self._p, cpu, n & 0xFFFFFFFF)
+
     def roll(self, now: int) -> bool:
         return bool(lib().rxl_learn_roll(self._p, now))
-
-    def note(self, cpu: int, now: int) -> bool:
-        if lib().rxl_learn_note(self._p, cpu, now) == LEARN_COUNTED:
-            return False
-        return bool(lib().rxl_learn_note_locked(self._p, cpu, now))
 
     def counts(self) -> Dict[int, int]:
         buf = _ffi.new("uint32_t[]", self.ncpu)
         lib().rxl_learn_sum(self._p, buf)
         return {c: buf[c] for c in range(self.ncpu) if buf[c]}
+
+    def window_counts(self, cpu: int) -> Tuple[int, int]:
+        prev = _ffi.new("uint32_t *")
+        cur = _ffi.new("uint32_t *")
+        lib().rxl_learn_window(self._p, cpu, prev, cur)
+        return prev[0], cur[0]
 
 
 def check_argvs(outdir: Path) -> List[List[str]]:

@@ -251,13 +251,19 @@ def _outermost_l3(group) -> list:
 # -- learning windows (commit 3) --------------------------------------------
 
 class Windows:
-    """Two windows of per-CPU handshake counts, time in ticks.
+    """Two windows of per-CPU handshake counts, time in ticks (seed 000,
+    "Two windows of counts"; the kernel's form is in docs/design.md,
+    "Core 3").
 
-    ``note(cpu, now)`` is what accept(2) does for a hardware-hashed
-    handshake received on ``cpu``; it returns True when the map must be
-    rebuilt: the CPU's first sighting in the current window, or a roll.
-    A window rolls when it is ``window`` ticks old (prev = cur, cur = 0);
-    after two idle windows both are empty.
+    ``count(cpu, n)`` is what syncache_socket() does for ``n``
+    hardware-hashed handshakes completed on ``cpu``: it adds to that CPU's
+    cumulative 32-bit counter, never reset, and nothing else.
+    ``roll(now)`` is the roll the rebuild task does once a window is
+    ``window`` ticks old: the current window becomes the previous one and
+    a new one starts, ``window`` ticks after the old one did; after two
+    windows or more without a roll both start empty, now.  It returns
+    whether it rolled.  Windows are kept as snapshots of the counters, so
+    counts are unsigned 32-bit differences, right across a wrap.
     """
 
     def __init__(self, ncpu: int, window: int, now: int) -> None:
@@ -266,31 +272,37 @@ class Windows:
         self.ncpu = ncpu
         self.window = window
         self.start = now
-        self.prev = [0] * ncpu
-        self.cur = [0] * ncpu
+        self.cum = [0] * ncpu
+        self.snap_prev = [0] * ncpu     # counters when the previous began
+        self.snap_cur = [0] * ncpu      # counters when the current began
+
+    def count(self, cpu: int, n: int = 1) -> None:
+        if 0 <= cpu < self.ncpu:        # other CPUs are not tracked
+            self.cum[cpu] = (self.cum[cpu] + n) & 0xFFFFFFFF
 
     def roll(self, now: int) -> bool:
         age = (now - self.start) & 0xFFFFFFFF
         if age < self.window:
             return False
+        self.snap_prev = self.snap_cur
+        self.snap_cur = list(self.cum)
         if age >= 2 * self.window:
-            self.prev = [0] * self.ncpu
+            self.snap_prev = list(self.cum)
             self.start = now
         else:
-            self.prev = self.cur
             self.start += self.window
-        self.cur = [0] * self.ncpu
         return True
 
-    def note(self, cpu: int, now: int) -> bool:
-        if not 0 <= cpu < self.ncpu:
-            return False  # not a CPU the group tracks: ignored
-        rolled = self.roll(now)
-        first = self.cur[cpu] == 0
-        self.cur[cpu] += 1
-        return rolled or first
+    def window_counts(self, cpu: int) -> Tuple[int, int]:
+        """(previous, current) window counts of ``cpu``."""
+        return ((self.snap_cur[cpu] - self.snap_prev[cpu]) & 0xFFFFFFFF,
+                (self.cum[cpu] - self.snap_cur[cpu]) & 0xFFFFFFFF)
 
     def counts(self) -> Dict[int, int]:
         """The deal's input: both windows summed, CPUs with zero left out."""
-        return {c: self.prev[c] + self.cur[c] for c in range(self.ncpu)
-                if self.prev[c] + self.cur[c] > 0}
+        out = {}
+        for c in range(self.ncpu):
+            n = (self.cum[c] - self.snap_prev[c]) & 0xFFFFFFFF
+            if n:
+                out[c] = n
+        return out

@@ -1,5 +1,10 @@
-"""Learning windows (seed 000, "Learning at accept(2)" and "Two windows of
-counts"), on the C and the model alike."""
+"""Learning windows (seed 000, "Two windows of counts"; docs/design.md,
+"Core 3"), on the C and the model alike.
+
+The kernel counts a handshake on its CPU (``count``) and rolls the windows
+in a task (``roll``); the two never wait for each other, and a roll only
+copies the cumulative counters into a snapshot.
+"""
 
 import pytest
 
@@ -15,54 +20,76 @@ def windows(request):
     return lambda now=0: cls(10, WINDOW, now)
 
 
-def test_first_sighting_asks_for_remap_then_counts_quietly(windows):
+def test_counts_add_up_without_any_roll(windows):
     w = windows()
-    assert w.note(2, 1) is True          # first time in this window
-    assert all(w.note(2, t) is False for t in range(2, 100))
-    assert w.counts() == {2: 99}
-    assert w.note(4, 100) is True        # another CPU, first sighting
+    for _ in range(99):
+        w.count(2)
+    w.count(4, 5)
+    assert w.counts() == {2: 99, 4: 5}
+    assert w.window_counts(2) == (0, 99)
+    assert w.roll(WINDOW - 1) is False     # not over yet
+    assert w.counts() == {2: 99, 4: 5}
 
 
 def test_roll_keeps_a_cpu_seen_in_both_and_drops_one_seen_in_neither(windows):
     w = windows()
-    w.note(2, 0)
-    w.note(9, 0)
-    # Next window: only CPU 2 receives. The roll itself asks for a remap.
-    assert w.note(2, WINDOW) is True
+    w.count(2)
+    w.count(9)
+    assert w.roll(WINDOW) is True
+    w.count(2)                           # next window: only CPU 2
     assert w.counts() == {2: 2, 9: 1}    # CPU 9 lives on in prev
-    assert w.note(2, 2 * WINDOW) is True  # roll: prev = {2: 1}
-    assert w.counts() == {2: 2}          # CPU 9: zero in both, dropped
+    assert w.window_counts(9) == (1, 0)
+    assert w.roll(2 * WINDOW) is True
+    assert w.counts() == {2: 1}          # CPU 9: zero in both, dropped
+    assert w.window_counts(2) == (1, 0)
 
 
-def test_two_idle_windows_forget_everything(windows):
+def test_two_windows_without_a_roll_forget_everything(windows):
+    """No roll for two windows means no handshake came: what the current
+    window holds is older than a window."""
     w = windows()
-    for t in range(5):
-        w.note(3, t)
-    assert w.note(5, 2 * WINDOW + 7) is True
+    w.count(3, 5)
+    assert w.roll(2 * WINDOW + 7) is True
+    assert w.counts() == {}
+    w.count(5)
     assert w.counts() == {5: 1}
+    assert w.roll(3 * WINDOW + 6) is False   # the new window began at 2W+7
+    assert w.roll(3 * WINDOW + 7) is True
 
 
 def test_window_boundaries_do_not_drift(windows):
     """A window that rolls late still ends on its own schedule."""
     w = windows(now=0)
-    w.note(1, 0)
-    w.note(1, WINDOW + WINDOW // 2)      # rolls; window 2 began at WINDOW
-    assert w.note(1, 2 * WINDOW - 1) is False
-    assert w.note(1, 2 * WINDOW) is True  # rolls at 2 x WINDOW, not later
+    assert w.roll(WINDOW + WINDOW // 2) is True   # window 2 began at WINDOW
+    assert w.roll(2 * WINDOW - 1) is False
+    assert w.roll(2 * WINDOW) is True             # at 2 x WINDOW, not later
 
 
 def test_ticks_wrap(windows):
     start = 2**31 - 10
     w = windows(now=start)
-    w.note(0, start)
+    w.count(0)
     wrapped = (start + WINDOW + 2**31) % 2**32 - 2**31   # negative
     assert wrapped < 0
-    assert w.note(0, wrapped) is True    # a roll across the wrap
+    assert w.roll(wrapped) is True       # a roll across the wrap
+    w.count(0)
     assert w.counts() == {0: 2}
+
+
+def test_counters_wrap(windows):
+    """The counters are 32-bit and never reset: a window is a difference,
+    right when the counter wraps inside it."""
+    w = windows()
+    w.count(1, 2**32 - 3)
+    assert w.roll(WINDOW) is True
+    assert w.roll(2 * WINDOW) is True    # both windows start past the bulk
+    w.count(1, 7)                        # wraps the counter
+    assert w.counts() == {1: 7}
+    assert w.window_counts(1) == (0, 7)
 
 
 def test_unknown_cpu_is_ignored(windows):
     w = windows()
-    assert w.note(10, 0) is False
-    assert w.note(-1, 0) is False
+    w.count(10)
+    w.count(-1)
     assert w.counts() == {}
