@@ -307,3 +307,23 @@ def doctor(install, as_json, mode):
     if left:
         click.echo(f"{len(left)} missing: {', '.join(left)}", err=True)
         sys.exit(1)
+
+
+@click.command("inspect")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the groups as a JSON list instead of a table.")
+def inspect_cmd(source, as_json):
+    """Read net.inet.tcp.reuseport_lb.groups from SOURCE (a dump of the
+    sysctl, or a console log holding one) and show each group's members,
+    receiving CPUs, window counts and map ranges (docs/design.md)."""
+    from rxl.verify import inspect as inspect_mod
+    try:
+        groups = inspect_mod.parse(Path(source).read_text(errors="replace")
+                                   .splitlines())
+    except inspect_mod.InspectError as e:
+        raise click.ClickException(str(e))
+    if as_json:
+        click.echo(json.dumps(inspect_mod.as_json(groups), indent=2))
+    else:
+        click.echo(inspect_mod.render(groups))

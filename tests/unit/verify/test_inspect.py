@@ -1,0 +1,84 @@
+"""``rxl inspect``: the groups view of the kernel (docs/design.md,
+"Commits 2 and 3 in the kernel", Observability)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli import main
+from rxl.verify import inspect as ins
+
+# Two members, two receiving CPUs (the counts of the learning page's
+# one-worker-per-CPU runs), largest-remainder supply 16/16.
+VIEW = """\
+login: sysctl -n net.inet.tcp.reuseport_lb.groups
+group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0
+learn window_ms 10000 age_ms 4210 rolls 7
+rx 0 prev 6756 cur 3301
+rx 4 prev 6793 cur 3350
+member 0 tag 0 learned slots 16
+member 1 tag 4 explicit slots 16
+cpu 0 offset 0 slots 16
+cpu 4 offset 16 slots 16
+group port 9090 af inet6 members 1 gen 1 map 0 dirty 1 rebuilds 0 allocfail 0
+member 0 tag hash - slots 0
+# prompt
+"""
+
+
+def test_parse_reads_every_line_kind():
+    g1, g2 = ins.parse(VIEW.splitlines())
+    assert (g1.port, g1.af, g1.members, g1.map_slots, g1.rolls) == \
+        (8080, "inet", 2, 32, 7)
+    assert g1.rx == {0: (6756, 3301), 4: (6793, 3350)}
+    assert [(m.tag, m.kind, m.slots) for m in g1.member_list] == \
+        [(0, "learned", 16), (4, "explicit", 16)]
+    assert g1.ranges == {0: (0, 16), 4: (16, 16)}
+    assert (g2.af, g2.dirty, g2.window_ms) == ("inet6", True, None)
+    assert g2.member_list[0].tag is None and g2.member_list[0].kind == "hash"
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ("member 1 tag 4 explicit slots 16\n", "2 members announced, 1"),
+    ("member 1 tag 4 explicit slots 15\n", "add up to 31, map has 32"),
+])
+def test_inconsistent_group_is_refused(bad, msg):
+    text = VIEW.replace("member 1 tag 4 explicit slots 16\n", "")
+    if "15" in bad:
+        text = VIEW.replace("member 1 tag 4 explicit slots 16\n", bad)
+    with pytest.raises(ins.InspectError, match=msg):
+        ins.parse(text.splitlines())
+
+
+def test_ranges_must_tile_the_map():
+    text = VIEW.replace("cpu 4 offset 16 slots 16", "cpu 4 offset 17 slots 15")
+    with pytest.raises(ins.InspectError, match="starts at 17, expected 16"):
+        ins.parse(text.splitlines())
+
+
+def test_line_before_any_group_is_refused():
+    with pytest.raises(ins.InspectError, match="before any group"):
+        ins.parse(["rx 0 prev 1 cur 2"])
+
+
+def test_cli_table_and_json(tmp_path):
+    f = tmp_path / "view.txt"
+    f.write_text(VIEW)
+    r = CliRunner().invoke(main, ["inspect", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "port 8080 (inet): 2 members, map 32" in r.output
+    assert "handshakes     6756 +     3301  slots   16 at 0" in r.output
+    r = CliRunner().invoke(main, ["inspect", "--json", str(f)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data[0]["rx"]["4"] == [6793, 3350]
+    assert data[1]["member_list"][0]["kind"] == "hash"
+
+
+def test_cli_bad_input_is_one_line(tmp_path):
+    f = tmp_path / "view.txt"
+    f.write_text("cpu 0 offset 0 slots 1\n")
+    r = CliRunner().invoke(main, ["inspect", str(f)])
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines()[-1].startswith("Error:")
