@@ -47,6 +47,7 @@ class _Ebpf:
     obj: Path
     maps: Dict[str, Path]
     deal: Optional[object] = None
+    index: Optional[List[int]] = None      # numa-rr: rank -> sockarray
 
 
 def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
@@ -87,7 +88,7 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
         if not req.dry_run:
             p.write_text("\n".join(content) + "\n")
         maps[setup] = p
-    return _Ebpf(server, obj, maps, d)
+    return _Ebpf(server, obj, maps, d, ebpf.numa_layout(cpus, nodes)[0])
 
 
 def _argv(req: Request, binary: Path, setup: str, cfg: A.RunConfig,
@@ -142,7 +143,9 @@ def run_all(req: Request, echo: Callable[[str], None],
                     # acceptd names the mode ("ebpf"); label by setup.
                     run.setup = run.raw["setup"] = setup
                     if setup in A.EBPF_SETUPS:
-                        run.raw["ebpf_summary"] = ebpf.summary(run.raw)
+                        run.raw["ebpf_summary"] = ebpf.summary(
+                            run.raw, eb.index if setup == "ebpf-numa-rr"
+                            and eb is not None else None)
                     if setup == "ebpf-deal" and eb is not None:
                         run.raw["model_agreement"] = ebpf.model_agreement(
                             run.raw, eb.deal)

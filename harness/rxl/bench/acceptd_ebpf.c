@@ -124,7 +124,9 @@ ebpf_load(const char *obj, const char *prog, const char *mapfile)
 	for (i = 0; i < MAX_MEMBERS; i++)
 		layout[i] = i;
 	libbpf_set_print(NULL);
-	prog_name = prog;
+	/* The caller's buffer does not outlive its block: keep a copy. */
+	if ((prog_name = strdup(prog)) == NULL)
+		return (say("strdup", errno));
 	bobj = bpf_object__open_file(obj, NULL);
 	if (bobj == NULL || libbpf_get_error(bobj) != 0)
 		return (say(obj, errno ? errno : ENOENT));

@@ -320,12 +320,15 @@ def model_agreement(raw: dict, d: Optional[model.Deal]) -> Optional[float]:
     return agree / len(recs)
 
 
-def summary(raw: dict) -> dict:
+def summary(raw: dict, index: Optional[Sequence[int]] = None) -> dict:
     """The program's counters from one run: selections per worker rank
-    (mapped back through the layout), fallbacks by reason, logged."""
+    (the program counts by sockarray index; ``index[rank]`` maps a rank
+    to its index, identity when None), fallbacks by reason, logged."""
     e = raw.get("ebpf") or {}
+    sel = list(e.get("selections", []))
+    n = raw.get("workers", 0)
+    index = list(index) if index is not None else list(range(n))
     return {"program": e.get("program"),
-            "selections": list(e.get("selections", []))[:raw.get("workers",
-                                                                0)],
+            "selections": [sel[i] if i < len(sel) else 0 for i in index],
             "fallbacks": dict(e.get("fallbacks", {})),
             "logged": e.get("logged", 0)}

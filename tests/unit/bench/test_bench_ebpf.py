@@ -141,6 +141,7 @@ def test_live_deal_run_agrees_with_the_model(tmp_path):
     assert raw["accepted"] == 40
     assert E.model_agreement(raw, d) == 1.0
     assert sum(raw["ebpf"]["selections"]) == 40
+    assert raw["ebpf"]["program"] == "deal"
     assert raw["ebpf"]["fallbacks"]["no_slots"] == 0
 
 
@@ -164,3 +165,15 @@ def test_cli_refuses_runs_longer_than_the_selection_log(tmp_path):
                                      "--connections",
                                      str(E.LOG_ENTRIES + 1)])
     assert res.exit_code == 1 and "--connections <= 8192" in res.output
+
+
+def test_summary_maps_selections_back_to_ranks():
+    raw = {"workers": 4, "ebpf": {"program": "numa_rr",
+                                  "selections": [10, 11, 12, 13] + [0] * 252,
+                                  "fallbacks": {"global": 1}, "logged": 46}}
+    index, _ = E.numa_layout(E.worker_cpus(4, 2), {0: 0, 1: 1})
+    assert index == [0, 2, 1, 3]
+    s = E.summary(raw, index)
+    assert s["selections"] == [10, 12, 11, 13]
+    assert E.summary(raw)["selections"] == [10, 11, 12, 13]
+    assert s["fallbacks"] == {"global": 1} and s["logged"] == 46
