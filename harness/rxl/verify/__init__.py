@@ -2,7 +2,8 @@
 
 Owns the run's stages (series -> build -> world -> image -> boot -> parse
 -> report), each a function returning one stage record, and the pipeline
-that chains them; the console parser (``parse``: console lines -> results);
+that chains them; the stages of a run on an SSH target (``remote``:
+probe, kernel install, run, kyua; ``remote_stages``); the console parser (``parse``: console lines -> results);
 the reports (``report``: report.json, junit.xml, the table); and the
 ``rxl run``, ``rxl parse`` and ``rxl doctor`` commands (``cli``).
 
