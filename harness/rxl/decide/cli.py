@@ -10,12 +10,12 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import click
 
 from rxl.decide import model, outcomes, topology
-from rxl.decide import cpugroup
+from rxl.decide import report as R
 from rxl.decide.cpugroup import Topology, TopologyError
 
 IMPLS = ("c", "model")
@@ -86,68 +86,6 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
     click.echo(json.dumps(doc, indent=2) if as_json else text)
 
 
-def deal_doc(topo: Topology, tags: Sequence[model.Tag],
-             d: Optional[model.Deal]) -> dict:
-    """The ``rxl deal --json`` document (issue 2's schema)."""
-    rings = model.ring_counts(topo, tags, d) if d is not None else None
-    members = []
-    for i, t in enumerate(tags):
-        members.append({
-            "index": i, "tag": t.cpu, "learned": t.learned,
-            "slots": model.SLOTS_PER_MEMBER if d is not None else 0,
-            "rings": rings[i] if rings else dict.fromkeys(cpugroup.CLASSES, 0),
-        })
-    doc_map = None
-    if d is not None:
-        doc_map = {"cpus": [
-            {"cpu": c, "offset": off, "count": cnt,
-             "slots": list(d.slots_of(c))}
-            for c, (off, cnt) in sorted(d.ranges.items())]}
-    return {"topology": topo.name,
-            "slots_per_member": model.SLOTS_PER_MEMBER,
-            "total_slots": model.SLOTS_PER_MEMBER * len(tags),
-            "map": doc_map, "members": members}
-
-
-def _member_name(i: int) -> str:
-    """A, B, ..., Z, AA, ...: the seed's member letters."""
-    name = ""
-    i += 1
-    while i:
-        i, r = divmod(i - 1, 26)
-        name = chr(65 + r) + name
-    return name
-
-
-def deal_text(doc: dict) -> str:
-    lines = [f"topology {doc['topology']}: {len(doc['members'])} members, "
-             f"T = {doc['slots_per_member']} x {len(doc['members'])} = "
-             f"{doc['total_slots']} slots"]
-    if doc["map"] is None:
-        lines.append("no map: every lookup hashes over all members")
-    else:
-        lines.append(f"{'cpu':>5} {'offset':>6} {'count':>5}  members")
-        for e in doc["map"]["cpus"]:
-            runs: List[str] = []
-            for m in e["slots"]:
-                if runs and runs[-1][0] == m:
-                    runs[-1] = (m, runs[-1][1] + 1)
-                else:
-                    runs.append((m, 1))
-            desc = ", ".join(f"{_member_name(m)} x{k}" for m, k in runs)
-            lines.append(f"{e['cpu']:>5} {e['offset']:>6} {e['count']:>5}  "
-                         f"{desc}")
-    lines.append("")
-    lines.append(f"{'member':>6} {'tag':>5} " + " ".join(
-        f"{c:>5}" for c in cpugroup.CLASSES))
-    for m in doc["members"]:
-        tag = "-" if m["tag"] is None else str(m["tag"]) + (
-            "L" if m["learned"] else "")
-        lines.append(f"{_member_name(m['index']):>6} {tag:>5} " + " ".join(
-            f"{m['rings'][c]:>5}" for c in cpugroup.CLASSES))
-    return "\n".join(lines)
-
-
 @click.command()
 @click.option("--topology", "topo_spec", required=True,
               help="Built-in name, LxCxT, or a kern.sched.topology_spec file.")
@@ -163,20 +101,8 @@ def deal(topo_spec, members, counts, impl, as_json):
     topo = topology.load(topo_spec)
     tags = parse_members(members, topo)
     d = _impl(impl).deal(topo, tags, parse_counts(counts, topo))
-    doc = deal_doc(topo, tags, d)
-    _emit(as_json, doc, deal_text(doc))
-
-
-def domain_cpus(topo: Topology, domain: int) -> List[int]:
-    """CPUs of NUMA domain ``domain``: the groups flagged NODE in tree
-    order, or domain 0 = every CPU when none is.  Raises TopologyError."""
-    nodes = [g for g in topo.root.walk() if g.flags & cpugroup.CG_FLAG_NODE]
-    if not nodes:
-        nodes = [topo.root]
-    if not 0 <= domain < len(nodes):
-        raise TopologyError(f"--domain {domain}: topology {topo.name} has "
-                            f"{len(nodes)} NUMA domain(s)")
-    return list(nodes[domain].cpus)
+    doc = R.deal_doc(topo, tags, d)
+    _emit(as_json, doc, R.deal_text(doc))
 
 
 @click.command()
@@ -197,30 +123,13 @@ def spread(topo_spec, intr_cpus, queues, domain, no_spread, impl, as_json):
     topo = topology.load(topo_spec)
     eligible = topology.parse_cpu_list(intr_cpus, "--intr-cpus")
     topology.check_cpus(topo, eligible, "--intr-cpus")
-    local = domain_cpus(topo, domain) if domain is not None else None
+    local = topology.domain_cpus(topo, domain) if domain is not None else None
     if no_spread:
-        order = sorted(eligible, key=lambda c: (
-            local is not None and c not in local, c))
+        order = model.numeric_order(eligible, local)
     else:
         order = _impl(impl).spread_order(topo, eligible, local)
-    qmap = [{"queue": q, "cpu": order[q % len(order)],
-             "l3": _l3_index(topo, order[q % len(order)])}
-            for q in range(queues)]
-    doc = {"topology": topo.name, "spread": not no_spread, "order": order,
-           "queues": qmap}
-    text = (f"order: {', '.join(map(str, order))}\n" + "\n".join(
-        f"rxq{e['queue']}: cpu {e['cpu']} (" + (
-            f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group")
-        + ")" for e in qmap))
-    _emit(as_json, doc, text)
-
-
-def _l3_index(topo: Topology, cpu: int) -> Optional[int]:
-    g = topo.l3_of(cpu)
-    if g is None:
-        return None
-    l3s = [x for x in topo.root.walk() if x.level == cpugroup.CG_SHARE_L3]
-    return l3s.index(g)
+    doc = R.spread_doc(topo, order, queues, spread=not no_spread)
+    _emit(as_json, doc, R.spread_text(doc))
 
 
 @click.command(name="outcomes")
@@ -263,41 +172,5 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     if not all(0 < x < float("inf") for x in ladder):
         raise TopologyError(f"--cost-ladder {cost_ladder!r}: costs must be "
                             "positive and finite")
-    deal_fn = _impl(impl).deal
-    docs = []
-    for pol in policy or outcomes.POLICIES:
-        o = outcomes.outcome(topo, wl, rx, pol, deal_fn)
-        bc = o.by_class()
-        docs.append({
-            "policy": pol,
-            "classes": {c: {"workers": v["workers"],
-                            "share": float(v["share"])}
-                        for c, v in bc.items()},
-            "connections": {c: float(v) for c, v in o.by_distance().items()},
-            "on_rx_cpu": float(o.by_distance()["exact"]),
-            "cycles_per_request": round(o.cycles(ladder), 6),
-            "workers": [{"cpu": w, "class": o.classes[i],
-                         "share": float(o.share(i))}
-                        for i, w in enumerate(wl)],
-        })
-    doc = {"topology": topo.name, "cost_ladder": list(ladder),
-           "policies": docs}
-    head = f"{'policy':<7}" + "".join(
-        f"{c:>14}" for c in outcomes.WORKER_CLASSES) + f"{'cycles':>9}" + \
-        f"{'on rx cpu':>10}"
-    rows = [head]
-    for p in docs:
-        rows.append(f"{p['policy']:<7}" + "".join(
-            f"{p['classes'][c]['workers']:>4} ({p['classes'][c]['share']:6.1%})"
-            for c in outcomes.WORKER_CLASSES) +
-            f"{p['cycles_per_request']:>9.4f}{p['on_rx_cpu']:>10.1%}")
-    for p in docs:
-        rows.append(f"{p['policy']:<7}per worker (cpu:share) " + " ".join(
-            f"{w['cpu']}:{w['share']:.1%}" for w in p["workers"]))
-    rows.append("each cell: workers in that class, i.e. where most of a "
-                "worker's connections come from (their share of "
-                "connections); cycles: expected per request, in the cost "
-                "ladder's units (exact = " + f"{ladder[0]:g}); on rx cpu: "
-                "share of connections accepted on the CPU that received "
-                "them")
-    _emit(as_json, doc, "\n".join(rows))
+    doc = R.outcomes_doc(topo, wl, rx, policy or outcomes.POLICIES, ladder, _impl(impl).deal)
+    _emit(as_json, doc, R.outcomes_text(doc))

@@ -215,6 +215,13 @@ def ring_counts(topo: Topology, tags: Sequence[Tag],
 
 # -- spread order (commit 1) ------------------------------------------------
 
+def numeric_order(eligible: Sequence[int],
+                  local: Optional[Sequence[int]] = None) -> List[int]:
+    """Today's order (``core_spread=0``): the eligible CPUs ascending, the
+    domain's local ones first (``local`` None: the domain is unknown)."""
+    return sorted(eligible, key=lambda c: (local is not None and c not in local, c))
+
+
 def spread_order(topo: Topology, eligible: Sequence[int],
                  local: Optional[Sequence[int]] = None) -> List[int]:
     """The order in which an iflib device's queues take CPUs.

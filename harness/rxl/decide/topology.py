@@ -212,3 +212,13 @@ def check_cpus(topo: Topology, cpus: Iterable[int], what: str) -> None:
                 f"(CPUs {cpu_ranges(topo.cpus)})")
 
 
+def domain_cpus(topo: Topology, domain: int) -> List[int]:
+    """CPUs of NUMA domain ``domain``: the groups flagged NODE in tree
+    order, or domain 0 = every CPU when none is.  Raises TopologyError."""
+    nodes = [g for g in topo.root.walk() if g.flags & CG_FLAG_NODE]
+    if not nodes:
+        nodes = [topo.root]
+    if not 0 <= domain < len(nodes):
+        raise TopologyError(f"--domain {domain}: topology {topo.name} has "
+                            f"{len(nodes)} NUMA domain(s)")
+    return list(nodes[domain].cpus)

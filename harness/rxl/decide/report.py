@@ -1,0 +1,151 @@
+"""The documents and tables of ``rxl deal``, ``rxl spread`` and ``rxl outcomes``.
+
+Each ``*_doc`` is the ``--json`` document (issue 2's schema for the deal);
+each ``*_text`` the table printed without ``--json``, made from that
+document so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Mapping, Optional, Sequence
+
+from rxl.decide import cpugroup, model, outcomes
+from rxl.decide.cpugroup import Topology
+
+
+def deal_doc(topo: Topology, tags: Sequence[model.Tag],
+             d: Optional[model.Deal]) -> dict:
+    """The ``rxl deal --json`` document (issue 2's schema)."""
+    rings = model.ring_counts(topo, tags, d) if d is not None else None
+    members = []
+    for i, t in enumerate(tags):
+        members.append({
+            "index": i, "tag": t.cpu, "learned": t.learned,
+            "slots": model.SLOTS_PER_MEMBER if d is not None else 0,
+            "rings": rings[i] if rings else dict.fromkeys(cpugroup.CLASSES, 0),
+        })
+    doc_map = None
+    if d is not None:
+        doc_map = {"cpus": [
+            {"cpu": c, "offset": off, "count": cnt,
+             "slots": list(d.slots_of(c))}
+            for c, (off, cnt) in sorted(d.ranges.items())]}
+    return {"topology": topo.name,
+            "slots_per_member": model.SLOTS_PER_MEMBER,
+            "total_slots": model.SLOTS_PER_MEMBER * len(tags),
+            "map": doc_map, "members": members}
+
+
+def member_name(i: int) -> str:
+    """A, B, ..., Z, AA, ...: the seed's member letters."""
+    name = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        name = chr(65 + r) + name
+    return name
+
+
+def deal_text(doc: dict) -> str:
+    """``rxl deal``'s table: the map's runs of members per CPU, then each
+    member's tag and rings by distance class."""
+    lines = [f"topology {doc['topology']}: {len(doc['members'])} members, "
+             f"T = {doc['slots_per_member']} x {len(doc['members'])} = "
+             f"{doc['total_slots']} slots"]
+    if doc["map"] is None:
+        lines.append("no map: every lookup hashes over all members")
+    else:
+        lines.append(f"{'cpu':>5} {'offset':>6} {'count':>5}  members")
+        for e in doc["map"]["cpus"]:
+            runs: List[str] = []
+            for m in e["slots"]:
+                if runs and runs[-1][0] == m:
+                    runs[-1] = (m, runs[-1][1] + 1)
+                else:
+                    runs.append((m, 1))
+            desc = ", ".join(f"{member_name(m)} x{k}" for m, k in runs)
+            lines.append(f"{e['cpu']:>5} {e['offset']:>6} {e['count']:>5}  "
+                         f"{desc}")
+    lines.append("")
+    lines.append(f"{'member':>6} {'tag':>5} " + " ".join(
+        f"{c:>5}" for c in cpugroup.CLASSES))
+    for m in doc["members"]:
+        tag = "-" if m["tag"] is None else str(m["tag"]) + (
+            "L" if m["learned"] else "")
+        lines.append(f"{member_name(m['index']):>6} {tag:>5} " + " ".join(
+            f"{m['rings'][c]:>5}" for c in cpugroup.CLASSES))
+    return "\n".join(lines)
+
+
+def l3_index(topo: Topology, cpu: int) -> Optional[int]:
+    """Index of ``cpu``'s L3 group among the tree's L3 groups (walk order); None without one."""
+    g = topo.l3_of(cpu)
+    if g is None:
+        return None
+    l3s = [x for x in topo.root.walk() if x.level == cpugroup.CG_SHARE_L3]
+    return l3s.index(g)
+
+
+def spread_doc(topo: Topology, order: Sequence[int], queues: int, *, spread: bool) -> dict:
+    """``rxl spread --json``: the CPU order and, per queue, its CPU and L3 group index."""
+    qmap = [{"queue": q, "cpu": order[q % len(order)],
+             "l3": l3_index(topo, order[q % len(order)])}
+            for q in range(queues)]
+    return {"topology": topo.name, "spread": spread, "order": list(order), "queues": qmap}
+
+
+def spread_text(doc: dict) -> str:
+    """``rxl spread``'s table: the order, then one line per queue."""
+    return (f"order: {', '.join(map(str, doc['order']))}\n" + "\n".join(
+        f"rxq{e['queue']}: cpu {e['cpu']} (" + (
+            f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group")
+        + ")" for e in doc["queues"]))
+
+
+def outcomes_doc(topo: Topology, wl: Sequence[int], rx: Mapping[int, int],
+                 policies: Sequence[str], ladder: Sequence[float],
+                 deal_fn: Callable) -> dict:
+    """``rxl outcomes --json``: per policy, the workers by class with their
+    share of connections, connections by distance, the share accepted on the
+    receiving CPU, and the expected cycles per request under ``ladder``."""
+    docs = []
+    for pol in policies:
+        o = outcomes.outcome(topo, wl, rx, pol, deal_fn)
+        bc = o.by_class()
+        docs.append({
+            "policy": pol,
+            "classes": {c: {"workers": v["workers"],
+                            "share": float(v["share"])}
+                        for c, v in bc.items()},
+            "connections": {c: float(v) for c, v in o.by_distance().items()},
+            "on_rx_cpu": float(o.by_distance()["exact"]),
+            "cycles_per_request": round(o.cycles(ladder), 6),
+            "workers": [{"cpu": w, "class": o.classes[i],
+                         "share": float(o.share(i))}
+                        for i, w in enumerate(wl)],
+        })
+    return {"topology": topo.name, "cost_ladder": list(ladder), "policies": docs}
+
+
+def outcomes_text(doc: dict) -> str:
+    """``rxl outcomes``' table: one row per policy, then each worker's share."""
+    docs, ladder = doc["policies"], doc["cost_ladder"]
+    head = f"{'policy':<7}" + "".join(
+        f"{c:>14}" for c in outcomes.WORKER_CLASSES) + f"{'cycles':>9}" + \
+        f"{'on rx cpu':>10}"
+    rows = [head]
+    for p in docs:
+        rows.append(f"{p['policy']:<7}" + "".join(
+            f"{p['classes'][c]['workers']:>4} ({p['classes'][c]['share']:6.1%})"
+            for c in outcomes.WORKER_CLASSES) +
+            f"{p['cycles_per_request']:>9.4f}{p['on_rx_cpu']:>10.1%}")
+    for p in docs:
+        rows.append(f"{p['policy']:<7}per worker (cpu:share) " + " ".join(
+            f"{w['cpu']}:{w['share']:.1%}" for w in p["workers"]))
+    rows.append("each cell: workers in that class, i.e. where most of a "
+                "worker's connections come from (their share of "
+                "connections); cycles: expected per request, in the cost "
+                "ladder's units (exact = " + f"{ladder[0]:g}); on rx cpu: "
+                "share of connections accepted on the CPU that received "
+                "them")
+    return "\n".join(rows)
