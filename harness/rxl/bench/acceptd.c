@@ -1297,6 +1297,7 @@ struct client {
 	long		 n;		/* open client connections */
 	struct lat	 connect, response, qwait;
 	long		 completed;	/* connections with a response/EOF */
+	long long	 t_done;	/* when the last one completed, ns */
 };
 
 /*
@@ -1432,6 +1433,7 @@ client_poll(struct client *cl, int timeout_ms, int close_on_reply)
 			if (r > 0 && !cc->replied) {
 				cc->replied = 1;
 				cl->completed++;
+				cl->t_done = now_ns();
 				lat_add(&cl->response, now_ns() - cc->t_start);
 				client_qwait(cl, cc);
 			}
@@ -1439,6 +1441,7 @@ client_poll(struct client *cl, int timeout_ms, int close_on_reply)
 				if (!cc->replied) {
 					/* serial model: EOF is the answer */
 					cl->completed++;
+					cl->t_done = now_ns();
 					lat_add(&cl->response,
 					    now_ns() - cc->t_start);
 					client_qwait(cl, cc);
@@ -2007,7 +2010,8 @@ main(int argc, char **argv)
 	    "\"client_ms\": %ld, \"conn_per_s\": %.1f, ",
 	    sh->port, ok, failed, aborted, SUM(&o, accepts), SUM(&o, resets),
 	    cl.completed, deadline_hit ? "true" : "false", now_ms() - t0,
-	    tc1 - tc0, tc1 > tc0 ? cl.completed * 1000.0 / (tc1 - tc0) : 0.0);
+	    tc1 - tc0, cl.t_done > tc0 * 1000000LL ? cl.completed * 1e9 /
+	    (double)(cl.t_done - tc0 * 1000000LL) : 0.0);
 	print_lat("connect_us", &cl.connect);
 	print_lat("response_us", &cl.response);
 	print_lat("queue_wait_us", &cl.qwait);

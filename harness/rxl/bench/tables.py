@@ -34,8 +34,9 @@ NOTES = (
     "worker idle).",
     "on rx cpu: accepts by a worker on the CPU that completed the "
     "handshake (SO_INCOMING_CPU).",
-    "conn/s: completed connections over the client's time (closed loop: "
-    "the server's rate; open loop: the offered rate). connect: connect() "
+    "conn/s: completed connections from the first connect(2) to the last "
+    "response (closed loop: the server's rate; open loop: about the "
+    "offered rate). connect: connect() "
     "to established; response: connect() to the server's response byte "
     "(serial model: its close); queue wait: established to accept(2).",
 )
