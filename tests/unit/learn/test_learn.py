@@ -517,7 +517,10 @@ def test_recorded_spread_run():
     assert not met["exact share = deal prediction (3 SD)"]      # the measured gap
     r = by["learn-spread.rxq"]
     assert r.colocated == pytest.approx(10359 / 10497)
-    assert all(t.met for t in M.targets(r))
+    # Recorded with the seed's floor: 98.7 % meets issue 6's 96 %, not
+    # issue 10's 99 %.
+    assert {t.what: t.met for t in M.targets(r)} == \
+        {"co-location >= 99%": False, "0 starved": True}
 
 
 def test_recorded_learning_on_run():
