@@ -241,10 +241,11 @@ def load(path: str) -> dict:
     try:
         doc = json.loads(Path(path).read_text())
         entries = {k: int(v, 16) for k, v in doc["entries"].items()}
-        samples = doc["samples"]
-        outer = doc["outer"]
+        samples, outer = doc["samples"], doc["outer"]
+        if not isinstance(outer, str) or not isinstance(samples, list):
+            raise TypeError("outer must be a function name and samples a list")
         asm = kcount_ops.parse_asm(doc["asm"]) if "asm" in doc else None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise KcountError(f"{path}: not a kcount trace ({exc})") from None
     return {"outer": outer, "entries": entries, "samples": samples, "asm": asm}
 
@@ -267,7 +268,7 @@ def samples_of(doc: dict) -> List[Sample]:
         try:
             pcs = [int(p) & _MASK for p in s["pc"]]
             sps = [int(p) & _MASK for p in s["sp"]]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise KcountError(f"sample {k}: not a trace of integer pc and sp lists "
                               f"({type(exc).__name__}: {exc})") from None
         if len(pcs) != len(sps):
@@ -282,7 +283,7 @@ def samples_of(doc: dict) -> List[Sample]:
                                            None if td is None else int(td), rm)
             except KeyError as exc:
                 raise KcountError(f"sample {k}: no disassembly for pc {exc}") from None
-            except ValueError as exc:
+            except (ValueError, TypeError, OverflowError) as exc:
                 raise KcountError(f"sample {k}: {exc}") from None
         out.append(Sample(total=len(pcs), frames=frames,
                           group=bool(frames.get(GROUP_MARK)),

@@ -24,3 +24,33 @@ PANIC_PATTERNS: Tuple[re.Pattern, ...] = (
     re.compile(r"\bFatal trap \d+"),
     re.compile(r"\bKDB: enter"),
 )
+
+#: WITNESS(4) reports of a locking bug that does not panic the kernel
+#: (sys/kern/subr_witness.c: a lock order reversal, a duplicate acquisition,
+#: sleeping or blocking with non-sleepable locks held).  A kernel with
+#: WITNESS also prints "WARNING: WITNESS option enabled, expect reduced
+#: performance." at boot; that line is no finding and matches none of these.
+WITNESS_PATTERNS: Tuple[re.Pattern, ...] = (
+    re.compile(r"lock order reversal"),
+    re.compile(r"acquiring duplicate lock of same type"),
+    re.compile(r"with the following (?:non-sleepable )?locks held:"),
+)
+
+#: A second boot on the same console: the kernel's reboot message or its
+#: copyright banner (sys/kern/kern_shutdown.c, sys/kern/init_main.c).  Seen
+#: between the BEGIN and END sentinels, the guest rebooted mid-run.
+REBOOT_PATTERNS: Tuple[re.Pattern, ...] = (
+    re.compile(r"^Rebooting\.\.\."),
+    re.compile(r"^Copyright \(c\) 1992-\d+ The FreeBSD Project\."),
+)
+
+#: WITNESS's line naming the two locks of a reversal it just reported.
+LOR_PAIR = re.compile(r"^lock order (.+?) -> (.+?) (?:attempted|established) at:")
+
+#: Reversals of the base tree that every boot of a WITNESS kernel prints
+#: before any code of the series runs, so they are notes, not failures:
+#: ``callout -> sched lock`` from start_softclock() in mi_startup(), in
+#: every recorded boot of tests/data/console/real-*.log (FreeBSD 14.0-STABLE
+#: at patches/BASE, patched or not).  A reversal cut off before its pair
+#: line counts as a failure.
+KNOWN_LORS = frozenset({("callout", "sched lock")})

@@ -15,27 +15,39 @@ host needs between sentinel lines that start with :data:`MARK`::
     ==RXL== END <label>
 
 Everything else on the console (loader, kernel messages) is ignored except
-panic patterns (:data:`PANIC_PATTERNS`), which mark the run ``panic``.
+panic patterns (:data:`PANIC_PATTERNS`), which mark the run ``panic``,
+WITNESS warnings (:data:`WITNESS_PATTERNS`), which mark it ``witness``, and
+a second boot, which marks it ``rebooted``.
 
 Rules (the report's trust depends on them):
-  * no ``END`` line -> the run is ``crashed`` (a truncated log never passes);
+  * no ``END`` line, or no ``BEGIN`` before it -> the run is ``crashed`` (a
+    truncated log, or one holding only an end marker, never passes);
+  * an ``ATF BEGIN`` without its ``ATF END`` -> ``crashed``;
   * a case listed but without a ``CASE`` line -> status ``crashed``;
   * ``rc=124`` (timeout(1)'s exit status) -> status ``timeout``;
   * ATF result words: passed, failed, skipped, expected_failure, broken;
-    anything unreadable -> ``broken``.
+    anything unreadable -> ``broken``;
+  * nothing raises: an unreadable line (a number too long for the field, a
+    stray token) and a topology block the topology parser refuses
+    (:func:`rxl.decide.topology.parse_spec`) become ``notes``.
 """
 
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from rxl.guest.protocol import MARK, PANIC_PATTERNS
+from rxl.decide.cpugroup import Group, TopologyError
+from rxl.decide.topology import parse_spec
+from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBOOT_PATTERNS,
+                                WITNESS_PATTERNS)
 
 #: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <cpu>`` as printed by sysctl(8).
-RXQ_RE = re.compile(r"^(dev\.([a-z0-9_]+)\.(\d+)\.iflib\.rxq(\d+)\.cpu):\s*(-?\d+)\s*$")
+#: A CPU id has at most 4 digits (CPU_MAXSIZE = 1024); longer is unreadable.
+RXQ_RE = re.compile(r"^(dev\.([a-z0-9_]+)\.(\d{1,9})\.iflib\.rxq(\d{1,9})\.cpu):\s*(-?\d{1,9})\s*$")
+#: Longest excerpt of a console line quoted in a note.
+NOTE_CHARS = 160
 
 #: Exit status of FreeBSD's timeout(1) when the command timed out.
 TIMEOUT_EXIT = 124
@@ -45,7 +57,8 @@ ATF_STATUSES = ("passed", "failed", "skipped", "expected_failure", "broken")
 #: ``crashed`` (listed but never reported, i.e. the guest died mid-case).
 CASE_STATUSES = ATF_STATUSES + ("timeout", "crashed")
 
-_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?\d+) t=(\d+) ?(.*)$")
+#: Exit statuses and seconds fit 9 digits; more is a damaged line.
+_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?\d{1,9}) t=(\d{1,9}) ?(.*)$")
 
 
 @dataclass(frozen=True)
@@ -65,25 +78,20 @@ class CaseResult:
         return f"{self.prog.rsplit('/', 1)[-1]}:{self.case}"
 
 
-@dataclass(frozen=True)
-class Group:
-    """One ``<group>`` of kern.sched.topology_spec: a cpu_group node."""
-
-    level: int
-    cache_level: int
-    cpus: Tuple[int, ...]
-    flags: Tuple[str, ...]
-    children: Tuple["Group", ...] = ()
-
-
 @dataclass
 class RunResult:
     """Everything parsed from one console log.
 
-    ``outcome``: ``completed`` (END seen, no panic), ``panic`` (a panic
-    pattern matched; wins over everything) or ``crashed`` (no END line).
-    ``rxq``: sysctl name -> CPU. ``socket_of_rxq``: sysctl name -> index of
-    the top-level topology group holding that CPU (None if unknown).
+    ``outcome``, first that applies: ``panic`` (a panic pattern matched),
+    ``witness`` (a WITNESS warning such as a lock order reversal, other
+    than the base tree's :data:`~rxl.guest.protocol.KNOWN_LORS`),
+    ``rebooted`` (the guest booted again before its END line), ``crashed``
+    (no END line, no BEGIN before it, or an ATF section never closed), else
+    ``completed``.  Only ``completed`` can pass.
+    ``topology``: the root cpu_group (:class:`rxl.decide.cpugroup.Group`)
+    or None.  ``rxq``: sysctl name -> CPU. ``socket_of_rxq``: sysctl name
+    -> index of the top-level topology group holding that CPU (None if
+    unknown).
     """
 
     label: str = ""
@@ -91,6 +99,8 @@ class RunResult:
     begin_seen: bool = False
     end_seen: bool = False
     panic_lines: List[str] = field(default_factory=list)
+    witness_lines: List[str] = field(default_factory=list)
+    reboot_lines: List[str] = field(default_factory=list)
     topology_xml: str = ""
     topology: Optional[Group] = None
     rxq: Dict[str, int] = field(default_factory=dict)
@@ -124,51 +134,10 @@ class RunResult:
         return d
 
 
-class TopologyParseError(ValueError):
-    """kern.sched.topology_spec text that is not the expected XML."""
-
-
-def _cpu_list(text: str) -> Tuple[int, ...]:
-    out = []
-    for part in (text or "").replace(" ", "").split(","):
-        if not part:
-            continue
-        if "-" in part:
-            lo, hi = part.split("-", 1)
-            out.extend(range(int(lo), int(hi) + 1))
-        else:
-            out.append(int(part))
-    return tuple(out)
-
-
-def _group(el: ET.Element) -> Group:
-    cpu = el.find("cpu")
-    flags = tuple(f.get("name", "") for f in el.findall("flags/flag"))
-    kids = tuple(_group(c) for c in el.findall("children/group"))
-    return Group(
-        level=int(el.get("level", "0")),
-        cache_level=int(el.get("cache-level", "0")),
-        cpus=_cpu_list(cpu.text if cpu is not None else ""),
-        flags=flags,
-        children=kids,
-    )
-
-
-def parse_topology(xml_text: str) -> Group:
-    """Parse ``kern.sched.topology_spec`` XML into the root :class:`Group`.
-
-    Raises :class:`TopologyParseError` on text that is not ``<groups>`` XML.
-    """
-    text = xml_text.strip()
-    if text.startswith("kern.sched.topology_spec:"):
-        text = text.split(":", 1)[1].strip()
-    try:
-        root = ET.fromstring(text)
-    except ET.ParseError as exc:
-        raise TopologyParseError(f"topology_spec is not XML: {exc}") from None
-    if root.tag != "groups" or root.find("group") is None:
-        raise TopologyParseError(f"topology_spec root is <{root.tag}>, expected <groups><group>")
-    return _group(root.find("group"))
+def _quote(line: str) -> str:
+    """A console line for a note: printable, at most :data:`NOTE_CHARS`."""
+    text = line.encode("ascii", "backslashreplace").decode("ascii")
+    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS] + "..."
 
 
 def _case_from_line(body: str) -> Optional[CaseResult]:
@@ -193,75 +162,31 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
 def parse_console(lines: Iterable[str]) -> RunResult:
     """Parse console ``lines`` (str, with or without line endings) into a RunResult.
 
-    Never raises on odd input: malformed sentinel lines are recorded in
-    ``notes``; a malformed topology is noted and left as ``None``.
+    Never raises on odd input: malformed or unreadable sentinel lines are
+    recorded in ``notes``; a topology block the topology parser refuses is
+    noted and left as ``None``.
     """
     r = RunResult()
     listed: List[Tuple[str, str]] = []
     reported: Dict[Tuple[str, str], CaseResult] = {}
-    in_topo = False
+    in_topo = atf_open = False
     topo: List[str] = []
     for raw in lines:
         line = raw.rstrip("\r\n").replace("\r", "")
         if line.strip():
             r.last_line = line
-        if any(p.search(line) for p in PANIC_PATTERNS) and not line.startswith(MARK):
-            r.panic_lines.append(line)
-        if in_topo:
-            if line.startswith(MARK + " TOPOLOGY END"):
-                in_topo = False
-                r.topology_xml = "\n".join(topo).strip()
-            else:
-                topo.append(line)
-            continue
-        m = RXQ_RE.match(line.strip())
-        if m:
-            r.rxq[m.group(1)] = int(m.group(5))
-            continue
-        if not line.startswith(MARK):
-            continue
-        body = line[len(MARK):].strip()
-        if body.startswith("BEGIN"):
-            r.begin_seen = True
-            r.label = body[len("BEGIN"):].strip()
-        elif body.startswith("END"):
-            r.end_seen = True
-        elif body == "TOPOLOGY BEGIN":
-            in_topo, topo = True, []
-        elif body.startswith("SYSCTL "):
-            name, _, value = body[len("SYSCTL "):].partition(":")
-            name, value = name.strip(), value.strip()
-            m = RXQ_RE.match(f"{name}: {value}")
-            if m:
-                r.rxq[name] = int(m.group(5))
-            else:
-                r.sysctls[name] = value
-        elif body.startswith("LIST "):
-            parts = body.split()
-            if len(parts) == 3:
-                listed.append((parts[1], parts[2]))
-            else:
-                r.notes.append(f"malformed LIST line: {line}")
-        elif body.startswith("CASE "):
-            c = _case_from_line(body)
-            if c is None:
-                r.notes.append(f"malformed CASE line: {line}")
-            else:
-                reported[(c.prog, c.case)] = c
-        elif body in ("ATF BEGIN", "ATF END"):
-            pass
-        elif body.startswith("NOTE "):
-            r.notes.append(body[len("NOTE "):])
-        else:
-            r.notes.append(f"unknown sentinel: {line}")
+        try:
+            in_topo, atf_open = _line(r, line, in_topo, atf_open, topo, listed, reported)
+        except (ValueError, OverflowError) as exc:
+            r.notes.append(f"unreadable line ({exc.__class__.__name__}): {_quote(line)}")
     if in_topo:
         r.notes.append("topology block not closed (log truncated inside it)")
         r.topology_xml = "\n".join(topo).strip()
     if r.topology_xml:
         try:
-            r.topology = parse_topology(r.topology_xml)
-        except TopologyParseError as exc:
-            r.notes.append(str(exc))
+            r.topology = parse_spec(r.topology_xml, name="console topology block").root
+        except (TopologyError, RecursionError) as exc:
+            r.notes.append(_quote(str(exc)))
     order = listed + [k for k in reported if k not in set(listed)]
     for key in order:
         if key in reported:
@@ -271,12 +196,94 @@ def parse_console(lines: Iterable[str]) -> RunResult:
                                       "listed but no result: the guest stopped mid-run"))
     if r.panic_lines:
         r.outcome = "panic"
-    elif r.end_seen:
-        r.outcome = "completed"
-    else:
+    elif r.witness_lines:
+        r.outcome = "witness"
+    elif r.reboot_lines:
+        r.outcome = "rebooted"
+        r.notes.append("the guest booted again before its end marker")
+    elif not r.end_seen:
         r.outcome = "crashed"
         r.notes.append("no end marker: log truncated (hang, crash or timeout)")
+    elif not r.begin_seen:
+        r.outcome = "crashed"
+        r.notes.append("an end marker but no BEGIN: not a whole run")
+    elif atf_open:
+        r.outcome = "crashed"
+        r.notes.append("ATF BEGIN without ATF END: the tests never finished")
+    else:
+        r.outcome = "completed"
     return r
+
+
+def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str],
+          listed: List[Tuple[str, str]],
+          reported: Dict[Tuple[str, str], CaseResult]) -> Tuple[bool, bool]:
+    """One console line into ``r``; returns the new (in topology block, in
+    ATF section) state.  May raise ValueError on a damaged line."""
+    if not line.startswith(MARK):
+        if any(p.search(line) for p in PANIC_PATTERNS):
+            r.panic_lines.append(line)
+        if any(p.search(line) for p in WITNESS_PATTERNS):
+            r.witness_lines.append(line)
+        pair = LOR_PAIR.match(line)
+        if pair and pair.groups() in KNOWN_LORS and r.witness_lines and \
+                r.witness_lines[-1].startswith("lock order reversal"):
+            r.witness_lines.pop()
+            r.notes.append(f"known lock order reversal of the base tree: {_quote(line)}")
+        if r.begin_seen and not r.end_seen and any(p.search(line) for p in REBOOT_PATTERNS):
+            r.reboot_lines.append(line)
+    if in_topo:
+        if line.startswith(MARK + " TOPOLOGY END"):
+            r.topology_xml = "\n".join(topo).strip()
+            return False, atf_open
+        topo.append(line)
+        return True, atf_open
+    m = RXQ_RE.match(line.strip())
+    if m:
+        r.rxq[m.group(1)] = int(m.group(5))
+        return in_topo, atf_open
+    if not line.startswith(MARK):
+        return in_topo, atf_open
+    body = line[len(MARK):].strip()
+    if body.startswith("BEGIN"):
+        if r.begin_seen and not r.end_seen:
+            r.reboot_lines.append(line)  # rc ran again: the guest rebooted
+        r.begin_seen = True
+        r.label = body[len("BEGIN"):].strip()
+    elif body.startswith("END"):
+        r.end_seen = True
+    elif body == "TOPOLOGY BEGIN":
+        topo.clear()
+        return True, atf_open
+    elif body.startswith("SYSCTL "):
+        name, _, value = body[len("SYSCTL "):].partition(":")
+        name, value = name.strip(), value.strip()
+        m = RXQ_RE.match(f"{name}: {value}")
+        if m:
+            r.rxq[name] = int(m.group(5))
+        else:
+            r.sysctls[name] = value
+    elif body.startswith("LIST "):
+        parts = body.split()
+        if len(parts) == 3:
+            listed.append((parts[1], parts[2]))
+        else:
+            r.notes.append(f"malformed LIST line: {_quote(line)}")
+    elif body.startswith("CASE "):
+        c = _case_from_line(body)
+        if c is None:
+            r.notes.append(f"malformed CASE line: {_quote(line)}")
+        else:
+            reported[(c.prog, c.case)] = c
+    elif body == "ATF BEGIN":
+        return in_topo, True
+    elif body == "ATF END":
+        return in_topo, False
+    elif body.startswith("NOTE "):
+        r.notes.append(_quote(body[len("NOTE "):]))
+    else:
+        r.notes.append(f"unknown sentinel: {_quote(line)}")
+    return in_topo, atf_open
 
 
 def parse_file(path: str) -> RunResult:

@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from rxl.verify.parse import CaseResult, Group, RunResult
+from rxl.decide.cpugroup import FLAG_NAMES, Group
+from rxl.verify.parse import CaseResult, RunResult
 
 #: JUnit element per harness status; statuses not listed are successes.
 _JUNIT_FAIL = {"failed": "failure", "broken": "error", "timeout": "error",
@@ -161,9 +162,10 @@ def _fmt_rows(rows: List[List[str]]) -> str:
 
 
 def _topo_lines(g: Group, depth: int = 0) -> List[str]:
-    flags = ",".join(f for f in g.flags if f) or "-"
+    flags = ",".join(n for n, bit in FLAG_NAMES.items() if g.flags & bit) or "-"
     cpus = ",".join(str(c) for c in g.cpus)
-    lines = [f"{'  ' * depth}level {g.level} cache L{g.cache_level} flags {flags}: cpus {cpus}"]
+    # topology_spec numbers levels from 1 at the root; g.level is the cache level.
+    lines = [f"{'  ' * depth}level {depth + 1} cache L{g.level} flags {flags}: cpus {cpus}"]
     for k in g.children:
         lines += _topo_lines(k, depth + 1)
     return lines

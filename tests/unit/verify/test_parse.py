@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from rxl.verify.parse import (TopologyParseError, parse_console, parse_file,
-                       parse_topology)
+from rxl.decide.cpugroup import CG_FLAG_SMT
+from rxl.verify.parse import parse_console, parse_file
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 
@@ -79,14 +79,17 @@ def test_empty_log_is_crashed():
     assert r.outcome == "crashed" and r.cases == []
 
 
-def test_topology_errors_and_prefix():
-    with pytest.raises(TopologyParseError):
-        parse_topology("not xml <")
-    with pytest.raises(TopologyParseError):
-        parse_topology("<foo/>")
-    g = parse_topology('kern.sched.topology_spec: <groups><group level="1" cache-level="0">'
-                       '<cpu count="2" mask="3">0, 1</cpu></group></groups>')
-    assert g.cpus == (0, 1) and g.children == ()
+def test_topology_block_goes_through_the_topology_parser():
+    def block(*xml):
+        return parse_console(["==RXL== BEGIN t", "==RXL== TOPOLOGY BEGIN", *xml,
+                              "==RXL== TOPOLOGY END", "==RXL== END t"])
+    for bad in ("not xml <", "<foo/>"):
+        r = block(bad)
+        assert r.topology is None and r.outcome == "completed"
+        assert any("console topology block" in n for n in r.notes)
+    r = block('kern.sched.topology_spec: <groups><group level="1" cache-level="0">'
+              '<cpu count="2" mask="3">0, 1</cpu></group></groups>')
+    assert r.topology.cpus == (0, 1) and r.topology.children == ()
 
 
 def test_unclosed_topology_noted():
@@ -116,7 +119,7 @@ def test_real_commit1_boot():
     assert r.sockets == [(0, 1, 2, 3), (4, 5, 6, 7)]
     smt = [g.cpus for s in r.topology.children for g in s.children]
     assert smt == [(0, 1), (2, 3), (4, 5), (6, 7)]
-    assert all("SMT" in g.flags for s in r.topology.children for g in s.children)
+    assert all(g.flags & CG_FLAG_SMT for s in r.topology.children for g in s.children)
     assert r.sysctls["vm.ndomains"] == "2" and r.sysctls["dev.em.0.iflib.core_spread"] == "0"
     assert r.panic_lines == []
 
