@@ -254,7 +254,8 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
 def parse(log, as_json):
     """Re-read a saved guest console LOG and print its results.
 
-    Exit 0 only if the run completed and no case failed, broke, timed out or crashed.
+    Exit 0 only if the run completed, at least one case ran, and no case
+    failed, broke, timed out or crashed.
     """
     if not Path(log).is_file():
         raise click.ClickException(f"{log}: no such file")
@@ -265,7 +266,10 @@ def parse(log, as_json):
     else:
         click.echo(report_mod.table({label: res}))
     good = ("passed", "skipped", "expected_failure")
-    sys.exit(0 if res.outcome == "completed" and all(c.status in good for c in res.cases) else 1)
+    if res.outcome == "completed" and not res.cases:
+        click.echo(f"{log}: no test case ran", err=True)
+    sys.exit(0 if res.outcome == "completed" and res.cases
+             and all(c.status in good for c in res.cases) else 1)
 
 
 @click.command("doctor")
