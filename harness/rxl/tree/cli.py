@@ -30,6 +30,15 @@ def series():
     """The three-commit FreeBSD patch series in patches/."""
 
 
+#: Options several series commands share, defined once.
+patches_option = click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
+                              show_default=True, type=click.Path(file_okay=False))
+project_option = click.option("--project", default=str(PROJECT), show_default=True,
+                              type=click.Path(file_okay=False))
+tree_option = click.option("--src", required=True, type=click.Path(file_okay=False))
+branch_option = click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
+
+
 def _lock(lock):
     """The --lock given, else the shared build lock if it exists."""
     if lock is None and Path(paths.LOCK).exists():
@@ -42,8 +51,7 @@ def _lock(lock):
               help="FreeBSD source tree (a git work tree holding the base).")
 @click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True,
               help="Branch to create at the base.")
-@click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
-              show_default=True, type=click.Path(file_okay=False))
+@patches_option
 @click.option("--lock", default=None, type=click.Path(dir_okay=False),
               help="Hold this flock(1) lock around checkout and am "
                    "(default: $RXL_WORK/build.lock if it exists).")
@@ -57,10 +65,9 @@ def apply_cmd(src, branch, patches_dir, lock):
 
 
 @series.command("export")
-@click.option("--src", required=True, type=click.Path(file_okay=False))
-@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
-@click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
-              show_default=True, type=click.Path(file_okay=False))
+@tree_option
+@branch_option
+@patches_option
 def export_cmd(src, branch, patches_dir):
     """Regenerate patches/ with git format-patch from the branch."""
     try:
@@ -74,8 +81,7 @@ def export_cmd(src, branch, patches_dir):
 @click.option("--src", default=None, type=click.Path(file_okay=False),
               help="Tree with the series applied: also run mandoc -Tlint "
                    "and checkstyle9.pl.")
-@click.option("--project", default=str(PROJECT), show_default=True,
-              type=click.Path(file_okay=False))
+@project_option
 @click.option("--author/--no-author", default=False, show_default=True,
               help="Also require the patches' author to be git's configured "
                    "identity (skipped when none is configured); off by "
@@ -109,10 +115,9 @@ def check_cmd(src, project, author, as_json):
 
 
 @series.command("sync")
-@click.option("--src", required=True, type=click.Path(file_okay=False))
-@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
-@click.option("--project", default=str(PROJECT), show_default=True,
-              type=click.Path(file_okay=False))
+@tree_option
+@branch_option
+@project_option
 @click.option("--lock", default=None, type=click.Path(dir_okay=False),
               help="flock(1) lock around the rebase (default: "
                    "$RXL_WORK/build.lock if it exists).")
