@@ -11,6 +11,7 @@ options and prints.
 
 from __future__ import annotations
 
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +85,12 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
     maps = {}
     for setup, content in (("ebpf-deal", lines),
                            ("ebpf-numa-rr", ebpf.numa_lines(cpus, nodes))):
-        p = req.build_dir / f"maps-{setup}-w{cfg.workers}.txt"
+        # Kept beside the raw JSON, else per process in the build
+        # directory (two runs may deal different topologies) and removed
+        # after the run.
+        p = (Path(req.raw_dir) / f"maps-{setup}-w{cfg.workers}.txt"
+             if req.raw_dir else req.build_dir /
+             f"maps-{setup}-w{cfg.workers}-{os.getpid()}.txt")
         if not req.dry_run:
             p.write_text("\n".join(content) + "\n")
         maps[setup] = p
@@ -159,6 +165,9 @@ def run_all(req: Request, echo: Callable[[str], None],
                 req.skipped[setup] = str(e)
                 continue
             summaries.append(AS.summarise(runs))
+        if eb is not None and not req.raw_dir and not req.dry_run:
+            for p in eb.maps.values():
+                p.unlink(missing_ok=True)
     for setup, why in req.skipped.items():
         warn(f"skipped {setup}: {why}")
     return summaries, dict(req.skipped)
