@@ -78,13 +78,16 @@ def render_rc(label: str, programs: Sequence[str], *,
               case_timeout: int = DEFAULT_CASE_TIMEOUT,
               sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True,
               setup_lo: bool = True, cwd: str = "/",
-              path: str = "/sbin:/bin:/usr/sbin:/usr/bin") -> str:
+              path: str = "/sbin:/bin:/usr/sbin:/usr/bin", sshd_lines: Sequence[str] = (),
+              hold: bool = False) -> str:
     """Text of the guest's ``/etc/rc``.
 
     ``programs``: guest paths of ATF test programs, run case by case.
     ``case_timeout``: seconds per case (timeout(1)). ``setup_lo``: configure
     lo0 (the bare guest has no rc.d; a running machine has it already).
-    ``cwd``: directory the cases run in; ``path``: the script's PATH. Raises ValueError on a label or path
+    ``cwd``: directory the cases run in; ``path``: the script's PATH;
+    ``sshd_lines``: shell lines after lo0 (rxl.guest.sshguest.rc_lines);
+    ``hold``: stay up after the end marker (for SSH) instead of powering off. Raises ValueError on a label or path
     with whitespace (they are words in the sentinel lines).
     """
     for word in [label, *programs, *sysctls, cwd, path]:
@@ -95,7 +98,7 @@ def render_rc(label: str, programs: Sequence[str], *,
     return _env().get_template("rc.j2").render(
         label=label, programs=list(programs), case_timeout=case_timeout,
         sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
-        path=path)
+        path=path, sshd_lines=list(sshd_lines), hold=hold)
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,8 @@ and was not run).
 
 What the guest needs, and where each piece comes from:
 
-* programs (:data:`SSHD_PROGRAMS`): sshd, and for its writable places
-  mount (tmpfs), mkdir, cp, chmod, pwd_mkdb, route. Built by the narrowed world
-  when ``ssh=True`` (:func:`world_additions`), with the options that drop
-  what sshd can live without here (:data:`SSHD_MAKE_OPTIONS`: no Kerberos,
-  blacklistd, TCP wrappers, audit, LDNS), leaving ``pam ssh util crypto``
-  (secure/usr.sbin/sshd/Makefile) and libssh's ``crypto crypt z``;
+* programs: sshd, mount, mkdir, cp, chmod, pwd_mkdb, route, built by the
+  sshd userland's plan (``rxl.tree.sshworld``, its own objdir);
 * files staged at image time on the build host (:func:`image_files`):
   ``/etc/ssh/sshd_config`` (:func:`sshd_config`), the guest's Ed25519 host
   key (generated per staged root with rxl.guest.ssh.generate_ed25519; its public
@@ -33,41 +29,14 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 #: QEMU user networking's fixed addresses (QEMU docs, "Network options": guest
 #: 10.0.2.15, gateway/host 10.0.2.2, DNS 10.0.2.3).
 GUEST_ADDR = "10.0.2.15/24"
 GATEWAY = "10.0.2.2"
-#: Guest path -> objdir path (relative to OBJTOP) of the programs sshd needs.
-SSHD_PROGRAMS: Dict[str, str] = {
-    "/usr/sbin/sshd": "secure/usr.sbin/sshd/sshd",
-    "/sbin/mount": "sbin/mount/mount",
-    "/bin/mkdir": "bin/mkdir/mkdir",
-    "/bin/cp": "bin/cp/cp",
-    "/bin/chmod": "bin/chmod/chmod",
-    "/usr/sbin/pwd_mkdb": "usr.sbin/pwd_mkdb/pwd_mkdb",
-    "/sbin/route": "sbin/route/route",
-}
-#: Library directories their NEEDED closure adds to the narrowed world
-#: (Makefile.inc1: libssh needs libz, libcrypto, libcrypt; libcrypto needs
-#: libthr; mount needs libxo and libutil; sshd needs libpam).
-SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
-                                       "secure/lib/libcrypto", "lib/libpam/libpam")
-SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",)
-#: src.conf(5) knobs that remove sshd's optional dependencies.
-SSHD_MAKE_OPTIONS: Tuple[str, ...] = ("WITHOUT_KERBEROS", "WITHOUT_KERBEROS_SUPPORT",
-                                      "WITHOUT_GSSAPI", "WITHOUT_BLACKLIST_SUPPORT",
-                                      "WITHOUT_TCP_WRAPPERS", "WITHOUT_AUDIT", "WITHOUT_LDNS")
 #: Privilege-separation user of FreeBSD's sshd (etc/master.passwd: uid 22).
 SSHD_UID = 22
-
-
-def world_additions() -> dict:
-    """What ``ssh=True`` adds to rxl's narrowed buildworld: subdirs, libs, -D options."""
-    subdirs = sorted({str(Path(p).parent) for p in SSHD_PROGRAMS.values()})
-    return {"subdirs": tuple(subdirs), "prebuild_libs": SSHD_PREBUILD_LIBS,
-            "generic_libs": SSHD_GENERIC_LIBS, "options": SSHD_MAKE_OPTIONS}
 
 
 def sshd_config(*, host_key: str = "/etc/ssh/ssh_host_ed25519_key") -> str:
@@ -141,3 +110,22 @@ def hostfwd(port: int, host: str = "127.0.0.1") -> str:
     if not 1 <= port <= 65535:
         raise ValueError(f"port {port} is not in 1..65535")
     return f"tcp:{host}:{port}-:22"
+
+
+def stage_ssh(root: str, client_pub: str) -> str:
+    """Write :func:`image_files` and a new Ed25519 host key into the staged ``root``.
+
+    Returns the host key's public line: the one key the harness trusts for
+    this guest (``SSHTarget.own_host_key``). Raises OSError if ``root`` is
+    not writable.
+    """
+    from rxl.guest.sshbase import generate_ed25519
+    r = Path(root)
+    for rel, text in image_files("", client_pub).items():
+        if rel.endswith(".pub"):
+            continue  # written with the key below
+        (r / rel).parent.mkdir(parents=True, exist_ok=True)
+        (r / rel).write_text(text)
+    for d in ("tmp", "var", "etc/ssh"):
+        (r / d).mkdir(parents=True, exist_ok=True)
+    return generate_ed25519(r / "etc/ssh/ssh_host_ed25519_key", comment="rxl-guest")

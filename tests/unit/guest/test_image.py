@@ -78,3 +78,17 @@ def test_stage_root(tmp_path):
     assert info["files"] == 2
     with pytest.raises(ImageError, match="missing"):
         stage_root(str(root), [Action("x", source=str(tmp_path / "nope"))])
+
+
+def test_rc_with_sshd_lines_and_hold():
+    from rxl.guest import sshguest
+    from rxl.guest.image import render_rc
+    text = render_rc("up", [], poweroff=True, sshd_lines=sshguest.rc_lines(), hold=True)
+    lines = text.splitlines()
+    i_sshd = next(i for i, ln in enumerate(lines) if ln.startswith("/usr/sbin/sshd"))
+    assert lines.index("ifconfig lo0 inet 127.0.0.1/8 up") < i_sshd
+    assert i_sshd < next(i for i, ln in enumerate(lines) if "TOPOLOGY BEGIN" in ln)
+    assert "while :; do sleep 3600; done" in lines
+    assert not any(ln.startswith("reboot") for ln in lines)  # hold wins over poweroff
+    plain = render_rc("p", [])
+    assert "sshd" not in plain and plain.rstrip().splitlines()[-1].startswith("reboot -n -q -p")

@@ -7,15 +7,6 @@ import pytest
 from rxl.guest import sshguest as G
 
 
-def test_world_additions_cover_every_program():
-    add = G.world_additions()
-    for objpath in G.SSHD_PROGRAMS.values():
-        assert objpath.rsplit("/", 1)[0] in add["subdirs"]
-    assert "secure/usr.sbin/sshd" in add["subdirs"]
-    assert "secure/lib/libssh" in add["generic_libs"]
-    assert "WITHOUT_KERBEROS" in add["options"]
-
-
 def test_sshd_config_key_only_root():
     text = G.sshd_config()
     lines = set(text.splitlines())
@@ -50,3 +41,16 @@ def test_free_port_and_hostfwd():
     assert G.hostfwd(p) == f"tcp:127.0.0.1:{p}-:22"
     with pytest.raises(ValueError):
         G.hostfwd(0)
+
+
+def test_stage_ssh_writes_a_loadable_host_key(tmp_path):
+    import paramiko
+
+    from rxl.guest.ssh import key_from_line
+    line = G.stage_ssh(str(tmp_path), "ssh-ed25519 CLIENT rxl@h")
+    k = paramiko.Ed25519Key.from_private_key_file(str(tmp_path / "etc/ssh/ssh_host_ed25519_key"))
+    assert key_from_line(line) == k
+    assert (tmp_path / "etc/ssh/ssh_host_ed25519_key.pub").read_text().strip() == line
+    assert (tmp_path / "etc/ssh/authorized_keys/root").read_text() == "ssh-ed25519 CLIENT rxl@h\n"
+    assert "UsePAM no" in (tmp_path / "etc/ssh/sshd_config").read_text()
+    assert G.stage_ssh(str(tmp_path), "x") != line  # a new key per staging

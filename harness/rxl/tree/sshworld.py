@@ -1,0 +1,84 @@
+"""The guest userland with sshd: the narrowed world plus what sshd needs. Plan only.
+
+NOT YET BUILT (docs/results/ssh.md): the plan is unit-tested, the build has
+not been run. It goes to its own objdir (default ``$RXL_WORK/obj-ssh``) so
+the shared world's stamp and products (:mod:`rxl.tree.world`) stay as they
+are; the kernel-toolchain can be copied there first (the lead's recipe in
+the session notes: the series does not touch the toolchain).
+
+Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
+
+* programs (:data:`SSHD_PROGRAMS`): sshd, and for its writable places and
+  network mount (tmpfs), mkdir, cp, chmod, pwd_mkdb, route;
+* libraries: sshd's ``LIBADD= pam ssh util ... crypto``
+  (secure/usr.sbin/sshd/Makefile); libssh's ``crypto crypt z``; libcrypto's
+  ``pthread`` (libthr); mount's ``util xo``; route's ``jail``
+  (Makefile.inc1 ``secure/lib/libssh__L: lib/libz__L secure/lib/libcrypto__L``);
+* src.conf(5) knobs (:data:`SSHD_MAKE_OPTIONS`) that drop sshd's optional
+  Kerberos/GSSAPI, blacklistd, TCP wrappers, audit and LDNS dependencies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from rxl import paths
+from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
+from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs,
+                            world_make_vars, world_outputs)
+
+#: Guest path -> objdir path (relative to OBJTOP) of the programs sshd needs.
+SSHD_PROGRAMS: Dict[str, str] = {
+    "/usr/sbin/sshd": "secure/usr.sbin/sshd/sshd",
+    "/sbin/mount": "sbin/mount/mount",
+    "/bin/mkdir": "bin/mkdir/mkdir",
+    "/bin/cp": "bin/cp/cp",
+    "/bin/chmod": "bin/chmod/chmod",
+    "/usr/sbin/pwd_mkdb": "usr.sbin/pwd_mkdb/pwd_mkdb",
+    "/sbin/route": "sbin/route/route",
+}
+SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
+                                       "secure/lib/libcrypto", "lib/libpam/libpam")
+SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",)
+#: src.conf(5) knobs, passed as -D to make.py.
+SSHD_MAKE_OPTIONS: Tuple[str, ...] = ("WITHOUT_KERBEROS", "WITHOUT_KERBEROS_SUPPORT",
+                                      "WITHOUT_GSSAPI", "WITHOUT_BLACKLIST_SUPPORT",
+                                      "WITHOUT_TCP_WRAPPERS", "WITHOUT_AUDIT", "WITHOUT_LDNS")
+
+
+def default_objdir() -> str:
+    """``$RXL_WORK/obj-ssh``: the sshd userland's own MAKEOBJDIRPREFIX."""
+    return str(paths.work_root() / "obj-ssh")
+
+
+def ssh_subdirs() -> Tuple[str, ...]:
+    """SUBDIR_OVERRIDE: the narrowed world's directories plus each sshd program's."""
+    extra = sorted({str(Path(p).parent) for p in SSHD_PROGRAMS.values()})
+    return tuple(SUBDIRS) + tuple(d for d in extra if d not in SUBDIRS)
+
+
+def ssh_make_vars() -> Dict[str, Optional[str]]:
+    """:func:`rxl.tree.world.world_make_vars` widened for sshd, plus the -D knobs."""
+    v = world_make_vars(ssh_subdirs(), PREBUILD_LIBS + SSHD_PREBUILD_LIBS,
+                        GENERIC_LIBS + SSHD_GENERIC_LIBS)
+    v.update({opt: None for opt in SSHD_MAKE_OPTIONS})
+    return v
+
+
+def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
+                   lock: Optional[str] = DEFAULT_LOCK) -> List[Stage]:
+    """The make.py stages (``world-ssh-includes``, ``world-ssh-build``), each under the lock."""
+    objdir = objdir or default_objdir()
+    inc = make_py_argv(src, objdir, ["_includes"], jobs=jobs)
+    bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(), jobs=jobs)
+    return [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
+            Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
+
+
+def ssh_world_outputs(src: str, objdir: Optional[str] = None) -> WorldOutputs:
+    """Where the products will be: the narrowed world's and the sshd programs."""
+    out = world_outputs(src, objdir or default_objdir())
+    progs = dict(out.programs)
+    progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items()})
+    return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)
