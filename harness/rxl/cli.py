@@ -11,7 +11,7 @@ from rxl.decide.cli import deal, outcomes_cmd, spread
 from rxl.guest.cli import targets, vm
 from rxl.learn.cli import learn
 from rxl.tree.cli import build, series
-from rxl.verify.cli import doctor, inspect_cmd, parse, run
+from rxl.verify.cli import doctor, guest, inspect_cmd, parse, run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +23,7 @@ def main():
 for _command in (deal, spread, outcomes_cmd,   # decide
                  series, build,                # tree
                  vm, targets,                  # guest
-                 run, parse, doctor, inspect_cmd,  # verify
+                 run, parse, doctor, inspect_cmd, guest,  # verify
                  learn,                        # learn
                  bench, kcount):               # bench
     main.add_command(_command)

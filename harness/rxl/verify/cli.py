@@ -39,7 +39,7 @@ import click
 from rxl.verify import parse as parse_mod
 from rxl.verify import pipeline, stages
 from rxl.verify import report as report_mod
-from rxl.verify.job import RunOptions, guest_config
+from rxl.verify.job import RunOptions, echo_err, guest_config
 from rxl.verify.doctor import doctor_results
 
 #: Default guest staging area and log root (this machine's layout).
@@ -153,7 +153,13 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
     except ImportError:
         raise click.ClickException("an SSH target needs paramiko: "
                                    "pip install 'rxl[guest]' (or pip install paramiko)")
-    return t.ssh_target(), None
+    st = t.ssh_target()
+    from rxl.verify import guestup
+    key = guestup.own_host_key(st.host, st.port)
+    if key:  # the guest `rxl guest up` started: trust the key it generated
+        import dataclasses
+        st = dataclasses.replace(st, own_host_key=key, name=f"own guest {st.url}")
+    return st, None
 
 
 @click.command("run")
@@ -246,6 +252,54 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         click.echo(report_mod.table(st.runs, st.verdict))
     click.echo(f"logs and reports: {opts.out}", err=True)
     sys.exit(0 if ok and st.verdict is not None and st.verdict.ok else 1)
+
+
+@click.group("guest")
+def guest():
+    """The own QEMU guest left running as an SSH target (needs the sshd userland)."""
+
+
+@guest.command("up")
+@click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
+@click.option("--kernel", required=True, help="Kernel to boot.")
+@click.option("--build", is_flag=True, help="Build the sshd userland first (under the lock).")
+@click.option("--dry-run", is_flag=True, help="Print what would run.")
+def guest_up(src, kernel, build, dry_run):
+    """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
+    from rxl.verify import guestup
+    if dry_run:
+        p = guestup.plan(os.path.abspath(src), os.path.abspath(kernel))
+        for line in p["world"] + [shlex.join(p["argv"])]:
+            click.echo(line)
+        click.echo(f"# then wait for ssh://root@127.0.0.1:{p['port']} (the root's host key)")
+        return
+    from rxl.tree import sshworld
+    from rxl.tree import world as world_mod
+    src = os.path.abspath(src)
+    tests_dir = Path(paths.GUEST) / "up" / "tests"
+    try:
+        if build:
+            guestup.build(src, echo=echo_err)
+        built = world_mod.build_tests(src, sshworld.default_objdir(), str(tests_dir),
+                                      logdir=str(tests_dir),
+                                      extra_sources=series_tests(str(REPO_ATF_DIR)),
+                                      echo=echo_err)
+        st = guestup.up(src, os.path.abspath(kernel), echo=echo_err,
+                        tests={n: str(b) for n, b in built.items()})
+    except (guestup.GuestUpError, RuntimeError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{st['url']}  (SSH after {st['boot_to_ssh_seconds']} s; console {st['log']})")
+
+
+@guest.command("down")
+def guest_down():
+    """Stop the guest `rxl guest up` started."""
+    from rxl.verify import guestup
+    try:
+        for line in guestup.down():
+            click.echo(line)
+    except guestup.GuestUpError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command("parse")

@@ -1,0 +1,212 @@
+"""``rxl guest up`` / ``rxl guest down``: the own QEMU guest, left running as an SSH target.
+
+NOT YET RUN (docs/results/ssh.md): the sshd userland has not been built,
+so ``up`` has only been exercised with ``--dry-run`` and its pieces in unit
+tests. What ``up`` does:
+
+1. the sshd userland (:mod:`rxl.tree.sshworld`, own objdir) must exist, or
+   ``--build`` builds it first (:func:`build`; every make.py run under the lock);
+2. one guest root under ``$RXL_WORK/guest/up``: the kernel, the programs and
+   their libraries, the ATF programs, an rc that starts sshd and holds
+   (:func:`rxl.guest.image.render_rc` with ``sshd_lines``, ``hold``), and the
+   sshd files with a new host key (:func:`rxl.guest.sshguest.stage_ssh`);
+3. QEMU with the console to ``console-up.log`` (``-serial file:``) and
+   ``hostfwd`` from a free 127.0.0.1 port to the guest's port 22, started in
+   its own session;
+4. wait for SSH with the generated host key (the boot-to-SSH seconds are
+   printed and kept in the state file); write ``$RXL_WORK/guest/up.json``
+   (pid, port, URL, host key, console log) and print the ``ssh://`` URL.
+
+``down`` stops exactly the QEMU that ``up`` started (pid from the state
+file, checked against its command line) and removes the state file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from rxl import paths
+
+#: Seconds ``up`` waits for sshd (TCG boot to the end marker: 13-34 s measured
+#: in docs/results/guest-boot.md, plus the sshd set-up).
+UP_TIMEOUT = 300.0
+
+
+class GuestUpError(RuntimeError):
+    """``up``/``down`` cannot go on; the message is one line."""
+
+
+def state_path() -> Path:
+    return paths.work_root() / "guest" / "up.json"
+
+
+def read_state() -> Optional[Dict]:
+    """The running guest's state, or None when none is recorded."""
+    p = state_path()
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except ValueError:
+        raise GuestUpError(f"{p}: not JSON; remove it if no guest runs") from None
+
+
+def own_host_key(host: str, port: int) -> Optional[str]:
+    """The generated host key when ``host:port`` is the guest ``up`` started, else None."""
+    st = read_state()
+    if st and host in ("127.0.0.1", "localhost") and st.get("port") == port:
+        return st.get("own_host_key")
+    return None
+
+
+def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0) -> Dict:
+    """What ``up`` would run: ``{"world": [shell lines], "root", "argv", "port", "log"}``. Pure
+    apart from choosing a free port when ``port`` is 0."""
+    from rxl.guest import qemu, sshguest
+    from rxl.tree import sshworld
+    port = port or sshguest.free_port()
+    root = str(paths.work_root() / "guest" / "up" / "root")
+    log = str(paths.work_root() / "guest" / "up" / "console-up.log")
+    cfg = qemu.GuestConfig(root_dir=root, memory_mib=memory_mib,
+                           hostfwd=(sshguest.hostfwd(port),), serial=f"file:{log}")
+    argv = qemu.build_argv(cfg, firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
+    return {"world": [s.shell() for s in sshworld.plan_ssh_world(src)], "root": root,
+            "argv": argv, "port": port, "log": log, "kernel": kernel}
+
+
+def _stage(p: Dict, src: str, tests: Dict[str, str]) -> str:
+    """Stage the root of ``p``; return the guest's host key line."""
+    from rxl.guest import image, sshguest
+    from rxl.guest.ssh import harness_key, public_line
+    from rxl.tree import sshworld
+    out = sshworld.ssh_world_outputs(src)
+    missing = out.missing()
+    if missing:
+        raise GuestUpError(f"the sshd userland is not built ({missing[0]} missing): "
+                           "rxl guest up --build")
+    progs = {g: str(x) for g, x in out.programs.items()}
+    libs = image.resolve_libs([x for g, x in progs.items() if g != "/libexec/ld-elf.so.1"],
+                              str(out.sysroot))
+    guest_tests = {f"/rxl/tests/{n}": x for n, x in tests.items()}
+    rc = image.render_rc("up", [], poweroff=False, sshd_lines=sshguest.rc_lines(), hold=True)
+    acts = image.plan_root(loader_efi=str(out.loader_efi), kernel=p["kernel"], programs=progs,
+                           libs=libs, tests=guest_tests, loader_rc=image.render_loader_rc(),
+                           rc=rc)
+    image.stage_root(p["root"], acts)
+    return sshguest.stage_ssh(p["root"], public_line(harness_key()))
+
+
+def build(src: str, echo: Callable[[str], None] = print) -> None:
+    """Build the sshd userland (:func:`rxl.tree.sshworld.plan_ssh_world`), logs next to
+    the console log. Raises GuestUpError without a kernel-toolchain in its objdir,
+    rxl.tree.build.BuildError naming the log when a stage fails."""
+    from rxl.tree import build as build_mod
+    from rxl.tree import sshworld
+    objdir = sshworld.default_objdir()
+    if not build_mod.toolchain_done(objdir):
+        raise GuestUpError(f"{objdir}: no kernel-toolchain (.kernel-toolchain.done); build "
+                           "or copy it there first (rxl build --objdir ...)")
+    logdir = paths.work_root() / "guest" / "up"
+    for st in sshworld.plan_ssh_world(src):
+        echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
+        build_mod.run_stage(st, str(logdir), echo)
+
+
+def up(src: str, kernel: str, *, tests: Dict[str, str],
+       timeout: float = UP_TIMEOUT, echo: Callable[[str], None] = print) -> Dict:
+    """Boot the guest and wait for SSH; return the state written to :func:`state_path`."""
+    from rxl.guest.ssh import SSHError, SSHSession, SSHTarget
+    old = read_state()
+    if old and _alive(old):
+        raise GuestUpError(f"a guest is already up at {old['url']} (pid {old['pid']}): "
+                           "rxl guest down")
+    if not Path(kernel).is_file():
+        raise GuestUpError(f"{kernel}: no such kernel")
+    p = plan(src, kernel)
+    echo(f"guest up: staging {p['root']}")
+    key = _stage(p, src, tests)
+    Path(p["log"]).parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with open(Path(p["log"]).with_name("qemu-up.log"), "wb") as qlog:
+        proc = subprocess.Popen(p["argv"], stdin=subprocess.DEVNULL, stdout=qlog,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    state = {"pid": proc.pid, "port": p["port"], "own_host_key": key, "log": p["log"],
+             "root": p["root"], "url": f"ssh://root@127.0.0.1:{p['port']}",
+             "kernel": kernel}
+    s = SSHSession(SSHTarget("127.0.0.1", p["port"], own_host_key=key, name="own guest"))
+    try:
+        s.wait_up(timeout, interval=2.0)
+    except SSHError as exc:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise GuestUpError(f"{exc}; console: {p['log']}") from None
+    finally:
+        s.close()
+    state["boot_to_ssh_seconds"] = round(time.monotonic() - t0, 1)
+    state_path().write_text(json.dumps(state, indent=2) + "\n")
+    return state
+
+
+def _alive(st: Dict) -> bool:
+    """True if the recorded pid runs and is the QEMU of the recorded root."""
+    try:
+        cmd = Path(f"/proc/{int(st['pid'])}/cmdline").read_bytes()
+    except (OSError, KeyError, ValueError):
+        return False
+    return st.get("root", "\0").encode() in cmd
+
+
+def _gone(pid: int) -> bool:
+    """True once ``pid`` has exited (reaping it if it is our child)."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    except ChildProcessError:
+        pass  # not our child: init reaps it
+    try:
+        os.kill(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM ``pid``, SIGKILL after 10 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(50):
+        if _gone(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def down() -> List[str]:
+    """Stop the guest ``up`` started; return what was done (lines)."""
+    st = read_state()
+    if not st:
+        return [f"no guest is up ({state_path()} does not exist)"]
+    done = []
+    if _alive(st):
+        _stop(int(st["pid"]))
+        done.append(f"stopped QEMU pid {st['pid']} ({st['url']})")
+    else:
+        done.append(f"pid {st.get('pid')} is not the guest's QEMU any more; nothing stopped")
+    state_path().unlink()
+    done.append(f"removed {state_path()}")
+    return done

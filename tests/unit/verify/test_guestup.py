@@ -1,0 +1,90 @@
+"""rxl guest up/down (verify.guestup): dry run, state, stopping only our QEMU.
+
+The real `up` needs the sshd userland, which has not been built; these
+tests cover the plan, the state file and `down`.
+"""
+
+import json
+import subprocess
+import time
+
+from click.testing import CliRunner
+
+from rxl.cli import main
+from rxl.verify import guestup
+
+
+def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    k = tmp_path / "kernel"
+    k.write_bytes(b"k")
+    p = guestup.plan("/src", str(k), port=2222)
+    argv = " ".join(p["argv"])
+    assert "hostfwd=tcp:127.0.0.1:2222-:22" in argv
+    assert f"-serial file:{tmp_path}/guest/up/console-up.log" in argv
+    assert "secure/usr.sbin/sshd" in p["world"][1]
+    r = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
+                                  "--dry-run"])
+    assert r.exit_code == 0 and "hostfwd=tcp:127.0.0.1:" in r.output
+    assert not (tmp_path / "guest").exists()  # a dry run writes nothing
+
+
+def test_up_refuses_without_the_sshd_userland(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    k = tmp_path / "kernel"
+    k.write_bytes(b"k")
+    try:
+        guestup.up("/nonexistent-src", str(k), tests={}, echo=lambda s: None)
+    except guestup.GuestUpError as exc:
+        assert "the sshd userland is not built" in str(exc) and "--build" in str(exc)
+    else:
+        raise AssertionError("up without the userland must fail")
+
+
+def test_down_stops_only_the_recorded_qemu(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    root = str(tmp_path / "guest/up/root")
+    # stands in for QEMU: its command line holds the root path, as QEMU's -drive does
+    proc = subprocess.Popen(["sh", "-c", "sleep 60", root], start_new_session=True)
+    other = subprocess.Popen(["sleep", "60"])
+    for _ in range(100):  # until the child has exec'd (its cmdline is ours before)
+        if root.encode() in open(f"/proc/{proc.pid}/cmdline", "rb").read():
+            break
+        time.sleep(0.02)
+    try:
+        guestup.state_path().parent.mkdir(parents=True)
+        guestup.state_path().write_text(json.dumps(
+            {"pid": proc.pid, "port": 40022, "root": root, "url": "ssh://root@127.0.0.1:40022",
+             "own_host_key": "ssh-ed25519 AAAA"}))
+        assert guestup.own_host_key("127.0.0.1", 40022) == "ssh-ed25519 AAAA"
+        assert guestup.own_host_key("127.0.0.1", 40023) is None
+        assert guestup.own_host_key("192.0.2.1", 40022) is None
+        r = CliRunner().invoke(main, ["guest", "down"])
+        assert r.exit_code == 0 and f"stopped QEMU pid {proc.pid}" in r.output
+        proc.wait(timeout=15)
+        assert other.poll() is None  # nothing else was touched
+        assert not guestup.state_path().exists()
+        # a recorded pid that is no longer the guest's QEMU is left alone
+        guestup.state_path().write_text(json.dumps({"pid": other.pid, "root": root,
+                                                    "url": "u"}))
+        assert "nothing stopped" in guestup.down()[0]
+        time.sleep(0.1)
+        assert other.poll() is None
+    finally:
+        for p in (proc, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_run_target_uses_the_up_guests_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    guestup.state_path().parent.mkdir(parents=True)
+    guestup.state_path().write_text(json.dumps(
+        {"pid": 1, "port": 40022, "root": "/x", "url": "ssh://root@127.0.0.1:40022",
+         "own_host_key": "ssh-ed25519 AAAA"}))
+    from rxl.verify.cli import _target
+    st, shape = _target("ssh://root@127.0.0.1:40022", None, False)
+    assert st.own_host_key == "ssh-ed25519 AAAA" and st.label.startswith("own guest")
+    st, _ = _target("ssh://root@127.0.0.1:40023", None, False)
+    assert st.own_host_key is None
