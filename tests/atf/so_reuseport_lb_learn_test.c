@@ -135,6 +135,22 @@ knobs_restore(void)
 }
 
 /*
+ * A case that changes sysctls: root, exclusive, and a cleanup that puts
+ * back what the body saved.
+ */
+#define	LEARN_TC(name)							\
+	ATF_TC_WITH_CLEANUP(name);					\
+	ATF_TC_HEAD(name, tc)						\
+	{								\
+		atf_tc_set_md_var(tc, "require.user", "root");		\
+		atf_tc_set_md_var(tc, "is.exclusive", "true");		\
+	}								\
+	ATF_TC_CLEANUP(name, tc)					\
+	{								\
+		knobs_restore();					\
+	}
+
+/*
  * The CPUs this process may run on (its root cpuset, which a jail or a
  * restricted cpuset narrows), at most max of them; returns how many.
  */
@@ -382,46 +398,23 @@ capture_body(int domain)
 	knobs_restore();
 }
 
-ATF_TC_WITH_CLEANUP(capture);
-ATF_TC_HEAD(capture, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(capture)
 ATF_TC_BODY(capture, tc)
 {
 	capture_body(AF_INET);
 }
-ATF_TC_CLEANUP(capture, tc)
-{
-	knobs_restore();
-}
 
-ATF_TC_WITH_CLEANUP(capture_ipv6);
-ATF_TC_HEAD(capture_ipv6, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(capture_ipv6)
 ATF_TC_BODY(capture_ipv6, tc)
 {
 	capture_body(AF_INET6);
-}
-ATF_TC_CLEANUP(capture_ipv6, tc)
-{
-	knobs_restore();
 }
 
 /*
  * Members set to hash (-1) or to a CPU are never retagged by a capture,
  * and an unpinned thread tags nothing.
  */
-ATF_TC_WITH_CLEANUP(no_capture);
-ATF_TC_HEAD(no_capture, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(no_capture)
 ATF_TC_BODY(no_capture, tc)
 {
 	struct sockaddr_storage ss;
@@ -452,22 +445,13 @@ ATF_TC_BODY(no_capture, tc)
 	lb_close(sds, 1);
 	knobs_restore();
 }
-ATF_TC_CLEANUP(no_capture, tc)
-{
-	knobs_restore();
-}
 
 /*
  * Learning off (the default): a pinned accept tags nothing, and the group,
  * which has no tag, no map and no learning state, is not in the view: it
  * paid for nothing.
  */
-ATF_TC_WITH_CLEANUP(learning_off);
-ATF_TC_HEAD(learning_off, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(learning_off)
 ATF_TC_BODY(learning_off, tc)
 {
 	struct sockaddr_storage ss;
@@ -488,10 +472,6 @@ ATF_TC_BODY(learning_off, tc)
 	lb_view(&ss, buf, sizeof(buf));
 	ATF_REQUIRE_MSG(buf[0] == '\0', "the view lists the group:\n%s", buf);
 	lb_close(sds, 2);
-	knobs_restore();
-}
-ATF_TC_CLEANUP(learning_off, tc)
-{
 	knobs_restore();
 }
 
@@ -540,34 +520,16 @@ counting_body(int domain)
 	knobs_restore();
 }
 
-ATF_TC_WITH_CLEANUP(counting);
-ATF_TC_HEAD(counting, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(counting)
 ATF_TC_BODY(counting, tc)
 {
 	counting_body(AF_INET);
 }
-ATF_TC_CLEANUP(counting, tc)
-{
-	knobs_restore();
-}
 
-ATF_TC_WITH_CLEANUP(counting_ipv6);
-ATF_TC_HEAD(counting_ipv6, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(counting_ipv6)
 ATF_TC_BODY(counting_ipv6, tc)
 {
 	counting_body(AF_INET6);
-}
-ATF_TC_CLEANUP(counting_ipv6, tc)
-{
-	knobs_restore();
 }
 
 /*
@@ -575,12 +537,7 @@ ATF_TC_CLEANUP(counting_ipv6, tc)
  * worker CPU is read afresh, so after a roll an accept from a thread
  * pinned to another CPU retags the member.
  */
-ATF_TC_WITH_CLEANUP(relearn);
-ATF_TC_HEAD(relearn, tc)
-{
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+LEARN_TC(relearn)
 ATF_TC_BODY(relearn, tc)
 {
 	struct sockaddr_storage ss;
@@ -609,10 +566,6 @@ ATF_TC_BODY(relearn, tc)
 	    "moved: tag %#x", cpus[1], lb_getcpu(sds[0]));
 	pin(-1);
 	lb_close(sds, 1);
-	knobs_restore();
-}
-ATF_TC_CLEANUP(relearn, tc)
-{
 	knobs_restore();
 }
 
