@@ -57,10 +57,10 @@
 #define	LBLEARN_WINDOW_SEC	10	/* Length of one counting window. */
 
 struct lblearn {
-	uint32_t	*ll_snap[2];	/* [ll_ncpu] counts when a window began. */
+	uint32_t	*ll_snap[2];	/* [ll_ncpu] counts at window starts. */
 	u_int		 ll_ncpu;
-	u_int		 ll_cur;	/* ll_snap[ll_cur]: the current window. */
-	int		 ll_start;	/* ticks when the current window began. */
+	u_int		 ll_cur;	/* ll_snap[ll_cur]: current window. */
+	int		 ll_start;	/* ticks at the current window start. */
 	int		 ll_window;	/* Window length in ticks. */
 	u_int		 ll_rolls;	/* Windows rolled so far. */
 };

@@ -690,6 +690,11 @@ ATF_TC_BODY(udp_refused, tc)
 	int domains[] = { AF_INET, AF_INET6 };
 	int d, sd, val;
 
+	/* The kernel has the option: TCP takes it. */
+	sd = socket(AF_INET, SOCK_STREAM, 0);
+	ATF_REQUIRE(sd >= 0);
+	lb_setcpu(sd, TAG_HASH);
+	ATF_REQUIRE(close(sd) == 0);
 	for (d = 0; d < 2; d++) {
 		sd = socket(domains[d], SOCK_DGRAM, 0);
 		ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s", strerror(errno));
@@ -810,6 +815,7 @@ lb_churn_sig(int sig __unused)
 static void
 lb_churn_start(struct lb_churn *ch, const struct sockaddr_storage *addr)
 {
+	struct sigaction sa;
 	int fds[2], cycles, one, sd;
 
 	ATF_REQUIRE(pipe(fds) == 0);
@@ -821,7 +827,10 @@ lb_churn_start(struct lb_churn *ch, const struct sockaddr_storage *addr)
 		return;
 	}
 	close(fds[0]);
-	signal(SIGTERM, lb_churn_sig);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = lb_churn_sig;
+	sigemptyset(&sa.sa_mask);
+	(void)sigaction(SIGTERM, &sa, NULL);
 	cycles = 0;
 	while (!lb_churn_stop) {
 		sd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);

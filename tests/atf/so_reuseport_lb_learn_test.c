@@ -134,21 +134,13 @@ knobs_restore(void)
 	unlink(SAVED);
 }
 
-/*
- * A case that changes sysctls: root, exclusive, and a cleanup that puts
- * back what the body saved.
- */
-#define	LEARN_TC(name)							\
-	ATF_TC_WITH_CLEANUP(name);					\
-	ATF_TC_HEAD(name, tc)						\
-	{								\
-		atf_tc_set_md_var(tc, "require.user", "root");		\
-		atf_tc_set_md_var(tc, "is.exclusive", "true");		\
-	}								\
-	ATF_TC_CLEANUP(name, tc)					\
-	{								\
-		knobs_restore();					\
-	}
+/* A case that changes sysctls: root, and exclusive. */
+static void
+learn_head(atf_tc_t *tc)
+{
+	atf_tc_set_md_var(tc, "require.user", "root");
+	atf_tc_set_md_var(tc, "is.exclusive", "true");
+}
 
 /*
  * The CPUs this process may run on (its root cpuset, which a jail or a
@@ -398,13 +390,29 @@ capture_body(int domain)
 	knobs_restore();
 }
 
-LEARN_TC(capture)
+ATF_TC_WITH_CLEANUP(capture);
+ATF_TC_HEAD(capture, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(capture, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(capture, tc)
 {
 	capture_body(AF_INET);
 }
 
-LEARN_TC(capture_ipv6)
+ATF_TC_WITH_CLEANUP(capture_ipv6);
+ATF_TC_HEAD(capture_ipv6, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(capture_ipv6, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(capture_ipv6, tc)
 {
 	capture_body(AF_INET6);
@@ -414,7 +422,15 @@ ATF_TC_BODY(capture_ipv6, tc)
  * Members set to hash (-1) or to a CPU are never retagged by a capture,
  * and an unpinned thread tags nothing.
  */
-LEARN_TC(no_capture)
+ATF_TC_WITH_CLEANUP(no_capture);
+ATF_TC_HEAD(no_capture, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(no_capture, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(no_capture, tc)
 {
 	struct sockaddr_storage ss;
@@ -451,7 +467,15 @@ ATF_TC_BODY(no_capture, tc)
  * which has no tag, no map and no learning state, is not in the view: it
  * paid for nothing.
  */
-LEARN_TC(learning_off)
+ATF_TC_WITH_CLEANUP(learning_off);
+ATF_TC_HEAD(learning_off, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(learning_off, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(learning_off, tc)
 {
 	struct sockaddr_storage ss;
@@ -520,13 +544,29 @@ counting_body(int domain)
 	knobs_restore();
 }
 
-LEARN_TC(counting)
+ATF_TC_WITH_CLEANUP(counting);
+ATF_TC_HEAD(counting, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(counting, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(counting, tc)
 {
 	counting_body(AF_INET);
 }
 
-LEARN_TC(counting_ipv6)
+ATF_TC_WITH_CLEANUP(counting_ipv6);
+ATF_TC_HEAD(counting_ipv6, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(counting_ipv6, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(counting_ipv6, tc)
 {
 	counting_body(AF_INET6);
@@ -537,7 +577,15 @@ ATF_TC_BODY(counting_ipv6, tc)
  * worker CPU is read afresh, so after a roll an accept from a thread
  * pinned to another CPU retags the member.
  */
-LEARN_TC(relearn)
+ATF_TC_WITH_CLEANUP(relearn);
+ATF_TC_HEAD(relearn, tc)
+{
+	learn_head(tc);
+}
+ATF_TC_CLEANUP(relearn, tc)
+{
+	knobs_restore();
+}
 ATF_TC_BODY(relearn, tc)
 {
 	struct sockaddr_storage ss;
