@@ -208,6 +208,13 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
                  wout, learnd_bin, cc, deadline)
 
 
+def qemu_extra(req: LearnRequest, out: str, boot: str) -> Tuple[str, ...]:
+    """QEMU arguments a boot adds: the ``--pcap`` dump, then ``--qemu-arg``s."""
+    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
+            f"file={Path(out) / (boot + '.pcap')}") if req.pcap else ()
+    return dump + tuple(req.qemu_args)
+
+
 def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     """Every external command the run would execute, with ``#`` notes, in order."""
     from rxl.guest import qemu as qemu_mod
@@ -239,8 +246,9 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
                    f"{', '.join(r.label for r in b.runs)}; root {root}")
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",),
-                                   **chk.topo_kw)
-        out.append(shlex.join(qemu_mod.build_argv(cfg, firmware=fw)))
+                                   extra=qemu_extra(req, s.out, b.name), **chk.topo_kw)
+        argv = qemu_mod.build_argv(cfg, firmware=fw)
+        out.append(shlex.join(single_thread(argv) if req.tcg_single_thread else argv))
     out.append(f"# host driver per run: {len(chk.phases)} phases "
                + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
                            for p in chk.phases)
@@ -341,9 +349,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
             raise LearnFailed(f"image: {b.name}: {exc}") from None
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = D.free_port()
-        extra = (("-object", f"filter-dump,id=dump0,netdev=net0,"
-                  f"file={Path(out) / (b.name + '.pcap')}") if req.pcap else ()) \
-            + tuple(req.qemu_args)
+        extra = qemu_extra(req, out, b.name)
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
                                    extra=extra, **chk.topo_kw)

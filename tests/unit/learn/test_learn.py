@@ -438,6 +438,17 @@ def test_cli_dry_run_overrides(tmp_path):
     assert "-DLEARND_LB_CPU_OPT=0x1030" in res.stdout
     assert "learning sysctl net.inet.tcp.x" in res.stdout
     assert "tunables {'dev.em.0.iflib.disable_msix': '1'}" in res.stdout
+    # The QEMU line shows what the boot adds: --qemu-arg, --pcap, single TCG.
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", "/k",
+                                    "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
+                                    "--lb-cpu-opt", "4144", "--qemu-arg=-gdb",
+                                    "--qemu-arg=tcp:127.0.0.1:1234", "--pcap",
+                                    "--tcg-single-thread", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    qemu = [ln for ln in res.stdout.splitlines() if ln.startswith("qemu-system")]
+    assert len(qemu) == 1 and " -gdb tcp:127.0.0.1:1234" in qemu[0]
+    assert f"filter-dump,id=dump0,netdev=net0,file={tmp_path / 'o'}/patched.pcap" in qemu[0]
+    assert "thread=single" in qemu[0]
     bad = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
                                     "--tunable", "novalue"])
     assert bad.exit_code != 0 and "expected NAME=VALUE" in bad.output
