@@ -7,7 +7,7 @@ workload; the userspace cost of the cores under callgrind (``core``,
 ``python -m rxl.bench.core``, ``make bench-core``); and the instructions,
 lock acquisitions and atomics per call of a booted kernel via QEMU's
 gdbstub (``kcount``, ``rxl kcount``; ``kcount_ops`` classifies the
-instructions of a trace).  Commands live in ``cli``.
+instructions of a trace, ``kcount_record`` runs gdb).  Commands live in ``cli``.
 
 May import: every other package (``decide``, ``tree``, ``guest``,
 ``verify``, ``learn``) and ``rxl.paths``.

@@ -7,10 +7,7 @@ import dataclasses
 import json
 import math
 import os
-import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -20,6 +17,7 @@ from rxl.bench import accept_output as AO
 from rxl.bench import accept_run as AR
 from rxl.bench import ebpf
 from rxl.bench import kcount as K
+from rxl.bench import kcount_record as KR
 from rxl.bench import knobs as KN
 from rxl.bench import tables as AT
 from rxl.decide.topology import TopologyError
@@ -308,32 +306,15 @@ def record(kernel, port, samples, outer, inner, out, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if samples < 1:
         raise click.ClickException(f"--samples must be >= 1, got {samples}")
-    nm = ["nm", "-P", kernel]
-    names = [outer] + [n for n in dict.fromkeys(list(inner) + list(K.MARKS.get(outer, ())))
-                       if n != outer]
+    names = KR.record_names(outer, inner)
     if dry_run:
-        script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
-        click.echo(shlex.join(nm))
-        click.echo(f"# {script}: rxl.bench.kcount.GDB_SCRIPT; <addresses> from nm")
-        click.echo(shlex.join(K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
-                                       script, samples=samples, outer=outer,
-                                       entries={n: 0 for n in names})))
+        for line in KR.dry_run_lines(kernel, port, samples, outer, names, out):
+            click.echo(line)
         return
-    r = subprocess.run(nm, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise click.ClickException(f"nm -P {kernel} failed: {r.stderr.strip()}")
     try:
-        entries = K.symbol_addresses(r.stdout, names, K.kcount_ops.RM_READ_ENTRIES)
+        KR.record(kernel, port, samples, outer, names, out)
     except K.KcountError as exc:
         raise click.ClickException(str(exc))
-    with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
-        f.write(K.GDB_SCRIPT)
-        f.flush()
-        argv = K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
-                        samples=samples, outer=outer, entries=entries)
-        r = subprocess.run(argv)
-    if r.returncode != 0 or not Path(out).is_file():
-        raise click.ClickException(f"gdb exited {r.returncode}; no trace in {out}")
 
 
 @kcount.command()
