@@ -9,13 +9,15 @@ the session notes: the series does not touch the toolchain).
 Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
 
 * programs (:data:`SSHD_PROGRAMS`): sshd, and for its writable places and
-  network mount (tmpfs), mkdir, cp, chmod, pwd_mkdb, route;
+  network mount (tmpfs), mkdir, cp, chmod, pwd_mkdb, route; for the SSH-driven
+  run uname, head, id, rm, mv, cat, sha256;
 * libraries: sshd's ``LIBADD= pam ssh util ... crypto``
   (secure/usr.sbin/sshd/Makefile); libssh's ``crypto crypt z``; libcrypto's
   ``pthread`` (libthr); mount's ``util xo``; route's ``jail``
   (Makefile.inc1 ``secure/lib/libssh__L: lib/libz__L secure/lib/libcrypto__L``);
 * src.conf(5) knobs (:data:`SSHD_MAKE_OPTIONS`) that drop sshd's optional
-  Kerberos/GSSAPI, blacklistd, TCP wrappers, audit and LDNS dependencies.
+  Kerberos/GSSAPI, blacklistd, TCP wrappers, audit and LDNS dependencies, and
+  Capsicum's casper (head and cat would need libcasper).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
 from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs,
                             world_make_vars, world_outputs)
 
-#: Guest path -> objdir path (relative to OBJTOP) of the programs sshd needs.
+#: Guest path -> objdir path (relative to OBJTOP) of the programs sshd and an
+#: SSH-driven run need.
 SSHD_PROGRAMS: Dict[str, str] = {
     "/usr/sbin/sshd": "secure/usr.sbin/sshd/sshd",
     "/sbin/mount": "sbin/mount/mount",
@@ -37,6 +40,14 @@ SSHD_PROGRAMS: Dict[str, str] = {
     "/bin/chmod": "bin/chmod/chmod",
     "/usr/sbin/pwd_mkdb": "usr.sbin/pwd_mkdb/pwd_mkdb",
     "/sbin/route": "sbin/route/route",
+    # what an SSH-driven run (rxl.verify.remote) runs besides the rc's programs
+    "/usr/bin/uname": "usr.bin/uname/uname",
+    "/usr/bin/head": "usr.bin/head/head",
+    "/usr/bin/id": "usr.bin/id/id",
+    "/bin/rm": "bin/rm/rm",
+    "/bin/mv": "bin/mv/mv",
+    "/bin/cat": "bin/cat/cat",
+    "/sbin/sha256": "sbin/md5/md5",  # md5(1) picks the digest by its name
 }
 SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")
@@ -44,7 +55,8 @@ SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",)
 #: src.conf(5) knobs, passed as -D to make.py.
 SSHD_MAKE_OPTIONS: Tuple[str, ...] = ("WITHOUT_KERBEROS", "WITHOUT_KERBEROS_SUPPORT",
                                       "WITHOUT_GSSAPI", "WITHOUT_BLACKLIST_SUPPORT",
-                                      "WITHOUT_TCP_WRAPPERS", "WITHOUT_AUDIT", "WITHOUT_LDNS")
+                                      "WITHOUT_TCP_WRAPPERS", "WITHOUT_AUDIT", "WITHOUT_LDNS",
+                                      "WITHOUT_CASPER")
 
 
 def default_objdir() -> str:
