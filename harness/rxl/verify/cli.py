@@ -205,6 +205,9 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
                    "new /boot/kernel.rxl-<id>/, boot it once (nextboot -k), check it runs.")
 @click.option("--workdir", default="/var/tmp/rxl", show_default=True,
               help="With an SSH target: its work directory (the only one the run writes).")
+@click.option("--programs", "programs_dir", default=None,
+              help="With an SSH target: ATF programs built already (every executable in "
+                   "DIR) instead of the world stage.")
 @click.option("--kyua/--no-kyua", default=None,
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
@@ -212,7 +215,7 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
 def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto_pristine, spread,
         tests_on_spread, case_timeout,
         new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
-        install_kernel, workdir, kyua, dry_run, as_json):
+        install_kernel, workdir, programs_dir, kyua, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
 
     With --target ssh://... (or a named bhyve/box target) the suite runs on
@@ -233,7 +236,7 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
         tests_on_spread=tests_on_spread, auto_pristine=auto_pristine and ssh_target is None,
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
-        shape=shape)
+        shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None)
     check_options(opts)
     if ssh_target is not None:
         from rxl.verify import remote_stages

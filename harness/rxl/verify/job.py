@@ -83,6 +83,8 @@ class RunOptions:
     kyua: Optional[bool] = None
     #: The own guest's shape (rxl.guest.targets.Shape) from a named target, or None.
     shape: Any = None
+    #: ``--programs``: a directory of ATF programs built already (SSH targets only).
+    programs_dir: Optional[str] = None
 
 
 @dataclass

@@ -4,7 +4,8 @@ The same pipeline (:func:`rxl.verify.pipeline.run`), other stages:
 
     series  only with ``--install-kernel`` and no ``--kernel`` (the kernel is built)
     build   the patched kernel, same condition; no pristine kernel
-    world   the ATF programs (and the userland they are linked against)
+    world   the ATF programs (and the userland they are linked against), or
+            ``--programs DIR`` (built already)
     target  connect, probe (:data:`rxl.verify.remote.PROBE_COMMAND`), refuse a
             kernel without the series; with ``--install-kernel`` install it,
             reboot into it once and check it runs
@@ -21,6 +22,7 @@ Every remote action is written to ``<out>/target-commands.log``; with
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import List, Tuple
 
@@ -73,6 +75,20 @@ def series(opts: RunOptions, st: RunState) -> StageRecord:
     if not opts.install_kernel or opts.kernel:
         return StageRecord("series", "skipped", detail="no kernel to build")
     return stages.series(opts, st)
+
+
+def world(opts: RunOptions, st: RunState) -> StageRecord:
+    """The ATF programs: from ``--programs DIR`` (every executable file), else built."""
+    if not opts.programs_dir:
+        return stages.world(opts, st)
+    d = Path(opts.programs_dir)
+    found = {p.name: p for p in sorted(d.iterdir()) if p.is_file() and os.access(p, os.X_OK)} \
+        if d.is_dir() else {}
+    if not found:
+        raise StageFailed(f"world: --programs {d}: no executable files there")
+    st.tests = found
+    return StageRecord("world", "skipped",
+                       detail=f"--programs {d}: {', '.join(sorted(found))}")
 
 
 def target(opts: RunOptions, st: RunState) -> StageRecord:
@@ -155,5 +171,5 @@ def report(opts: RunOptions, st: RunState) -> StageRecord:
 
 
 #: The stages of a run on an SSH target, in order.
-ALL: Tuple = (("series", series), ("build", build), ("world", stages.world),
+ALL: Tuple = (("series", series), ("build", build), ("world", world),
               ("target", target), ("tests", tests), ("report", report))

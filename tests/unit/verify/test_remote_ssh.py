@@ -308,3 +308,20 @@ def test_cli_target_refusals(tmp_path, monkeypatch, args, msg):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--dry-run"] + args)
     assert res.exit_code != 0 and msg in res.output
+
+
+def test_programs_dir_replaces_the_world_stage(tmp_path):
+    from rxl.verify import remote_stages
+    from rxl.verify.job import RunState
+    d = tmp_path / "progs"
+    d.mkdir()
+    (d / "a_test").write_text("#!/bin/sh\n")
+    (d / "a_test").chmod(0o755)
+    (d / "notes.txt").write_text("not a program")
+    opts = _opts(tmp_path, programs_dir=str(d))
+    st = RunState.start(opts, lambda s: None)
+    rec = remote_stages.world(opts, st)
+    assert rec.status == "skipped" and list(st.tests) == ["a_test"]
+    (d / "a_test").chmod(0o644)
+    with pytest.raises(remote_stages.StageFailed, match="no executable files"):
+        remote_stages.world(opts, RunState.start(opts, lambda s: None))
