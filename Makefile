@@ -20,7 +20,7 @@ CC ?= cc
 # Fuzzing and sanitizers: clang-16 with libclang-rt-16-dev (Debian).
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 0
-FUZZ_TARGETS ?= deal spread
+FUZZ_TARGETS ?= deal spread learn
 SAN_CC ?= clang-16
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer -shared-libsan

@@ -44,7 +44,7 @@ from typing import Dict, List, Optional, Sequence
 from . import core
 
 #: The targets, one C file each under tests/fuzz/.
-TARGETS = ("deal", "spread")
+TARGETS = ("deal", "spread", "learn")
 FUZZ_DIR = core.ROOT / "tests" / "fuzz"
 #: Sanitizers and the fuzzer runtime (clang's -fsanitize=fuzzer), aborting
 #: on the first UBSan report so that it counts as a finding; coverage
