@@ -63,15 +63,17 @@ fuzz: setup
 fuzz-replay: setup
 	$(PY) -m rxl.decide.fuzz replay --skip-missing $(FUZZ_TARGETS)
 
-# The library built with ASan+UBSan (a build directory of its own), and the
-# whole suite in a Python that has the sanitizer runtime preloaded.  Leak
+# The library of the cores built with ASan+UBSan (RXL_CORE_CC, a build
+# directory of its own; other C the tests build keeps $(CC)), and the whole
+# suite in a Python that has the sanitizer runtime preloaded.  Leak
 # checking is off: the interpreter's own allocations would drown it (the
 # fuzz targets check the cores for leaks).
 test-asan: setup
 	@command -v $(SAN_CC) >/dev/null || { echo "test-asan: no $(SAN_CC)" \
 	    "(apt-get install -y clang-16 libclang-rt-16-dev)"; exit 1; }
-	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan $(PY) -m rxl.decide.core
-	CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
+	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
+	    $(PY) -m rxl.decide.core
+	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
 	LD_PRELOAD="$$($(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -105,7 +105,7 @@ def _digest() -> str:
                             "binding needs a checkout of the repository")
         h.update(rel.encode() + b"\0" + path.read_bytes())
     h.update(" ".join(CFLAGS).encode())
-    h.update(os.environ.get("CC", "cc").encode())
+    h.update(" ".join(cc_argv()).encode())
     return h.hexdigest()[:12]
 
 
@@ -115,8 +115,10 @@ def library_path() -> Path:
 
 
 def cc_argv() -> List[str]:
-    """The C compiler as an argv: ``$CC`` split like a shell would, else ``cc``."""
-    return shlex.split(os.environ.get("CC", "cc"))
+    """The C compiler of the cores as an argv: ``$RXL_CORE_CC`` (the
+    sanitizer build of ``make test-asan``), else ``$CC``, split like a
+    shell would, else ``cc``."""
+    return shlex.split(os.environ.get("RXL_CORE_CC") or os.environ.get("CC", "cc"))
 
 
 def source_args() -> List[str]:

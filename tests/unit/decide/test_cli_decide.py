@@ -165,6 +165,7 @@ def test_bounds(args, msg):
 def test_core_build_errors_are_one_line(tmp_path, monkeypatch):
     from rxl.decide import core
     monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "b"))
+    monkeypatch.delenv("RXL_CORE_CC", raising=False)  # set by make test-asan
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.setattr(core, "_lib", None)
     code, out = run("deal", "--topology", "2x4x2", "--members", "0")
