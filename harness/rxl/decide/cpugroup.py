@@ -16,42 +16,24 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 # Cache levels and flags: sys/sys/smp.h (FreeBSD 14.0).
 CG_SHARE_NONE = 0
-
-
 CG_SHARE_L1 = 1
-
-
 CG_SHARE_L2 = 2
-
-
 CG_SHARE_L3 = 3
-
-
 CG_FLAG_HTT = 0x01
-
-
 CG_FLAG_SMT = 0x02
-
-
 CG_FLAG_THREAD = CG_FLAG_HTT | CG_FLAG_SMT
-
-
 CG_FLAG_NODE = 0x04
 
-
 FLAG_NAMES = {"HTT": CG_FLAG_HTT, "SMT": CG_FLAG_SMT, "NODE": CG_FLAG_NODE}
-
 
 #: CPU ids are below CPU_MAXSIZE = 1024 (sys/sys/_cpuset.h), the size of a
 #: cpuset_t outside the kernel and the userspace build's CPU_SETSIZE.
 CPU_MAXSIZE = 1024
 
-
 #: Deepest cpu_group tree accepted.  smp_topo() builds at most a root, a
 #: package, a NUMA node and one group per cache level (MAX_CACHE_LEVELS = 3
 #: in sys/sys/smp.h); 8 leaves room and stops runaway nesting.
 MAX_DEPTH = 8
-
 
 #: Distance classes, nearest first: the keys of ``rings`` in ``rxl deal``.
 CLASSES = ("exact", "smt", "l3", "far", "any")

@@ -16,8 +16,6 @@ from rxl.learn.plan import LearnError
 
 
 _LEARN_RE = re.compile(r"^LEARN (\w+) (\S+)(.*)$")
-
-
 _KV_RE = re.compile(r"(\w+)=(\S+)")
 
 

@@ -25,10 +25,8 @@ from rxl.tree.series import run_git
 #: Subjects must be shorter than this (FreeBSD committer's guide).
 SUBJECT_MAX = 67
 
-
 #: Body lines wrap at 72 columns.
 BODY_LINE_MAX = 72
-
 
 #: Trailer keys used in FreeBSD commit messages (and git's common ones).
 TRAILER_KEYS = (
@@ -38,10 +36,8 @@ TRAILER_KEYS = (
     "Signed-off-by", "Sponsored by", "Submitted by", "Tested by",
 )
 
-
 _TRAILER_RE = re.compile(r"^(%s):\s+\S" % "|".join(
     re.escape(k) for k in TRAILER_KEYS))
-
 
 _SUBJECT_RE = re.compile(r"^([A-Za-z0-9_.+/-]+(?:, ?[A-Za-z0-9_.+/-]+)*): (\S.*)$")
 

@@ -23,10 +23,8 @@ import click
 #: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
 SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
 
-
 #: FreeBSD's own test programs: must pass on patched and pristine.
 BASE_PROGRAMS = ("so_reuseport_lb_test",)
-
 
 STAGES = ("series", "build", "world", "image", "boot", "parse", "report")
 
