@@ -224,6 +224,14 @@ struct opts {
 
 static struct shared	*sh;
 static struct rec	*recs;		/* MAP_SHARED too; -C only */
+/*
+ * The registration pipes and handoff socketpairs the parent makes for
+ * every process before it forks; -1 when not made.  Each child closes all
+ * but its own (close_inherited()): a worker's end of its socketpair must
+ * have that worker as its only holder, so the acceptor's send to a worker
+ * that died is refused rather than queued where no one reads it.
+ */
+static int		 go[MAXWORKERS][2], hfd[MAXWORKERS][2];
 static long		 maxrec;
 
 static void
@@ -1110,6 +1118,37 @@ serial_worker(const struct opts *o, int rank, int lfd, struct loop *lp,
 	}
 }
 
+/* Close a descriptor the parent made, once. */
+static void
+close_made(int *fd)
+{
+	if (*fd != -1) {
+		(void)close(*fd);
+		*fd = -1;
+	}
+}
+
+/*
+ * In a child: close the registration pipes and handoff ends made for the
+ * other processes.  rank is the worker's, or -1 for the acceptor, which
+ * keeps the acceptor end of every socketpair.
+ */
+static void
+close_inherited(const struct opts *o, int rank)
+{
+	int r;
+
+	for (r = 0; r < o->workers; r++) {
+		if (r != rank)
+			close_made(&go[r][0]);
+		close_made(&go[r][1]);
+		if (rank >= 0)
+			close_made(&hfd[r][0]);
+		if (r != rank)
+			close_made(&hfd[r][1]);
+	}
+}
+
 /*
  * One worker.  Waits for its registration turn on go_fd, registers (epoll
  * ADD on the shared listener, bind+listen of its own, or its end of the
@@ -1127,6 +1166,7 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 	char c;
 	int cpu, src;
 
+	close_inherited(o, rank);
 	cpu = rank % o->ncpu;
 	if (o->pin)
 		(void)pin_self(cpu);
@@ -1181,17 +1221,55 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
  * robin, or least connections by the workers' open counts as last read,
  * re-read only every lag_us (a balancer's view of its backends lags).
  */
+/*
+ * The worker the acceptor hands the next connection to: round robin, or
+ * the fewest open connections in snap (ties: round robin from *next).
+ * Workers marked dead are skipped; -1 when every worker is dead.
+ */
+static int
+pick_worker(const struct opts *o, const long *snap, const char *dead,
+    int *next)
+{
+	int best = -1, k, r;
+
+	for (k = 0; k < o->workers; k++) {
+		r = (*next + k) % o->workers;
+		if (dead[r])
+			continue;
+		if (best == -1 || (o->mode == M_HANDOFF_LC &&
+		    snap[r] < snap[best]))
+			best = r;
+		if (o->mode == M_HANDOFF_RR)
+			break;
+	}
+	if (best != -1)
+		*next = (best + 1) % o->workers;
+	return (best);
+}
+
+/*
+ * The handoff acceptor: one process accepts every connection and passes
+ * the descriptor to a worker over a datagram socketpair (SCM_RIGHTS), the
+ * model of servers with one acceptor thread and a worker pool.  Round
+ * robin, or least connections by the workers' open counts as last read,
+ * re-read only every lag_us (a balancer's view of its backends lags).
+ * A worker whose end is gone (it died: the send is refused) is dropped
+ * from the rotation, as a pool drops a dead thread.
+ */
 static void
-acceptor(const struct opts *o, int lfd, int *hfd, long deadline)
+acceptor(const struct opts *o, int lfd, const int *afd, long deadline)
 {
 	struct wstat *ws = &sh->acc;
 	struct pollfd pfd;
 	long snap[MAXWORKERS];
 	long long snap_t = 0, t_acc;
+	char dead[MAXWORKERS];
 	int fd, r, best, next = 0, b, limit, got, k;
 
+	close_inherited(o, -1);
 	limit = o->batch > 0 ? o->batch : MAXBATCH;
 	memset(snap, 0, sizeof(snap));
+	memset(dead, 0, sizeof(dead));
 	while (!sh->stop && now_ms() < deadline) {
 		pfd.fd = lfd;
 		pfd.events = POLLIN;
@@ -1204,35 +1282,33 @@ acceptor(const struct opts *o, int lfd, int *hfd, long deadline)
 			t_acc = now_ns();
 			got++;
 			ws->accepts++;
-			if (o->mode == M_HANDOFF_RR) {
-				best = next;
-				next = (next + 1) % o->workers;
-			} else {
-				if (now_ns() - snap_t >=
-				    (long long)o->lag_us * 1000) {
-					for (r = 0; r < o->workers; r++)
-						snap[r] = sh->w[r].open;
-					snap_t = now_ns();
-				}
-				/* Ties: round robin from the last choice. */
-				best = next;
-				for (k = 0; k < o->workers; k++) {
-					r = (next + k) % o->workers;
-					if (snap[r] < snap[best])
-						best = r;
-				}
-				next = (best + 1) % o->workers;
+			if (o->mode == M_HANDOFF_LC && now_ns() - snap_t >=
+			    (long long)o->lag_us * 1000) {
+				for (r = 0; r < o->workers; r++)
+					snap[r] = sh->w[r].open;
+				snap_t = now_ns();
 			}
 			/* A full worker queue: wait for room, bounded. */
-			for (k = 0; send_fd(hfd[best], fd, t_acc) != 0; k++) {
-				if (k < 50 && (errno == EAGAIN ||
+			k = 0;
+			while ((best = pick_worker(o, snap, dead, &next)) != -1 &&
+			    send_fd(afd[best], fd, t_acc) != 0) {
+				if (errno == ECONNREFUSED || errno == ENOTCONN ||
+				    errno == EPIPE || errno == ECONNRESET) {
+					dead[best] = 1;
+					continue;
+				}
+				next = best;	/* retry the same worker */
+				if (k++ < 50 && (errno == EAGAIN ||
 				    errno == ENOBUFS || errno == EWOULDBLOCK)) {
 					sleep_us(2000);
 					continue;
 				}
 				ws->errors++;
+				next = (best + 1) % o->workers;
 				break;
 			}
+			if (best == -1)
+				ws->errors++;
 			close(fd);
 		}
 		if (got == 0)
@@ -1556,7 +1632,7 @@ main(int argc, char **argv)
 	struct timespec next;
 	struct client cl;
 	pid_t pid[MAXWORKERS + 1];
-	int go[MAXWORKERS][2], ready[2], hfd[MAXWORKERS][2];
+	int ready[2];
 	int exited[MAXWORKERS + 1], killed[MAXWORKERS], endkill[MAXWORKERS + 1];
 	int busy_at_stop[MAXWORKERS];
 	char *order_arg = NULL, c;
@@ -1782,6 +1858,8 @@ main(int argc, char **argv)
 	}
 	if (pipe(ready) != 0)
 		die("pipe");
+	for (r = 0; r < o.workers; r++)
+		go[r][0] = go[r][1] = hfd[r][0] = hfd[r][1] = -1;
 	for (r = 0; r < o.workers; r++) {
 		if (pipe(go[r]) != 0)
 			die("pipe");
@@ -1836,12 +1914,17 @@ main(int argc, char **argv)
 	if (o.listener == L_HANDOFF) {
 		int afd[MAXWORKERS];
 
-		for (r = 0; r < o.workers; r++)
+		/* The workers' ends are theirs alone now (close_inherited). */
+		for (r = 0; r < o.workers; r++) {
+			close_made(&hfd[r][1]);
 			afd[r] = hfd[r][0];
+		}
 		if ((pid[o.workers] = fork()) == -1)
 			die("fork");
 		if (pid[o.workers] == 0)
 			acceptor(&o, lfd, afd, deadline);
+		for (r = 0; r < o.workers; r++)
+			close_made(&hfd[r][0]);
 	}
 
 	/*

@@ -157,3 +157,20 @@ def test_live_incoming_cpu_one_worker_all_tagged(tmp_path):
                 "--untagged", "none", "--connections", "10")
     run = doc["results"][0]["runs"][0]
     assert run["accepts"] == [10] and run["untagged_rank"] == -1
+
+
+@LIVE
+def test_live_handoff_drops_a_killed_worker(tmp_path):
+    """A handoff worker killed mid-run: the acceptor's send to it is
+    refused (its end has no other holder), so it leaves the rotation and
+    no connection is handed to a dead worker (18 of 200 were, before)."""
+    doc = _live(tmp_path, "--setup", "handoff-rr", "--setup", "handoff-lc",
+                "--workers", "4", "--connections", "80",
+                "--kill-first-at", "20")
+    for res in doc["results"]:
+        (run,) = res["runs"]
+        assert run["killed"] == [True, False, False, False], res["setup"]
+        assert run["accepted"] == run["connect_ok"] == 80, res["setup"]
+        assert sum(run["accepts"]) == 80 and run["accepts"][0] <= 20
+        assert run["acceptor"]["errors"] == 0
+
