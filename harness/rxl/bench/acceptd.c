@@ -1955,8 +1955,6 @@ main(int argc, char **argv)
 			failed++;
 		started++;
 		(void)client_poll(&cl, 0, cor);
-		if (o.closed)
-			continue;
 		if (o.kill_at >= 0 && started == o.kill_at && pid[0] > 0) {
 			/*
 			 * Let the victim finish what it was handed, bounded,
@@ -1964,11 +1962,13 @@ main(int argc, char **argv)
 			 */
 			last = now_ms();
 			while (SUM(&o, accepts) < ok && now_ms() - last < 200)
-				sleep_us(1000);
+				(void)client_poll(&cl, 1, cor);
 			(void)kill(pid[0], SIGKILL);
 			killed[0] = 1;
 			killed_rank = 0;
 		}
+		if (o.closed)
+			continue;
 		next.tv_nsec += (o.spacing_us % 1000000) * 1000;
 		next.tv_sec += o.spacing_us / 1000000 +
 		    next.tv_nsec / 1000000000;

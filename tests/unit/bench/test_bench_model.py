@@ -174,3 +174,13 @@ def test_live_handoff_drops_a_killed_worker(tmp_path):
         assert sum(run["accepts"]) == 80 and run["accepts"][0] <= 20
         assert run["acceptor"]["errors"] == 0
 
+
+@LIVE
+def test_live_kill_works_in_the_closed_loop(tmp_path):
+    """--kill-first-at was silently ignored with --client closed."""
+    doc = _live(tmp_path, "--setup", "exclusive", "--workers", "2",
+                "--connections", "60", "--client", "closed",
+                "--concurrency", "2", "--kill-first-at", "20")
+    (run,) = doc["results"][0]["runs"]
+    assert run["killed"] == [True, False]
+    assert run["accepts"][0] <= 20 and run["accepts"][1] > 0
