@@ -93,9 +93,10 @@ DEFAULT_REPETITIONS = 5
 DEFAULT_WORK_MS = 0.0
 DEFAULT_REORDER_EVERY = 16
 
-#: Limits of acceptd.c (MAXWORKERS, MAXCONNS).
+#: Limits of acceptd.c (MAXWORKERS, MAXCONNS, the -r bound).
 MAX_WORKERS = 256
 MAX_CONNECTIONS = 100000
+MAX_REORDER_EVERY = 1000000
 
 #: Slack added to a run's expected length to make the server's deadline:
 #: registration, settling (500 ms + 4 x work) and worker exit (<= 1 s).
@@ -149,10 +150,10 @@ class RunConfig:
             finite(self.spacing_ms, "--spacing-ms", 0, 10000)
             finite(self.work_ms, "--work-ms", 0, 10000)
             self.knobs.validate(self.workers)
+            finite(self.reorder_every, "--reorder-every", 1,
+                   MAX_REORDER_EVERY)
         except ValueError as e:
             raise BenchError(str(e)) from None
-        if self.reorder_every < 1:
-            raise BenchError("--reorder-every must be >= 1")
         if self.kill_first_at is not None and not (
                 1 <= self.kill_first_at < self.connections):
             raise BenchError(f"--kill-first-at must be 1..connections-1 "

@@ -61,7 +61,9 @@ def finite(value: float, option: str, lo: float, hi: float) -> float:
             math.isinf(value):
         raise ValueError(f"{option} must be a finite number, got {value}")
     if not lo <= value <= hi:
-        raise ValueError(f"{option} must be {lo:g}..{hi:g}, got {value:g}")
+        # .15g: 3600001 must not print as 3.6e+06, the bound it is above.
+        raise ValueError(f"{option} must be {lo:.15g}..{hi:.15g}, "
+                         f"got {value:.15g}")
     return float(value)
 
 

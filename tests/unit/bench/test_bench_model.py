@@ -159,6 +159,14 @@ def test_live_incoming_cpu_one_worker_all_tagged(tmp_path):
     assert run["accepts"] == [10] and run["untagged_rank"] == -1
 
 
+def test_bounds_are_checked_and_printed_exactly(tmp_path):
+    res, _ = _dry(tmp_path, "--reorder-every", "99999999999")
+    assert "--reorder-every must be 1..1000000" in _err(res)
+    # 3600001 was printed as "3.6e+06", the very bound it is above.
+    res, _ = _dry(tmp_path, "--hold-ms", "3600001")
+    assert "must be 0..3600000, got 3600001" in _err(res)
+
+
 @LIVE
 def test_live_handoff_drops_a_killed_worker(tmp_path):
     """A handoff worker killed mid-run: the acceptor's send to it is
