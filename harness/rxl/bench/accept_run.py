@@ -77,10 +77,13 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
             req.skipped[s] = why
         return None
     from rxl.decide import topology as T
-    topo = (T.load(req.topology) if req.topology else ebpf.host_topology())
-    cpus = ebpf.worker_cpus(cfg.workers, topo.ncpu)
+    topo = (T.load(req.topology) if req.topology is not None
+            else ebpf.host_topology())
+    # acceptd pins rank r to CPU r mod (this host's CPUs), whatever the
+    # topology says: the map must be dealt for those CPUs.
+    cpus = ebpf.pinned_cpus(cfg.workers, topo)
     lines, d = ebpf.deal_lines(topo, cpus)
-    nodes = (ebpf.parse_node_map(req.numa_map) if req.numa_map
+    nodes = (ebpf.parse_node_map(req.numa_map) if req.numa_map is not None
              else ebpf.host_nodes() or {c: 0 for c in topo.cpus})
     maps = {}
     for setup, content in (("ebpf-deal", lines),

@@ -243,7 +243,17 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         c.validate()
         for s in setups:
             A.server_argv("acceptd", s, c)      # refuse before any run
-    if numa_map:
+    # Checked before any build or run; an option no chosen setup reads is
+    # refused rather than ignored.
+    if topo is not None:
+        if "ebpf-deal" not in setups:
+            raise A.BenchError("--topology is read only by --setup ebpf-deal")
+        from rxl.decide import topology as T
+        ebpf.pinned_cpus(workers, T.load(topo))
+    if numa_map is not None:
+        if "ebpf-numa-rr" not in setups:
+            raise A.BenchError("--numa-map is read only by --setup "
+                               "ebpf-numa-rr")
         ebpf.parse_node_map(numa_map)
     if not dry_run:
         A.check_platform(setups)

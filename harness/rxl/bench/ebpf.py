@@ -157,6 +157,30 @@ def worker_cpus(workers: int, ncpu: int) -> List[int]:
     return [r % ncpu for r in range(workers)]
 
 
+def host_ncpu() -> int:
+    """CPUs acceptd pins its workers over: the online count
+    (``sysconf(_SC_NPROCESSORS_ONLN)``), capped at :data:`MAX_CPUS` as
+    acceptd caps it (MAXCPUS)."""
+    try:
+        n = os.sysconf("SC_NPROCESSORS_ONLN")
+    except (ValueError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(int(n), MAX_CPUS))
+
+
+def pinned_cpus(workers: int, topo: Topology,
+                ncpu: Optional[int] = None) -> List[int]:
+    """The CPU of each rank as acceptd pins it on this host (``ncpu``
+    defaults to :func:`host_ncpu`), checked against the topology the map
+    is dealt on: a topology that lacks one of them would deal slots to
+    CPUs the workers are not on.  Raises TopologyError."""
+    cpus = worker_cpus(workers, host_ncpu() if ncpu is None else ncpu)
+    topology.check_cpus(topo, sorted(set(cpus)),
+                        "--topology (the workers are pinned to this "
+                        "host's CPUs)")
+    return cpus
+
+
 def _read_list(path: Path) -> List[int]:
     return topology.parse_cpu_list(path.read_text().strip(), str(path))
 

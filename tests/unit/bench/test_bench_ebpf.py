@@ -177,3 +177,45 @@ def test_summary_maps_selections_back_to_ranks():
     assert s["selections"] == [10, 12, 11, 13]
     assert E.summary(raw)["selections"] == [10, 11, 12, 13]
     assert s["fallbacks"] == {"global": 1} and s["logged"] == 46
+
+
+def test_pinned_cpus_follow_the_host_not_the_topology():
+    """acceptd pins rank r to CPU r mod (host CPUs); the map must be dealt
+    for those CPUs even when --topology has more, and a topology lacking
+    one of them is refused (it dealt 2 of 4 workers nothing before)."""
+    assert E.pinned_cpus(4, topology.load("2x2x1"), ncpu=2) == [0, 1, 0, 1]
+    assert E.pinned_cpus(3, topology.load("1x2x1"), ncpu=2) == [0, 1, 0]
+    with pytest.raises(topology.TopologyError, match="CPU 1 is not in"):
+        E.pinned_cpus(4, topology.load("1x1x1"), ncpu=2)
+    assert 1 <= E.host_ncpu() <= E.MAX_CPUS
+
+
+def _cli(tmp_path, *args):
+    from click.testing import CliRunner
+    from rxl.bench.cli import bench
+    return CliRunner().invoke(bench, ["accept", "--dry-run", "--build-dir",
+                                      str(tmp_path), *args])
+
+
+def test_cli_checks_topology_and_numa_map_before_building(tmp_path,
+                                                          monkeypatch):
+    monkeypatch.setattr(E, "host_ncpu", lambda: 2)
+    for args, msg in (
+            (["--setup", "noflag", "--topology", "1x2x1"],
+             "--topology is read only by --setup ebpf-deal"),
+            (["--setup", "noflag", "--numa-map", "0:0"],
+             "--numa-map is read only by --setup ebpf-numa-rr"),
+            (["--setup", "ebpf-numa-rr", "--numa-map", ""],
+             "--numa-map item ''"),
+            (["--setup", "ebpf-deal", "--topology", ""],
+             "unknown topology ''"),
+            (["--setup", "ebpf-deal", "--workers", "4", "--topology",
+              "1x1x1"], "CPU 1 is not in topology 1x1x1")):
+        res = _cli(tmp_path, *args)
+        assert res.exit_code == 1 and msg in res.output, (args, res.output)
+        # Refused before anything is built or printed.
+        assert res.output.startswith("Error:"), res.output
+    res = _cli(tmp_path, "--setup", "ebpf-deal", "--workers", "4",
+               "--topology", "2x2x1", "--repetitions", "1")
+    assert res.exit_code == 0, res.output
+
