@@ -43,6 +43,8 @@ MAX_MEMBERS = 256
 MAX_CPUS = 256
 MAX_NODES = 64
 GLOBAL_RANGE = MAX_NODES
+#: The log's member for "SK_PASS without a selection" (NO_MEMBER).
+NO_MEMBER = 0xFFFFFFFF
 #: The program's selection log holds this many entries (LOG_ENTRIES):
 #: the model check covers runs of at most this many connections.
 LOG_ENTRIES = 8192
@@ -315,14 +317,18 @@ def numa_lines(cpus: Sequence[int], nodes: Mapping[int, int]) -> List[str]:
 
 
 def model_agreement(raw: dict, d: Optional[model.Deal]) -> Optional[float]:
-    """Fraction (0..1) of accepted connections whose worker is the member
-    the model selects for the receiving CPU and hash the program logged.
+    """Fraction (0..1) of accepted connections on which the program did
+    what the model says for the receiving CPU and hash it logged.
 
     Joins acceptd's per-connection records ``[rank, cpu, hcpu, port]``
     (``-C``) with the program's log ``[port, cpu, hash, member]`` by
     client port, in order (a port reused within a run pairs with its own
-    selection).  A connection with no log entry disagrees.  None when the
-    run has no records or no deal.
+    decision).  Where :func:`rxl.decide.model.select` steers, the logged
+    member and the accepting rank must both be the model's member; where
+    it does not (the CPU supplies no slots), the program must have left
+    the choice to the kernel's hash (member :data:`NO_MEMBER`), whose pick
+    is the kernel's and not checked.  A connection with no log entry
+    disagrees.  None when the run has no records or no deal.
     """
     recs = raw.get("records") or []
     log = (raw.get("ebpf") or {}).get("log") or []
@@ -340,7 +346,10 @@ def model_agreement(raw: dict, d: Optional[model.Deal]) -> Optional[float]:
             continue
         _, cpu, h, member = sel.pop(0)
         want, steered = model.select(d, n, cpu, h)
-        agree += steered and want == member == rank
+        if steered:
+            agree += want == member == rank
+        else:
+            agree += member == NO_MEMBER and 0 <= rank < n
     return agree / len(recs)
 
 

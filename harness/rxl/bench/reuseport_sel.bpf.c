@@ -17,8 +17,10 @@
  *
  * Both count selections per member and fallbacks by reason in "counts",
  * and log (client port, CPU, hash, member) of the first LOG_ENTRIES
- * selections in "sellog" so the rig can recompute every choice with the
- * model.  The user-space side fills every map before any connection.
+ * decisions in "sellog" so the rig can recompute every choice with the
+ * model; a decision to leave the choice to the kernel's hash (SK_PASS
+ * without a selection) is logged with member NO_MEMBER.  The user-space
+ * side fills every map before any connection.
  */
 
 #include <linux/bpf.h>
@@ -30,6 +32,7 @@
 #define	MAX_NODES	64
 #define	GLOBAL_RANGE	MAX_NODES		/* ranges[] index: all */
 #define	LOG_ENTRIES	8192
+#define	NO_MEMBER	0xffffffffu		/* sellog: kernel's hash */
 
 /* counts[] beyond the per-member selections. */
 #define	C_NO_SLOTS	(MAX_MEMBERS + 0)	/* deal: CPU supplies none */
@@ -116,6 +119,7 @@ bump(__u32 key)
 		__sync_fetch_and_add(v, 1);
 }
 
+/* Log one decision: member, or NO_MEMBER when the kernel's hash picks. */
 static __always_inline void
 note(struct sk_reuseport_md *md, __u32 cpu, __u32 member)
 {
@@ -124,7 +128,6 @@ note(struct sk_reuseport_md *md, __u32 cpu, __u32 member)
 	struct selrec *rec;
 	__u8 ports[2];
 
-	bump(member);
 	next = bpf_map_lookup_elem(&counts, &key);
 	if (next == NULL)
 		return;
@@ -150,6 +153,7 @@ deal(struct sk_reuseport_md *md)
 	e = bpf_map_lookup_elem(&cpuent, &cpu);
 	if (e == NULL || *e == 0) {
 		bump(C_NO_SLOTS);
+		note(md, cpu, NO_MEMBER);
 		return (SK_PASS);
 	}
 	off = *e >> 16;
@@ -158,13 +162,16 @@ deal(struct sk_reuseport_md *md)
 	m = bpf_map_lookup_elem(&slots, &slot);
 	if (m == NULL) {
 		bump(C_SELECT_ERR);
+		note(md, cpu, NO_MEMBER);
 		return (SK_PASS);
 	}
 	member = *m;
 	if (bpf_sk_select_reuseport(md, &socks, &member, 0) != 0) {
 		bump(C_SELECT_ERR);
+		note(md, cpu, NO_MEMBER);
 		return (SK_PASS);
 	}
+	bump(member);
 	note(md, cpu, member);
 	return (SK_PASS);
 }
@@ -201,6 +208,7 @@ numa_rr(struct sk_reuseport_md *md)
 		bump(C_SELECT_ERR);
 		return (SK_PASS);
 	}
+	bump(key);
 	note(md, cpu, key);
 	return (SK_PASS);
 }
