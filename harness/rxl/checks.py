@@ -1,0 +1,189 @@
+"""Checks every command makes on its options before any slow stage, and its one error surface.
+
+Errors: every ``rxl`` command reports an error as one line on stderr,
+``Error: <message>`` (click's prefix), exit status 2 for a usage error (a
+bad option value: :class:`click.BadParameter` / :class:`click.UsageError`)
+and 1 for a runtime failure (:class:`click.ClickException`); ``--json``
+changes only what a *successful* command prints. Messages name the option
+and the cause, and quote input through :func:`show` (escaped, cut).
+
+Option types here: :class:`FiniteFloat` (a float range that refuses
+``nan`` and ``inf``, which pass every ``<``/``>`` test), :data:`PORT`;
+path checks: :func:`check_out_dir` (an output directory that can be made:
+no file on its way), :func:`check_input` (a readable input: a file, ``-``
+for stdin, a FIFO such as ``<(...)``; a directory is said to be one).
+
+Limits of the guest (measured on this host, QEMU 7.2.22):
+``qemu-system-x86_64 -machine q35 -smp 300`` says "Invalid SMP CPUs 300.
+The max CPUs supported by machine 'pc-q35-7.2' is 288"
+(:data:`QEMU_Q35_MAX_CPUS`), and ``-m 200000000M`` fails with "cannot set
+up guest memory 'pc.ram': Cannot allocate memory": a guest gets at most
+the host's RAM (:func:`host_memory_mib`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Optional
+
+import click
+
+#: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
+QEMU_Q35_MAX_CPUS = 288
+#: Messages quote at most this many characters of user input.
+SHOW_MAX = 80
+
+
+def show(value: object, limit: int = SHOW_MAX) -> str:
+    """``value`` quoted for a one-line message: control and non-ASCII-printable
+    characters escaped (``repr`` style), cut to ``limit`` characters with the
+    number left off said. Bytes are decoded as UTF-8 with escapes."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="backslashreplace")
+    text = str(value)
+    esc = "".join(c if c.isprintable() and c != "\\" else
+                  (c.encode("unicode_escape").decode("ascii") if c != "\\" else "\\\\")
+                  for c in text)
+    if len(esc) > limit:
+        return f"{esc[:limit]}... ({len(esc) - limit} more characters)"
+    return esc
+
+
+class FiniteFloat(click.ParamType):
+    """A float in a range; ``nan``, ``inf`` and ``-inf`` are refused.
+
+    ``min``/``max``: bounds (None: open); ``min_open``/``max_open``: the
+    bound itself is excluded. Usage error (exit 2) naming the option.
+    """
+
+    name = "float"
+
+    def __init__(self, min: Optional[float] = None, max: Optional[float] = None, *,
+                 min_open: bool = False, max_open: bool = False):
+        self.min, self.max, self.min_open, self.max_open = min, max, min_open, max_open
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            f = float(value)
+        else:
+            try:
+                f = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{show(value)}: not a number", param, ctx)
+        if not math.isfinite(f):
+            self.fail(f"{show(value)}: not a finite number", param, ctx)
+        if self.min is not None and (f < self.min or (self.min_open and f == self.min)):
+            self.fail(f"{f:g}: must be {'>' if self.min_open else '>='} {self.min:g}",
+                      param, ctx)
+        if self.max is not None and (f > self.max or (self.max_open and f == self.max)):
+            self.fail(f"{f:g}: must be {'<' if self.max_open else '<='} {self.max:g}",
+                      param, ctx)
+        return f
+
+    def __repr__(self) -> str:
+        return f"FiniteFloat({self.min}, {self.max})"
+
+
+def finite(value: float, option: str) -> float:
+    """``value`` if finite, else :class:`click.BadParameter` naming ``option``."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{show(value)}: not a finite number", param_hint=f"'{option}'")
+    return value
+
+
+#: A TCP/UDP port: 1-65535.
+PORT = click.IntRange(1, 65535)
+
+
+def host_memory_mib() -> Optional[int]:
+    """The host's physical RAM in MiB (``sysconf``), or None when unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_guest(vcpus: int, memory_mib: int, *, smp_option: str = "--smp",
+                memory_option: str = "--memory", host_mib: Optional[int] = None) -> None:
+    """Refuse a guest QEMU would refuse at boot: more than :data:`QEMU_Q35_MAX_CPUS`
+    vCPUs, or more memory than the host has (usage error naming the option)."""
+    if vcpus > QEMU_Q35_MAX_CPUS:
+        raise click.BadParameter(f"{vcpus} vCPUs: QEMU 7.2's q35 machine takes at most "
+                                 f"{QEMU_Q35_MAX_CPUS}", param_hint=f"'{smp_option}'")
+    host = host_memory_mib() if host_mib is None else host_mib
+    if host is not None and memory_mib > host:
+        raise click.BadParameter(f"{memory_mib} MiB: more than this host's {host} MiB of RAM",
+                                 param_hint=f"'{memory_option}'")
+
+
+def check_out_dir(path: str, option: str = "--out") -> None:
+    """Refuse an output directory that cannot be made, before anything runs.
+
+    The path itself, or its nearest existing ancestor, must be a writable
+    directory; a file on the way is named. Changes nothing.
+    """
+    p = Path(os.path.abspath(path))
+    if p.exists():
+        if not p.is_dir():
+            raise click.BadParameter(f"{show(path)}: a file, not a directory",
+                                     param_hint=f"'{option}'")
+        anc = p
+    else:
+        anc = p.parent
+        while not anc.exists():
+            anc = anc.parent
+        if not anc.is_dir():
+            raise click.BadParameter(f"{show(path)}: cannot be created, {anc} is a file",
+                                     param_hint=f"'{option}'")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{show(path)}: {anc} is not writable",
+                                 param_hint=f"'{option}'")
+
+
+def check_input(path: str, what: str = "LOG") -> None:
+    """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
+
+    A FIFO (``<(...)``) or character device passes; a directory is "is a
+    directory", a missing path "no such file". Usage error naming ``what``.
+    """
+    if path == "-":
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise click.BadParameter(f"{show(path)}: no such file", param_hint=what) from None
+    except OSError as exc:
+        raise click.BadParameter(f"{show(path)}: {exc.strerror}", param_hint=what) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise click.BadParameter(f"{show(path)}: is a directory, not a file", param_hint=what)
+    if not os.access(path, os.R_OK):
+        raise click.BadParameter(f"{show(path)}: not readable", param_hint=what)
+
+
+def read_input(path: str) -> str:
+    """The text of ``path`` (``-``: stdin), UTF-8 with replacement; works on FIFOs."""
+    if path == "-":
+        data = click.get_binary_stream("stdin").read()
+    else:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    return data.decode("utf-8", errors="replace")
+
+
+class Group(click.Group):
+    """The ``rxl`` group: every error through one surface.
+
+    A :class:`click.ClickException` escaping a command has its message made
+    one line (newlines folded) and escaped/cut by :func:`show` (limit 400)
+    before click prints it; exit codes stay click's (2 usage, 1 runtime).
+    """
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            exc.message = show(" ".join(str(exc.message).split()), limit=400)
+            raise

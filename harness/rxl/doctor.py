@@ -1,0 +1,224 @@
+"""What the host needs for every stage, how to check it, how to install it.
+
+``rxl doctor`` reads :data:`NEEDS`: one :class:`Need` per tool, header or
+file a stage uses, with the Debian package that provides it and the stages
+that need it. ``--install`` runs ``apt-get update`` once, then one
+``apt-get install -y`` of every missing package (as root).
+
+Where the list comes from:
+
+* The argv builders of the stages (a unit test scans them and checks every
+  program they start is here): ``git`` (series, tree), ``flock`` and ``env``
+  (every make.py run), ``python3`` (make.py), the cross tools of
+  ``--cross-bindir=/usr/lib/llvm-16/bin`` (clang, clang++, clang-cpp, ld.lld)
+  and ``llvm-readelf-16`` (image), ``qemu-system-x86_64`` (boot), ``gdb`` and
+  ``nm`` (kcount), ``cc`` (the userspace cores), ``mandoc`` and ``perl``
+  (series check: ``mandoc -Tlint`` and ``tools/build/checkstyle9.pl``),
+  ``cp``/``mv``/``mkdir`` (rig kernel cache), ``valgrind`` and
+  ``callgrind_annotate`` (``make bench-core``).
+* What make.py's bootstrap on Linux needs and no argv shows: ``bmake``, lex
+  and yacc (``flex``, ``bison``; a fresh Debian 12 failed kernel-toolchain
+  with ``lex: not found``, issue 14), and libarchive's and libbz2's headers
+  (``libarchive-dev``, ``libbz2-dev``), which the bootstrap tools include.
+* OVMF: QEMU's UEFI firmware (``ovmf``, :data:`rxl.qemu.OVMF_CANDIDATES`).
+* QEMU at least 7.2 (:data:`QEMU_MIN`): the guest's NIC is QEMU's e1000e,
+  and ``patches/guest/`` and every recorded run (docs/results) are for the
+  e1000e of QEMU 7.2 (Debian 12's); q35 takes at most 288 vCPUs there.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+#: Oldest QEMU the guest runs on (the version of every recorded run).
+QEMU_MIN: Tuple[int, int] = (7, 2)
+#: The cross tools' directory (rxl.build.DEFAULT_CROSS_BINDIR).
+CROSS_BINDIR = "/usr/lib/llvm-16/bin"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One thing a stage needs on the host.
+
+    ``name``: the program (argv[0] basename), header or file; ``check``:
+    ``bin:PROG`` (on PATH), ``path:ABS`` (a file), ``ovmf`` (any of
+    rxl.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable); ``package``:
+    the Debian package (``pip:NAME`` for a Python package); ``stages``:
+    who needs it; ``why``: a few words.
+    """
+
+    name: str
+    check: str
+    package: str
+    stages: Tuple[str, ...]
+    why: str = ""
+
+
+NEEDS: Tuple[Need, ...] = (
+    Need("git", "bin:git", "git", ("series", "tree", "build"), "clone, apply the series"),
+    Need("flock", "bin:flock", "util-linux", ("build", "world"), "the build lock"),
+    Need("env", "bin:env", "coreutils", ("build", "world"), "MAKEOBJDIRPREFIX for make.py"),
+    Need("cp", "bin:cp", "coreutils", ("learn",), "rig kernels into the cache"),
+    Need("mv", "bin:mv", "coreutils", ("learn",), "rig kernels into the cache"),
+    Need("mkdir", "bin:mkdir", "coreutils", ("learn",), "the rig kernel cache"),
+    Need("python3", "bin:python3", "python3", ("build", "world"), "runs tools/build/make.py"),
+    Need("cc", "bin:cc", "build-essential", ("test", "build"), "host C compiler"),
+    Need("make", "bin:make", "build-essential", ("test",), "the Makefile"),
+    Need("bmake", "bin:bmake", "bmake", ("build", "world"), "make.py's bootstrap"),
+    Need("lex", "bin:lex", "flex", ("build", "world"), "make.py bootstrap tools"),
+    Need("yacc", "bin:yacc", "bison", ("build", "world"), "make.py bootstrap tools"),
+    Need("archive.h", "path:/usr/include/archive.h", "libarchive-dev", ("build", "world"),
+         "bootstrap tools link libarchive"),
+    Need("bzlib.h", "path:/usr/include/bzlib.h", "libbz2-dev", ("build", "world"),
+         "bootstrap tools link libbz2"),
+    Need("clang-16", "bin:clang-16", "clang-16", ("build", "world", "learn"),
+         "cross compiler"),
+    Need("clang", f"path:{CROSS_BINDIR}/clang", "clang-16", ("build", "world", "learn"),
+         "--cross-bindir"),
+    Need("clang++", f"path:{CROSS_BINDIR}/clang++", "clang-16", ("build", "world"),
+         "--cross-bindir"),
+    Need("clang-cpp", f"path:{CROSS_BINDIR}/clang-cpp", "clang-16", ("build", "world"),
+         "--cross-bindir"),
+    Need("ld.lld", f"path:{CROSS_BINDIR}/ld.lld", "lld-16", ("build", "world", "learn"),
+         "--cross-bindir linker"),
+    Need("ld.lld-16", "bin:ld.lld-16", "lld-16", ("build", "world"), "linker"),
+    Need("llvm-ar-16", "bin:llvm-ar-16", "llvm-16", ("build", "world"), "archiver"),
+    Need("llvm-readelf-16", "bin:llvm-readelf-16", "llvm-16", ("image",),
+         "NEEDED libraries of guest programs"),
+    Need("qemu-system-x86_64", "bin:qemu-system-x86_64", "qemu-system-x86",
+         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_MIN[0]}.{QEMU_MIN[1]})"),
+    Need("OVMF", "ovmf", "ovmf", ("boot", "learn", "kcount"), "UEFI firmware"),
+    Need("gdb", "bin:gdb", "gdb", ("kcount",), "records the lookups"),
+    Need("nm", "bin:nm", "binutils", ("kcount",), "kernel symbol addresses"),
+    Need("mandoc", "bin:mandoc", "mandoc", ("series check",), "mandoc -Tlint"),
+    Need("perl", "bin:perl", "perl", ("series check",), "checkstyle9.pl"),
+    Need("valgrind", "bin:valgrind", "valgrind", ("bench-core",), "callgrind"),
+    Need("callgrind_annotate", "bin:callgrind_annotate", "valgrind", ("bench-core",),
+         "callgrind's report"),
+    Need("python: click", "py:click", "pip:click", ("all",), "the CLI"),
+    Need("python: jinja2", "py:jinja2", "pip:jinja2", ("image",), "guest rc templates"),
+    Need("python: yaml", "py:yaml", "pip:pyyaml", ("all",), ""),
+    Need("python: rich", "py:rich", "pip:rich", ("all",), "progress bars"),
+)
+
+
+def tool_names(needs: Sequence[Need] = NEEDS) -> set:
+    """Program names the list covers (``bin:`` and ``path:`` basenames)."""
+    out = set()
+    for n in needs:
+        if n.check.startswith("bin:"):
+            out.add(n.check[4:])
+        elif n.check.startswith("path:"):
+            out.add(os.path.basename(n.check[5:]))
+    return out
+
+
+def parse_version(text: str) -> Optional[Tuple[int, int]]:
+    """(major, minor) of the first ``N.N`` in ``text``, or None."""
+    m = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def qemu_version(binary: str = "qemu-system-x86_64",
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run
+                 ) -> Optional[Tuple[int, int]]:
+    """QEMU's (major, minor) from ``--version`` (``QEMU emulator version 7.2.22``)."""
+    try:
+        cp = run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"version (\d+)\.(\d+)", cp.stdout or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass
+class Result:
+    """A checked need: present or not, and a note (a version, why it fails)."""
+
+    need: Need
+    ok: bool
+    note: str = ""
+
+    def install_line(self) -> str:
+        """The command that installs it."""
+        pkg = self.need.package
+        if pkg.startswith("pip:"):
+            return f"pip install {pkg[4:]}"
+        return f"apt-get install -y {pkg}"
+
+
+def check(needs: Sequence[Need] = NEEDS, *,
+          which: Callable[[str], Optional[str]] = shutil.which,
+          isfile: Callable[[str], bool] = os.path.isfile,
+          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version) -> List[Result]:
+    """Check every need; a present QEMU older than :data:`QEMU_MIN` counts as missing."""
+    from rxl.qemu import find_ovmf
+    out = []
+    for n in needs:
+        note = ""
+        if n.check.startswith("bin:"):
+            ok = which(n.check[4:]) is not None
+        elif n.check.startswith("path:"):
+            ok = isfile(n.check[5:])
+        elif n.check == "ovmf":
+            fw = find_ovmf()
+            ok, note = fw is not None, fw or ""
+        elif n.check.startswith("py:"):
+            try:
+                importlib.import_module(n.check[3:])
+                ok = True
+            except ImportError:
+                ok = False
+        else:  # pragma: no cover - NEEDS holds no other kind
+            raise ValueError(f"unknown check {n.check!r}")
+        if ok and n.name == "qemu-system-x86_64":
+            v = qemu_ver()
+            if v is None:
+                note = "version unknown"
+            else:
+                note = f"{v[0]}.{v[1]}"
+                if v < QEMU_MIN:
+                    ok = False
+                    note += f", need >= {QEMU_MIN[0]}.{QEMU_MIN[1]} (e1000e of QEMU 7.2)"
+        out.append(Result(n, ok, note))
+    return out
+
+
+def install_commands(results: Sequence[Result]) -> List[List[str]]:
+    """``[apt-get update]`` and one ``apt-get install -y`` of every missing
+    Debian package (sorted, once each); [] when nothing is missing."""
+    pkgs = sorted({r.need.package for r in results
+                   if not r.ok and not r.need.package.startswith("pip:")})
+    if not pkgs:
+        return []
+    return [["apt-get", "update"], ["apt-get", "install", "-y", *pkgs]]
+
+
+def install(results: Sequence[Result], echo: Callable[[str], None] = print,
+            run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+            euid: Optional[int] = None) -> Optional[str]:
+    """Run :func:`install_commands` as root; None on success, else a one-line reason.
+
+    Not root (or no apt-get): nothing runs, the reason gives the exact
+    ``sudo`` lines to type.
+    """
+    cmds = install_commands(results)
+    if not cmds:
+        return None
+    euid = os.geteuid() if euid is None else euid
+    if euid != 0 or shutil.which("apt-get") is None:
+        return "not root (or no apt-get): run  " + "  &&  ".join(
+            "sudo " + shlex.join(c) for c in cmds)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for c in cmds:
+        echo(f"running: {shlex.join(c)}")
+        if run(c, env=env).returncode != 0:
+            return f"{shlex.join(c)} failed"
+    return None

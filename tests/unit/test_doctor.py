@@ -1,0 +1,144 @@
+"""rxl doctor: every program a stage starts is on its list; install = update + one call."""
+
+import ast
+import os
+from pathlib import Path
+
+from rxl import doctor as D
+
+HARNESS = Path(D.__file__).resolve().parent
+
+#: Wrappers whose argument list starts another program: (name, args before it).
+WRAPPERS = {"flock": 1, "env": None}
+
+
+def _programs(argv):
+    """The programs an argv starts: argv[0], and what flock/env run."""
+    out = []
+    argv = [str(a) for a in argv]
+    while argv:
+        prog = os.path.basename(argv[0])
+        out.append(prog)
+        if prog == "flock":
+            argv = argv[2:]
+        elif prog == "env":
+            argv = [a for a in argv[1:] if "=" not in a or a.startswith("-")]
+        elif prog.startswith("python") and len(argv) > 1 and argv[1].endswith("make.py"):
+            return out  # make.py's own needs are listed by hand (bmake, lex, yacc ...)
+        else:
+            return out
+    return out
+
+
+def _literal_argv0():
+    """(file, program) of every subprocess call whose argv starts with a string literal,
+    given in the call or through a variable assigned a list literal."""
+    found = []
+    for path in HARNESS.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        lists = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.List) and \
+                    len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                lists.setdefault(node.targets[0].id, []).append(node.value)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and
+                    node.func.attr in ("run", "Popen", "check_output", "call") and
+                    isinstance(node.func.value, ast.Name) and
+                    node.func.value.id == "subprocess" and node.args):
+                continue
+            arg = node.args[0]
+            cands = [arg] if isinstance(arg, ast.List) else \
+                lists.get(arg.id, []) if isinstance(arg, ast.Name) else []
+            for lst in cands:
+                first = lst.elts[0] if lst.elts else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.append((path.relative_to(HARNESS).as_posix(), first.value))
+    return found
+
+
+def _builder_argvs(tmp_path):
+    """argvs from the stages' argv builders (build, world, rig, qemu, learnd, kcount,
+    the cores, the base fetch)."""
+    from rxl import basetree, build, core, kcount, learn, qemu, rig, world
+    src, obj = str(tmp_path / "src"), str(tmp_path / "obj")
+    argvs = [list(s.argv) for s in build.plan_stages(src, obj)]
+    argvs += [list(s.argv) for s in world.plan_world(src, obj)]
+    argvs.append(world.atf_cc_argv("t.c", "t", "/sysroot"))
+    argvs.append(qemu.build_argv(qemu.GuestConfig(root_dir=str(tmp_path)), firmware="/fw"))
+    argvs.append(learn.learnd_cc_argv("l.c", "l", "/sysroot", lb_cpu_opt=None))
+    argvs.append(kcount.gdb_argv("/k", "127.0.0.1:1", "/o", "/s", samples=1, entries={kcount.OUTER: 1}))
+    argvs.append(core.build_argv(tmp_path / "lib.so"))
+    argvs += basetree.fetch_plan("https://example.org/r.git", "a" * 40, "/d")
+    argvs += basetree.fetch_plan(str(tmp_path), "a" * 40, "/d")
+    plan = rig.plan_rig(src, str(tmp_path / "g"), {"patched": "a" * 40}, [])
+    argvs += [list(s.argv) for s in plan.steps]
+    return argvs
+
+
+def test_every_program_the_stages_start_is_on_the_list(tmp_path, monkeypatch):
+    monkeypatch.delenv("CC", raising=False)
+    names = D.tool_names()
+    progs = {p for a in _builder_argvs(tmp_path) for p in _programs(a)}
+    progs |= {p for _, p in _literal_argv0()}
+    # apt-get is what installs the list (doctor --install), not a need of a stage.
+    progs -= {"apt-get"}
+    missing = sorted(progs - names)
+    assert not missing, f"not in rxl doctor's list: {missing}"
+    # The scan really found the stages' programs (a scan that finds nothing passes anything).
+    for p in ("git", "flock", "env", "python3", "qemu-system-x86_64", "clang", "gdb", "nm",
+              "cc", "mandoc", "perl", "cp", "mv", "mkdir"):
+        assert p in progs, p
+
+
+def test_make_py_needs_are_listed():
+    """What a fresh Debian 12 lacked for kernel-toolchain (issue 14), and the rest of
+    make.py's bootstrap on Linux."""
+    pkgs = {n.package for n in D.NEEDS}
+    for pkg in ("flex", "bison", "libarchive-dev", "libbz2-dev", "bmake", "clang-16",
+                "lld-16", "llvm-16", "qemu-system-x86", "ovmf", "gdb", "binutils",
+                "mandoc", "git", "util-linux", "build-essential"):
+        assert pkg in pkgs, pkg
+    names = D.tool_names()
+    for tool in ("lex", "yacc", "archive.h", "bzlib.h", "clang", "clang++", "clang-cpp",
+                 "ld.lld"):
+        assert tool in names, tool
+
+
+def test_install_is_one_update_then_one_install_of_the_missing():
+    res = D.check(which=lambda n: None if n in ("lex", "yacc", "bmake") else "/usr/bin/" + n,
+                  isfile=lambda p: not p.endswith("bzlib.h"), qemu_ver=lambda: (7, 2))
+    missing = [r for r in res if not r.ok]
+    assert {r.need.name for r in missing} == {"lex", "yacc", "bmake", "bzlib.h"}
+    cmds = D.install_commands(res)
+    assert cmds == [["apt-get", "update"],
+                    ["apt-get", "install", "-y", "bison", "bmake", "flex", "libbz2-dev"]]
+    ran = []
+
+    class CP:
+        returncode = 0
+    assert D.install(res, echo=lambda s: None, run=lambda c, env: ran.append(c) or CP(),
+                     euid=0) is None
+    assert ran == cmds
+    reason = D.install(res, run=lambda c, env: 1 / 0, euid=1000)
+    assert reason.startswith("not root") and "sudo apt-get update" in reason
+    assert D.install_commands([r for r in res if r.ok]) == []
+
+
+def test_old_qemu_counts_as_missing():
+    res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
+                                           isfile=lambda p: True, qemu_ver=lambda: (6, 2))}
+    q = res["qemu-system-x86_64"]
+    assert not q.ok and "need >= 7.2" in q.note
+    ok = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
+                                          isfile=lambda p: True, qemu_ver=lambda: (7, 2))}
+    assert ok["qemu-system-x86_64"].ok and ok["qemu-system-x86_64"].note == "7.2"
+
+
+def test_version_parsing():
+    assert D.parse_version("QEMU emulator version 7.2.22 (Debian)") == (7, 2)
+    assert D.parse_version("no digits") is None
+
+    class CP:
+        stdout = "QEMU emulator version 8.1.0\n"
+    assert D.qemu_version(run=lambda *a, **k: CP()) == (8, 1)

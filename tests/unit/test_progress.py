@@ -1,0 +1,57 @@
+"""rxl.progress: expected durations from the last run, recorded timings, the bar."""
+
+import json
+
+from rxl import progress as P
+
+
+def test_duration_text():
+    assert P.duration(42.4) == "42 s"
+    assert P.duration(251) == "4 min 11 s"
+    assert P.duration(3720) == "1 h 02 min"
+
+
+def test_expectation_last_run_then_measured_then_nothing(tmp_path):
+    t = {"kernel-toolchain": {"seconds": 209.0, "targets": 3000}}
+    assert P.expectation("kernel-toolchain", t) == "expected 3 min 29 s (last run here)"
+    assert P.expectation("buildkernel-RXL", {}) == \
+        "expected about 8 min 14 s cold (measured on a 2-core host)"
+    assert P.expectation("parse", {}) == ""
+    assert P.last_targets("kernel-toolchain", t) == 3000
+    assert P.last_targets("buildkernel-RXL", t) is None
+
+
+def test_record_and_load_round_trip_and_bad_files(tmp_path):
+    path = tmp_path / "timings.json"
+    assert P.load(path) == {}
+    P.record("world-build", 305.04, 812, path)
+    P.record("boot", 160, None, path)
+    data = P.load(path)
+    assert data["world-build"]["seconds"] == 305.0 and data["world-build"]["targets"] == 812
+    assert data["boot"]["targets"] is None
+    path.write_text(json.dumps({"a": {"seconds": float("nan")}, "b": {"seconds": -1},
+                                "c": [1], "d": {"seconds": 3}}))
+    assert set(P.load(path)) == {"d"}
+    path.write_text("{not json")
+    assert P.load(path) == {}
+    P.record("x", 1, None, tmp_path / "f" / "timings.json")  # parent made
+    (tmp_path / "file").write_text("")
+    P.record("x", 1, None, tmp_path / "file" / "timings.json")  # unwritable: no error
+
+
+def test_stage_bar_says_expected_counts_and_records(tmp_path):
+    path = tmp_path / "timings.json"
+    P.record("kernel-toolchain", 250, 4, path)
+    lines = []
+    bar = P.StageBar("kernel-toolchain", echo=lines.append, path=path, live=True)
+    assert bar.total == 4
+    for _ in range(6):
+        bar.advance()
+    bar.close()
+    assert lines[0] == "kernel-toolchain: started, expected 4 min 10 s (last run here)"
+    assert lines[-1].startswith("kernel-toolchain: done in ")
+    assert P.load(path)["kernel-toolchain"]["targets"] == 6
+    failed = P.StageBar("kernel-toolchain", echo=lines.append, path=path, live=False)
+    failed.close(ok=False)
+    assert lines[-1].startswith("kernel-toolchain: failed in ")
+    assert P.load(path)["kernel-toolchain"]["targets"] == 6  # a failed run is not recorded
