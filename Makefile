@@ -1,7 +1,8 @@
 # rxl: the patch series' cores, their tests, and the guest harness.
 #
 #   make test            set up .venv, build the C cores, run the test suite
-#   make run SRC=DIR     the main job: patched vs pristine kernel in a guest
+#   make run [SRC=DIR]   the main job: patched vs pristine kernel in a guest
+#                        (no SRC: the base is fetched; RUN_ARGS: more rxl run options)
 #   make bench-core      userspace cost of the cores (callgrind, timings)
 #   make core-check      compile the cores alone, kernel-style warnings
 #   make fuzz            libFuzzer on each core, FUZZ_SECONDS each (FUZZ_RUNS caps)
@@ -13,7 +14,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RXL := $(VENV)/bin/rxl
-SRC ?= /usr/src
+SRC ?=
+RUN_ARGS ?=
 BUILD ?= build
 CC ?= cc
 
@@ -85,9 +87,11 @@ test-deep: setup core
 	RXL_HYPOTHESIS=deep $(PY) -m pytest -p no:cacheprovider \
 	    $$(find tests/unit -name test_properties.py)
 
+# SRC and the options are checked before anything is installed or built.
 run: setup
+	$(RXL) run --check-only $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
 	$(RXL) doctor --install
-	$(RXL) run --src $(SRC)
+	$(RXL) run $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
 
 doctor: setup
 	$(RXL) doctor

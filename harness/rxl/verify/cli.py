@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,32 +39,43 @@ from rxl.verify import parse as parse_mod
 from rxl.verify import pipeline, stages
 from rxl.verify import report as report_mod
 from rxl.verify.job import RunOptions, echo_err, guest_config
-from rxl.verify.doctor import doctor_results
+from rxl.verify import doctor as doctor_mod
 
 #: Default guest staging area and log root (this machine's layout).
 DEFAULT_GUEST_DIR = paths.GUEST
 DEFAULT_LOG_ROOT = paths.LOGS
 
 
-def check_options(opts: RunOptions) -> None:
-    """Refuse, in one line (click.BadParameter/ClickException), options that
-    would otherwise fail only after the builds: the guest configuration
-    (--memory, the staging path), --case-timeout, --test sources, names
-    given to --new-program, --pristine-kernel and --pristine-src."""
+def check_options(opts: RunOptions) -> Optional[str]:
+    """Refuse, in one line (click.BadParameter: exit 2), everything that would
+    otherwise fail only after the builds: the guest (--memory, at most the host's
+    RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
+    --test sources, names given to --new-program, --pristine-kernel and
+    --pristine-src, and --src (rxl.tree.base.classify: no such directory, not a
+    FreeBSD tree, the base commit missing, a plain tree without a pristine
+    kernel). Returns what --src is (rxl.tree.base.SrcKind), None without it."""
+    from rxl.decide import checks
     from rxl.guest import qemu as qemu_mod
+    from rxl.tree import base as base_mod
     from rxl.tree import world as world_mod
     if opts.case_timeout < 1:
         raise click.BadParameter(f"{opts.case_timeout}: must be >= 1 (seconds per case)",
                                  param_hint="'--case-timeout'")
+    for path, opt in ((opts.out, "--out"), (opts.guest_dir, "--guest-dir"),
+                      (opts.objdir, "--objdir"), (opts.work, "$RXL_WORK")):
+        if path:
+            checks.check_out_dir(path, opt)
     root = str(Path(opts.guest_dir) / Path(opts.out).name / "patched")
     try:
         # The firmware is looked for at boot (rxl doctor checks it); only the
         # configuration is checked here.
-        qemu_mod.validate(guest_config(root, opts))
+        cfg = guest_config(root, opts)
+        qemu_mod.validate(cfg)
     except qemu_mod.QemuConfigError as exc:
         if "memory_mib" in str(exc):
             raise click.BadParameter(f"{opts.memory_mib}: {exc}", param_hint="'--memory'")
         raise click.ClickException(f"guest configuration: {exc}") from None
+    checks.check_guest(cfg.vcpus, opts.memory_mib)
     names = [n for n, _ in world_mod.BASE_TESTS]
     for name, source in opts.extra_tests:
         if name in names:
@@ -83,10 +93,35 @@ def check_options(opts: RunOptions) -> None:
     if opts.pristine_kernel and not Path(opts.pristine_kernel).is_file():
         raise click.BadParameter(f"{opts.pristine_kernel}: no such file",
                                  param_hint="'--pristine-kernel'")
-    if opts.pristine_src and not opts.pristine_kernel and \
-            not (Path(opts.pristine_src) / "tools/build/make.py").is_file():
-        raise click.BadParameter(f"{opts.pristine_src}: not a FreeBSD source tree "
-                                 "(no tools/build/make.py)", param_hint="'--pristine-src'")
+    if opts.pristine_src:
+        try:
+            base_mod.check_tree_dir(opts.pristine_src, "--pristine-src")
+        except base_mod.TreeError as exc:
+            raise click.BadParameter(str(exc).partition(" ")[2],
+                                     param_hint="'--pristine-src'") from None
+    if opts.src is None:
+        if shutil.which("git") is None:
+            raise click.ClickException("git is not installed, so the base cannot be "
+                                       "fetched: rxl doctor --install, or give --src")
+        return None
+    try:
+        kind = base_mod.classify(opts.src)
+    except base_mod.TreeError as exc:
+        raise click.BadParameter(str(exc).partition(" ")[2], param_hint="'--src'") from None
+    if kind == base_mod.SrcKind.PLAIN_APPLIED and not opts.pristine_kernel \
+            and not opts.pristine_src:
+        raise click.BadParameter(f"{opts.src} is not a git clone, so no pristine kernel can "
+                                 "be built from it and the verdict would be FAIL; give "
+                                 "--pristine-kernel or --pristine-src, or a git clone",
+                                 param_hint="'--src'")
+    return kind
+
+
+#: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind).
+CHECKED = {"applied": "the series is applied; it is built as it is",
+           "base": "holds the base; the series will be applied in a work clone under "
+                   "$RXL_WORK (the tree itself is not touched)",
+           "plain": "not a git tree; the series' files are there; built as it is"}
 
 
 # -------------------------------------------------------------------- click
@@ -163,7 +198,17 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
 
 
 @click.command("run")
-@click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
+@click.option("--src", default=None,
+              help="FreeBSD source tree: a git clone holding patches/BASE's commit (the "
+                   "series is applied in a work clone under $RXL_WORK unless it already "
+                   "is), or a tree with the series' files [default: fetch the base].")
+@click.option("--base-url", default=None,
+              help="Without --src: fetch the base from this URL or local repository "
+                   "[default: $RXL_BASE_URL, else GitHub's copy of patches/BASE's "
+                   "repository].")
+@click.option("--check-only", is_flag=True,
+              help="Check --src and every option, say where the trees come from, run "
+                   "nothing (make run does this before installing anything).")
 @click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
 @click.option("--out", default=None, help="Directory for logs and reports "
               "[default: $RXL_WORK/logs/guest-run-<time>].")
@@ -212,8 +257,8 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
-def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto_pristine, spread,
-        tests_on_spread, case_timeout,
+def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kernel,
+        pristine_src, auto_pristine, spread, tests_on_spread, case_timeout,
         new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
         install_kernel, workdir, programs_dir, kyua, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
@@ -224,7 +269,7 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
     stests = series_tests(atf_dir)
     ssh_target, shape = _target(target_spec, targets_file, install_kernel)
     opts = RunOptions(
-        src=os.path.abspath(src), objdir=os.path.abspath(objdir),
+        src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
         kernel=os.path.abspath(kernel) if kernel else None,
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
@@ -236,8 +281,21 @@ def run(src, objdir, out, guest_dir, kernel, pristine_kernel, pristine_src, auto
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
         tests_on_spread=tests_on_spread, auto_pristine=auto_pristine and ssh_target is None,
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
-        shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None)
-    check_options(opts)
+        shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
+        base_url=base_url, work=str(paths.work_root()),
+        lock=str(paths.work_root() / "build.lock"))
+    kind = check_options(opts)
+    if check_only:
+        if opts.src:
+            click.echo(f"--src {opts.src}: {CHECKED[kind]}")
+        else:
+            from rxl.tree import base as base_mod
+            from rxl.tree.patch import parse_base
+            b = parse_base((base_mod.REPO_PATCHES / "BASE").read_text())
+            click.echo(f"no --src: the base {b.commit[:12]} will be fetched from "
+                       f"{base_mod.base_url(b.repository, base_url)} into {opts.work}")
+        click.echo("options checked: nothing run")
+        return
     if ssh_target is not None:
         from rxl.verify import remote_stages
         ok, st = pipeline.run(opts, steps=remote_stages.ALL)
@@ -333,43 +391,44 @@ def parse(log, as_json):
 
 @click.command("doctor")
 @click.option("--install", is_flag=True,
-              help="Install missing host packages with apt-get (as root); otherwise print "
-                   "the exact command.")
+              help="Install every missing host package: apt-get update once, then one "
+                   "apt-get install (as root); otherwise print the exact commands.")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print [{"name", "ok", "install"}] as JSON (exit 1 if any is missing).')
+              help='Print [{"name", "ok", "package", "stages", "note", "install"}] as JSON '
+                   "(exit 1 if any is missing).")
 @click.option("--for", "mode", type=click.Choice(["guest", "ssh", "bhyve"]), default="guest",
               show_default=True,
               help="guest: rxl run with the own QEMU guest; ssh: rxl run --target (adds "
                    "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only).")
 def doctor(install, as_json, mode):
-    """Check the host tools `rxl run` needs; print the install line of each missing one."""
-    results = doctor_results(mode=mode)
-    missing = [(n, i) for n, ok, i in results if not ok]
+    """Check what every stage needs on the host; print how to install what is missing."""
+    results = doctor_mod.check(mode=mode)
+    missing = [r for r in results if not r.ok]
+    if install and missing:
+        why = doctor_mod.install(missing, echo=lambda s: click.echo(s, err=True))
+        if why:
+            raise click.ClickException(why)
+        results = doctor_mod.check(mode=mode)
+        missing = [r for r in results if not r.ok]
     if as_json:
-        click.echo(json.dumps([{"name": n, "ok": ok, "install": i} for n, ok, i in results],
-                              indent=2))
+        click.echo(json.dumps([{"name": r.need.name, "ok": r.ok, "package": r.need.package,
+                                "stages": list(r.need.stages), "note": r.note,
+                                "install": r.install_line()} for r in results], indent=2))
         sys.exit(1 if missing else 0)
-    for name, ok, line in results:
-        click.echo(f"{'ok     ' if ok else 'MISSING'}  {name:32s}" + ("" if ok else f"  {line}"))
+    for r in results:
+        click.echo(f"{'ok     ' if r.ok else 'MISSING'}  {r.need.name:20s} "
+                   f"{', '.join(r.need.stages):24s} {r.note or r.need.why}"
+                   + ("" if r.ok else f"  [{r.install_line()}]"))
     if not missing:
         return
-    apt = sorted({i.split()[-1] for _, i in missing if i.startswith("apt-get")})
-    pip = sorted({i.split()[-1] for _, i in missing if i.startswith("pip")})
-    if install and apt:
-        cmd = ["apt-get", "install", "-y", *apt]
-        if os.geteuid() == 0 and shutil.which("apt-get"):
-            click.echo(f"running: {shlex.join(cmd)}", err=True)
-            if subprocess.run(cmd).returncode != 0:
-                raise click.ClickException(f"{shlex.join(cmd)} failed")
-            apt = []
-        else:
-            click.echo(f"not root: run  sudo {shlex.join(cmd)}", err=True)
+    pip = sorted({r.need.package[4:] for r in missing if r.need.package.startswith("pip:")})
+    cmds = doctor_mod.install_commands(missing)
+    if cmds:
+        click.echo("install: " + " && ".join(shlex.join(c) for c in cmds), err=True)
     if pip:
         click.echo(f"python packages: {sys.executable} -m pip install {' '.join(pip)}", err=True)
-    left = [n for n, ok, i in doctor_results(mode=mode) if not ok]
-    if left:
-        click.echo(f"{len(left)} missing: {', '.join(left)}", err=True)
-        sys.exit(1)
+    raise click.ClickException(f"{len(missing)} missing: "
+                               + ", ".join(r.need.name for r in missing))
 
 
 @click.command("inspect")

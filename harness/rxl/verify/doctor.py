@@ -1,71 +1,261 @@
-"""``rxl doctor``: the host tools and Python modules the slow tiers need.
+"""What the host needs for every stage, how to check it, how to install it.
 
-:data:`DOCTOR_CHECKS` lists each with its Debian install line;
-:func:`doctor_results` says which are present.
+``rxl doctor`` reads :data:`NEEDS`: one :class:`Need` per tool, header or
+file a stage uses, with the Debian package that provides it and the stages
+that need it. ``--install`` runs ``apt-get update`` once, then one
+``apt-get install -y`` of every missing package (as root).
+
+Where the list comes from:
+
+* The argv builders of the stages (a unit test scans them and checks every
+  program they start is here): ``git`` (series, tree), ``flock`` and ``env``
+  (every make.py run), ``python3`` (make.py), the cross tools of
+  ``--cross-bindir=/usr/lib/llvm-16/bin`` (clang, clang++, clang-cpp, ld.lld)
+  and ``llvm-readelf-16`` (image), ``qemu-system-x86_64`` (boot), ``gdb`` and
+  ``nm`` (kcount), ``cc`` (the userspace cores), ``mandoc`` and ``perl``
+  (series check: ``mandoc -Tlint`` and ``tools/build/checkstyle9.pl``),
+  ``cp``/``mv``/``mkdir`` (rig kernel cache), ``valgrind`` and
+  ``callgrind_annotate`` (``make bench-core``), ``clang`` with its BPF target
+  and libbpf's headers (``rxl bench accept --setup ebpf-deal`` / ``ebpf-numa-rr``).
+* What make.py's bootstrap on Linux needs and no argv shows: ``bmake``, lex
+  and yacc (``flex``, ``bison``; a fresh Debian 12 failed kernel-toolchain
+  with ``lex: not found``, issue 14), and libarchive's and libbz2's headers
+  (``libarchive-dev``, ``libbz2-dev``), which the bootstrap tools include.
+* OVMF: QEMU's UEFI firmware (``ovmf``, :data:`rxl.guest.qemu.OVMF_CANDIDATES`).
+* QEMU at least 7.2 (:data:`QEMU_MIN`): the guest's NIC is QEMU's e1000e,
+  and ``patches/guest/`` and every recorded run (docs/results) are for the
+  e1000e of QEMU 7.2 (Debian 12's); q35 takes at most 288 vCPUs there.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
+import shlex
 import shutil
-from pathlib import Path
-from typing import Callable, List, Optional, Tuple
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+#: Oldest QEMU the guest runs on (the version of every recorded run).
+QEMU_MIN: Tuple[int, int] = (7, 2)
+#: The cross tools' directory (rxl.tree.build.DEFAULT_CROSS_BINDIR).
+CROSS_BINDIR = "/usr/lib/llvm-16/bin"
 
 
-#: (what, how to check, Debian install line). Checks: "bin:NAME", "file:PATH", "py:MODULE".
-DOCTOR_CHECKS: Tuple[Tuple[str, str, str], ...] = (
-    ("qemu-system-x86_64", "bin:qemu-system-x86_64", "apt-get install -y qemu-system-x86"),
-    ("OVMF firmware", "ovmf", "apt-get install -y ovmf"),
-    ("clang-16", "bin:clang-16", "apt-get install -y clang-16"),
-    ("ld.lld-16", "bin:ld.lld-16", "apt-get install -y lld-16"),
-    ("llvm-readelf-16", "bin:llvm-readelf-16", "apt-get install -y llvm-16"),
-    ("llvm-ar-16", "bin:llvm-ar-16", "apt-get install -y llvm-16"),
-    ("bmake", "bin:bmake", "apt-get install -y bmake"),
-    ("flock", "bin:flock", "apt-get install -y util-linux"),
-    ("git", "bin:git", "apt-get install -y git"),
-    # rxl bench accept --setup ebpf-deal / ebpf-numa-rr (issue 16).
-    ("clang (BPF target, bench eBPF)", "bin:clang", "apt-get install -y clang"),
-    ("libbpf headers (bench eBPF)", "file:/usr/include/bpf/libbpf.h",
-     "apt-get install -y libbpf-dev"),
-    ("python: click", "py:click", "pip install click"),
-    ("python: jinja2", "py:jinja2", "pip install jinja2"),
-    ("python: yaml", "py:yaml", "pip install pyyaml"),
-    ("python: pexpect (console)", "py:pexpect", "pip install pexpect"),
+@dataclass(frozen=True)
+class Need:
+    """One thing a stage needs on the host.
+
+    ``name``: the program (argv[0] basename), header or file; ``check``:
+    ``bin:PROG`` (on PATH), ``path:ABS`` (a file), ``ovmf`` (any of
+    rxl.guest.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable); ``package``:
+    the Debian package (``pip:NAME`` for a Python package, ``pkg:NAME`` a
+    FreeBSD package, ``base:`` FreeBSD's base system); ``stages``: who
+    needs it; ``why``: a few words; ``mode``: the way to run that needs it
+    (:data:`MODES`).
+    """
+
+    name: str
+    check: str
+    package: str
+    stages: Tuple[str, ...]
+    why: str = ""
+    mode: str = "guest"
+
+
+#: Ways to run (``rxl doctor --for``): ``guest``: rxl run with the own QEMU
+#: guest; ``ssh``: rxl run --target (the guest's needs and paramiko);
+#: ``bhyve``: rxl vm --start on a FreeBSD host (only bhyve's own needs).
+MODES = ("guest", "ssh", "bhyve")
+
+
+NEEDS: Tuple[Need, ...] = (
+    Need("git", "bin:git", "git", ("series", "tree", "build"), "clone, apply the series"),
+    Need("flock", "bin:flock", "util-linux", ("build", "world"), "the build lock"),
+    Need("env", "bin:env", "coreutils", ("build", "world"), "MAKEOBJDIRPREFIX for make.py"),
+    Need("cp", "bin:cp", "coreutils", ("learn",), "rig kernels into the cache"),
+    Need("mv", "bin:mv", "coreutils", ("learn",), "rig kernels into the cache"),
+    Need("mkdir", "bin:mkdir", "coreutils", ("learn",), "the rig kernel cache"),
+    Need("python3", "bin:python3", "python3", ("build", "world"), "runs tools/build/make.py"),
+    Need("cc", "bin:cc", "build-essential", ("test", "build"), "host C compiler"),
+    Need("make", "bin:make", "build-essential", ("test",), "the Makefile"),
+    Need("bmake", "bin:bmake", "bmake", ("build", "world"), "make.py's bootstrap"),
+    Need("lex", "bin:lex", "flex", ("build", "world"), "make.py bootstrap tools"),
+    Need("yacc", "bin:yacc", "bison", ("build", "world"), "make.py bootstrap tools"),
+    Need("archive.h", "path:/usr/include/archive.h", "libarchive-dev", ("build", "world"),
+         "bootstrap tools link libarchive"),
+    Need("bzlib.h", "path:/usr/include/bzlib.h", "libbz2-dev", ("build", "world"),
+         "bootstrap tools link libbz2"),
+    Need("clang-16", "bin:clang-16", "clang-16", ("build", "world", "learn"),
+         "cross compiler"),
+    Need("clang", f"path:{CROSS_BINDIR}/clang", "clang-16", ("build", "world", "learn"),
+         "--cross-bindir"),
+    Need("clang++", f"path:{CROSS_BINDIR}/clang++", "clang-16", ("build", "world"),
+         "--cross-bindir"),
+    Need("clang-cpp", f"path:{CROSS_BINDIR}/clang-cpp", "clang-16", ("build", "world"),
+         "--cross-bindir"),
+    Need("ld.lld", f"path:{CROSS_BINDIR}/ld.lld", "lld-16", ("build", "world", "learn"),
+         "--cross-bindir linker"),
+    Need("ld.lld-16", "bin:ld.lld-16", "lld-16", ("build", "world"), "linker"),
+    Need("llvm-ar-16", "bin:llvm-ar-16", "llvm-16", ("build", "world"), "archiver"),
+    Need("llvm-readelf-16", "bin:llvm-readelf-16", "llvm-16", ("image",),
+         "NEEDED libraries of guest programs"),
+    Need("qemu-system-x86_64", "bin:qemu-system-x86_64", "qemu-system-x86",
+         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_MIN[0]}.{QEMU_MIN[1]})"),
+    Need("OVMF", "ovmf", "ovmf", ("boot", "learn", "kcount"), "UEFI firmware"),
+    Need("gdb", "bin:gdb", "gdb", ("kcount",), "records the lookups"),
+    Need("nm", "bin:nm", "binutils", ("kcount",), "kernel symbol addresses"),
+    Need("mandoc", "bin:mandoc", "mandoc", ("series check",), "mandoc -Tlint"),
+    Need("perl", "bin:perl", "perl", ("series check",), "checkstyle9.pl"),
+    Need("valgrind", "bin:valgrind", "valgrind", ("bench-core",), "callgrind"),
+    Need("callgrind_annotate", "bin:callgrind_annotate", "valgrind", ("bench-core",),
+         "callgrind's report"),
+    Need("clang (BPF target)", "bin:clang", "clang", ("bench accept eBPF",),
+         "builds the eBPF selectors"),
+    Need("libbpf.h", "path:/usr/include/bpf/libbpf.h", "libbpf-dev", ("bench accept eBPF",),
+         "the eBPF setups' server"),
+    Need("python: click", "py:click", "pip:click", ("all",), "the CLI"),
+    Need("python: jinja2", "py:jinja2", "pip:jinja2", ("image",), "guest rc templates"),
+    Need("python: yaml", "py:yaml", "pip:pyyaml", ("all",), ""),
+    Need("python: rich", "py:rich", "pip:rich", ("all",), "progress bars"),
+    Need("python: pexpect", "py:pexpect", "pip:pexpect", ("boot",), "the console"),
+    Need("python: paramiko", "py:paramiko", "pip:paramiko", ("run --target",), "SSH targets",
+         mode="ssh"),
+    Need("bhyve", "bin:bhyve", "base:bhyve", ("vm",), "FreeBSD's hypervisor", mode="bhyve"),
+    Need("bhyvectl", "bin:bhyvectl", "base:bhyvectl", ("vm",), "", mode="bhyve"),
+    Need("BHYVE_UEFI.fd", "path:/usr/local/share/uefi-firmware/BHYVE_UEFI.fd",
+         "pkg:edk2-bhyve", ("vm",), "UEFI firmware for bhyve", mode="bhyve"),
 )
-#: What each other way to run needs besides the above (``rxl doctor --for``):
-#: ``ssh``: rxl run --target (paramiko; the target needs sshd and the harness key);
-#: ``bhyve``: rxl vm --start on a FreeBSD host (bhyve, bhyvectl, the edk2-bhyve firmware).
-MODE_CHECKS = {
-    "guest": (),
-    "ssh": (("python: paramiko (SSH targets)", "py:paramiko", "pip install paramiko"),),
-    "bhyve": (("bhyve", "bin:bhyve", "pkg: FreeBSD base system (amd64)"),
-              ("bhyvectl", "bin:bhyvectl", "pkg: FreeBSD base system (amd64)"),
-              ("UEFI firmware for bhyve", "file:/usr/local/share/uefi-firmware/BHYVE_UEFI.fd",
-               "pkg install edk2-bhyve")),
-}
 
 
-def doctor_results(which: Callable[[str], Optional[str]] = shutil.which,
-                   is_file: Callable[[str], bool] = lambda p: Path(p).is_file(),
-                   mode: str = "guest") -> List[Tuple[str, bool, str]]:
-    """(name, present, install line) for each of :data:`DOCTOR_CHECKS` and, for
-    ``mode`` (a key of :data:`MODE_CHECKS`), that way's own checks; ``bhyve``
-    has only its own (a FreeBSD host needs none of the Linux build tools)."""
+def for_mode(mode: str, needs: Sequence[Need] = NEEDS) -> List[Need]:
+    """The needs of one way to run (:data:`MODES`): ``bhyve`` only its own (a
+    FreeBSD host needs none of the Linux build tools), ``ssh`` the guest's and
+    its own. Raises ValueError for another mode."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+    if mode == "bhyve":
+        return [n for n in needs if n.mode == "bhyve"]
+    return [n for n in needs if n.mode == "guest" or n.mode == mode]
+
+
+def tool_names(needs: Sequence[Need] = NEEDS) -> set:
+    """Program names the list covers (``bin:`` and ``path:`` basenames)."""
+    out = set()
+    for n in needs:
+        if n.check.startswith("bin:"):
+            out.add(n.check[4:])
+        elif n.check.startswith("path:"):
+            out.add(os.path.basename(n.check[5:]))
+    return out
+
+
+def parse_version(text: str) -> Optional[Tuple[int, int]]:
+    """(major, minor) of the first ``N.N`` in ``text``, or None."""
+    m = re.search(r"(\d+)\.(\d+)", text or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def qemu_version(binary: str = "qemu-system-x86_64",
+                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run
+                 ) -> Optional[Tuple[int, int]]:
+    """QEMU's (major, minor) from ``--version`` (``QEMU emulator version 7.2.22``)."""
+    try:
+        cp = run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"version (\d+)\.(\d+)", cp.stdout or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+@dataclass
+class Result:
+    """A checked need: present or not, and a note (a version, why it fails)."""
+
+    need: Need
+    ok: bool
+    note: str = ""
+
+    def install_line(self) -> str:
+        """The command that installs it."""
+        pkg = self.need.package
+        if pkg.startswith("pip:"):
+            return f"pip install {pkg[4:]}"
+        if pkg.startswith("pkg:"):
+            return f"pkg install {pkg[4:]}"
+        if pkg.startswith("base:"):
+            return "part of FreeBSD's base system (amd64)"
+        return f"apt-get install -y {pkg}"
+
+
+def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
+          which: Callable[[str], Optional[str]] = shutil.which,
+          isfile: Callable[[str], bool] = os.path.isfile,
+          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version) -> List[Result]:
+    """Check every need (default: those of ``mode``, :func:`for_mode`); a present
+    QEMU older than :data:`QEMU_MIN` counts as missing."""
     from rxl.guest.qemu import find_ovmf
+    needs = for_mode(mode) if needs is None else needs
     out = []
-    checks = MODE_CHECKS[mode] if mode == "bhyve" else DOCTOR_CHECKS + MODE_CHECKS[mode]
-    for name, check, install in checks:
-        if check.startswith("bin:"):
-            ok = which(check[4:]) is not None
-        elif check == "ovmf":
-            ok = find_ovmf() is not None
-        elif check.startswith("file:"):
-            ok = is_file(check[5:])
-        else:
+    for n in needs:
+        note = ""
+        if n.check.startswith("bin:"):
+            ok = which(n.check[4:]) is not None
+        elif n.check.startswith("path:"):
+            ok = isfile(n.check[5:])
+        elif n.check == "ovmf":
+            fw = find_ovmf()
+            ok, note = fw is not None, fw or ""
+        elif n.check.startswith("py:"):
             try:
-                importlib.import_module(check[3:])
+                importlib.import_module(n.check[3:])
                 ok = True
             except ImportError:
                 ok = False
-        out.append((name, ok, install))
+        else:  # pragma: no cover - NEEDS holds no other kind
+            raise ValueError(f"unknown check {n.check!r}")
+        if ok and n.name == "qemu-system-x86_64":
+            v = qemu_ver()
+            if v is None:
+                note = "version unknown"
+            else:
+                note = f"{v[0]}.{v[1]}"
+                if v < QEMU_MIN:
+                    ok = False
+                    note += f", need >= {QEMU_MIN[0]}.{QEMU_MIN[1]} (e1000e of QEMU 7.2)"
+        out.append(Result(n, ok, note))
     return out
+
+
+def install_commands(results: Sequence[Result]) -> List[List[str]]:
+    """``[apt-get update]`` and one ``apt-get install -y`` of every missing
+    Debian package (sorted, once each); [] when nothing is missing."""
+    pkgs = sorted({r.need.package for r in results if not r.ok and ":" not in r.need.package})
+    if not pkgs:
+        return []
+    return [["apt-get", "update"], ["apt-get", "install", "-y", *pkgs]]
+
+
+def install(results: Sequence[Result], echo: Callable[[str], None] = print,
+            run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+            euid: Optional[int] = None) -> Optional[str]:
+    """Run :func:`install_commands` as root; None on success, else a one-line reason.
+
+    Not root (or no apt-get): nothing runs, the reason gives the exact
+    ``sudo`` lines to type.
+    """
+    cmds = install_commands(results)
+    if not cmds:
+        return None
+    euid = os.geteuid() if euid is None else euid
+    if euid != 0 or shutil.which("apt-get") is None:
+        return "not root (or no apt-get): run  " + "  &&  ".join(
+            "sudo " + shlex.join(c) for c in cmds)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for c in cmds:
+        echo(f"running: {shlex.join(c)}")
+        if run(c, env=env).returncode != 0:
+            return f"{shlex.join(c)} failed"
+    return None

@@ -54,10 +54,14 @@ class RunOptions:
     ``kernel`` / ``pristine_kernel``: kernels to boot instead of building;
     ``case_timeout``: seconds per ATF case; ``new_programs``: test programs
     that must fail on the pristine kernel; ``extra_tests``: (name, C
-    source) built besides FreeBSD's own; ``memory_mib``: guest memory.
+    source) built besides FreeBSD's own; ``memory_mib``: guest memory;
+    ``src``: the FreeBSD tree given (None: fetch the base); ``base_url``:
+    where to fetch it from (rxl.tree.base.base_url); ``work``: the root of
+    fetched trees and work clones ($RXL_WORK); ``lock``: the build lock,
+    held while a tree there changes.
     """
 
-    src: str
+    src: Optional[str]
     objdir: str
     out: str
     guest_dir: str
@@ -83,12 +87,17 @@ class RunOptions:
     shape: Any = None
     #: ``--programs``: a directory of ATF programs built already (SSH targets only).
     programs_dir: Optional[str] = None
+    base_url: Optional[str] = None
+    work: str = ""
+    lock: Optional[str] = None
 
 
 @dataclass
 class RunState:
     """What the stages of one run hand on, in order of filling.
 
+    ``src``: the tree the patched kernel and the userland are built from
+    (series: ``--src``, or a work clone with the series applied);
     ``kernel``: the patched kernel (build); ``pristine_src`` /
     ``pristine_kernel``: the base's checkout and kernel, when there is one
     (build); ``world``: :class:`rxl.tree.world.WorldOutputs` and ``tests``:
@@ -103,6 +112,7 @@ class RunState:
 
     stage_dir: Path
     echo: Callable[[str], None]
+    src: Optional[str] = None
     kernel: Optional[str] = None
     pristine_src: Optional[str] = None
     pristine_kernel: Optional[str] = None

@@ -14,7 +14,6 @@ order are :mod:`rxl.verify.pipeline`'s.
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -22,9 +21,8 @@ from rxl.verify import parse as parse_mod
 from rxl.verify import report as report_mod
 from rxl.verify.job import (BASE_PROGRAMS, RunOptions, RunState, StageFailed, StageRecord, boots,
                             guest_config)
-from rxl.verify.kernels import (REPO_PATCHES, build_timings, git_out, is_git_toplevel,
-                                kernel_cached, pristine_checkout, series_base, unapplied_files,
-                                write_kernel_stamp)
+from rxl.verify.kernels import (build_timings, git_out, kernel_cached, pristine_checkout,
+                                series_base, write_kernel_stamp)
 
 
 def quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
@@ -36,50 +34,34 @@ def quiet(echo: Callable[[str], None]) -> Callable[[str], None]:
 
 
 def series(opts: RunOptions, st: RunState) -> StageRecord:
-    """The tree must hold the series: with patches/BASE, a git tree's HEAD
-    must have the base as an ancestor and commits on top of it; a tree
-    that is not a git tree must hold the series' files as sys/ has them."""
-    src = opts.src
-    if not (Path(src) / "tools/build/make.py").is_file() or not (Path(src) / "sys").is_dir():
-        raise StageFailed(f"series: {src} is not a FreeBSD source tree "
-                          "(no tools/build/make.py or sys/)")
-    if not (Path(src) / "sys/amd64/conf").is_dir():
-        raise StageFailed(f"series: {src} is not a FreeBSD source tree for amd64 "
-                          "(no sys/amd64/conf)")
-    is_git = is_git_toplevel(src)
-    head = (git_out(src, "log", "-1", "--format=%h %s").strip() if is_git else "") \
-        or "not a git tree"
-    changed = git_out(src, "status", "--porcelain", "--untracked-files=no") if is_git else ""
+    """The tree of the patched kernel (rxl.tree.base.resolve): ``--src`` as it
+    is when the series is applied there, else a work clone with the series
+    applied, or (no ``--src``) the base fetched first, which is then also the
+    pristine tree."""
+    from rxl import paths
+    from rxl.tree import base as base_mod
+    try:
+        tree, kind = base_mod.resolve(opts.src, opts.work or str(paths.work_root()),
+                                      base_url_override=opts.base_url, dry_run=opts.dry_run,
+                                      lock=opts.lock, echo=st.echo)
+    except base_mod.TreeError as exc:
+        raise StageFailed(f"series: {exc}") from None
+    st.src = src = tree.src
+    if tree.pristine and opts.auto_pristine and not st.pristine_kernel and not st.pristine_src:
+        st.pristine_src = tree.pristine
+    if opts.dry_run and tree.commands:
+        return StageRecord("series", "planned", detail=tree.how, commands=tree.commands)
+    if kind == base_mod.SrcKind.PLAIN_APPLIED:
+        return StageRecord("series", "ok", detail=f"{tree.how}; not a git tree, the series' "
+                           "files match patches/")
+    head = git_out(src, "log", "-1", "--format=%h %s").strip()
+    changed = git_out(src, "status", "--porcelain", "--untracked-files=no")
     n_mod = sum(1 for ln in changed.splitlines() if ln.strip())
-    detail = f"HEAD {head}; {n_mod} uncommitted changes"
     base = series_base()
-    if not base:
-        return StageRecord("series", "ok", detail=detail + "; no patches/BASE: not checked")
-    apply = f"apply it first: rxl series apply --src {src}"
-    if is_git:
-        n_patches = len(list(REPO_PATCHES.glob("[0-9][0-9][0-9][0-9]-*.patch")))
-        anc = subprocess.run(["git", "-C", src, "merge-base", "--is-ancestor", base, "HEAD"],
-                             capture_output=True).returncode == 0
-        if not anc:
-            raise StageFailed(f"series: base {base[:12]} (patches/BASE) is not an ancestor "
-                              f"of HEAD ({head}) in {src}: the series is not applied; "
-                              f"{apply}")
-        n = git_out(src, "rev-list", "--count", f"{base}..HEAD").strip()
-        if n in ("", "0"):
-            raise StageFailed(f"series: HEAD of {src} is the base {base[:12]} "
-                              f"(patches/BASE) with no commits on top: the series is "
-                              f"not applied; {apply}")
-        detail += f"; {n} commits on base {base[:12]} (patches/ has {n_patches})"
-    else:
-        bad = unapplied_files(src)
-        if bad:
-            rel, why = bad[0]
-            raise StageFailed(f"series: {src} is not a git tree and {rel} {why} "
-                              f"({len(bad)} of the series' files): the series is not "
-                              f"applied; apply it to a git clone holding base "
-                              f"{base[:12]}: rxl series apply --src DIR")
-        detail += "; the series' files match this repository's sys/"
-    return StageRecord("series", "ok", detail=detail)
+    n = git_out(src, "rev-list", "--count", f"{base}..HEAD").strip() if base else "?"
+    return StageRecord("series", "ok", commands=tree.commands,
+                       detail=f"{tree.how}; HEAD {head}; {n} commits on the base; "
+                              f"{n_mod} uncommitted changes")
 
 
 def build(opts: RunOptions, st: RunState) -> StageRecord:
@@ -91,16 +73,16 @@ def build(opts: RunOptions, st: RunState) -> StageRecord:
         base = series_base()
         if base is None:
             rec.detail += "; no patches/BASE: no pristine kernel"
-        elif not git_out(opts.src, "rev-parse", "HEAD").strip():
-            rec.detail += f"; {opts.src} is not a git tree: no pristine kernel"
+        elif not git_out(st.src, "rev-parse", "HEAD").strip():
+            rec.detail += f"; {st.src} is not a git tree: no pristine kernel"
         elif opts.dry_run:
             st.pristine_src = str(Path(opts.guest_dir) / f"pristine-src-{base[:12]}")
-            rec.commands.append(f"git clone -q --shared --no-checkout {opts.src} "
+            rec.commands.append(f"git clone -q --shared --no-checkout {st.src} "
                                 f"{st.pristine_src} && git -C {st.pristine_src} "
                                 f"checkout -q --detach {base}")
         else:
             st.pristine_src = pristine_checkout(
-                opts.src, base, Path(opts.guest_dir) / f"pristine-src-{base[:12]}", st.echo)
+                st.src, base, Path(opts.guest_dir) / f"pristine-src-{base[:12]}", st.echo)
     if st.pristine_src and not st.pristine_kernel:
         rec = _build_pristine(opts, st, rec)
     return rec
@@ -141,7 +123,7 @@ def _build_patched(opts: RunOptions, st: RunState) -> StageRecord:
             raise StageFailed(f"build: --kernel {opts.kernel}: no such file")
         return StageRecord("build", "skipped", detail=f"--kernel {opts.kernel}")
     from rxl.tree import build as build_mod
-    src, objdir = opts.src, opts.objdir
+    src, objdir = st.src, opts.objdir
     stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
     cmds = [s.shell() for s in stages]
     kpath = str(build_mod.kernel_path(src, objdir))
@@ -167,7 +149,7 @@ def world(opts: RunOptions, st: RunState) -> StageRecord:
     """The guest userland (skipped while its stamp matches) and the ATF programs."""
     from rxl.tree import world as world_mod
     from rxl.tree.build import BuildError
-    src, objdir = opts.src, opts.objdir
+    src, objdir = st.src, opts.objdir
     cmds = world_mod.shell_lines(src, objdir)
     sysroot = str(world_mod.worldtmp(src, objdir))
     tests_out = str(st.stage_dir / "tests")

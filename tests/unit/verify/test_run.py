@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli import main
-from rxl.verify.doctor import doctor_results
 from rxl.verify.job import RunOptions, boots
 from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
@@ -46,7 +45,14 @@ def fake_tree(tmp_path):
     copy_series_files(src)
     (src / "contrib/atf/atf-c").mkdir(parents=True)
     (src / "contrib/atf/atf-c/defs.h.in").write_text(DEFS_IN)
+    (tmp_path / "pk").write_bytes(b"pristine kernel")  # a plain tree needs one (PK)
     return src
+
+
+def PK(tmp_path):
+    """--pristine-kernel for the plain fake tree (no pristine kernel can be built
+    from a tree that is not a git clone, so rxl run refuses it without one)."""
+    return ["--pristine-kernel", str(tmp_path / "pk")]
 
 
 def git_tree(src, commits=1):
@@ -145,12 +151,13 @@ def test_boots_patched_spread_pristine():
 def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--objdir",
                                     str(tmp_path / "obj"), "--out", str(tmp_path / "out"),
-                                    "--guest-dir", str(tmp_path / "g"), "--dry-run"])
+                                    "--guest-dir", str(tmp_path / "g"), "--dry-run",
+                                    *PK(tmp_path)])
     assert res.exit_code == 0, res.output
     out = res.output
     assert "buildkernel" in out and "_includes" in out and "buildworld" in out
     assert "-lprivateatf-c" in out
-    assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 2
+    assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 3
     assert "sockets=2,cores=2,threads=2" in out
     assert not (tmp_path / "g").exists()  # a dry run stages nothing
 
@@ -158,13 +165,18 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
 def test_run_not_a_tree_is_one_line_error(tmp_path):
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--out",
                                     str(tmp_path / "out"), "--dry-run"])
-    assert res.exit_code == 1
-    assert "is not a FreeBSD source tree" in res.output
+    assert res.exit_code == 2
+    assert "Invalid value for '--src'" in res.output
+    assert "is not a FreeBSD source tree" not in res.output  # said once, without "is"
+    assert "not a FreeBSD source tree (no tools/build/make.py or sys/)" in res.output
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path / "absent"), "--dry-run"])
+    assert res.exit_code == 2 and "absent: no such directory" in res.output
 
 
 def test_run_missing_kernel(fake_tree, tmp_path):
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
-                                    str(tmp_path / "nope"), "--out", str(tmp_path / "o")])
+                                    str(tmp_path / "nope"), "--out", str(tmp_path / "o"),
+                                    *PK(tmp_path)])
     assert res.exit_code == 1 and "no such file" in res.output
 
 
@@ -181,16 +193,6 @@ def test_parse_cli_table_json_and_exit_status():
     assert missing.exit_code != 0
 
 
-def test_doctor_names_install_lines(monkeypatch):
-    res = doctor_results(which=lambda name: None if name == "bmake" else "/usr/bin/" + name)
-    missing = [(n, i) for n, ok, i in res if not ok]
-    assert ("bmake", "apt-get install -y bmake") in missing
-    res = doctor_results(which=lambda name: "/usr/bin/" + name,
-                         is_file=lambda path: "libbpf" not in path)
-    missing = [i for n, ok, i in res if not ok]
-    assert "apt-get install -y libbpf-dev" in missing
-
-
 def test_series_tests_found_in_atf_dir(tmp_path):
     from rxl.verify.cli import series_tests
     (tmp_path / "b_test.c").write_text("")
@@ -204,7 +206,8 @@ def test_series_tests_found_in_atf_dir(tmp_path):
 def test_atf_dir_missing_or_empty_is_an_error(fake_tree, tmp_path):
     """A mistyped --atf-dir must not drop the series' tests from the verdict."""
     args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
-            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run"]
+            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
+            *PK(tmp_path)]
     res = CliRunner().invoke(main, args + ["--atf-dir", str(tmp_path / "nonexistent")])
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "--atf-dir" in res.output and "no such directory" in res.output
@@ -219,7 +222,7 @@ def test_atf_dir_missing_or_empty_is_an_error(fake_tree, tmp_path):
 def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
-                                    str(tmp_path / "nope"), "--out", str(out)])
+                                    str(tmp_path / "nope"), "--out", str(out), *PK(tmp_path)])
     assert res.exit_code == 1
     assert (out / "stage-series.log").read_text().startswith("stage: series\nstatus: ok")
     build_log = (out / "stage-build.log").read_text()
@@ -250,112 +253,129 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     assert not kernel_cached(str(src), str(k))
 
 
-def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
+def _fake_series(tmp_path, monkeypatch, applied):
+    """A git tree at a fake base (rxl.tree.base's test series), patches/ for it, the
+    run pointed at them; with ``applied`` the series is committed in the tree."""
+    import subprocess
+    from rxl.tree import base as base_mod
     from rxl.verify import stages
+    from fakefreebsd import _series, _tree
     src = tmp_path / "src"
-    (src / "tools/build").mkdir(parents=True)
-    (src / "tools/build/make.py").write_text("# stand-in\n")
-    (src / "sys/amd64/conf").mkdir(parents=True)
-    base, _ = git_tree(src, commits=2)  # a "series" of one commit on the base
+    base = _tree(src)
+    patches = _series(tmp_path, src, base)
+    if applied:
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(src),
+                        "am", "-q", *map(str, sorted(patches.glob("0*.patch")))], check=True)
+    monkeypatch.setattr(base_mod, "REPO_PATCHES", patches)
     monkeypatch.setattr(stages, "series_base", lambda: base)
-    res = CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
-                                    "--out", str(tmp_path / "out"), "--guest-dir",
-                                    str(tmp_path / "g"), "--dry-run"])
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    return src, base
+
+
+def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
+    src, base = _fake_series(tmp_path, monkeypatch, applied=True)
+    res = _dry(src, tmp_path)
     assert res.exit_code == 0, res.output
-    assert f"1 commits on base {base[:12]}" in res.output
+    assert "the series is applied; used as it is" in res.output
+    assert "1 commits on the base" in res.output
     assert f"checkout -q --detach {base}" in res.output
     assert f"pristine-src-{base[:12]}/tools/build/make.py" in res.output
     assert res.output.count("qemu-system-x86_64 -machine") == 3
 
 
-def test_doctor_json_lists_every_check_and_exits_by_missing(monkeypatch):
-    import json
-    from click.testing import CliRunner
-    from rxl.verify import cli as run_cli
-    monkeypatch.setattr(run_cli, "doctor_results",
-                        lambda **kw: [("bmake", False, "apt-get install -y bmake"),
-                                 ("git", True, "apt-get install -y git")])
-    r = CliRunner().invoke(run_cli.doctor, ["--json"])
-    assert r.exit_code == 1
-    assert json.loads(r.output) == [
-        {"name": "bmake", "ok": False, "install": "apt-get install -y bmake"},
-        {"name": "git", "ok": True, "install": "apt-get install -y git"}]
+def test_a_tree_at_the_base_is_applied_in_a_work_clone(tmp_path, monkeypatch):
+    import subprocess
+    src, base = _fake_series(tmp_path, monkeypatch, applied=False)
+    before = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "-b"],
+                            capture_output=True, text=True).stdout
+    res = _dry(src, tmp_path)
+    assert res.exit_code == 0, res.output
+    wc = tmp_path / "work" / f"src-{base[:12]}"
+    assert f"git clone -q --shared --no-checkout {src} {wc}" in res.output
+    assert f"rxl series apply --src {wc}" in res.output
+    assert f"MAKEOBJDIRPREFIX={tmp_path / 'o'}" in res.output and f"{wc}/tools/build" in \
+        res.output
+    assert not (tmp_path / "work").exists()          # a dry run makes nothing
+    res = CliRunner().invoke(main, ["run", "--src", str(src), "--check-only"])
+    assert res.exit_code == 0 and "applied in a work clone" in res.output
+    assert subprocess.run(["git", "-C", str(src), "status", "--porcelain", "-b"],
+                          capture_output=True, text=True).stdout == before
+
+
+def test_no_src_plans_the_fetch(tmp_path, monkeypatch):
+    src, base = _fake_series(tmp_path, monkeypatch, applied=False)
+    res = CliRunner().invoke(main, ["run", "--base-url", str(src), "--objdir",
+                                    str(tmp_path / "o"), "--out", str(tmp_path / "out"),
+                                    "--guest-dir", str(tmp_path / "g"), "--dry-run"])
+    assert res.exit_code == 0, res.output
+    fetched = tmp_path / "work" / f"base-{base[:12]}"
+    assert f"git clone -q --shared --no-checkout {src} {fetched}" in res.output
+    assert f"{fetched}/tools/build/make.py" in res.output      # the pristine kernel's tree
+    assert res.output.count("qemu-system-x86_64 -machine") == 3
+    res = CliRunner().invoke(main, ["run", "--check-only"])
+    assert res.exit_code == 0
+    assert f"the base {base[:12]} will be fetched from https://github.com/owner/repo.git" \
+        in res.output
 
 
 # ------------------------------------------------------- series not applied
-def _dry(src, tmp_path):
+def _dry(src, tmp_path, *extra):
     return CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                      "--out", str(tmp_path / "out"), "--guest-dir",
-                                     str(tmp_path / "g"), "--dry-run"])
+                                     str(tmp_path / "g"), "--dry-run", *extra])
 
 
-def test_series_stage_fails_on_a_git_tree_without_the_base(fake_tree, tmp_path):
+def test_a_git_tree_without_the_base_is_refused_naming_where_it_is(fake_tree, tmp_path):
     from rxl.verify.kernels import series_base
-    if series_base() is None:
-        pytest.skip("no patches/BASE")
+    base = series_base()
     git_tree(fake_tree)              # HEAD does not descend from patches/BASE
     res = _dry(fake_tree, tmp_path)
-    assert res.exit_code == 1 and "Traceback" not in res.output
-    assert "is not an ancestor of HEAD" in res.output and "series is not applied" in res.output
-    assert f"rxl series apply --src {fake_tree}" in res.output
-    assert "buildkernel" not in res.output   # nothing planned after the series stage
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert f"does not have the base commit {base[:12]}" in res.output
+    assert "ilnp/ilnp-freebsd14" in res.output and "series apply" not in res.output
+    assert "buildkernel" not in res.output   # nothing planned
 
 
-def test_series_stage_fails_on_the_bare_base(fake_tree, tmp_path, monkeypatch):
-    from rxl.verify import stages
-    (base,) = git_tree(fake_tree)
-    monkeypatch.setattr(stages, "series_base", lambda: base)
+def test_a_plain_tree_needs_the_series_files_and_a_pristine_kernel(fake_tree, tmp_path):
+    assert _dry(fake_tree, tmp_path, *PK(tmp_path)).exit_code == 0
     res = _dry(fake_tree, tmp_path)
-    assert res.exit_code == 1
-    assert "no commits on top" in res.output and f"rxl series apply --src {fake_tree}" in res.output
-
-
-def test_series_stage_on_a_tree_that_is_not_git(fake_tree, tmp_path):
-    from rxl.verify.kernels import series_base
-    if series_base() is None:
-        pytest.skip("no patches/BASE")
-    assert _dry(fake_tree, tmp_path).exit_code == 0     # holds the series' files
+    assert res.exit_code == 2 and "no pristine kernel can be built" in res.output
     deal = fake_tree / "sys/netinet/in_pcblb_deal.c"
     deal.write_bytes(deal.read_bytes() + b"/* older */\n")
-    res = _dry(fake_tree, tmp_path)
-    assert res.exit_code == 1 and "Traceback" not in res.output
-    assert "sys/netinet/in_pcblb_deal.c differs" in res.output
-    assert "series is not applied" in res.output and "rxl series apply --src" in res.output
+    res = _dry(fake_tree, tmp_path, *PK(tmp_path))
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "lacks the series (sys/netinet/in_pcblb_deal.c)" in res.output
     deal.unlink()
-    res = _dry(fake_tree, tmp_path)
-    assert res.exit_code == 1 and "sys/netinet/in_pcblb_deal.c is missing" in res.output
+    res = _dry(fake_tree, tmp_path, *PK(tmp_path))
+    assert res.exit_code == 2 and "sys/netinet/in_pcblb_deal.c" in res.output
 
 
-def test_series_stage_failure_is_recorded(fake_tree, tmp_path):
+def test_a_bad_src_is_refused_before_any_stage(fake_tree, tmp_path):
     (fake_tree / "sys/netinet/in_pcblb_deal.c").unlink()
     out = tmp_path / "out"
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
-                                    str(tmp_path / "nope"), "--out", str(out)])
-    assert res.exit_code == 1
-    assert "status: failed" in (out / "stage-series.log").read_text()
-    assert not (out / "stage-build.log").exists()
+                                    str(tmp_path / "nope"), "--out", str(out), *PK(tmp_path)])
+    assert res.exit_code == 2
+    assert not out.exists()
 
 
 # ------------------------------------------- errors become a failed stage
 def _live(src, tmp_path, *extra):
     return CliRunner().invoke(main, ["run", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                      "--out", str(tmp_path / "out"), "--guest-dir",
-                                     str(tmp_path / "g"), *extra])
+                                     str(tmp_path / "g"), *PK(tmp_path), *extra])
 
 
 def _report(tmp_path):
     return json.loads((tmp_path / "out" / "report.json").read_text())
 
 
-def test_tree_without_amd64_conf_fails_the_series_stage(fake_tree, tmp_path):
+def test_tree_without_amd64_conf_is_refused_before_any_stage(fake_tree, tmp_path):
     (fake_tree / "sys/amd64/conf").rmdir()
     res = _live(fake_tree, tmp_path)
-    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
-    assert "no sys/amd64/conf" in res.output
-    doc = _report(tmp_path)
-    assert doc["verdict"]["ok"] is False and "no sys/amd64/conf" in doc["verdict"]["reasons"][0]
-    assert [(s["name"], s["status"]) for s in doc["stages"]] == [("series", "failed")]
-    assert _dry(fake_tree, tmp_path).exit_code == 1
+    assert res.exit_code == 2 and "no sys/amd64/conf" in res.output
+    assert not (tmp_path / "out").exists()
+    assert _dry(fake_tree, tmp_path).exit_code == 2
 
 
 @pytest.mark.parametrize("exc", [FileNotFoundError(2, "No such file or directory", "/x/RXL"),
@@ -429,14 +449,3 @@ def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
                 "--new-program", "mine", "--case-timeout", "1", "--memory", "256")
     assert res.exit_code == 0, res.output
     assert f"{src}" in res.output and "-m 256M" in res.output
-
-
-def test_doctor_modes():
-    from rxl.verify.doctor import MODE_CHECKS
-    every = lambda name: "/usr/bin/" + name  # noqa: E731
-    guest = [n for n, _, _ in doctor_results(which=every)]
-    ssh = [n for n, _, _ in doctor_results(which=every, mode="ssh")]
-    assert ssh == guest + ["python: paramiko (SSH targets)"]
-    bhyve = doctor_results(which=lambda n: None, mode="bhyve")
-    assert [n for n, _, _ in bhyve] == [c[0] for c in MODE_CHECKS["bhyve"]]
-    assert not any(ok for _, ok, _ in bhyve)

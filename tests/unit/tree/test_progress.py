@@ -2,7 +2,7 @@
 
 import json
 
-from rxl import progress as P
+from rxl.tree import progress as P
 
 
 def test_duration_text():

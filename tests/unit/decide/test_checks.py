@@ -6,7 +6,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rxl import checks as C
+from rxl.decide import checks as C
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity", "1e400"])

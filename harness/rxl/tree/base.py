@@ -14,7 +14,7 @@ and which tree is the pristine one, and never writes into ``SRC``:
   a FreeBSD source tree").
 * :func:`work_clone` makes ``<work>/src-<base[:12]>``: ``git clone -q --shared
   --no-checkout SRC`` (it borrows SRC's objects), a checkout of the base, and
-  :func:`rxl.series.apply_series` (which handles the snapshot's missing blobs
+  :func:`rxl.tree.series.apply_series` (which handles the snapshot's missing blobs
   with skip-worktree). A stamp (``.git/rxl-series``: base and the sha256 of
   the patches' bytes) makes a second run reuse the clone unchanged, so its
   commits, hence the kernel's stamp, stay the same; new patches re-apply.
@@ -34,6 +34,8 @@ there, the local-path case clones with ``--shared`` instead of fetching.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -43,10 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from rxl import series as series_mod
+from rxl.tree import patch as patch_mod
+from rxl.tree import series as series_mod
 
 #: The project's series (patches/BASE and NNNN-*.patch).
-REPO_PATCHES = Path(__file__).resolve().parents[2] / "patches"
+REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
 #: Environment variable that overrides the base repository's URL.
 URL_ENV = "RXL_BASE_URL"
 #: Stamp of a work clone, under its .git: base commit and the patches' hash.
@@ -157,16 +160,20 @@ class SrcKind:
     PLAIN_APPLIED = "plain"    # not git, the series' files there byte for byte
 
 
-def series_files(patches_dir: Path = REPO_PATCHES) -> List[str]:
-    """Paths (in the FreeBSD tree) of every file the series adds."""
-    return sorted(series_mod.series_added_files(series_mod.load_series(patches_dir)))
+def series_files(patches_dir: Optional[Path] = None) -> List[str]:
+    """Paths (in the FreeBSD tree) of every file the series adds under ``sys/``
+    (what the kernel build needs; the ATF tests are built from ``--atf-dir``)."""
+    patches_dir = Path(patches_dir or REPO_PATCHES)
+    return sorted(f for f in patch_mod.series_added_files(patch_mod.load_series(patches_dir))
+                  if f.startswith("sys/"))
 
 
 def check_tree_dir(src: str, option: str = "--src") -> None:
     """Raise :class:`TreeError` unless ``src`` is a directory holding a FreeBSD tree.
 
-    The messages tell the three cases apart: no such directory, not a
-    directory, not a FreeBSD source tree (no ``tools/build/make.py``).
+    The messages tell the cases apart: no such directory, not a directory,
+    not a FreeBSD source tree (no ``tools/build/make.py``), not one for amd64
+    (no ``sys/amd64/conf``, where the test kernel's config goes).
     """
     p = Path(src)
     if not p.exists():
@@ -175,9 +182,12 @@ def check_tree_dir(src: str, option: str = "--src") -> None:
         raise TreeError(f"{option} {src}: not a directory")
     if not (p / MAKE_PY).is_file() or not (p / "sys").is_dir():
         raise TreeError(f"{option} {src}: not a FreeBSD source tree (no {MAKE_PY} or sys/)")
+    if not (p / "sys/amd64/conf").is_dir():
+        raise TreeError(f"{option} {src}: not a FreeBSD source tree for amd64 "
+                        "(no sys/amd64/conf)")
 
 
-def classify(src: str, patches_dir: Path = REPO_PATCHES) -> str:
+def classify(src: str, patches_dir: Optional[Path] = None) -> str:
     """Say what ``src`` is (a :class:`SrcKind` value); read-only.
 
     Raises :class:`TreeError` (one line) when ``src`` is not a FreeBSD tree
@@ -186,11 +196,12 @@ def classify(src: str, patches_dir: Path = REPO_PATCHES) -> str:
     it is not a git tree and lacks the series' files (no work clone can be
     made from it). A folder inside a git tree counts as "not a git tree".
     """
+    patches_dir = Path(patches_dir or REPO_PATCHES)
     check_tree_dir(src)
-    base = series_mod.parse_base((Path(patches_dir) / "BASE").read_text())
+    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
     files = series_files(patches_dir)
     if not _toplevel(src):
-        added = series_mod.series_added_files(series_mod.load_series(patches_dir))
+        added = patch_mod.series_added_files(patch_mod.load_series(patches_dir))
         bad = [f for f in files
                if not (Path(src) / f).is_file()
                or (Path(src) / f).read_text(errors="replace") != added[f]]
@@ -276,9 +287,8 @@ def fetch_base(url: str, commit: str, dest: str, *, dry_run: bool = False,
     return tree
 
 
-def work_clone(src: str, dest: str, patches_dir: Path = REPO_PATCHES, *,
-               dry_run: bool = False, lock: Optional[str] = None,
-               echo: Callable[[str], None] = print) -> Tree:
+def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
+               dry_run: bool = False, echo: Callable[[str], None] = print) -> Tree:
     """``dest``: a clone of ``src`` with the series applied on branch ``rxl``.
 
     ``src`` is only read (``git clone --shared`` borrows its objects). A
@@ -287,8 +297,9 @@ def work_clone(src: str, dest: str, patches_dir: Path = REPO_PATCHES, *,
     Raises :class:`TreeError` when ``dest`` is something other than a clone
     of ``src``, or when a git step or the series fails (naming it).
     """
-    base = series_mod.parse_base((Path(patches_dir) / "BASE").read_text())
-    patches = series_mod.patch_files(patches_dir)
+    patches_dir = Path(patches_dir or REPO_PATCHES)
+    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
+    patches = patch_mod.patch_files(patches_dir)
     want = stamp_text(base.commit, patches)
     stamp = Path(dest) / ".git" / STAMP
     clone = ["git", "clone", "-q", "--shared", "--no-checkout", os.path.abspath(src), dest]
@@ -322,16 +333,34 @@ def work_clone(src: str, dest: str, patches_dir: Path = REPO_PATCHES, *,
     _checkout(dest, base.commit, echo, force=True)
     _git(dest, "branch", "-q", "-D", series_mod.DEFAULT_BRANCH)
     try:
-        series_mod.apply_series(Path(dest), Path(patches_dir),
-                                lock=Path(lock) if lock else None, echo=echo)
-    except series_mod.SeriesError as exc:
+        series_mod.apply_series(Path(dest), Path(patches_dir), echo=echo)
+    except patch_mod.SeriesError as exc:
         raise TreeError(f"applying the series in {dest}: {exc}") from None
     stamp.write_text(want)
     return tree
 
 
+@contextlib.contextmanager
+def _held(lock: Optional[str], echo: Callable[[str], None]):
+    """Hold ``flock(lock)`` (the build lock: no build reads a tree while it changes)."""
+    if not lock:
+        yield
+        return
+    Path(lock).parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            echo(f"tree: waiting for the build lock {lock}")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def resolve(src: Optional[str], work: str, *, base_url_override: Optional[str] = None,
-            patches_dir: Path = REPO_PATCHES, dry_run: bool = False,
+            patches_dir: Optional[Path] = None, dry_run: bool = False,
             lock: Optional[str] = None, echo: Callable[[str], None] = print
             ) -> Tuple[Tree, str]:
     """The trees of a run, and the kind of ``src`` (a :class:`SrcKind`, or ``fetched``).
@@ -339,23 +368,27 @@ def resolve(src: Optional[str], work: str, *, base_url_override: Optional[str] =
     ``src`` None: the base is fetched into ``<work>/base-<commit[:12]>`` and
     the series applied in ``<work>/src-<commit[:12]>`` (a clone of it).
     Otherwise :func:`classify` decides: used as it is, or a work clone.
-    Raises :class:`TreeError` (one line) before changing anything when
-    ``src`` cannot serve.
+    Fetching and applying hold ``lock`` (flock; None: none). Raises
+    :class:`TreeError` (one line) before changing anything when ``src``
+    cannot serve.
     """
-    base = series_mod.parse_base((Path(patches_dir) / "BASE").read_text())
+    patches_dir = Path(patches_dir or REPO_PATCHES)
+    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
     work = os.path.abspath(work)
     clone_dir = os.path.join(work, f"src-{base.commit[:12]}")
     if src is None:
         url = base_url(base.repository, base_url_override)
-        fetched = fetch_base(url, base.commit, os.path.join(work, f"base-{base.commit[:12]}"),
-                             dry_run=dry_run, echo=echo)
-        wc = work_clone(fetched.src, clone_dir, patches_dir, dry_run=dry_run, lock=lock,
-                        echo=echo)
+        with _held(None if dry_run else lock, echo):
+            fetched = fetch_base(url, base.commit,
+                                 os.path.join(work, f"base-{base.commit[:12]}"),
+                                 dry_run=dry_run, echo=echo)
+            wc = work_clone(fetched.src, clone_dir, patches_dir, dry_run=dry_run, echo=echo)
         return Tree(src=wc.src, pristine=fetched.src, how=f"{fetched.how}; {wc.how}",
                     commands=fetched.commands + wc.commands), "fetched"
     src = os.path.abspath(src)
     kind = classify(src, patches_dir)
     if kind in (SrcKind.APPLIED, SrcKind.PLAIN_APPLIED):
         return Tree(src=src, how=f"{src}: the series is applied; used as it is"), kind
-    wc = work_clone(src, clone_dir, patches_dir, dry_run=dry_run, lock=lock, echo=echo)
+    with _held(None if dry_run else lock, echo):
+        wc = work_clone(src, clone_dir, patches_dir, dry_run=dry_run, echo=echo)
     return wc, kind

@@ -4,9 +4,9 @@ import ast
 import os
 from pathlib import Path
 
-from rxl import doctor as D
+from rxl.verify import doctor as D
 
-HARNESS = Path(D.__file__).resolve().parent
+HARNESS = Path(D.__file__).resolve().parents[1]
 
 #: Wrappers whose argument list starts another program: (name, args before it).
 WRAPPERS = {"flock": 1, "env": None}
@@ -60,7 +60,12 @@ def _literal_argv0():
 def _builder_argvs(tmp_path):
     """argvs from the stages' argv builders (build, world, rig, qemu, learnd, kcount,
     the cores, the base fetch)."""
-    from rxl import basetree, build, core, kcount, learn, qemu, rig, world
+    from rxl.bench import kcount
+    from rxl.decide import core
+    from rxl.guest import qemu
+    from rxl.learn import plan as learn
+    from rxl.tree import base as basetree
+    from rxl.tree import build, rig, world
     src, obj = str(tmp_path / "src"), str(tmp_path / "obj")
     argvs = [list(s.argv) for s in build.plan_stages(src, obj)]
     argvs += [list(s.argv) for s in world.plan_world(src, obj)]
@@ -97,7 +102,7 @@ def test_make_py_needs_are_listed():
     pkgs = {n.package for n in D.NEEDS}
     for pkg in ("flex", "bison", "libarchive-dev", "libbz2-dev", "bmake", "clang-16",
                 "lld-16", "llvm-16", "qemu-system-x86", "ovmf", "gdb", "binutils",
-                "mandoc", "git", "util-linux", "build-essential"):
+                "mandoc", "git", "util-linux", "build-essential", "libbpf-dev", "clang"):
         assert pkg in pkgs, pkg
     names = D.tool_names()
     for tool in ("lex", "yacc", "archive.h", "bzlib.h", "clang", "clang++", "clang-cpp",
@@ -142,3 +147,53 @@ def test_version_parsing():
     class CP:
         stdout = "QEMU emulator version 8.1.0\n"
     assert D.qemu_version(run=lambda *a, **k: CP()) == (8, 1)
+
+
+def _fake_check(missing):
+    def check(*a, **k):
+        return [D.Result(n, n.name not in missing) for n in D.NEEDS]
+    return check
+
+
+def test_cli_json_and_table_name_packages_and_exit_by_missing(monkeypatch):
+    import json
+    from click.testing import CliRunner
+    from rxl.verify import cli
+    monkeypatch.setattr(D, "check", _fake_check({"lex", "bmake"}))
+    r = CliRunner().invoke(cli.doctor, ["--json"])
+    assert r.exit_code == 1
+    doc = {d["name"]: d for d in json.loads(r.stdout)}
+    assert doc["lex"] == {"name": "lex", "ok": False, "package": "flex",
+                          "stages": ["build", "world"], "note": "",
+                          "install": "apt-get install -y flex"}
+    assert doc["git"]["ok"] is True
+    r = CliRunner().invoke(cli.doctor, [])
+    assert r.exit_code == 1
+    assert "install: apt-get update && apt-get install -y bmake flex" in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == "Error: 2 missing: bmake, lex"
+    monkeypatch.setattr(D, "check", _fake_check(set()))
+    assert CliRunner().invoke(cli.doctor, []).exit_code == 0
+
+
+def test_cli_install_not_root_says_the_sudo_lines(monkeypatch):
+    from click.testing import CliRunner
+    from rxl.verify import cli
+    monkeypatch.setattr(D, "check", _fake_check({"yacc"}))
+    monkeypatch.setattr(D.os, "geteuid", lambda: 1000)
+    r = CliRunner().invoke(cli.doctor, ["--install"])
+    assert r.exit_code == 1
+    assert "sudo apt-get update  &&  sudo apt-get install -y bison" in r.stderr
+
+
+def test_modes_bhyve_alone_ssh_adds_paramiko():
+    guest = [n.name for n in D.for_mode("guest")]
+    ssh = [n.name for n in D.for_mode("ssh")]
+    assert ssh == guest + ["python: paramiko"]
+    bhyve = D.check(mode="bhyve", which=lambda n: None, isfile=lambda p: False)
+    assert [r.need.name for r in bhyve] == ["bhyve", "bhyvectl", "BHYVE_UEFI.fd"]
+    assert not any(r.ok for r in bhyve)
+    assert D.install_commands(bhyve) == []          # nothing apt-get can install
+    assert bhyve[2].install_line() == "pkg install edk2-bhyve"
+    import pytest
+    with pytest.raises(ValueError, match="unknown mode"):
+        D.for_mode("kvm")
