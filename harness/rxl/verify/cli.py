@@ -99,6 +99,8 @@ def check_options(opts: RunOptions) -> Optional[str]:
         except base_mod.TreeError as exc:
             raise click.BadParameter(str(exc).partition(" ")[2],
                                      param_hint="'--pristine-src'") from None
+    if opts.target is not None:
+        return None  # an SSH target's stages check the tree they use (remote_stages)
     if opts.src is None:
         if shutil.which("git") is None:
             raise click.ClickException("git is not installed, so the base cannot be "

@@ -130,7 +130,7 @@ class RunState:
     def start(cls, opts: RunOptions, echo: Callable[[str], None]) -> "RunState":
         """The state before the first stage: the kernels the options give."""
         return cls(stage_dir=Path(opts.guest_dir) / Path(opts.out).name, echo=echo,
-                   kernel=opts.kernel, pristine_src=opts.pristine_src,
+                   src=opts.src, kernel=opts.kernel, pristine_src=opts.pristine_src,
                    pristine_kernel=opts.pristine_kernel)
 
 
