@@ -27,7 +27,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
