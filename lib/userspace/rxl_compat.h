@@ -67,6 +67,7 @@ rxl_cpu_count(const cpuset_t *p)
 	return (n);
 }
 #define	CPU_COUNT(p)	rxl_cpu_count(p)
+#define	CPU_EMPTY(p)	(rxl_cpu_count(p) == 0)
 
 /* The scheduler's topology, as sys/sys/smp.h declares it. */
 struct cpu_group {

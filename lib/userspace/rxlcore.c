@@ -100,12 +100,14 @@ rxl_root(const struct rxl_topo *t)
 
 int
 rxl_spread(const struct rxl_topo *t, const int *eligible, int neligible,
-    const int *local, int nlocal, int ncpu, unsigned *order)
+    const int *local, int nlocal, int ncpu, int mode, unsigned *order)
 {
 	cpuset_t elig, loc;
-	int i;
+	uint64_t *keys;
+	int i, n;
 
-	if (ncpu < 0 || ncpu > CPU_SETSIZE)
+	if (ncpu < 0 || ncpu > CPU_SETSIZE || mode < IFLIB_SPREAD_OFF ||
+	    mode > IFLIB_SPREAD_ACROSS)
 		return (-1);
 	CPU_ZERO(&elig);
 	CPU_ZERO(&loc);
@@ -119,8 +121,13 @@ rxl_spread(const struct rxl_topo *t, const int *eligible, int neligible,
 			return (-1);
 		CPU_SET(local[i], &loc);
 	}
-	return ((int)iflib_spread_order(rxl_root(t), &elig,
-	    local != NULL ? &loc : NULL, (u_int)ncpu, order));
+	keys = malloc(sizeof(*keys) * (size_t)(neligible > 0 ? neligible : 1));
+	if (keys == NULL)
+		return (-1);
+	n = (int)iflib_spread_order(rxl_root(t), &elig,
+	    local != NULL ? &loc : NULL, (u_int)ncpu, mode, order, keys);
+	free(keys);
+	return (n);
 }
 
 int

@@ -20,7 +20,7 @@ struct rxl_topo *rxl_topo_new(int ngroups, const int *parent,
 	    const int *cpus);
 void	rxl_topo_free(struct rxl_topo *t);
 int	rxl_spread(const struct rxl_topo *t, const int *eligible,
-	    int neligible, const int *local, int nlocal, int ncpu,
+	    int neligible, const int *local, int nlocal, int ncpu, int mode,
 	    unsigned *order);
 int	rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
 	    const uint32_t *counts, int ncpu, uint32_t *cpuent,

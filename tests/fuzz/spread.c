@@ -9,22 +9,21 @@
  * (sys/net/iflib_spread.c) on any valid topology, interrupt set and NUMA
  * domain, through the userspace library's rxl_spread().
  *
- * Invariants, from iflib_spread.h:
+ * Invariants, from iflib_spread.h, for every core_spread value (0-2):
  *   - the order is a permutation of the eligible CPUs;
- *   - with a domain given, every local CPU comes before every other one;
- *   - with fewer than two L3 units (the outermost L3 groups), the order
- *     is ascending within each of the two phases: the order without the
- *     tunable, unchanged;
- *   - otherwise, within a phase, the units (and the CPUs in no unit, as
- *     one more) take turns: at any point two units that both still have
- *     CPUs left in the phase have given out counts at most one apart, and
- *     each unit gives out its CPUs in ascending id.
+ *   - with core_spread=0, or no L3 unit (outermost L3 group) in the tree,
+ *     it is ascending: the order without the tunable, unchanged;
+ *   - with core_spread=1 and a domain given, every local CPU comes before
+ *     every other one;
+ *   - two CPUs of one core (innermost THREAD group) and one unit, in the
+ *     same phase, come in ascending id: a core's first thread before its
+ *     second.
  */
 
 #include "fuzz_common.h"
 
 static struct fz_tree tree;
-static int neligible, nlocal, haslocal;
+static int neligible, nlocal, haslocal, mode;
 static int eligible[FZ_MAXCPU], local[FZ_MAXCPU];
 
 static void
@@ -32,7 +31,7 @@ fz_print_case(FILE *fp)
 {
 	int i;
 
-	fprintf(fp, "FUZZ_CASE {\"target\": \"spread\", ");
+	fprintf(fp, "FUZZ_CASE {\"target\": \"spread\", \"mode\": %d, ", mode);
 	fz_print_tree(fp, &tree);
 	fprintf(fp, ", \"eligible\": [");
 	for (i = 0; i < neligible; i++)
@@ -81,6 +80,7 @@ decode(struct fz *f)
 	neligible = subset(f, eligible);
 	haslocal = fz_byte(f) % 3 != 0;
 	nlocal = haslocal ? subset(f, local) : 0;
+	mode = fz_byte(f) % 3;
 }
 
 /* Units: the outermost L3 groups, in preorder, as iflib_spread.c walks. */
@@ -110,12 +110,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int kid0[FZ_MAXGROUPS], nkids[FZ_MAXGROUPS];
 	static int isloc[FZ_MAXCPU], iselig[FZ_MAXCPU], seen[FZ_MAXCPU];
-	static int taken[FZ_MAXCPU + 1], avail[FZ_MAXCPU + 1],
-	    last[FZ_MAXCPU + 1];
+	static int core_of[FZ_MAXCPU];
 	static unsigned order[FZ_MAXCPU];
 	struct fz f;
 	struct rxl_topo *topo;
-	int c, g, i, j, n, ncpu, phase, u, lo, hi;
+	int c, g, i, j, n, ncpu, phase, u;
 
 	fz_init(&f, data, size);
 	decode(&f);
@@ -125,7 +124,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	topo = fz_topo(&tree);
 	FZ_CHECK(topo != NULL, "rxl_topo_new refused a valid tree");
 	n = rxl_spread(topo, eligible, neligible, haslocal ? local : NULL,
-	    nlocal, ncpu, order);
+	    nlocal, ncpu, mode, order);
 	rxl_topo_free(topo);
 
 	/* A permutation of the eligible CPUs. */
@@ -145,12 +144,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    i, order[i]);
 		seen[order[i]] = 1;
 	}
-	/* Local first. */
-	for (i = 1; i < n; i++)
-		FZ_CHECK(isloc[order[i - 1]] || !isloc[order[i]],
-		    "local cpu %u after non-local cpu %u", order[i],
-		    order[i - 1]);
-
 	/* Units; nunits stands for the CPUs in none. */
 	memset(nkids, 0, (size_t)tree.t_ngroups * sizeof(int));
 	for (g = tree.t_ngroups - 1; g >= 1; g--) {
@@ -165,41 +158,40 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (unit_of[c] < 0)
 			unit_of[c] = nunits;
 
-	if (nunits < 2) {
-		/* The order without the tunable: ascending, local first. */
+	if (mode == 0 || nunits == 0) {
 		for (i = 1; i < n; i++)
-			FZ_CHECK(isloc[order[i - 1]] != isloc[order[i]] ||
-			    order[i - 1] < order[i], "one unit: cpu %u after "
-			    "cpu %u", order[i], order[i - 1]);
+			FZ_CHECK(order[i - 1] < order[i], "numeric order: cpu %u "
+			    "after cpu %u", order[i], order[i - 1]);
 		return (0);
 	}
-	for (phase = 0, i = 0; phase < 2; phase++) {
-		for (u = 0; u <= nunits; u++) {
-			taken[u] = avail[u] = 0;
-			last[u] = -1;
-		}
-		for (j = i; j < n && isloc[order[j]] == (phase == 0); j++)
-			avail[unit_of[order[j]]]++;
-		for (; i < j; i++) {
-			c = (int)order[i];
-			u = unit_of[c];
-			FZ_CHECK(c > last[u], "unit %d gives cpu %d after %d", u,
-			    c, last[u]);
-			last[u] = c;
-			taken[u]++;
-			/* Turns: units with CPUs left are one apart at most. */
-			lo = FZ_MAXCPU;
-			hi = 0;
-			for (u = 0; u <= nunits; u++) {
-				if (taken[u] < avail[u] && taken[u] < lo)
-					lo = taken[u];
-				if (taken[u] > hi)
-					hi = taken[u];
-			}
-			FZ_CHECK(lo == FZ_MAXCPU || hi <= lo + 1,
-			    "after cpu %d units have given %d and %d", c, lo,
-			    hi);
+	if (mode == 1 && haslocal)
+		for (i = 1; i < n; i++)
+			FZ_CHECK(isloc[order[i - 1]] || !isloc[order[i]],
+			    "local cpu %u after non-local cpu %u", order[i],
+			    order[i - 1]);
+	/* Cores: the innermost THREAD group of each CPU (-1: none). */
+	for (c = 0; c < ncpu; c++)
+		core_of[c] = -1;
+	for (g = 0; g < tree.t_ngroups; g++) {
+		if (!(tree.t_flags[g] & CG_FLAG_THREAD))
+			continue;
+		for (j = 0; j < tree.t_ncpus[g]; j++) {
+			c = tree.t_cpus[tree.t_first[g] + j];
+			if (core_of[c] < 0 ||
+			    tree.t_gdepth[g] > tree.t_gdepth[core_of[c]])
+				core_of[c] = g;
 		}
 	}
+	for (i = 0; i < n; i++)
+		for (j = i + 1; j < n; j++) {
+			c = (int)order[i];
+			u = (int)order[j];
+			/* The phases are known with a domain, or across. */
+			phase = mode == 2 || (haslocal && isloc[c] == isloc[u]);
+			FZ_CHECK(!(phase && core_of[c] >= 0 &&
+			    core_of[c] == core_of[u] && unit_of[c] == unit_of[u] &&
+			    u < c), "core %d gives cpu %d after cpu %d",
+			    core_of[c], u, c);
+		}
 	return (0);
 }

@@ -29,7 +29,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.decide import model, topology
+from rxl.decide import distance, model, topology
 from rxl.decide.topology import Topology, TopologyError
 
 HERE = Path(__file__).parent
@@ -217,7 +217,8 @@ def host_topology(root: Path = Path("/sys/devices/system/cpu")) -> Topology:
     topo = topology.load(spec)
     for grp in l3s:
         if topo.l3_of(grp[0]) is None or any(
-                topo.distance_class(grp[0], c) == "far" for c in grp):
+                distance.classify(topo, grp[0], c)
+                not in ("exact", "smt", "l3") for c in grp):
             raise TopologyError(f"host CPU numbering differs from {spec}'s: "
                                 f"pass --topology")
     return topo

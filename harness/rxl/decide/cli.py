@@ -14,11 +14,14 @@ from typing import Dict, List, Optional
 
 import click
 
-from rxl.decide import model, outcomes, topology
+from rxl.decide import distance, model, outcomes, topology
 from rxl.decide import report as R
 from rxl.decide.cpugroup import Topology, TopologyError
 
 IMPLS = ("c", "model")
+TOPOLOGY_HELP = ("Built-in name, LxCxT, or a kern.sched.topology_spec dump "
+                 "(file, FIFO such as <(ssh host sysctl -n "
+                 "kern.sched.topology_spec), or - for stdin).")
 
 
 def _impl(name: str):
@@ -87,8 +90,7 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
 
 
 @click.command()
-@click.option("--topology", "topo_spec", required=True,
-              help="Built-in name, LxCxT, or a kern.sched.topology_spec file.")
+@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--members", required=True,
               help="Member tags in member order: CPU, '-' untagged, CPU+L learned.")
 @click.option("--counts", default="",
@@ -106,34 +108,48 @@ def deal(topo_spec, members, counts, impl, as_json):
 
 
 @click.command()
-@click.option("--topology", "topo_spec", required=True)
+@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--intr-cpus", required=True,
               help="The interrupt-eligible CPU set, e.g. 0-30:2.")
 @click.option("--queues", type=click.IntRange(min=1, max=4096), required=True,
               help="Queues to place (at most 4096).")
 @click.option("--domain", type=int, default=None,
-              help="The NIC's NUMA domain (default: unknown).")
+              help="The NIC's NUMA domain (default: unknown, then the "
+                   "domain of the lowest eligible CPU is local).")
+@click.option("--core-spread", "mode", type=click.IntRange(0, 2), default=1,
+              show_default=True,
+              help="The tunable's value: 0 numeric order, 1 spread over the "
+                   "local domain's L3 groups, 2 spread across domains too.")
 @click.option("--no-spread", is_flag=True,
-              help="Today's numeric order (core_spread=0).")
+              help="Today's numeric order (the same as --core-spread 0).")
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @_friendly
-def spread(topo_spec, intr_cpus, queues, domain, no_spread, impl, as_json):
-    """Order in which an iflib device's queues take CPUs."""
+def spread(topo_spec, intr_cpus, queues, domain, mode, no_spread, impl,
+           as_json):
+    """Order in which an iflib device's queues take CPUs.
+
+    With core_spread=1 every core's first SMT thread comes before any
+    second thread, and the L3 groups of the NIC's NUMA domain take turns;
+    every CPU of the domain comes before any other.  With core_spread=2
+    the domains take turns as well, so consecutive queues cross sockets.
+    A topology without L3 (cache-level 3) groups, such as a dump without
+    cache information, gets no spreading: the numeric order, as with
+    core_spread=0.
+    """
     topo = topology.load(topo_spec)
     eligible = topology.parse_cpu_list(intr_cpus, "--intr-cpus")
     topology.check_cpus(topo, eligible, "--intr-cpus")
     local = topology.domain_cpus(topo, domain) if domain is not None else None
     if no_spread:
-        order = model.numeric_order(eligible, local)
-    else:
-        order = _impl(impl).spread_order(topo, eligible, local)
-    doc = R.spread_doc(topo, order, queues, spread=not no_spread)
+        mode = model.SPREAD_OFF
+    order = _impl(impl).spread_order(topo, eligible, local, mode)
+    doc = R.spread_doc(topo, order, queues, mode=mode)
     _emit(as_json, doc, R.spread_text(doc))
 
 
 @click.command(name="outcomes")
-@click.option("--topology", "topo_spec", required=True)
+@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--workers", required=True, help="Worker CPUs, e.g. 0-31.")
 @click.option("--rx-cpus", required=True, help="Receiving CPUs.")
 @click.option("--rx-counts", default="",
@@ -142,13 +158,21 @@ def spread(topo_spec, intr_cpus, queues, domain, no_spread, impl, as_json):
 @click.option("--policy", type=click.Choice(outcomes.POLICIES), multiple=True,
               help="Repeatable; default all three.")
 @click.option("--cost-ladder", default="1,1,1,1.19", show_default=True,
-              help="Cycles per request for exact, smt, l3, far (seed 000).")
+              help="Cycles per request for exact, smt, l3, far (seed 000); "
+                   "node costs as l3, remote as far, unless six numbers give "
+                   "exact, smt, l3, node, far, remote.")
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @_friendly
 def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
                  impl, as_json):
-    """Worker classes and expected cost under hash, exact claims and deal."""
+    """Worker classes and expected cost under hash, exact claims and deal.
+
+    Distances follow the topology: smt (same core), l3 (same L3), node
+    (same package or NUMA node, but the tree reports no cache to say
+    whether an L3 is crossed; not charged the cross-L3 cost), far (other
+    L3 of the same package or node), remote (other package or node).
+    """
     topo = topology.load(topo_spec)
     # A CPU may carry several workers, as in `rxl deal --members 0,0,1,1`.
     wl = [c for item in workers.split(",")
@@ -163,14 +187,9 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
                             f"{sorted(stray)}")
     rx = {c: counts.get(c, 1 if not counts else 0) for c in rx_list}
     try:
-        ladder = tuple(float(x) for x in cost_ladder.split(","))
+        costs = [float(x) for x in cost_ladder.split(",")]
     except ValueError:
         raise TopologyError(f"malformed --cost-ladder {cost_ladder!r}")
-    if len(ladder) != 4:
-        raise TopologyError("--cost-ladder takes four numbers: exact, smt, "
-                            "l3, far")
-    if not all(0 < x < float("inf") for x in ladder):
-        raise TopologyError(f"--cost-ladder {cost_ladder!r}: costs must be "
-                            "positive and finite")
+    ladder = distance.ladder(costs)
     doc = R.outcomes_doc(topo, wl, rx, policy or outcomes.POLICIES, ladder, _impl(impl).deal)
     _emit(as_json, doc, R.outcomes_text(doc))

@@ -54,7 +54,7 @@ struct rxl_topo *rxl_topo_new(int, const int *, const int *, const int *,
     const int *, const int *);
 void rxl_topo_free(struct rxl_topo *);
 int rxl_spread(const struct rxl_topo *, const int *, int, const int *, int,
-    int, unsigned *);
+    int, int, unsigned *);
 int rxl_deal(const struct rxl_topo *, int, const uint16_t *,
     const uint32_t *, int, uint32_t *, uint16_t *, unsigned *);
 unsigned rxl_select(const uint32_t *, int, int, uint32_t, int, int *);
@@ -288,7 +288,8 @@ def mix(h: int) -> int:
 
 
 def spread_order(topo: Topology, eligible: Sequence[int],
-                 local: Optional[Sequence[int]] = None) -> List[int]:
+                 local: Optional[Sequence[int]] = None,
+                 mode: int = model.SPREAD_LOCAL) -> List[int]:
     """``iflib_spread_order()`` (see :func:`model.spread_order`)."""
     ct = CTopology(topo)
     order = _ffi.new("unsigned[]", max(1, len(eligible)))
@@ -296,9 +297,10 @@ def spread_order(topo: Topology, eligible: Sequence[int],
     n = lib().rxl_spread(ct.ptr, _ffi.new("int[]", list(eligible) or [0]),
                          len(eligible), loc,
                          len(local) if local is not None else 0,
-                         topo.ncpu, order)
+                         topo.ncpu, mode, order)
     if n < 0:
-        raise CoreError("iflib_spread_order refused its CPU sets")
+        raise CoreError("iflib_spread_order refused its CPU sets or mode "
+                        f"{mode}")
     return [order[i] for i in range(n)]
 
 

@@ -35,9 +35,6 @@ CPU_MAXSIZE = 1024
 #: in sys/sys/smp.h); 8 leaves room and stops runaway nesting.
 MAX_DEPTH = 8
 
-#: Distance classes, nearest first: the keys of ``rings`` in ``rxl deal``.
-CLASSES = ("exact", "smt", "l3", "far", "any")
-
 
 class TopologyError(ValueError):
     """A topology (name, spec string or XML) that cannot be used."""
@@ -57,21 +54,6 @@ class Group:
         yield self
         for child in self.children:
             yield from child.walk()
-
-    @property
-    def distance_class(self) -> str:
-        """The class of a ring that is this group: ``smt``, ``l3`` or ``far``.
-
-        SMT groups (``THREAD`` flags) or groups sharing only L1 are ``smt``;
-        groups sharing L2 or L3 are ``l3`` (they are inside one L3); groups
-        sharing no cache (packages, the root of a multi-L3 machine) are
-        ``far``.
-        """
-        if self.flags & CG_FLAG_THREAD or self.level == CG_SHARE_L1:
-            return "smt"
-        if self.level in (CG_SHARE_L2, CG_SHARE_L3):
-            return "l3"
-        return "far"
 
 
 @dataclass(frozen=True)
@@ -128,16 +110,6 @@ class Topology:
             if tag in group.cpus:
                 return k
         return None  # pragma: no cover - the root holds every CPU
-
-    def distance_class(self, rx_cpu: int, tag: Optional[int]) -> str:
-        """One of :data:`CLASSES` for a connection received on ``rx_cpu``
-        and served by a worker on ``tag`` (None: untagged, ``any``)."""
-        k = self.ring(rx_cpu, tag)
-        if k is None:
-            return "any"
-        if k == 0:
-            return "exact"
-        return self.enclosing(rx_cpu)[k - 1].distance_class
 
     def l3_of(self, cpu: int) -> Optional[Group]:
         """The outermost group sharing an L3 that holds ``cpu``, if any."""

@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.decide.cpugroup import CG_SHARE_L3, Topology
+from rxl.decide import distance
+from rxl.decide.cpugroup import CG_FLAG_THREAD, CG_SHARE_L3, Topology
+from rxl.decide.distance import domain_of
 
 SLOTS_PER_MEMBER = 16
 WINDOW_SEC = 10
@@ -204,49 +206,99 @@ def mix(h: int) -> int:
 
 def ring_counts(topo: Topology, tags: Sequence[Tag],
                 d: Deal) -> List[Dict[str, int]]:
-    """Per member, its slots by distance class (exact, smt, l3, far, any)."""
-    out = [dict.fromkeys(("exact", "smt", "l3", "far", "any"), 0)
-           for _ in tags]
+    """Per member, its slots by distance class (:data:`distance.CLASSES`)."""
+    out = [dict.fromkeys(distance.CLASSES, 0) for _ in tags]
     for cpu in d.ranges:
         for i in d.slots_of(cpu):
-            out[i][topo.distance_class(cpu, tags[i].cpu)] += 1
+            out[i][distance.classify(topo, cpu, tags[i].cpu)] += 1
     return out
 
 
 # -- spread order (commit 1) ------------------------------------------------
 
-def numeric_order(eligible: Sequence[int],
-                  local: Optional[Sequence[int]] = None) -> List[int]:
-    """Today's order (``core_spread=0``): the eligible CPUs ascending, the
-    domain's local ones first (``local`` None: the domain is unknown)."""
-    return sorted(eligible, key=lambda c: (local is not None and c not in local, c))
+#: Values of iflib's ``core_spread`` tunable (sys/net/iflib_spread.h).
+SPREAD_OFF, SPREAD_LOCAL, SPREAD_ACROSS = 0, 1, 2
+SPREAD_MODES = (SPREAD_OFF, SPREAD_LOCAL, SPREAD_ACROSS)
 
 
 def spread_order(topo: Topology, eligible: Sequence[int],
-                 local: Optional[Sequence[int]] = None) -> List[int]:
+                 local: Optional[Sequence[int]] = None,
+                 mode: int = SPREAD_LOCAL) -> List[int]:
     """The order in which an iflib device's queues take CPUs.
 
-    The L3 groups of the device's domain are interleaved, CPUs within a
-    group ascending; every local CPU comes before any other (``local``
-    None: the domain is unknown, all CPUs are local).  With fewer than two
-    L3 groups the order is ascending, as iflib's numeric walk.
+    ``mode`` is the ``core_spread`` value: 0 the ascending order (iflib's
+    numeric walk); 1 every core's first SMT thread before any second
+    thread, and within each such round the L3 groups ("units") take turns
+    (by lowest CPU; CPUs in no L3 group last); every CPU of the local
+    domain before any other; 2 the domains take turns within a round as
+    well (the local one first, then by lowest CPU).  ``local`` is the
+    device's domain, None when unknown: then the domain
+    (:func:`domain_of`) of the lowest eligible CPU is local.  A tree
+    without L3 groups gets the ascending order.  Raises ValueError for an
+    unknown mode.
     """
-    is_local = (lambda c: True) if local is None else set(local).__contains__
+    if mode not in SPREAD_MODES:
+        raise ValueError(f"core_spread {mode} is not one of {SPREAD_MODES}")
     cpus = sorted(set(eligible))
-    l3s = _outermost_l3(topo.root)
-    order: List[int] = []
-    for want in (True, False):
-        phase = [c for c in cpus if is_local(c) == want]
-        if len(l3s) < 2:
-            order.extend(phase)
-            continue
-        columns = [[c for c in phase if c in g.cpus] for g in l3s]
-        columns.append([c for c in phase
-                        if not any(c in g.cpus for g in l3s)])
-        depth = max(len(col) for col in columns)
-        for i in range(depth):
-            order.extend(col[i] for col in columns if i < len(col))
-    return order
+    if mode == SPREAD_OFF or not _outermost_l3(topo.root) or not cpus:
+        return cpus
+    anchor = min([c for c in cpus if local is not None and c in local]
+                 or cpus)
+    home = domain_of(topo, anchor)
+    if mode == SPREAD_ACROSS:
+        return _spread_phase(topo, cpus, home, True)
+    if local is not None:
+        near = [c for c in cpus if c in set(local)]
+    else:
+        near = [c for c in cpus if domain_of(topo, c) is home]
+    far = [c for c in cpus if c not in set(near)]
+    return (_spread_phase(topo, near, home, False) +
+            _spread_phase(topo, far, home, False))
+
+
+def _spread_phase(topo: Topology, cpus: Sequence[int], home,
+                  across: bool) -> List[int]:
+    """One phase of :func:`spread_order` (``cpus`` ascending)."""
+    unit = {c: topo.l3_of(c) for c in cpus}
+
+    # Rank: how many CPUs of the same core and unit come before.
+    rank: Dict[int, int] = {}
+    count: Dict[tuple, int] = {}
+    for c in cpus:
+        core = next((g for g in topo.enclosing(c)
+                     if g.flags & CG_FLAG_THREAD), c)
+        k = (id(core), id(unit[c]))
+        rank[c] = count.get(k, 0)
+        count[k] = rank[c] + 1
+
+    def dkey(c):
+        d = domain_of(topo, c)
+        if not across or d is home:
+            return (0,)
+        return (1, d is topo.root, min(d.cpus))
+
+    def upos(c):
+        return min(unit[c].cpus) if unit[c] is not None else float("inf")
+
+    # Index among the CPUs of the same rank, domain and unit, by id.
+    idx: Dict[int, int] = {}
+    seen: Dict[tuple, int] = {}
+    for c in cpus:
+        k = (rank[c], dkey(c), id(unit[c]))
+        idx[c] = seen.get(k, 0)
+        seen[k] = idx[c] + 1
+    # Within a rank (and domain) the units take turns.
+    seq = sorted(cpus, key=lambda c: (rank[c], dkey(c), idx[c], upos(c)))
+    if not across:
+        return seq
+    # Across: within a rank the domains take turns, each in that order.
+    turn: Dict[int, int] = {}
+    seen = {}
+    for c in seq:
+        k = (rank[c], dkey(c))
+        turn[c] = seen.get(k, 0)
+        seen[k] = turn[c] + 1
+    return sorted(seq, key=lambda c: (rank[c], turn[c], dkey(c)))
 
 
 def _outermost_l3(group) -> list:

@@ -12,12 +12,11 @@ each policy sends every receiving CPU's connections somewhere:
 
 A worker's class is the distance over which most of its connections
 arrive (ties go to the nearer class); a worker that gets nothing is
-``never``.  The expected cycles per request weigh each connection by the
-cost ladder of its own distance.
-
-:data:`DEFAULT_LADDER`: cycles per request relative to exact for exact,
-SMT sibling, same L3 and other L3 (seed 000, "The cost ladder, measured
-on this host": 1.00, about 1.00, about 1.00, 1.19 on a Ryzen 9 5950X).
+``never``.  Distances are :mod:`rxl.decide.distance`'s classes, read from
+the tree (same core, same L3, same package or node with no cache
+information, other L3, other package).  The expected cycles per request
+weigh each connection by the cost ladder of its own distance
+(:data:`DEFAULT_LADDER`, from seed 000's cost ladder).
 """
 
 from __future__ import annotations
@@ -26,13 +25,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
-from rxl.decide import model
+from rxl.decide import distance, model
 from rxl.decide.cpugroup import Topology
+from rxl.decide.distance import DEFAULT_LADDER, DISTANCES
 
 POLICIES = ("hash", "exact", "deal")
-DISTANCES = ("exact", "smt", "l3", "far")
 WORKER_CLASSES = DISTANCES + ("never",)
-DEFAULT_LADDER = (1.0, 1.0, 1.0, 1.19)
 
 DealFn = Callable[[Topology, Sequence[model.Tag], Mapping[int, int]],
                   Optional[model.Deal]]
@@ -71,11 +69,12 @@ class Outcome:
                 out[cls] += v
         return out
 
-    def cycles(self, ladder: Sequence[float] = DEFAULT_LADDER) -> float:
-        """Expected cycles per request relative to all-exact."""
+    def cycles(self, ladder: Mapping[str, float] = DEFAULT_LADDER) -> float:
+        """Expected cycles per request relative to all-exact; ``ladder``
+        maps every class of :data:`DISTANCES` to its cost."""
         dist = self.by_distance()
-        return float(sum(dist[c] * Fraction(str(x))
-                         for c, x in zip(DISTANCES, ladder)))
+        return float(sum(dist[c] * Fraction(str(ladder[c]))
+                         for c in DISTANCES))
 
 
 def outcome(topo: Topology, workers: Sequence[int], rx: Mapping[int, int],
@@ -97,7 +96,7 @@ def outcome(topo: Topology, workers: Sequence[int], rx: Mapping[int, int],
         dict.fromkeys(DISTANCES, Fraction(0)) for _ in workers]
 
     def give(r: int, i: int, amount: Fraction) -> None:
-        per[i][topo.distance_class(r, workers[i])] += amount
+        per[i][distance.classify(topo, r, workers[i])] += amount
 
     d = None
     if policy == "deal":

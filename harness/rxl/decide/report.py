@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, List, Mapping, Optional, Sequence
 
-from rxl.decide import cpugroup, model, outcomes
+from rxl.decide import cpugroup, distance, model, outcomes
 from rxl.decide.cpugroup import Topology
 
 
@@ -22,7 +22,7 @@ def deal_doc(topo: Topology, tags: Sequence[model.Tag],
         members.append({
             "index": i, "tag": t.cpu, "learned": t.learned,
             "slots": model.SLOTS_PER_MEMBER if d is not None else 0,
-            "rings": rings[i] if rings else dict.fromkeys(cpugroup.CLASSES, 0),
+            "rings": rings[i] if rings else dict.fromkeys(distance.CLASSES, 0),
         })
     doc_map = None
     if d is not None:
@@ -68,12 +68,12 @@ def deal_text(doc: dict) -> str:
                          f"{desc}")
     lines.append("")
     lines.append(f"{'member':>6} {'tag':>5} " + " ".join(
-        f"{c:>5}" for c in cpugroup.CLASSES))
+        f"{c:>5}" for c in distance.CLASSES))
     for m in doc["members"]:
         tag = "-" if m["tag"] is None else str(m["tag"]) + (
             "L" if m["learned"] else "")
         lines.append(f"{member_name(m['index']):>6} {tag:>5} " + " ".join(
-            f"{m['rings'][c]:>5}" for c in cpugroup.CLASSES))
+            f"{m['rings'][c]:>5}" for c in distance.CLASSES))
     return "\n".join(lines)
 
 
@@ -86,24 +86,31 @@ def l3_index(topo: Topology, cpu: int) -> Optional[int]:
     return l3s.index(g)
 
 
-def spread_doc(topo: Topology, order: Sequence[int], queues: int, *, spread: bool) -> dict:
-    """``rxl spread --json``: the CPU order and, per queue, its CPU and L3 group index."""
+def spread_doc(topo: Topology, order: Sequence[int], queues: int, *, mode: int) -> dict:
+    """``rxl spread --json``: the core_spread value, the tree's L3 group
+    count, the CPU order and, per queue, its CPU and L3 group index."""
     qmap = [{"queue": q, "cpu": order[q % len(order)],
              "l3": l3_index(topo, order[q % len(order)])}
             for q in range(queues)]
-    return {"topology": topo.name, "spread": spread, "order": list(order), "queues": qmap}
+    l3s = sum(1 for g in topo.root.walk() if g.level == cpugroup.CG_SHARE_L3)
+    return {"topology": topo.name, "spread": mode != 0, "core_spread": mode,
+            "l3_groups": l3s, "order": list(order), "queues": qmap}
 
 
 def spread_text(doc: dict) -> str:
     """``rxl spread``'s table: the order, then one line per queue."""
-    return (f"order: {', '.join(map(str, doc['order']))}\n" + "\n".join(
+    text = (f"order: {', '.join(map(str, doc['order']))}\n" + "\n".join(
         f"rxq{e['queue']}: cpu {e['cpu']} (" + (
             f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group")
         + ")" for e in doc["queues"]))
+    if not doc["l3_groups"] and doc["core_spread"]:
+        text += ("\nnote: the topology reports no L3 group, so "
+                 "core_spread keeps the numeric order")
+    return text
 
 
 def outcomes_doc(topo: Topology, wl: Sequence[int], rx: Mapping[int, int],
-                 policies: Sequence[str], ladder: Sequence[float],
+                 policies: Sequence[str], ladder: Mapping[str, float],
                  deal_fn: Callable) -> dict:
     """``rxl outcomes --json``: per policy, the workers by class with their
     share of connections, connections by distance, the share accepted on the
@@ -124,20 +131,24 @@ def outcomes_doc(topo: Topology, wl: Sequence[int], rx: Mapping[int, int],
                          "share": float(o.share(i))}
                         for i, w in enumerate(wl)],
         })
-    return {"topology": topo.name, "cost_ladder": list(ladder), "policies": docs}
+    return {"topology": topo.name, "cost_ladder": dict(ladder),
+            "cache_info": distance.has_cache_info(topo), "policies": docs}
 
 
 def outcomes_text(doc: dict) -> str:
     """``rxl outcomes``' table: one row per policy, then each worker's share."""
     docs, ladder = doc["policies"], doc["cost_ladder"]
-    head = f"{'policy':<7}" + "".join(
-        f"{c:>14}" for c in outcomes.WORKER_CLASSES) + f"{'cycles':>9}" + \
-        f"{'on rx cpu':>10}"
+    # The base classes, and the others where some policy has workers.
+    cols = [c for c in outcomes.WORKER_CLASSES
+            if c in distance.BASE or c == "never" or
+            any(p["classes"][c]["workers"] for p in docs)]
+    head = f"{'policy':<7}" + "".join(f"{c:>14}" for c in cols) + \
+        f"{'cycles':>9}" + f"{'on rx cpu':>10}"
     rows = [head]
     for p in docs:
         rows.append(f"{p['policy']:<7}" + "".join(
             f"{p['classes'][c]['workers']:>4} ({p['classes'][c]['share']:6.1%})"
-            for c in outcomes.WORKER_CLASSES) +
+            for c in cols) +
             f"{p['cycles_per_request']:>9.4f}{p['on_rx_cpu']:>10.1%}")
     for p in docs:
         rows.append(f"{p['policy']:<7}per worker (cpu:share) " + " ".join(
@@ -145,7 +156,11 @@ def outcomes_text(doc: dict) -> str:
     rows.append("each cell: workers in that class, i.e. where most of a "
                 "worker's connections come from (their share of "
                 "connections); cycles: expected per request, in the cost "
-                "ladder's units (exact = " + f"{ladder[0]:g}); on rx cpu: "
-                "share of connections accepted on the CPU that received "
-                "them")
+                "ladder's units (exact = " + f"{ladder['exact']:g}); on rx "
+                "cpu: share of connections accepted on the CPU that "
+                "received them")
+    if not doc["cache_info"]:
+        rows.append("note: the topology reports no cache groups, so beyond "
+                    "the core only package and node are known: 'node' "
+                    "workers are not charged a cross-L3 cost")
     return "\n".join(rows)

@@ -12,10 +12,10 @@ Sources of topologies:
   take ascending blocks;
 * ``"LxCxT"`` (for example ``"2x4x2"``): ``L`` L3 groups of ``C`` cores of
   ``T`` threads, numbered the same way;
-* a file holding ``sysctl -n kern.sched.topology_spec`` (the XML that
+* a file, FIFO or stdin (``-``) holding ``sysctl -n
+  kern.sched.topology_spec`` (the XML that
   ``sysctl_kern_sched_topology_spec_internal()`` in sys/kern/sched_ule.c
-  prints: nested ``<group>`` elements, each with a ``<cpu>`` list, optional
-  ``<flags>`` and ``<children>``).
+  prints), as people paste it: read by :mod:`rxl.decide.dump`.
 
 Errors: every malformed input raises :class:`TopologyError` (a
 ``ValueError``) with a one-line message.
@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import os
 import re
-import xml.etree.ElementTree as ET
-from typing import Iterable, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
+from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3,
-                                  CG_SHARE_NONE, CPU_MAXSIZE, FLAG_NAMES, MAX_DEPTH, Group,
-                                  Topology, TopologyError, cpu_ranges)
+                                  CG_SHARE_NONE, CPU_MAXSIZE, Group, Topology,
+                                  TopologyError, cpu_ranges)
 
 
 def regular(name: str, l3_groups: int, cores: int, threads: int,
@@ -85,7 +85,9 @@ _SPEC = re.compile(r"^(\d+)x(\d+)x(\d+)$")
 
 
 def load(spec: str) -> Topology:
-    """Resolve a built-in name, an ``LxCxT`` string, or an XML file path.
+    """Resolve a built-in name, an ``LxCxT`` string, ``-`` (stdin) or a
+    path (a file or FIFO holding a kern.sched.topology_spec dump, read by
+    :mod:`rxl.decide.dump`).
 
     Raises TopologyError naming what was wrong.
     """
@@ -95,86 +97,21 @@ def load(spec: str) -> Topology:
     m = _SPEC.match(spec)
     if m:
         return regular(spec, *(int(x) for x in m.groups()))
-    if os.path.isfile(spec):
-        try:
-            with open(spec, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise TopologyError(f"cannot read {spec}: {e.strerror}")
-        except UnicodeDecodeError:
-            raise TopologyError(f"{spec}: not a text file (not UTF-8)")
-        return parse_spec(text, name=spec)
+    if dump.is_source(spec):
+        text, name = dump.read_source(spec)
+        return dump.parse_spec(text, name)
     if os.sep in spec or spec.endswith(".xml"):
         raise TopologyError(f"{spec}: no such file (a topology file holds "
                             "sysctl -n kern.sched.topology_spec output)")
     raise TopologyError(
         f"unknown topology {spec!r}: use one of {', '.join(BUILTINS)}, "
-        "LxCxT (e.g. 2x4x2) or a kern.sched.topology_spec XML file")
+        "LxCxT (e.g. 2x4x2), a kern.sched.topology_spec dump file or - "
+        "(stdin)")
 
 
-def parse_spec(text: str, name: str = "topology_spec") -> Topology:
-    """Parse ``sysctl -n kern.sched.topology_spec`` output.
-
-    Accepts the document with or without its ``<groups>`` wrapper and
-    with surrounding noise lines (a console log excerpt).  Raises
-    TopologyError if the XML cannot be parsed or describes no valid tree.
-    """
-    start = text.find("<groups")
-    end = text.rfind("</groups>")
-    if start >= 0 and end > start:
-        text = text[start:end + len("</groups>")]
-    else:
-        start = text.find("<group")
-        end = text.rfind("</group>")
-        if start < 0:
-            raise TopologyError(f"{name}: no <group> element found")
-        if end < start:
-            raise TopologyError(f"{name}: unparseable topology XML: "
-                                "a <group> element is never closed")
-        text = text[start:end + len("</group>")]
-    try:
-        doc = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise TopologyError(f"{name}: unparseable topology XML: {e}")
-    if doc.tag == "groups":
-        groups = doc.findall("group")
-        if len(groups) != 1:
-            raise TopologyError(f"{name}: expected one root <group>, "
-                                f"found {len(groups)}")
-        doc = groups[0]
-    try:
-        return Topology(name, _parse_group(doc, name, 0))
-    except TopologyError as e:
-        msg = str(e)
-        raise TopologyError(msg if msg.startswith(name) else f"{name}: {msg}")
-
-
-def _parse_group(el: ET.Element, name: str, depth: int) -> Group:
-    if depth > MAX_DEPTH:
-        raise TopologyError(f"cpu_group tree deeper than {MAX_DEPTH} levels")
-    if el.tag != "group":
-        raise TopologyError(f"{name}: unexpected element <{el.tag}>")
-    cpu = el.find("cpu")
-    if cpu is None:
-        raise TopologyError(f"{name}: <group> without <cpu>")
-    try:
-        cpus = tuple(int(x) for x in (cpu.text or "").replace(",", " ").split())
-        level = int(el.get("cache-level", "0"))
-        count = int(cpu.get("count", str(len(cpus))))
-    except ValueError as e:
-        raise TopologyError(f"{name}: bad number in <group>: {e}")
-    if count != len(cpus):
-        raise TopologyError(f"{name}: <cpu count=\"{count}\"> lists "
-                            f"{len(cpus)} CPUs")
-    flags = 0
-    fl = el.find("flags")
-    if fl is not None:
-        for f in fl.findall("flag"):
-            flags |= FLAG_NAMES.get(f.get("name", ""), 0)
-    kids = el.find("children")
-    children = tuple(_parse_group(c, name, depth + 1)
-                     for c in kids.findall("group")) if kids is not None else ()
-    return Group(tuple(sorted(cpus)), level, flags, children)
+#: ``sysctl -n kern.sched.topology_spec`` text -> Topology (see
+#: :func:`rxl.decide.dump.parse_spec`: pasted dumps, line-numbered errors).
+parse_spec = dump.parse_spec
 
 
 def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
@@ -213,12 +150,15 @@ def check_cpus(topo: Topology, cpus: Iterable[int], what: str) -> None:
 
 
 def domain_cpus(topo: Topology, domain: int) -> List[int]:
-    """CPUs of NUMA domain ``domain``: the groups flagged NODE in tree
-    order, or domain 0 = every CPU when none is.  Raises TopologyError."""
-    nodes = [g for g in topo.root.walk() if g.flags & CG_FLAG_NODE]
-    if not nodes:
-        nodes = [topo.root]
-    if not 0 <= domain < len(nodes):
+    """CPUs of NUMA domain ``domain``: domains as
+    :func:`rxl.decide.distance.domain_of` draws them (NODE groups, else
+    packages, else the whole machine), numbered by their lowest CPU.
+    Raises TopologyError."""
+    doms: Dict[int, List[int]] = {}
+    for c in topo.cpus:
+        doms.setdefault(id(distance.domain_of(topo, c)), []).append(c)
+    groups = sorted(doms.values())
+    if not 0 <= domain < len(groups):
         raise TopologyError(f"--domain {domain}: topology {topo.name} has "
-                            f"{len(nodes)} NUMA domain(s)")
-    return list(nodes[domain].cpus)
+                            f"{len(groups)} NUMA domain(s)")
+    return groups[domain]

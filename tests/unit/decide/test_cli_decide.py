@@ -29,8 +29,8 @@ def test_deal_json_schema_and_values(impl):
     m = doc["members"]
     assert [x["tag"] for x in m] == [0, 1, 2, 9, None]
     assert all(x["slots"] == 16 for x in m)
-    assert m[3]["rings"] == {"exact": 0, "smt": 0, "l3": 0, "far": 16,
-                             "any": 0}
+    assert m[3]["rings"] == {"exact": 0, "smt": 0, "l3": 0, "node": 0,
+                             "far": 16, "remote": 0, "any": 0}
 
 
 def test_deal_impls_print_the_same():
@@ -138,10 +138,14 @@ def test_xml_topology_file(tmp_path):
     f.write_text(topology.load("qemu-2s").to_xml())
     code, out = run("spread", "--topology", str(f), "--intr-cpus", "0,2,4,6",
                     "--queues", "2", "--json")
+    assert json.loads(out)["order"] == [0, 2, 4, 6]     # one L3 per node
+    code, out = run("spread", "--topology", str(f), "--intr-cpus", "0,2,4,6",
+                    "--queues", "2", "--core-spread", "2", "--json")
     assert json.loads(out)["order"] == [0, 4, 2, 6]
     f.write_text("<groups><group>")
     code, out = run("deal", "--topology", str(f), "--members", "0")
-    assert code == 1 and "a <group> element is never closed" in out
+    assert code == 1 and "line 1: the dump ends before the <group> of " \
+        "line 1 is closed" in out
 
 
 def test_console_script_installed():

@@ -91,6 +91,7 @@ def test_spread_case(path):
     present = set(topo.cpus)
     if not set(eligible) | set(local or ()) <= present:
         pytest.skip("names CPUs outside the tree: the fuzz target checks it")
-    got = core.spread_order(topo, eligible, local)
-    assert got == model.spread_order(topo, eligible, local)
+    mode = case.get("mode", 1)
+    got = core.spread_order(topo, eligible, local, mode)
+    assert got == model.spread_order(topo, eligible, local, mode)
     assert sorted(got) == sorted(eligible)

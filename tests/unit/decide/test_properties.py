@@ -3,7 +3,7 @@ invariants hold ("What the drawings commit to", seed 000)."""
 
 from hypothesis import given, strategies as st
 
-from rxl.decide import core, model
+from rxl.decide import core, distance, model
 from rxl.decide.model import SLOTS_PER_MEMBER
 
 from strategies import groups, trees
@@ -51,9 +51,9 @@ def test_deal_invariants(case):
         got = sum(1 for m in d.slots_of(cpu) if m in mine)
         assert got == min(cnt, SLOTS_PER_MEMBER * len(mine))
     # Rings are dealt nearest first within each CPU's range.
-    order = {"exact": 0, "smt": 1, "l3": 2, "far": 3, "any": 4}
+    order = {c: i for i, c in enumerate(distance.CLASSES)}
     for cpu in d.ranges:
-        dist = [order[topo.distance_class(cpu, tags[m].cpu)]
+        dist = [order[distance.classify(topo, cpu, tags[m].cpu)]
                 for m in d.slots_of(cpu)]
         assert dist == sorted(dist) or _same_ring_reuse(topo, cpu, tags, d)
 
@@ -77,27 +77,6 @@ def test_select_agrees_and_never_fails(case, packets):
         got = core.select(raw, n, cpu, h)
         assert got == model.select(ref, n, cpu, h)
         assert 0 <= got[0] < n
-
-
-@st.composite
-def spreads(draw):
-    topo = draw(trees(max_cpus=40))
-    cpus = list(topo.cpus)
-    eligible = draw(st.lists(st.sampled_from(cpus), unique=True))
-    local = draw(st.one_of(st.none(), st.lists(st.sampled_from(cpus),
-                                               unique=True)))
-    return topo, eligible, local
-
-
-@given(spreads())
-def test_spread_c_equals_model(case):
-    topo, eligible, local = case
-    got = core.spread_order(topo, eligible, local)
-    assert got == model.spread_order(topo, eligible, local)
-    assert sorted(got) == sorted(eligible)
-    if local is not None:
-        flags = [c in local for c in got]
-        assert flags == sorted(flags, reverse=True)   # local CPUs first
 
 
 events = st.lists(st.tuples(st.integers(-1, 9), st.integers(0, 2500)),

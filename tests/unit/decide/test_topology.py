@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rxl.decide import topology
+from rxl.decide import distance, topology
 from rxl.decide.cpugroup import TopologyError
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "topology"
@@ -24,11 +24,11 @@ def test_builtins_numbering():
 
 def test_rings_and_classes():
     r = topology.load("ryzen-5950x")
-    assert r.ring(2, 2) == 0 and r.distance_class(2, 2) == "exact"
-    assert r.ring(2, 3) == 1 and r.distance_class(2, 3) == "smt"
-    assert r.ring(2, 9) == 2 and r.distance_class(2, 9) == "l3"
-    assert r.ring(2, 17) == 3 and r.distance_class(2, 17) == "far"
-    assert r.ring(2, None) is None and r.distance_class(2, None) == "any"
+    assert r.ring(2, 2) == 0 and distance.classify(r, 2, 2) == "exact"
+    assert r.ring(2, 3) == 1 and distance.classify(r, 2, 3) == "smt"
+    assert r.ring(2, 9) == 2 and distance.classify(r, 2, 9) == "l3"
+    assert r.ring(2, 17) == 3 and distance.classify(r, 2, 17) == "far"
+    assert r.ring(2, None) is None and distance.classify(r, 2, None) == "any"
 
 
 def test_xml_round_trip():
@@ -44,14 +44,16 @@ def test_guest_spec_from_console(tmp_path):
     t = topology.parse_spec("login: junk\n" + text + "\n# done\n")
     assert t.cpus == tuple(range(8))
     assert [g.cpus for g in t.root.children] == [(0, 1, 2, 3), (4, 5, 6, 7)]
-    assert t.distance_class(0, 1) == "smt"
-    assert t.distance_class(0, 2) == "l3"
-    assert t.distance_class(0, 4) == "far"
+    assert distance.classify(t, 0, 1) == "smt"
+    assert distance.classify(t, 0, 2) == "l3"
+    assert distance.classify(t, 0, 4) == "remote"   # other NUMA node
 
 
 @pytest.mark.parametrize("text, msg", [
-    ('<groups><group level="1"><cpu>0</group></groups>', "unparseable"),
-    ("nothing here", "no <group>"),
+    ('<groups><group level="1"><cpu>0</group></groups>',
+     "line 1, column 34: a closing tag that does not match the <group> of "
+     "line 1"),
+    ("nothing here", "no <groups> or <group> element found"),
     ('<group level="1" cache-level="0"><cpu count="3">0, 1</cpu></group>',
      "lists 2 CPUs"),
     ('<group level="1" cache-level="0"><cpu count="2">0, 1</cpu><children>'
@@ -80,8 +82,8 @@ def test_cpu_lists():
 
 @pytest.mark.parametrize("level, flags, cpus, msg", [
     ("259", "", "0, 1", "cache-level 259"),
-    ("-1", "", "0, 1", "cache-level -1"),
-    ("3", "", "1023, 1024", "outside 0-1023"),
+    ("-1", "", "0, 1", "cache-level '-1' is not a number"),
+    ("3", "", "1023, 1024", "CPU id 1024 is beyond CPU_MAXSIZE"),
 ])
 def test_xml_values_out_of_range(level, flags, cpus, msg):
     text = (f'<group level="1" cache-level="{level}">'
@@ -106,7 +108,8 @@ def test_errors_name_the_file(tmp_path):
     f.write_text('<group level="1" cache-level="0"><cpu count="2">0, 1</cpu>'
                  '<children><group level="2" cache-level="3">'
                  '<cpu count="1">0</cpu></group></children></group>')
-    with pytest.raises(TopologyError, match=f"^{f}: children"):
+    with pytest.raises(TopologyError,
+                       match=f"^{f}: line 1: the children of this <group>"):
         topology.load(str(f))
     f.write_bytes(b"\xac\xff<group>")
     with pytest.raises(TopologyError, match="not UTF-8"):
@@ -127,5 +130,6 @@ def test_load_names_a_missing_file_and_an_unclosed_group(tmp_path):
     p = tmp_path / "unclosed.xml"
     p.write_text('<groups>\n<group level="1" cache-level="0">\n'
                  ' <cpu count="2" mask="3">0, 1</cpu>\n')
-    with pytest.raises(TopologyError, match="never closed"):
+    with pytest.raises(TopologyError, match="line 3: the dump ends before "
+                       "the <group> of line 2 is closed"):
         topology.load(str(p))

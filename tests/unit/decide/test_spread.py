@@ -1,0 +1,258 @@
+"""Commit 1's spread order (``iflib_spread_order()``), C and model.
+
+Every expected order below follows from the rules in
+sys/net/iflib_spread.h (issue 11): L3 groups of the local domain take
+turns, every core's first thread before any second thread, local CPUs
+before others, ``core_spread=2`` lets the domains take turns too, and a
+tree without L3 groups keeps the numeric order.  Trees are written out by
+hand: SMT siblings numbered adjacent ((0,1) (2,3) ...) and split in halves
+((0,4) (1,5) ...), with and without NUMA (NODE) groups and packages.
+"""
+
+import pytest
+from hypothesis import given, strategies as st
+
+from rxl.decide import core, cpugroup as T, model, topology
+from rxl.decide.cpugroup import Group, Topology
+
+from strategies import trees
+
+IMPLS = [core, model]
+OFF, LOCAL, ACROSS = model.SPREAD_MODES
+
+
+def smt(*cpus):
+    """A core: an L2 group of SMT siblings, as x86 FreeBSD reports it."""
+    return Group(tuple(sorted(cpus)), T.CG_SHARE_L2, T.CG_FLAG_SMT)
+
+
+def l3(*cores, flags=0):
+    cpus = tuple(sorted(c for g in cores for c in g.cpus))
+    return Group(cpus, T.CG_SHARE_L3, flags, tuple(cores))
+
+
+def pkg(*kids, flags=0):
+    cpus = tuple(sorted(c for g in kids for c in g.cpus))
+    return Group(cpus, T.CG_SHARE_NONE, flags, tuple(kids))
+
+
+def topo(root, name="t"):
+    return Topology(name, root)
+
+
+# One L3, 4 cores x 2 threads.
+ADJACENT = topo(l3(smt(0, 1), smt(2, 3), smt(4, 5), smt(6, 7)))
+SPLIT = topo(l3(smt(0, 4), smt(1, 5), smt(2, 6), smt(3, 7)))
+# Two L3 groups (one package, no NUMA), split numbering.
+SPLIT_2L3 = topo(pkg(l3(smt(0, 4), smt(1, 5)), l3(smt(2, 6), smt(3, 7))))
+# Two sockets, each a NUMA node of two L3 groups of two SMT cores.
+NUMA_2X2 = topo(pkg(
+    pkg(l3(smt(0, 1), smt(2, 3)), l3(smt(4, 5), smt(6, 7)),
+        flags=T.CG_FLAG_NODE),
+    pkg(l3(smt(8, 9), smt(10, 11)), l3(smt(12, 13), smt(14, 15)),
+        flags=T.CG_FLAG_NODE)))
+# The same without NODE flags: the packages stand in for the domains.
+PKG_2X2 = topo(pkg(
+    pkg(l3(smt(0, 1), smt(2, 3)), l3(smt(4, 5), smt(6, 7))),
+    pkg(l3(smt(8, 9), smt(10, 11)), l3(smt(12, 13), smt(14, 15)))))
+# No cache information: two packages of SMT cores, cache-level 0 throughout.
+NO_CACHE = topo(pkg(
+    pkg(Group((0, 1), 0, T.CG_FLAG_SMT), Group((2, 3), 0, T.CG_FLAG_SMT)),
+    pkg(Group((4, 5), 0, T.CG_FLAG_SMT), Group((6, 7), 0, T.CG_FLAG_SMT))))
+
+
+def order(impl, t, eligible=None, local=None, mode=LOCAL):
+    return impl.spread_order(t, list(t.cpus) if eligible is None
+                             else eligible, local, mode)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_smt_first_threads_before_second(impl):
+    """Fault 1: siblings must not take consecutive queues."""
+    assert order(impl, ADJACENT) == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert order(impl, ADJACENT)[:4] != [0, 1, 2, 3]
+    assert order(impl, SPLIT) == [0, 1, 2, 3, 4, 5, 6, 7]
+    # Two L3s: first threads 0-3 alternate between the L3s, then 4-7.
+    assert order(impl, SPLIT_2L3) == [0, 2, 1, 3, 4, 6, 5, 7]
+    # The project's qemu-2s tree, across sockets (issue 11's order).
+    assert order(impl, topology.load("qemu-2s"), mode=ACROSS) == \
+        [0, 4, 2, 6, 1, 5, 3, 7]
+    # A core with one eligible CPU left still counts as a first thread.
+    assert order(impl, ADJACENT, [1, 2, 3, 5]) == [1, 2, 5, 3]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_unknown_domain_stays_on_the_first_cpus_domain(impl):
+    """Fault 2: domain unknown -> the domain of the lowest eligible CPU
+    is local; its L3 groups take turns, the other socket comes last."""
+    assert order(impl, NUMA_2X2) == [0, 4, 2, 6, 1, 5, 3, 7,
+                                     8, 12, 10, 14, 9, 13, 11, 15]
+    # Same on packages without NUMA groups.
+    assert order(impl, PKG_2X2) == order(impl, NUMA_2X2)
+    # The interrupt set without hyperthreads; socket 1's lowest CPU first.
+    assert order(impl, NUMA_2X2, [2, 6, 8, 10, 12, 14]) == \
+        [2, 6, 8, 12, 10, 14]
+    assert order(impl, NUMA_2X2, [9, 10, 2]) == [2, 9, 10]
+    # One package with two L3 groups (Ryzen): both are local.
+    assert order(impl, topology.load("ryzen-5950x"), list(range(0, 32, 2)))[:4] \
+        == [0, 16, 2, 18]
+    # qemu-2s: one L3 per socket: nothing to interleave locally.
+    assert order(impl, topology.load("qemu-2s"), [0, 2, 4, 6]) == [0, 2, 4, 6]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_known_domain_first(impl):
+    node1 = list(range(8, 16))
+    assert order(impl, NUMA_2X2, local=node1) == [
+        8, 12, 10, 14, 9, 13, 11, 15, 0, 4, 2, 6, 1, 5, 3, 7]
+    # ACPI narrows the interrupt set to the domain: only it is spread.
+    assert order(impl, NUMA_2X2, node1, node1) == \
+        [8, 12, 10, 14, 9, 13, 11, 15]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_across_sockets(impl):
+    """core_spread=2: domains take turns, then L3 groups within each."""
+    assert order(impl, NUMA_2X2, mode=ACROSS) == [
+        0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15]
+    assert order(impl, PKG_2X2, mode=ACROSS) == \
+        order(impl, NUMA_2X2, mode=ACROSS)
+    # The local domain goes first.
+    assert order(impl, NUMA_2X2, local=list(range(8, 16)),
+                 mode=ACROSS)[:4] == [8, 0, 12, 4]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("mode", [LOCAL, ACROSS])
+def test_no_cache_groups_no_spreading(impl, mode):
+    """Fault 3: no L3 group anywhere: the numeric order."""
+    assert order(impl, NO_CACHE, mode=mode) == list(range(8))
+    assert order(impl, NO_CACHE, [6, 1, 4], mode=mode) == [1, 4, 6]
+
+
+def test_bad_mode():
+    with pytest.raises(ValueError, match="core_spread 3"):
+        model.spread_order(ADJACENT, [0], None, 3)
+    with pytest.raises(core.CoreError, match="mode 3"):
+        core.spread_order(ADJACENT, [0], None, 3)
+
+
+def numeric_walk(eligible):
+    """iflib's cpuid_advance() from the lowest CPU, queue by queue, as
+    FreeBSD 14 sys/net/iflib.c does it without core_spread: step to the
+    next id, wrap from the highest to the lowest, skip CPUs not in the
+    set."""
+    s = set(eligible)
+    first, last = min(s), max(s)
+    out, cpu = [], first
+    for _ in range(len(s)):
+        out.append(cpu)
+        cpu += 1
+        while cpu not in s:
+            cpu = first if cpu > last else cpu + 1
+    return out
+
+
+# -- properties -------------------------------------------------------------
+
+@st.composite
+def numa_trees(draw):
+    """Root -> packages (NODE-flagged or not) -> L3 groups or bare cores
+    -> cores of one or two threads, numbered adjacent, split in halves or
+    permuted."""
+    npkg = draw(st.integers(1, 3))
+    nl3 = draw(st.integers(0, 3))          # 0: no cache information
+    ncores = draw(st.integers(1, 3))
+    threads = draw(st.integers(1, 2))
+    node = draw(st.booleans())
+    n = npkg * max(nl3, 1) * ncores * threads
+    scheme = draw(st.sampled_from(["adjacent", "split", "perm"]))
+    if scheme == "perm":
+        ids = draw(st.permutations(range(n)))
+    elif scheme == "split":
+        half = n // threads
+        ids = [(k // threads) + (k % threads) * half for k in range(n)]
+    else:
+        ids = list(range(n))
+    it = iter(ids)
+
+    def core():
+        cpus = tuple(sorted(next(it) for _ in range(threads)))
+        if threads == 1:
+            return Group(cpus, T.CG_SHARE_NONE if nl3 == 0 else T.CG_SHARE_L2)
+        return Group(cpus, T.CG_SHARE_NONE if nl3 == 0 else T.CG_SHARE_L2,
+                     T.CG_FLAG_SMT)
+
+    def package():
+        if nl3 == 0:
+            return pkg(*(core() for _ in range(ncores)),
+                       flags=T.CG_FLAG_NODE if node else 0)
+        return pkg(*(l3(*(core() for _ in range(ncores)))
+                     for _ in range(nl3)),
+                   flags=T.CG_FLAG_NODE if node else 0)
+
+    pkgs = [package() for _ in range(npkg)]
+    root = pkgs[0] if npkg == 1 else pkg(*pkgs)
+    return Topology("numa", root)
+
+
+@st.composite
+def spreads(draw):
+    t = draw(st.one_of(trees(max_cpus=40), numa_trees()))
+    cpus = list(t.cpus)
+    eligible = draw(st.lists(st.sampled_from(cpus), unique=True))
+    local = draw(st.one_of(st.none(), st.lists(st.sampled_from(cpus),
+                                               unique=True)))
+    mode = draw(st.sampled_from(model.SPREAD_MODES))
+    return t, eligible, local, mode
+
+
+@given(spreads())
+def test_spread_c_equals_model(case):
+    t, eligible, local, mode = case
+    got = core.spread_order(t, eligible, local, mode)
+    assert got == model.spread_order(t, eligible, local, mode)
+    assert sorted(got) == sorted(eligible)
+    if not any(g.level == T.CG_SHARE_L3 for g in t.root.walk()):
+        assert got == sorted(eligible)      # no L3 group: no spreading
+        return
+    if mode == LOCAL and local is not None:
+        flags = [c in local for c in got]
+        assert flags == sorted(flags, reverse=True)   # local CPUs first
+    if mode == LOCAL and local is None and eligible:
+        home = model.domain_of(t, min(eligible))
+        flags = [model.domain_of(t, c) is home for c in got]
+        assert flags == sorted(flags, reverse=True)
+
+
+@given(spreads())
+def test_spread_off_is_todays_numeric_walk(case):
+    t, eligible, local, _ = case
+    got = core.spread_order(t, eligible, local, OFF)
+    assert got == (numeric_walk(eligible) if eligible else [])
+
+
+@given(numa_trees(), st.data())
+def test_spread_smt_and_domains(t, data):
+    eligible = data.draw(st.lists(st.sampled_from(list(t.cpus)),
+                                  unique=True, min_size=1))
+    mode = data.draw(st.sampled_from([LOCAL, ACROSS]))
+    got = core.spread_order(t, eligible, None, mode)
+    units = [g for g in t.root.walk() if g.level == T.CG_SHARE_L3]
+    if not units:
+        assert got == sorted(eligible)
+        return
+    # Within a unit, no core's second thread before every core's first.
+    for u in units:
+        seq = [c for c in got if c in u.cpus]
+        cores = [next((g.cpus for g in t.enclosing(c)
+                       if g.flags & T.CG_FLAG_THREAD), (c,)) for c in seq]
+        first = [cores.index(k) == i for i, k in enumerate(cores)]
+        if mode == ACROSS or len({model.domain_of(t, c) for c in seq}) == 1:
+            assert first == sorted(first, reverse=True)
+    # Across: the first two queues land in two domains when two domains
+    # have CPUs in L3 groups.
+    doms = {id(model.domain_of(t, c)) for c in eligible
+            if t.l3_of(c) is not None}
+    if mode == ACROSS and len(doms) > 1:
+        assert model.domain_of(t, got[0]) is not model.domain_of(t, got[1])
