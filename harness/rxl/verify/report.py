@@ -9,7 +9,8 @@ Verdict (issue 4's exit status), see :func:`verdict`:
     run and fails on the pristine run;
   * every *base* case (FreeBSD's own, e.g. ``so_reuseport_lb_test``) passes
     on both;
-  * the spread run places RX queues on every socket;
+  * every run booted with core_spread places its RX queues as commit 1's
+    rules say (:mod:`rxl.verify.placement`);
   * every run completed (no panic, no truncated log).
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from rxl.decide.cpugroup import FLAG_NAMES, Group
+from rxl.verify import placement
 from rxl.verify.parse import CaseResult, RunResult
 
 #: JUnit element per harness status; statuses not listed are successes.
@@ -47,18 +49,24 @@ def _prog_of(name: str) -> str:
 
 def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
             pristine: Optional[str] = "pristine", spread: Optional[str] = None,
-            new_programs: Iterable[str] = (), base_programs: Iterable[str] = ()
-            ) -> Verdict:
+            new_programs: Iterable[str] = (), base_programs: Iterable[str] = (),
+            placements: Optional[Mapping[str, int]] = None) -> Verdict:
     """Apply issue 4's pass rule to ``runs``.
 
     ``new_programs`` / ``base_programs``: program basenames (e.g.
     ``so_reuseport_lb_test``). A label given but missing from ``runs`` is a
     reason, as is a run without cases. ``spread=None`` skips the placement
     rule; ``pristine=None`` skips the must-fail-on-pristine half.
+    ``placements`` maps boot labels to the core_spread they were booted
+    with (``spread`` alone stands for ``{spread: 1}``); each such run must
+    keep :func:`rxl.verify.placement.check`'s rules.
     """
+    placements = dict(placements or {})
+    if spread is not None:
+        placements.setdefault(spread, 1)
     reasons: List[str] = []
     new_p, base_p = set(new_programs), set(base_programs)
-    for label in (patched, pristine, spread):
+    for label in (patched, pristine, *placements):
         if label is None:
             continue
         if label not in runs:
@@ -93,14 +101,9 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
         for name, c in sorted(pri.items()):
             if _prog_of(name) in base_p and c.status != "passed":
                 reasons.append(f"{name}: {c.status} on {pristine}, must pass")
-    if spread is not None and spread in runs:
-        run = runs[spread]
-        sockets = {s for s in run.socket_of_rxq.values() if s is not None}
-        if len(run.sockets) < 2:
-            reasons.append(f"{spread}: guest topology shows fewer than 2 sockets")
-        elif len(sockets) < len(run.sockets):
-            reasons.append(f"{spread}: rx queues on sockets {sorted(sockets)}, "
-                           f"need all {len(run.sockets)}")
+    for label, value in placements.items():
+        if label in runs:
+            reasons += placement.check(label, runs[label], value)
     return Verdict(not reasons, reasons)
 
 
@@ -199,13 +202,9 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None) -> 
             rows.append(row)
         out += ["Test cases", _fmt_rows(rows), ""]
 
-    rows = [["run", "rx queue", "cpu", "socket"]]
+    rows = [["run", "core_spread", "rx queue", "cpu", "L3 group", "domain"]]
     for label in labels:
-        r = runs[label]
-        sock = r.socket_of_rxq
-        for name in sorted(r.rxq):
-            s = sock.get(name)
-            rows.append([label, name, str(r.rxq[name]), "?" if s is None else str(s)])
+        rows += placement.rows(label, runs[label])
     if len(rows) > 1:
         out += ["RX queue placement", _fmt_rows(rows), ""]
 

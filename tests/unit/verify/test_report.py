@@ -36,10 +36,18 @@ def test_verdict_spread_and_crash_and_missing_runs():
              pristine="synthetic-truncated.log")
     v = verdict(r, spread="spread", base_programs=["so_reuseport_lb_test"])
     assert "pristine: run crashed" in v.reasons
-    assert not any("rx queues" in x for x in v.reasons)  # 0 -> socket 0, 4 -> socket 1
+    # 0 and 4: two NUMA domains of one L3 each.  core_spread=2 must cross
+    # sockets; core_spread=1 must not (issue 11).
+    assert not any("rx queues" in x for x in
+                   verdict(r, placements={"spread": 2}).reasons)
+    assert "spread: core_spread=1 put rx queues on 2 NUMA domains, expected " \
+        "the local one only" in v.reasons
     one_socket = runs(patched="synthetic-pass.log", spread="synthetic-fail.log")
     v = verdict(one_socket, pristine=None, spread="spread")
-    assert "spread: rx queues on sockets [0], need all 2" in v.reasons
+    assert not any("rx queues" in x for x in v.reasons)     # 0 and 2
+    v = verdict(one_socket, pristine=None, placements={"spread": 2})
+    assert "spread: core_spread=2 put rx queues on 1 NUMA domain(s), " \
+        "expected 2" in v.reasons
     v = verdict({}, spread="spread")
     assert {"patched: no run", "pristine: no run", "spread: no run"} <= set(v.reasons)
 
@@ -74,8 +82,10 @@ def test_table_shows_cases_placement_and_topology():
     r = runs(patched="synthetic-pass.log", pristine="synthetic-fail.log")
     text = table(r, verdict(r, base_programs=["so_reuseport_lb_test"]))
     assert "so_reuseport_lb_test:basic_ipv6  passed   failed" in text
-    assert "patched   dev.em.0.iflib.rxq1.cpu  4    1" in text
-    assert "pristine  dev.em.0.iflib.rxq1.cpu  2    0" in text
+    assert "patched   -            dev.em.0.iflib.rxq1.cpu  4    1         1" \
+        in text
+    assert "pristine  -            dev.em.0.iflib.rxq1.cpu  2    0         0" \
+        in text
     assert "2 top-level groups 0,1,2,3 | 4,5,6,7" in text
     assert "Verdict: FAIL" in text
 
