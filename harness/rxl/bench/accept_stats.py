@@ -97,7 +97,8 @@ class Run:
 #: Run-level fields of acceptd version 2 carried into --json as they are.
 _RUN_EXTRAS = ("server", "work_kind", "hold_us", "accepts_per_wakeup",
                "client", "concurrency", "abort_permille", "abort_kind",
-               "aborted", "resets", "completed", "conn_per_s", "connect_us",
+               "aborted", "aborted_established", "resets", "completed",
+               "conn_per_s", "connect_us",
                "response_us", "queue_wait_us", "acceptor", "untagged_rank",
                "reorder_every", "lag_us", "model_agreement", "ebpf_summary")
 
@@ -172,6 +173,11 @@ def run_warnings(run: Run) -> List[str]:
         out.append(f"{run.connect_failed} connects failed")
     if run.lost:
         out.append(f"{run.lost} connected clients never accepted")
+    late = run.raw.get("aborted_established", 0)
+    if late and run.raw.get("abort_kind") == "handshake":
+        out.append(f"{late} of {run.raw.get('aborted')} handshake aborts "
+                   f"came after the handshake had completed (over "
+                   f"loopback it completes inside connect(2)): resets")
     return out + end_warnings(run.raw)
 
 

@@ -141,7 +141,8 @@ def _parsed(fn):
 @click.option("--abort-kind", type=click.Choice(KN.ABORT_KINDS),
               default="reset", show_default=True,
               help="reset: after the handshake; handshake: right after "
-                   "connect(2), before it completes.")
+                   "connect(2) (over loopback the handshake is done by "
+                   "then: see aborted_established).")
 @click.option("--untagged", default="last", show_default=True,
               callback=_parsed(KN.parse_untagged),
               help="incoming-cpu: the rank left without SO_INCOMING_CPU, "
@@ -243,8 +244,7 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         c.validate()
         for s in setups:
             A.server_argv("acceptd", s, c)      # refuse before any run
-    # Checked before any build or run; an option no chosen setup reads is
-    # refused rather than ignored.
+    # Checked before any build; an option no setup reads is refused.
     if topo is not None:
         if "ebpf-deal" not in setups:
             raise A.BenchError("--topology is read only by --setup ebpf-deal")

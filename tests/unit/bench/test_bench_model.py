@@ -192,3 +192,35 @@ def test_live_kill_works_in_the_closed_loop(tmp_path):
     (run,) = doc["results"][0]["runs"]
     assert run["killed"] == [True, False]
     assert run["accepts"][0] <= 20 and run["accepts"][1] > 0
+
+
+@LIVE
+def test_live_handshake_aborts_say_when_they_came_too_late(tmp_path):
+    """--abort-kind handshake closes right after connect(2); over loopback
+    the handshake is complete by then, so every such abort is a reset
+    after the handshake, and the run says so instead of claiming it cut
+    handshakes short."""
+    from rxl.bench import accept_stats as AS
+    res = CliRunner().invoke(bench, [
+        "accept", "--json", "--build-dir", str(tmp_path), "--repetitions",
+        "1", "--setup", "noflag", "--workers", "2", "--connections", "20",
+        "--abort-share", "0.5", "--abort-kind", "handshake", "--hold-ms",
+        "50"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)                 # warnings go to stderr
+    (run,) = doc["results"][0]["runs"]
+    assert run["aborted"] == 10
+    assert 0 <= run["aborted_established"] <= 10
+    # Every established abort reached the accept queue.
+    assert sum(run["accepts"]) >= 10 + run["aborted_established"]
+    raw = {"aborted": 10, "aborted_established": 10,
+           "abort_kind": "handshake"}
+    fake = AS.Run(setup="noflag", workers=1, connections=20, work_ms=0,
+                  connect_ok=10, connect_failed=0, accepted=20, order=[0],
+                  accepts=[20], wakeups=[20], empty_wakeups=[0],
+                  cpu_ms=[1.0], vcsw=[1], local=[0], killed=[False],
+                  tagged=[False], exclusive=[False], raw=raw)
+    assert any("10 of 10 handshake aborts came after" in w
+               for w in AS.run_warnings(fake))
+    raw["abort_kind"] = "reset"
+    assert AS.run_warnings(fake) == []
