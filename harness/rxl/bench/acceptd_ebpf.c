@@ -73,7 +73,8 @@ say(const char *what, int err)
 	    strerror(err), err == EPERM || err == EACCES ?
 	    " (needs root, or CAP_BPF and CAP_NET_ADMIN)" :
 	    err == EINVAL || err == ENOTSUP || err == EOPNOTSUPP ?
-	    " (kernel without BPF_PROG_TYPE_SK_REUSEPORT?)" : "");
+	    " (kernel before 5.12, without BPF atomics that fetch, or "
+	    "without BPF_PROG_TYPE_SK_REUSEPORT?)" : "");
 	return (-1);
 }
 
