@@ -122,6 +122,38 @@ def _keep_raw(req: Request, setup: str, cfg: A.RunConfig, rep: int,
         warn(f"warning: cannot write {raw}: {e.strerror}")
 
 
+def _run_setup(req: Request, argv: List[str], setup: str,
+               cfg: A.RunConfig, eb: Optional[_Ebpf],
+               warn) -> Optional[AS.Summary]:
+    """Run one setup ``req.repetitions`` times; its summary, or None
+    (with ``req.skipped`` filled) when acceptd cannot load its BPF."""
+    runs = []
+    try:
+        for rep in range(req.repetitions):
+            out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
+            _keep_raw(req, setup, cfg, rep, out, warn)
+            run = AS.parse_run(out)
+            # acceptd names the mode ("ebpf"); label by setup.
+            run.setup = run.raw["setup"] = setup
+            if setup in A.EBPF_SETUPS:
+                run.raw["ebpf_summary"] = ebpf.summary(
+                    run.raw, eb.index if setup == "ebpf-numa-rr"
+                    and eb is not None else None)
+            if setup == "ebpf-deal" and eb is not None:
+                run.raw["model_agreement"] = ebpf.model_agreement(
+                    run.raw, eb.deal)
+            runs.append(run)
+            for w in AS.run_warnings(run):
+                warn(f"warning: {run.label} run {rep + 1}: {w}")
+            if not req.quiet:
+                warn(f"{run.label} run {rep + 1}/{req.repetitions}:"
+                     f" {run.accepts}")
+    except A.Unloadable as e:
+        req.skipped[setup] = str(e)
+        return None
+    return AS.summarise(runs)
+
+
 def run_all(req: Request, echo: Callable[[str], None],
             warn: Callable[[str], None]) -> Tuple[List[AS.Summary],
                                                   Dict[str, str]]:
@@ -135,42 +167,23 @@ def run_all(req: Request, echo: Callable[[str], None],
     summaries = []
     for cfg in req.cfgs:
         eb = _ebpf_prepare(req, cfg, echo)
-        for setup in req.setups:
-            if setup in req.skipped:
-                continue
-            argv = _argv(req, binary, setup, cfg, eb)
-            if req.dry_run:
-                for _ in range(req.repetitions):
-                    echo(shlex.join(argv))
-                continue
-            runs = []
-            try:
-                for rep in range(req.repetitions):
-                    out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
-                    _keep_raw(req, setup, cfg, rep, out, warn)
-                    run = AS.parse_run(out)
-                    # acceptd names the mode ("ebpf"); label by setup.
-                    run.setup = run.raw["setup"] = setup
-                    if setup in A.EBPF_SETUPS:
-                        run.raw["ebpf_summary"] = ebpf.summary(
-                            run.raw, eb.index if setup == "ebpf-numa-rr"
-                            and eb is not None else None)
-                    if setup == "ebpf-deal" and eb is not None:
-                        run.raw["model_agreement"] = ebpf.model_agreement(
-                            run.raw, eb.deal)
-                    runs.append(run)
-                    for w in AS.run_warnings(run):
-                        warn(f"warning: {run.label} run {rep + 1}: {w}")
-                    if not req.quiet:
-                        warn(f"{run.label} run {rep + 1}/{req.repetitions}:"
-                             f" {run.accepts}")
-            except A.Unloadable as e:
-                req.skipped[setup] = str(e)
-                continue
-            summaries.append(AS.summarise(runs))
-        if eb is not None and not req.raw_dir and not req.dry_run:
-            for p in eb.maps.values():
-                p.unlink(missing_ok=True)
+        try:
+            for setup in req.setups:
+                if setup in req.skipped:
+                    continue
+                argv = _argv(req, binary, setup, cfg, eb)
+                if req.dry_run:
+                    for _ in range(req.repetitions):
+                        echo(shlex.join(argv))
+                    continue
+                s = _run_setup(req, argv, setup, cfg, eb, warn)
+                if s is not None:
+                    summaries.append(s)
+        finally:
+            # A failed or interrupted run must not leave map files behind.
+            if eb is not None and not req.raw_dir and not req.dry_run:
+                for p in eb.maps.values():
+                    p.unlink(missing_ok=True)
     for setup, why in req.skipped.items():
         warn(f"skipped {setup}: {why}")
     return summaries, dict(req.skipped)

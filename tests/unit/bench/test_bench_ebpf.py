@@ -266,3 +266,27 @@ def test_live_one_worker_fallback_agrees(tmp_path):
     assert len(raw["ebpf"]["log"]) == 20
     if E.host_ncpu() >= 2:
         assert passes == 10
+
+
+def test_map_files_are_removed_when_a_run_fails(tmp_path, monkeypatch):
+    """The per-process map file in the build directory went away only
+    after a clean pass: a failing server left it behind."""
+    from rxl.bench import accept as A
+    from rxl.bench import accept_run as AR
+    monkeypatch.setattr(E, "unavailable", lambda: None)
+    monkeypatch.setattr(E, "build", lambda *a, **k: (tmp_path / "srv",
+                                                     tmp_path / "o.bpf.o"))
+    monkeypatch.setattr(A, "ensure_built", lambda *a, **k: tmp_path / "b")
+    seen = []
+
+    def fail(argv, timeout_s):
+        seen.append(sorted(p.name for p in tmp_path.glob("maps-*")))
+        raise A.BenchError("server exited 1: boom")
+    monkeypatch.setattr(A, "run_server", fail)
+    req = AR.Request(setups=["ebpf-deal"], cfgs=[A.RunConfig(workers=2)],
+                     repetitions=1, build_dir=tmp_path, cc=["cc"],
+                     topology="1x2x1")
+    with pytest.raises(A.BenchError, match="boom"):
+        AR.run_all(req, lambda m: None, lambda m: None)
+    assert seen and seen[0][0].startswith("maps-ebpf-deal-w2-")
+    assert list(tmp_path.glob("maps-*")) == []
