@@ -18,3 +18,15 @@ settings.register_profile(
     "deep", max_examples=10000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("RXL_HYPOTHESIS", "ci"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _own_timings(tmp_path_factory, monkeypatch):
+    """Stage timings a test's run records go to a directory of the test session,
+    never to the user's $RXL_WORK/timings.json (rxl.tree.progress)."""
+    from rxl.tree import progress
+    path = tmp_path_factory.getbasetemp() / "timings.json"
+    monkeypatch.setattr(progress, "timings_path", lambda: path)

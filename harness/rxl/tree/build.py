@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -58,6 +58,9 @@ DEFAULT_KERNCONF = "RXL"
 #: Make variables for buildkernel: no modules (the snapshot lacks some of
 #: their sources, and the tests need none of them).
 KERNEL_MAKE_VARS: Mapping[str, str] = {"NO_MODULES": "yes"}
+
+
+from rxl.tree.kernconf import kernconf_path, kernconf_text, write_kernconf  # noqa: E402,F401
 
 
 def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
@@ -114,31 +117,6 @@ def locked_argv(argv: Sequence[str], lock: Optional[PathLike] = DEFAULT_LOCK
     if lock is None:
         return list(argv)
     return ["flock", os.fspath(lock), *argv]
-
-
-def kernconf_text(ident: str = DEFAULT_KERNCONF, base: str = "GENERIC",
-                  options: Iterable[str] = ("INVARIANTS", "INVARIANT_SUPPORT",
-                                            "WITNESS")) -> str:
-    """Return the text of the test kernel configuration.
-
-    ``include <base>`` + ``ident <ident>`` + one ``options`` line each.
-    GENERIC on a -STABLE branch (14.0-STABLE here) carries no INVARIANTS or
-    WITNESS, unlike -CURRENT's, hence the explicit lines.  Raises
-    ``ValueError`` for an ident that is not a plain config name.
-    """
-    if not re.fullmatch(r"[A-Z][A-Z0-9_-]*", ident):
-        raise ValueError(f"kernconf_text: bad ident {ident!r}")
-    lines = ["# Test kernel for the rxl series, written by `rxl build`.",
-             "# Not part of the series; regenerated on every build.",
-             f"include\t{base}", f"ident\t{ident}", ""]
-    lines += [f"options \t{opt}" for opt in options]
-    return "\n".join(lines) + "\n"
-
-
-def kernconf_path(src: PathLike, ident: str = DEFAULT_KERNCONF,
-                  target: str = DEFAULT_TARGET) -> Path:
-    """Where the test config goes: ``<src>/sys/<target>/conf/<ident>``."""
-    return Path(src) / "sys" / target / "conf" / ident
 
 
 @dataclass(frozen=True)
@@ -223,8 +201,6 @@ _PROGRESS = re.compile(r"^(>>> .*|linking kernel.*|.*\*\*\* \[.*\] Error code.*|
                        r".*error: .*)$")
 #: Makefile.inc1's closing line of a kernel build, with its own timing.
 _BUILT = re.compile(r"^>>> Kernel\(s\) +\S.* built in (\d+) seconds")
-#: Echo a count of build targets every this many ``--- target ---`` lines.
-PROGRESS_EVERY = 500
 
 
 def _default_signals() -> None:
@@ -293,14 +269,17 @@ def run_stage(stage: Stage, logdir: PathLike,
     """Run one stage, teeing output to ``<logdir>/<name>.log``.
 
     Lines that mark progress (``>>>`` banners of Makefile.inc1, ``linking
-    kernel``, errors) go to ``echo``, with a count of ``--- target ---``
-    lines every :data:`PROGRESS_EVERY`; every line goes to the log.
-    Raises :class:`BuildError` on a non-zero exit.
+    kernel``, errors) go to ``echo``; every line goes to the log. The
+    stage's expected time and a bar over its ``--- target ---`` lines come
+    from the last run (rxl.tree.progress.StageBar), which this run's time
+    and count then replace. Raises :class:`BuildError` on a non-zero exit.
     """
+    from rxl.tree.progress import StageBar
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / f"{stage.name}.log"
     t0 = time.monotonic()
+    bar = StageBar(stage.name, echo)
     with open(log, "w") as fh:
         fh.write(f"# {stage.shell()}\n")
         fh.flush()
@@ -309,7 +288,6 @@ def run_stage(stage: Stage, logdir: PathLike,
                                 errors="replace",
                                 preexec_fn=_default_signals)
         assert proc.stdout is not None
-        ntargets = 0
         first = None
         built = None
         for line in proc.stdout:
@@ -321,13 +299,11 @@ def run_stage(stage: Stage, logdir: PathLike,
             if m:
                 built = int(m.group(1))
             if line.startswith("--- "):
-                ntargets += 1
-                if ntargets % PROGRESS_EVERY == 0:
-                    echo(f"  [{stage.name}] {ntargets} targets, "
-                         f"{time.monotonic() - t0:.0f} s")
+                bar.advance()
             elif _PROGRESS.match(line.rstrip("\n")):
                 echo(f"  [{stage.name}] {line.rstrip()}")
         rc = proc.wait()
+        bar.close(ok=rc == 0)
         dt = time.monotonic() - t0
         fh.write(f"# exit {rc} after {dt:.0f} s\n")
     if rc != 0:
@@ -336,18 +312,6 @@ def run_stage(stage: Stage, logdir: PathLike,
     if built is not None:
         extra["make_seconds"] = built
     return StageResult(stage.name, rc, dt, log, extra)
-
-
-def write_kernconf(src: PathLike, ident: str = DEFAULT_KERNCONF) -> Path:
-    """Write the test config into the tree (not committed anywhere)."""
-    path = kernconf_path(src, ident)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"{path.parent}: not a FreeBSD tree "
-                                "(no sys/amd64/conf)")
-    text = kernconf_text(ident)
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-    return path
 
 
 def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
@@ -375,7 +339,8 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     prepare_dirs(objdir, logdir, lock)
     if kernconf == DEFAULT_KERNCONF:
         write_kernconf(src, kernconf)
-    done = toolchain_done(objdir, src)
+    from rxl.tree import toolchain as toolchain_mod
+    done = toolchain_done(objdir, src) or toolchain_mod.seed(str(src), str(objdir), echo)
     stages = plan_stages(src, objdir, kernconf=kernconf,
                          toolchain=not done, jobs=jobs,
                          lock=lock, clean_kernel=clean_kernel)
@@ -384,11 +349,11 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
              f"{objdir} ({TOOLCHAIN_DONE} present), skipped")
     results = []
     for st in stages:
-        echo(f"{st.name}: started, log {Path(logdir) / (st.name + '.log')}")
+        echo(f"{st.name}: log {Path(logdir) / (st.name + '.log')}")
         res = run_stage(st, logdir, echo)
         if st.name == "kernel-toolchain":
             (Path(objdir) / TOOLCHAIN_DONE).touch()
-        echo(f"{st.name}: done in {res.seconds:.0f} s")
+            toolchain_mod.save(str(src), str(objdir), echo)
         results.append(res)
     kpath = kernel_path(src, objdir, kernconf)
     if results and results[-1].name.startswith("buildkernel"):

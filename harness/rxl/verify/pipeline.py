@@ -86,9 +86,14 @@ def run(opts: RunOptions, echo: Callable[[str], None] = echo_err,
         except OSError as exc:
             raise click.ClickException(f"cannot create --out {opts.out}: {exc.strerror}")
     ok = True
+    from rxl.tree import progress
+    timings = progress.load()
     for name, stage in steps:
-        echo(f"== {name}")
+        expect = "" if opts.dry_run else progress.expectation(name, timings)
+        echo(f"== {name}" + (f" ({expect})" if expect else ""))
         rec, error = timed(name, stage, opts, st)
+        if error is None and not opts.dry_run and rec.status == "ok":
+            progress.record(name, rec.seconds)
         st.records.append(rec)
         stage_log(opts, rec)
         if error is not None:

@@ -73,7 +73,8 @@ def build(opts: RunOptions, st: RunState) -> StageRecord:
         base = series_base()
         if base is None:
             rec.detail += "; no patches/BASE: no pristine kernel"
-        elif not git_out(st.src, "rev-parse", "HEAD").strip():
+        elif not git_out(st.src, "rev-parse", "HEAD").strip() and \
+                not (opts.dry_run and not Path(st.src).exists()):  # a planned work clone
             rec.detail += f"; {st.src} is not a git tree: no pristine kernel"
         elif opts.dry_run:
             st.pristine_src = str(Path(opts.guest_dir) / f"pristine-src-{base[:12]}")
@@ -88,6 +89,26 @@ def build(opts: RunOptions, st: RunState) -> StageRecord:
     return rec
 
 
+def _needs_toolchain(src: str, objdir: str, shared: bool = False) -> bool:
+    """Whether a build of ``src`` in ``objdir`` runs kernel-toolchain: not when
+    it is done there, nor when the toolchain store of its base has one
+    (rxl.tree.toolchain), nor (``shared``: the patched build of this dry run
+    plans it and stores it) when the tree descends from the base."""
+    from rxl.tree import build as build_mod
+    from rxl.tree import toolchain as tc
+    if build_mod.toolchain_done(objdir, src) or tc.seedable(src, objdir):
+        return False
+    return not (shared and (tc.base_key(src) or not Path(src).exists()))
+
+
+def _toolchain_note(stages, src: str, objdir: str) -> List[str]:
+    """The comment line a plan without kernel-toolchain carries."""
+    if any(s.name == "kernel-toolchain" for s in stages):
+        return []
+    return [f"# kernel-toolchain: done in {objdir}, or copied from the store of the base "
+            "(rxl.tree.toolchain)"]
+
+
 def _build_pristine(opts: RunOptions, st: RunState, rec: StageRecord) -> StageRecord:
     """Build the same kernel config from a checkout of the base (own objdir)."""
     from rxl.tree import build as build_mod
@@ -97,8 +118,9 @@ def _build_pristine(opts: RunOptions, st: RunState, rec: StageRecord) -> StageRe
     objdir = str(Path(opts.guest_dir) / f"obj-{Path(src).name}")
     if not (Path(src) / "tools/build/make.py").is_file() and not opts.dry_run:
         raise StageFailed(f"build: --pristine-src {src} is not a FreeBSD source tree")
-    stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
-    rec.commands += [s.shell() for s in stages]
+    stages = build_mod.plan_stages(src, objdir, toolchain=_needs_toolchain(
+        src, objdir, shared=opts.dry_run and rec.status == "planned"))
+    rec.commands += _toolchain_note(stages, src, objdir) + [s.shell() for s in stages]
     kpath = str(build_mod.kernel_path(src, objdir))
     st.pristine_kernel = kpath
     rec.detail += f"; pristine kernel: {kpath}"
@@ -124,8 +146,8 @@ def _build_patched(opts: RunOptions, st: RunState) -> StageRecord:
         return StageRecord("build", "skipped", detail=f"--kernel {opts.kernel}")
     from rxl.tree import build as build_mod
     src, objdir = st.src, opts.objdir
-    stages = build_mod.plan_stages(src, objdir, toolchain=not build_mod.toolchain_done(objdir))
-    cmds = [s.shell() for s in stages]
+    stages = build_mod.plan_stages(src, objdir, toolchain=_needs_toolchain(src, objdir))
+    cmds = _toolchain_note(stages, src, objdir) + [s.shell() for s in stages]
     kpath = str(build_mod.kernel_path(src, objdir))
     if opts.dry_run:
         st.kernel = kpath

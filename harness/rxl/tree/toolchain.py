@@ -1,0 +1,130 @@
+"""One kernel-toolchain per base commit, shared by every clone of that base.
+
+make.py keeps the kernel-toolchain under ``$MAKEOBJDIRPREFIX/<abs src>/
+amd64.amd64`` (OBJTOP), so every clone path and every objdir gets its own:
+a cold ``rxl run`` built it twice (patched and pristine trees, 209 s and
+251 s measured, issue 14) and ``rxl learn``'s rig checkout a third time. The
+series does not touch the toolchain, so one build serves every tree whose
+HEAD descends from ``patches/BASE``'s commit.
+
+After a kernel-toolchain succeeds, :func:`save` copies OBJTOP (without
+``sys/``, the kernel's objects) and the objdir's ``bmake-install`` and
+``bmake-build`` into ``$RXL_WORK/toolchain/<base[:12]>/`` (:func:`store_dir`);
+before a build, :func:`seed` copies them into the new tree's OBJTOP and
+objdir and writes the objdir's marker (rxl.tree.build.TOOLCHAIN_DONE), so
+the build goes straight to buildkernel. The recipe was verified by the lead
+on the build host (/work/coord/toolchain.md, 19:35 UTC): a pristine tree
+seeded from /work/freebsd's toolchain built its RXL kernel with
+"kernel-toolchain: already built ... skipped"; the copy is 82 MB and takes
+about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Optional
+
+#: Store directory under $RXL_WORK, and its completeness marker.
+STORE = "toolchain"
+COMPLETE = ".complete"
+#: Objdir-level pieces make.py bootstraps once per MAKEOBJDIRPREFIX.
+BMAKE_DIRS = ("bmake-install", "bmake-build")
+#: The series' base file (``commit: <40 hex>``).
+BASE_FILE = Path(__file__).resolve().parents[3] / "patches" / "BASE"
+
+
+def base_key(src: str, base_file: Optional[Path] = None) -> Optional[str]:
+    """``patches/BASE``'s commit when ``src``'s HEAD descends from it (or is it);
+    None otherwise (not git, another history, no BASE): no sharing then."""
+    from rxl.tree.patch import SeriesError, parse_base
+    bf = base_file or BASE_FILE
+    try:
+        base = parse_base(Path(bf).read_text()).commit
+    except (OSError, SeriesError):
+        return None
+    try:
+        cp = subprocess.run(["git", "-C", str(src), "merge-base", "--is-ancestor", base,
+                             "HEAD"], capture_output=True,
+                            env=dict(os.environ, GIT_NO_LAZY_FETCH="1"))
+    except OSError:
+        return None
+    return base if cp.returncode == 0 else None
+
+
+def store_dir(key: str, work: Optional[str] = None) -> Path:
+    """``<work>/toolchain/<key[:12]>`` (work: $RXL_WORK)."""
+    from rxl import paths
+    return Path(work or paths.work_root()) / STORE / key[:12]
+
+
+def _objtop(src: str, objdir: str) -> Path:
+    from rxl.tree.build import DEFAULT_TARGET, DEFAULT_TARGET_ARCH
+    return (Path(os.path.abspath(objdir)) / os.path.abspath(src).lstrip("/") /
+            f"{DEFAULT_TARGET}.{DEFAULT_TARGET_ARCH}")
+
+
+def seedable(src: str, objdir: str, work: Optional[str] = None) -> Optional[Path]:
+    """The store a build of ``src`` in ``objdir`` can take its toolchain from, or None."""
+    key = base_key(src)
+    if key is None:
+        return None
+    d = store_dir(key, work)
+    return d if (d / COMPLETE).is_file() else None
+
+
+def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
+         work: Optional[str] = None) -> bool:
+    """Copy the stored toolchain of ``src``'s base into ``objdir``; True if done.
+
+    Nothing is overwritten that is there already (make.py's own files win).
+    An OSError while copying is said and gives False (the build then runs
+    kernel-toolchain itself).
+    """
+    from rxl.tree.build import TOOLCHAIN_DONE
+    store = seedable(src, objdir, work)
+    if store is None:
+        return False
+    try:
+        shutil.copytree(store / "objtop", _objtop(src, objdir), symlinks=True,
+                        dirs_exist_ok=True)
+        for d in BMAKE_DIRS:
+            if (store / d).is_dir() and not (Path(objdir) / d).exists():
+                shutil.copytree(store / d, Path(objdir) / d, symlinks=True)
+        (Path(objdir) / TOOLCHAIN_DONE).touch()
+    except OSError as exc:
+        echo(f"kernel-toolchain: copying {store} failed ({exc}); building it")
+        return False
+    echo(f"kernel-toolchain: copied from {store} (built once for base {store.name})")
+    return True
+
+
+def save(src: str, objdir: str, echo: Callable[[str], None] = print,
+         work: Optional[str] = None) -> Optional[Path]:
+    """Store the toolchain just built for ``src`` in ``objdir``; the store, or None
+    (no base, already stored, or a copy error, which is said)."""
+    key = base_key(src)
+    if key is None:
+        return None
+    d = store_dir(key, work)
+    if (d / COMPLETE).is_file():
+        return None
+    tmp = d.with_name(d.name + ".tmp")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(_objtop(src, objdir), tmp / "objtop", symlinks=True,
+                        ignore=lambda where, names: ["sys"] if Path(where) ==
+                        _objtop(src, objdir) else [])
+        for b in BMAKE_DIRS:
+            if (Path(objdir) / b).is_dir():
+                shutil.copytree(Path(objdir) / b, tmp / b, symlinks=True)
+        (tmp / COMPLETE).write_text(f"{key}\n")
+        shutil.rmtree(d, ignore_errors=True)
+        os.replace(tmp, d)
+    except OSError as exc:
+        echo(f"kernel-toolchain: not stored for reuse ({exc})")
+        return None
+    echo(f"kernel-toolchain: stored in {d} for every tree of base {key[:12]}")
+    return d
