@@ -227,7 +227,7 @@ def test_live_short_run(tmp_path):
         "--workers", "2", "--connections", "40", "--repetitions", "1",
         "--setup", "reuseport", "--setup", "exclusive"])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    doc = json.loads(res.stdout)    # warnings go to stderr
     setups = [r["setup"] for r in doc["results"]]
     assert setups == ["reuseport", "exclusive"]
     for r in doc["results"]:

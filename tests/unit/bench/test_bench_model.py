@@ -97,7 +97,7 @@ def _live(tmp_path, *args):
                                      str(tmp_path), "--repetitions", "1",
                                      *args])
     assert res.exit_code == 0, res.output
-    return json.loads(res.output)
+    return json.loads(res.stdout)    # warnings go to stderr
 
 
 @LIVE
@@ -201,13 +201,9 @@ def test_live_handshake_aborts_say_when_they_came_too_late(tmp_path):
     after the handshake, and the run says so instead of claiming it cut
     handshakes short."""
     from rxl.bench import accept_stats as AS
-    res = CliRunner().invoke(bench, [
-        "accept", "--json", "--build-dir", str(tmp_path), "--repetitions",
-        "1", "--setup", "noflag", "--workers", "2", "--connections", "20",
-        "--abort-share", "0.5", "--abort-kind", "handshake", "--hold-ms",
-        "50"])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)                 # warnings go to stderr
+    doc = _live(tmp_path, "--setup", "noflag", "--workers", "2",
+                "--connections", "20", "--abort-share", "0.5",
+                "--abort-kind", "handshake", "--hold-ms", "50")
     (run,) = doc["results"][0]["runs"]
     assert run["aborted"] == 10
     assert 0 <= run["aborted_established"] <= 10
