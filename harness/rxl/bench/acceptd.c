@@ -170,6 +170,7 @@ struct wstat {
 	volatile long	hcpu[MAXCPUS];	/* accepts by handshake CPU */
 	volatile int	hcpu_unknown;
 	volatile int	regerr;		/* errno of a failed registration */
+	volatile int	pinfail;	/* it was pinning (-p) that failed */
 };
 
 struct shared {
@@ -1164,12 +1165,16 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 	struct loop lp;
 	struct rlimit rl;
 	char c;
-	int cpu, src;
+	int cpu, src, pinerr = 0;
 
 	close_inherited(o, rank);
 	cpu = rank % o->ncpu;
-	if (o->pin)
-		(void)pin_self(cpu);
+	/*
+	 * The output and the eBPF map say rank r runs on CPU r mod ncpu:
+	 * a pin that fails (a cpuset without that CPU) fails registration.
+	 */
+	if (o->pin && pin_self(cpu) != 0)
+		pinerr = errno != 0 ? errno : EINVAL;
 
 	pfd.fd = go_fd;
 	pfd.events = POLLIN;
@@ -1189,7 +1194,11 @@ worker(const struct opts *o, int rank, int lfd, int go_fd, int ready_fd,
 	lp.fifo = calloc((size_t)lp.fcap, sizeof(*lp.fifo));
 	lp.fexp = calloc((size_t)lp.fcap, sizeof(*lp.fexp));
 	src = lfd;
-	if (lp.tab == NULL || lp.fifo == NULL || lp.fexp == NULL ||
+	if (pinerr != 0) {
+		ws->regerr = pinerr;
+		ws->pinfail = 1;
+		c = 'e';
+	} else if (lp.tab == NULL || lp.fifo == NULL || lp.fexp == NULL ||
 	    pl_init(&lp.pl, lp.ntab) != 0) {
 		ws->regerr = errno;
 		c = 'e';
@@ -1915,8 +1924,14 @@ main(int argc, char **argv)
 		pfd.events = POLLIN;
 		if (poll(&pfd, 1, REG_TIMEOUT_MS) != 1 ||
 		    read(ready[0], &c, 1) != 1 || c != 'r') {
-			fprintf(stderr, "acceptd: rank %d failed to register: "
-			    "%s\n", r, strerror(sh->w[r].regerr));
+			if (sh->w[r].pinfail)
+				fprintf(stderr, "acceptd: rank %d cannot be "
+				    "pinned to CPU %d: %s\n", r, r % o.ncpu,
+				    strerror(sh->w[r].regerr));
+			else
+				fprintf(stderr, "acceptd: rank %d failed to "
+				    "register: %s\n", r,
+				    strerror(sh->w[r].regerr));
 			sh->stop = 1;
 			for (i = 0; i < o.workers; i++)
 				(void)kill(pid[i], SIGKILL);

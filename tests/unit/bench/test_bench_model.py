@@ -220,3 +220,37 @@ def test_live_handshake_aborts_say_when_they_came_too_late(tmp_path):
                for w in AS.run_warnings(fake))
     raw["abort_kind"] = "reset"
     assert AS.run_warnings(fake) == []
+
+
+@LIVE
+def test_live_a_failed_pin_fails_the_run(tmp_path, monkeypatch):
+    """--pin promises rank r on CPU r mod ncpu (the table, the JSON and
+    the eBPF map rely on it); a pin the kernel refuses (a cpuset without
+    that CPU, here a shim whose sched_setaffinity fails) used to be
+    ignored silently.  It is now a one-line error."""
+    import subprocess
+    shim = tmp_path / "nopin.c"
+    shim.write_text("#define _GNU_SOURCE\n#include <errno.h>\n"
+                    "#include <sched.h>\n"
+                    "int sched_setaffinity(pid_t p, size_t n, "
+                    "const cpu_set_t *s)\n"
+                    "{ (void)p; (void)n; (void)s; errno = EINVAL; "
+                    "return (-1); }\n")
+    so = tmp_path / "nopin.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(so), str(shim)],
+                   check=True, timeout=60)
+    A.ensure_built(tmp_path / "b", cc="cc")     # build without the shim
+    monkeypatch.setenv("LD_PRELOAD", str(so))
+    res = CliRunner().invoke(bench, ["accept", "--build-dir",
+                                     str(tmp_path / "b"), "--repetitions",
+                                     "1", "--setup", "noflag", "--workers",
+                                     "2", "--connections", "4"])
+    assert res.exit_code == 1
+    assert "rank 0 cannot be pinned to CPU 0: Invalid argument" in \
+        _err(res)
+    res = CliRunner().invoke(bench, ["accept", "--build-dir",
+                                     str(tmp_path / "b"), "--repetitions",
+                                     "1", "--setup", "noflag", "--workers",
+                                     "2", "--connections", "4", "--no-pin",
+                                     "--client-cpu", "free", "--json"])
+    assert res.exit_code == 0, res.output
