@@ -62,6 +62,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -608,7 +609,7 @@ ATF_TC_BODY(option, tc)
 	    0x40000000, INT_MAX };
 	size_t i;
 	int domains[] = { AF_INET, AF_INET6 };
-	int csd, d, hcpu, maxcpu, ncpu, sd, val;
+	int csd, d, hcpu, maxcpu, ncpu, sd;
 	char c;
 
 	ncpu = lb_cpus(cpus, MAXMEMBERS);
