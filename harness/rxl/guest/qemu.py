@@ -10,8 +10,8 @@ The kernel is not passed to QEMU: the loader in the root directory
 Topology: ``-smp`` with sockets x dies x cores x threads, and, when
 ``numa_nodes`` is non-zero, one ``-numa node`` per group of sockets with its
 own RAM backend.  QEMU describes one L3 cache per die (CPUID leaf 4), so
-``dies=2`` gives every socket two L3 groups in FreeBSD's topology: the
-``2s2l3`` shape of :data:`SHAPES`.
+``dies=2`` gives every socket two L3 groups in FreeBSD's topology (the
+built-in ``guest-2l3`` target of :mod:`rxl.guest.targets`).
 ``-cpu Skylake-Server`` is the default because ``qemu64`` hides SMT from
 FreeBSD's topology detection (measured, issue 4).
 
@@ -39,16 +39,6 @@ OVMF_CANDIDATES: Tuple[str, ...] = (
 NIC_MODELS = ("e1000e", "e1000", "igb", "virtio-net-pci")
 
 ACCELS = ("tcg", "kvm")
-
-#: Named guest shapes: GuestConfig fields (sockets, dies, cores, threads,
-#: numa_nodes).  ``2s``: issue 4's guest, one L3 and NUMA node per socket.
-#: ``2s2l3``: issue 11's, two sockets and nodes, each socket two dies (two
-#: L3 groups) of two SMT cores: the NIC's domain holds two L3 groups, so
-#: core_spread=1 has something to spread into without leaving the socket.
-SHAPES = {
-    "2s": dict(sockets=2, dies=1, cores=2, threads=2, numa_nodes=2),
-    "2s2l3": dict(sockets=2, dies=2, cores=2, threads=2, numa_nodes=2),
-}
 
 
 class QemuConfigError(ValueError):

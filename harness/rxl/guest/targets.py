@@ -51,6 +51,15 @@ DEFAULT_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes"
                  "memory_mib": 1024, "nic": "e1000e"}
 
 
+#: Built-in shapes and qemu targets, there without a targets file (a file's
+#: entries of the same name win).  guest-2l3 (issue 11): two sockets and
+#: NUMA nodes, each socket two dies of two SMT cores; QEMU gives every die
+#: its own L3, so the NIC's domain holds two L3 groups.
+BUILTIN_SHAPES = {"two-socket": DEFAULT_SHAPE,
+                  "two-l3": dict(DEFAULT_SHAPE, dies=2)}
+BUILTIN_TARGETS = {"guest": "two-socket", "guest-2l3": "two-l3"}
+
+
 class TargetsError(ValueError):
     """A targets file with mistakes; ``errors`` holds one line per mistake."""
 
@@ -280,7 +289,7 @@ def load(path: Optional[str] = None) -> Targets:
     if not p.is_file():
         if path:
             raise TargetsError([f"{p}: no such file"])
-        return Targets(path=str(p))
+        return _with_builtins(Targets(path=str(p)))
     try:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
@@ -288,7 +297,17 @@ def load(path: Optional[str] = None) -> Targets:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise TargetsError([f"{p}:{where}: not valid YAML: "
                             f"{getattr(exc, 'problem', None) or exc}"]) from None
-    return parse(doc, str(p))
+    return _with_builtins(parse(doc, str(p)))
+
+
+def _with_builtins(t: Targets) -> Targets:
+    """``t`` plus the built-in shapes and targets it does not name."""
+    for name, fields in BUILTIN_SHAPES.items():
+        t.shapes.setdefault(name, Shape(**fields))
+    for name, shape in BUILTIN_TARGETS.items():
+        t.targets.setdefault(name, Target(name, "qemu", shape=t.shapes[shape],
+                                          description="built-in QEMU guest"))
+    return t
 
 
 def resolve(spec: str, path: Optional[str] = None) -> Target:

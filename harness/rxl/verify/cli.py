@@ -145,7 +145,8 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
               help="Without --pristine-kernel/--pristine-src: check out patches/BASE's "
                    "commit from --src (git clone --shared) and build it.")
 @click.option("--spread/--no-spread", default=True, show_default=True,
-              help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1.")
+              help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1 "
+                   "and =2 (boots spread, spread2).")
 @click.option("--tests-on-spread", is_flag=True,
               help="Run the ATF suite on the spread boot too (default: placement only).")
 @click.option("--case-timeout", default=300, show_default=True,

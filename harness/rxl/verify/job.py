@@ -22,6 +22,9 @@ import click
 #: Loader tunable that turns on commit 1's spread for the guest's em0
 #: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
 SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
+#: The boots with commit 1's tunable and its value: spread (core_spread=1,
+#: the L3 groups of the local domain) and spread2 (2, across domains).
+SPREAD_BOOTS = {"spread": "1", "spread2": "2"}
 
 #: FreeBSD's own test programs: must pass on patched and pristine.
 BASE_PROGRAMS = ("so_reuseport_lb_test",)
@@ -156,7 +159,8 @@ def boots(opts: RunOptions, patched_kernel: str,
     pristine_kernel = pristine_kernel or opts.pristine_kernel
     out = [("patched", patched_kernel, {})]
     if opts.spread:
-        out.append(("spread", patched_kernel, dict([SPREAD_TUNABLE])))
+        for label, value in SPREAD_BOOTS.items():
+            out.append((label, patched_kernel, {SPREAD_TUNABLE[0]: value}))
     if pristine_kernel:
         out.append(("pristine", pristine_kernel, {}))
     return out

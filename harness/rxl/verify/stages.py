@@ -19,8 +19,8 @@ from typing import Callable, Dict, List
 
 from rxl.verify import parse as parse_mod
 from rxl.verify import report as report_mod
-from rxl.verify.job import (BASE_PROGRAMS, RunOptions, RunState, StageFailed, StageRecord, boots,
-                            guest_config)
+from rxl.verify.job import (BASE_PROGRAMS, SPREAD_BOOTS, RunOptions, RunState, StageFailed,
+                            StageRecord, boots, guest_config)
 from rxl.verify.kernels import (build_timings, git_out, kernel_cached, pristine_checkout,
                                 series_base, write_kernel_stamp)
 
@@ -231,9 +231,9 @@ def image(opts: RunOptions, st: RunState) -> StageRecord:
 
 
 def programs_for(opts: RunOptions, label: str, guest_tests: Dict[str, str]) -> List[str]:
-    """ATF programs a boot runs: all, except on the spread boot (placement only)
+    """ATF programs a boot runs: all, except on the spread boots (placement only)
     unless --tests-on-spread (TCG: the suite costs minutes per boot)."""
-    if label == "spread" and not opts.tests_on_spread:
+    if label in SPREAD_BOOTS and not opts.tests_on_spread:
         return []
     return sorted(guest_tests)
 
@@ -299,7 +299,8 @@ def report(opts: RunOptions, st: RunState) -> StageRecord:
                            detail=f"{out}/report.json, {out}/junit.xml, {out}/report.txt")
     st.verdict = report_mod.verdict(
         st.runs, pristine="pristine" if "pristine" in st.runs else None,
-        spread="spread" if "spread" in st.runs else None,
+        placements={label: int(v) for label, v in SPREAD_BOOTS.items()
+                    if label in st.runs},
         new_programs=opts.new_programs, base_programs=BASE_PROGRAMS)
     if "pristine" not in st.runs:
         st.verdict.ok = False

@@ -96,19 +96,3 @@ def test_dies_in_smp_only_when_not_one():
     assert two[two.index("-smp") + 1] == "16,sockets=2,dies=2,cores=2,threads=2"
     # NUMA nodes still take whole sockets: 8 vCPUs each
     assert "node,nodeid=1,cpus=8-15,memdev=ram1" in two
-
-
-def test_two_l3_shape():
-    """issue 11: two sockets and NUMA nodes, two dies (L3 groups) each."""
-    from rxl.guest.qemu import SHAPES
-    cfg = GuestConfig(root_dir="/r", **SHAPES["2s2l3"])
-    argv = build_argv(cfg, firmware=FW)
-    assert cfg.vcpus == 16
-    assert _opt(argv, "-smp") == ["16,sockets=2,dies=2,cores=2,threads=2"]
-    assert _opt(argv, "-numa") == ["node,nodeid=0,cpus=0-7,memdev=ram0",
-                                   "node,nodeid=1,cpus=8-15,memdev=ram1"]
-    assert build_argv(GuestConfig(root_dir="/r", **SHAPES["2s"]),
-                      firmware=FW) == build_argv(GuestConfig(root_dir="/r"),
-                                                 firmware=FW)
-    with pytest.raises(QemuConfigError, match="dies"):
-        build_argv(GuestConfig(root_dir="/r", dies=0), firmware=FW)

@@ -56,7 +56,7 @@ def test_good_file(tmp_path):
 
 
 def test_unknown_name_lists_known(tmp_path):
-    with pytest.raises(KeyError, match="known: box, guest, small, vm"):
+    with pytest.raises(KeyError, match="known: box, guest, guest-2l3, small, vm"):
         T.load(write(tmp_path, GOOD)).get("nope")
 
 
@@ -119,7 +119,11 @@ def test_top_level_must_be_mapping(tmp_path):
 
 def test_missing_files(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
-    assert T.load().targets == {}  # no default file: no targets
+    # No default file: only the built-in QEMU guests.
+    ts = T.load()
+    assert set(ts.targets) == {"guest", "guest-2l3"}
+    assert ts.get("guest-2l3").shape == T.Shape(dies=2)   # two L3 per socket
+    assert ts.get("guest").shape == T.Shape()
     with pytest.raises(T.TargetsError, match="no such file"):
         T.load(str(tmp_path / "given.yaml"))
 

@@ -142,10 +142,11 @@ def _opts(**kw):
 
 
 def test_boots_patched_spread_pristine():
-    assert [b[0] for b in boots(_opts(), "/k")] == ["patched", "spread"]
+    assert [b[0] for b in boots(_opts(), "/k")] == ["patched", "spread", "spread2"]
     b = boots(_opts(pristine_kernel="/p", spread=False), "/k")
     assert b == [("patched", "/k", {}), ("pristine", "/p", {})]
     assert boots(_opts(), "/k")[1][2] == {"dev.em.0.iflib.core_spread": "1"}
+    assert boots(_opts(), "/k")[2][2] == {"dev.em.0.iflib.core_spread": "2"}
 
 
 def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
@@ -157,7 +158,7 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
     out = res.output
     assert "buildkernel" in out and "_includes" in out and "buildworld" in out
     assert "-lprivateatf-c" in out
-    assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 3
+    assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 4
     assert "sockets=2,cores=2,threads=2" in out
     assert not (tmp_path / "g").exists()  # a dry run stages nothing
 
@@ -280,7 +281,7 @@ def test_dry_run_plans_the_pristine_checkout_from_base(tmp_path, monkeypatch):
     assert "1 commits on the base" in res.output
     assert f"checkout -q --detach {base}" in res.output
     assert f"pristine-src-{base[:12]}/tools/build/make.py" in res.output
-    assert res.output.count("qemu-system-x86_64 -machine") == 3
+    assert res.output.count("qemu-system-x86_64 -machine") == 4
 
 
 def test_a_tree_at_the_base_is_applied_in_a_work_clone(tmp_path, monkeypatch):
@@ -311,7 +312,7 @@ def test_no_src_plans_the_fetch(tmp_path, monkeypatch):
     fetched = tmp_path / "work" / f"base-{base[:12]}"
     assert f"git clone -q --shared --no-checkout {src} {fetched}" in res.output
     assert f"{fetched}/tools/build/make.py" in res.output      # the pristine kernel's tree
-    assert res.output.count("qemu-system-x86_64 -machine") == 3
+    assert res.output.count("qemu-system-x86_64 -machine") == 4
     res = CliRunner().invoke(main, ["run", "--check-only"])
     assert res.exit_code == 0
     assert f"the base {base[:12]} will be fetched from https://github.com/owner/repo.git" \
