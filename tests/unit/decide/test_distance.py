@@ -38,7 +38,7 @@ def test_trees_with_caches():
     assert classes(r, 2, [2, 3, 9, 17]) == ["exact", "smt", "l3", "far"]
     q = topology.load("qemu-2s")             # a NUMA node per socket
     assert classes(q, 0, [1, 2, 4]) == ["smt", "l3", "remote"]
-    g = topology.load(str(DATA / "2node-2l3-smt.xml"))
+    g = topology.load(str(DATA / "qemu-2s2l3-numa.xml"))
     assert classes(g, 0, [1, 2, 4, 8]) == ["smt", "l3", "far", "remote"]
 
 

@@ -256,3 +256,17 @@ def test_spread_smt_and_domains(t, data):
             if t.l3_of(c) is not None}
     if mode == ACROSS and len(doms) > 1:
         assert model.domain_of(t, got[0]) is not model.domain_of(t, got[1])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_two_l3_guest_orders(impl):
+    """The guest of issue 11 as it reports itself (rxl run --target
+    guest-2l3: -smp 16,sockets=2,dies=2,cores=2,threads=2, two NUMA
+    nodes); em0's interrupt set leaves out the second threads."""
+    from pathlib import Path
+    t = topology.load(str(Path(__file__).resolve().parents[2] / "data" /
+                          "topology" / "qemu-2s2l3-numa.xml"))
+    intr = list(range(0, 16, 2))
+    assert order(impl, t, intr, mode=OFF)[:2] == [0, 2]       # one L3
+    assert order(impl, t, intr) == [0, 4, 2, 6, 8, 12, 10, 14]
+    assert order(impl, t, intr, mode=ACROSS) == [0, 8, 4, 12, 2, 10, 6, 14]
