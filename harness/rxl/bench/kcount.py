@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from rxl.bench import kcount_ops
+from rxl.bench import kcount_gdb, kcount_ops
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -83,110 +83,8 @@ VARIANTS = ("pristine", "patched", "patched-old")
 
 _MASK = (1 << 64) - 1
 
-#: The gdb side's filter for the steps whose registers it saves: the
-#: source register of a 64-bit ``lock cmpxchg`` (kcount_ops.cas_source,
-#: redone here because gdb's Python cannot import rxl; a test keeps the
-#: two equal).
-GDB_CAS_SRC = r"""
-WIDE = set(["rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp"] +
-           ["r%d" % i for i in range(8, 16)])
-
-def cas_src(t):
-    f = t.replace(",", " ").split()
-    if (len(f) >= 4 and f[0] == "lock" and f[1].rstrip("q") == "cmpxchg"
-            and f[2].startswith("%") and f[2][1:] in WIDE):
-        return f[2][1:]
-    return None
-"""
-
-#: The gdb side, run with ``gdb -batch -nx -x <this text>``; parameters come
-#: through gdb convenience variables set with -ex before it.
-GDB_SCRIPT = r"""
-import json
-
-import gdb
-
-def _s(name):
-    return gdb.convenience_variable(name).string()
-
-def _i(name):
-    return int(gdb.convenience_variable(name))
-""" + GDB_CAS_SRC + r"""
-MASK = (1 << 64) - 1
-outer, out = _s("kc_outer"), _s("kc_out")
-nsamples, limit = _i("kc_samples"), _i("kc_limit")
-gdb.execute("set pagination off")
-gdb.execute("set confirm off")
-gdb.execute("set suppress-cli-notifications on")
-# The kernel is a FreeBSD ELF; Debian's gdb has no FreeBSD OS ABI and then
-# rejects QEMU's register description unless told the architecture first.
-gdb.execute("set osabi none")
-gdb.execute("set architecture i386:x86-64")
-gdb.execute("set disassembly-flavor att")
-gdb.execute("target remote " + _s("kc_remote"))
-gdb.execute("set scheduler-locking step")
-
-# Addresses come from the host (nm): Debian's gdb reads this FreeBSD
-# kernel's minimal symbols 32 bits wide and would cut them off.
-entries = dict((k, int(v, 16)) for k, v in
-               (e.split("=") for e in _s("kc_entries").split(",")))
-bp = gdb.Breakpoint("*%#x" % entries[outer], internal=True)
-inf = gdb.selected_inferior()
-asm = {}
-
-def text(fr, pc):
-    t = asm.get(pc)
-    if t is None:
-        t = fr.architecture().disassemble(pc)[0]["asm"]
-        asm[pc] = t
-    return t
-
-def curthread(fr):
-    # pc_curthread is the first word of amd64's struct pcpu, at %gs:0.
-    try:
-        gs = int(fr.read_register("gs_base")) & MASK
-        return int.from_bytes(bytes(inf.read_memory(gs, 8)), "little")
-    except (gdb.error, gdb.MemoryError, ValueError):
-        return None
-
-samples = []
-while len(samples) < nsamples:
-    gdb.execute("continue", to_string=True)
-    fr = gdb.selected_frame()
-    pc0 = int(fr.pc()) & MASK
-    if pc0 != entries[outer]:
-        continue
-    sp0 = int(fr.read_register("rsp")) & MASK
-    ret = int.from_bytes(bytes(inf.read_memory(sp0, 8)), "little")
-    td = curthread(fr)
-    text(fr, pc0)
-    pcs, sps, cas = [pc0], [sp0], []
-    bp.enabled = False
-    while len(pcs) < limit:
-        gdb.execute("stepi", to_string=True)
-        fr = gdb.selected_frame()
-        pc = int(fr.pc()) & MASK
-        sp = int(fr.read_register("rsp")) & MASK
-        if pc == ret and sp > sp0:
-            break
-        src = cas_src(text(fr, pc))
-        if src is not None:
-            cas.append([len(pcs), int(fr.read_register("rax")) & MASK,
-                        int(fr.read_register(src)) & MASK])
-        pcs.append(pc)
-        sps.append(sp)
-    bp.enabled = True
-    samples.append({"pc": pcs, "sp": sps, "cas": cas, "curthread": td,
-                    "complete": len(pcs) < limit})
-    gdb.write("kcount: sample %d: %d instructions, %d cmpxchg\n"
-              % (len(samples), len(pcs), len(cas)))
-bp.delete()
-with open(out, "w") as f:
-    json.dump({"outer": outer, "entries": {k: "%#x" % v for k, v in entries.items()},
-               "asm": dict(("%#x" % k, v) for k, v in asm.items()),
-               "samples": samples}, f)
-gdb.execute("detach")
-"""
+#: The gdb side (rxl.bench.kcount_gdb), re-exported for record.
+GDB_CAS_SRC, GDB_SCRIPT = kcount_gdb.GDB_CAS_SRC, kcount_gdb.GDB_SCRIPT
 
 
 class KcountError(ValueError):

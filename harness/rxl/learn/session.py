@@ -208,6 +208,15 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
                  wout, learnd_bin, cc, deadline)
 
 
+def idle_timeout(deadline_s: int) -> float:
+    """Console silence that counts as a hung guest: learnd prints nothing
+    between a run's READY and its end, which may take its whole deadline
+    (a long --warmup, or a guest held by gdb for rxl kcount), so never less
+    than that plus a minute, nor less than the console's default."""
+    from rxl.guest import console as console_mod
+    return max(console_mod.DEFAULT_IDLE_TIMEOUT, deadline_s + 60.0)
+
+
 def qemu_extra(req: LearnRequest, out: str, boot: str) -> Tuple[str, ...]:
     """QEMU arguments a boot adds: the ``--pcap`` dump, then ``--qemu-arg``s."""
     dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
@@ -365,7 +374,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         total = 600 + len(b.runs) * (s.deadline + 60)
         try:
             console_mod.watch(console_mod.SerialTransport(argv), log, echo=cond.on_line,
-                              total_timeout=total)
+                              total_timeout=total, idle_timeout=idle_timeout(s.deadline))
         except console_mod.GuestError as exc:
             echo(f"boot {b.name}: guest {exc.kind}: {exc}")
         except FileNotFoundError as exc:

@@ -597,3 +597,12 @@ def test_port_connector_uses_every_port_before_any_again():
         go(8080, "m")
     assert sorted(seen[:50]) == list(range(30000, 30050))
     assert seen[50:100] == seen[:50]        # the same permutation, cycled
+
+
+def test_idle_timeout_covers_a_run_held_by_its_deadline():
+    """A run prints nothing between READY and its end; a guest held that long
+    (long --warmup, gdb for rxl kcount) is not hung."""
+    from rxl.learn import session
+    assert session.idle_timeout(504) == 564
+    assert session.idle_timeout(100) == 420
+
