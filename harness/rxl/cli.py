@@ -7,6 +7,7 @@ the package and print); this module only gathers them under one group.
 import click
 
 from rxl.bench.cli import bench, kcount
+from rxl.decide.checks import Group
 from rxl.decide.cli import deal, outcomes_cmd, spread
 from rxl.guest.cli import targets, vm
 from rxl.learn.cli import learn
@@ -14,10 +15,15 @@ from rxl.tree.cli import build, series
 from rxl.verify.cli import doctor, guest, inspect_cmd, parse, run
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rxl")
 def main():
-    """End-to-end receive locality: model, cores, series, guest runs."""
+    """End-to-end receive locality: model, cores, series, guest runs.
+
+    Errors: one line on stderr, "Error: ...", exit 2 for a usage error (a
+    bad option value) and 1 for a failure at run time; --json changes only
+    what a successful command prints.
+    """
 
 
 for _command in (deal, spread, outcomes_cmd,   # decide

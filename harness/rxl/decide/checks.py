@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -166,11 +167,19 @@ def check_input(path: str, what: str = "LOG") -> None:
 def read_input(path: str) -> str:
     """The text of ``path`` (``-``: stdin), UTF-8 with replacement; works on FIFOs."""
     if path == "-":
-        data = click.get_binary_stream("stdin").read()
+        data = sys.stdin.buffer.read()
     else:
         with open(path, "rb") as fh:
             data = fh.read()
     return data.decode("utf-8", errors="replace")
+
+
+class BadInput(click.ClickException):
+    """Bad input (a usage error, exit 2) shown as one ``Error:`` line, without the
+    usage text: for values whose fault is found while parsing them (a topology,
+    a CPU list), where the message already names the option."""
+
+    exit_code = 2
 
 
 class Group(click.Group):

@@ -14,11 +14,15 @@ from typing import Dict, List, Optional
 
 import click
 
+from rxl.decide.checks import BadInput
+
 from rxl.decide import distance, model, outcomes, topology
 from rxl.decide import report as R
 from rxl.decide.cpugroup import Topology, TopologyError
 
 IMPLS = ("c", "model")
+#: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
+LBGROUP_MAX = 256
 TOPOLOGY_HELP = ("Built-in name, LxCxT, or a kern.sched.topology_spec dump "
                  "(file, FIFO such as <(ssh host sysctl -n "
                  "kern.sched.topology_spec), or - for stdin).")
@@ -32,13 +36,14 @@ def _impl(name: str):
 
 
 def _friendly(fn):
-    """Turn input errors into a one-line ``Error: ...`` and exit 1."""
+    """Turn input errors into a one-line ``Error: ...``: exit 2 for bad input (a
+    usage error), 1 for a failure of the C build."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except (TopologyError, ValueError) as e:
-            raise click.ClickException(str(e))
+            raise BadInput(str(e))
         except RuntimeError as e:  # core.CoreError: one line by design
             raise click.ClickException(str(e).splitlines()[0])
         except MemoryError:
@@ -102,6 +107,10 @@ def deal(topo_spec, members, counts, impl, as_json):
     """Deal the members of an SO_REUSEPORT_LB group to receiving CPUs."""
     topo = topology.load(topo_spec)
     tags = parse_members(members, topo)
+    if len(tags) > LBGROUP_MAX:
+        raise click.BadParameter(f"{len(tags)} members: FreeBSD caps an SO_REUSEPORT_LB "
+                                 f"group at {LBGROUP_MAX} (INPCBLBGROUP_SIZMAX)",
+                                 param_hint="'--members'")
     d = _impl(impl).deal(topo, tags, parse_counts(counts, topo))
     doc = R.deal_doc(topo, tags, d)
     _emit(as_json, doc, R.deal_text(doc))

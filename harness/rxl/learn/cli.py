@@ -40,6 +40,7 @@ from typing import Optional, Sequence
 
 import click
 
+from rxl.decide.checks import FiniteFloat
 from rxl.learn import metrics as M
 from rxl.learn import plan as L
 from rxl.learn import session as S
@@ -86,8 +87,10 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--workers", "worker_sets", multiple=True, type=click.Choice(L.WORKER_SETS),
               help="Worker sets: rxq (one pinned per rxq CPU), all (one pinned per CPU), "
                    "free (one per rxq CPU, unpinned) (repeatable) [default: rxq, all].")
-@click.option("--warmup", default=25.0, show_default=True, help="Warm-up seconds (> 20).")
-@click.option("--measured", default=30.0, show_default=True, help="Measured seconds (> 20).")
+@click.option("--warmup", default=25.0, show_default=True, type=FiniteFloat(),
+              help="Warm-up seconds (> 20).")
+@click.option("--measured", default=30.0, show_default=True, type=FiniteFloat(),
+              help="Measured seconds (> 20).")
 @click.option("--min-conns", default=512, show_default=True,
               help="Measured phase runs on (up to 4x) until this many connections.")
 @click.option("--concurrency", default=4, show_default=True, help="Host connection threads.")

@@ -124,6 +124,10 @@ def check(req: LearnRequest) -> Checked:
                                                memory_mib=req.memory_mib, **topo_kw))
     except qemu_mod.QemuConfigError as exc:
         raise LearnFailed(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
+    from rxl.decide import checks  # usage errors (exit 2) naming the option
+    checks.check_guest(sockets * cores * threads, req.memory_mib)
+    if req.out:
+        checks.check_out_dir(req.out)
     if req.nic_reinit < 0:
         raise LearnFailed(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:

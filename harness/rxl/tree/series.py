@@ -149,12 +149,16 @@ def dirty_paths(src: Path) -> list[str]:
 
 
 def ensure_git_tree(src: Path) -> None:
-    """Raise :class:`SeriesError` unless ``src`` is a git work tree."""
+    """Raise :class:`SeriesError` unless ``src`` is the top of a git work tree
+    (a folder inside one is refused: git would act on the enclosing tree)."""
     if not Path(src).is_dir():
         raise SeriesError(f"{src}: no such directory")
-    cp = run_git(src, "rev-parse", "--is-inside-work-tree", check=False)
-    if cp.returncode != 0 or cp.stdout.strip() != "true":
+    cp = run_git(src, "rev-parse", "--show-toplevel", check=False)
+    if cp.returncode != 0:
         raise SeriesError(f"{src}: not a git work tree")
+    top = cp.stdout.strip()
+    if os.path.realpath(top) != os.path.realpath(src):
+        raise SeriesError(f"{src} is a folder inside the git tree {top}; give its top")
 
 
 def _locked(argv: list[str], lock: Optional[Path]) -> list[str]:
@@ -166,9 +170,10 @@ def apply_series(src: Path, patches_dir: Path, *,
                  lock: Optional[Path] = None, echo=print) -> str:
     """Create ``branch`` at the recorded base and ``git am`` the series.
 
-    Refuses (raising :class:`SeriesError`, changing nothing) when the tree
-    has uncommitted changes, the base commit is unknown, or ``branch``
-    already exists.  On a failed ``git am`` the am is aborted and the
+    Refuses (raising :class:`SeriesError`, changing nothing: every check
+    comes before the snapshot's config and skip-worktree marks are written)
+    when ``src`` is not the top of a git tree, the tree has uncommitted
+    changes, the base commit is unknown, or ``branch`` already exists.  On a failed ``git am`` the am is aborted and the
     branch stays at the base; nothing is deleted.  Returns the new HEAD.
     """
     src = Path(src)
@@ -181,16 +186,18 @@ def apply_series(src: Path, patches_dir: Path, *,
             check=False).returncode != 0:
         raise SeriesError(f"{src}: base commit {base.commit[:12]} "
                           f"({base.repository}) is not in this repository")
-    prepare_snapshot(src, echo)
-    dirty = dirty_paths(src)
-    if dirty:
-        raise SeriesError(f"{src} has uncommitted changes ({len(dirty)} "
-                          f"file(s), e.g. {dirty[0]}); commit or stash "
-                          "them first")
     if run_git(src, "rev-parse", "--verify", "--quiet", "refs/heads/" + branch,
             check=False).returncode == 0:
         raise SeriesError(f"branch {branch!r} already exists in {src}; "
                           "rename or delete it, or pass --branch")
+    # Every refusal comes before prepare_snapshot, the first write (config, index).
+    empty_index = not run_git(src, "ls-files", check=False).stdout.strip()
+    dirty = [] if empty_index else sorted(set(dirty_paths(src)) - set(missing_blob_paths(src)))
+    if dirty:
+        raise SeriesError(f"{src} has uncommitted changes ({len(dirty)} "
+                          f"file(s), e.g. {dirty[0]}); commit or stash "
+                          "them first")
+    prepare_snapshot(src, echo)
     run = subprocess.run(_locked(["git", "-C", str(src), "checkout", "-q",
                                   "-b", branch, base.commit], lock),
                          text=True, capture_output=True)

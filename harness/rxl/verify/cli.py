@@ -289,18 +289,21 @@ def guest_down():
 
 
 @click.command("parse")
-@click.argument("log", type=click.Path(dir_okay=False))
+@click.argument("log")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def parse(log, as_json):
-    """Re-read a saved guest console LOG and print its results.
+    """Re-read a saved guest console LOG (a file, - for stdin, or a FIFO) and print its results.
 
     Exit 0 only if the run completed, at least one case ran, and no case
     failed, broke, timed out or crashed.
     """
-    if not Path(log).is_file():
-        raise click.ClickException(f"{log}: no such file")
-    res = parse_mod.parse_file(log)
-    label = res.label or Path(log).stem
+    from rxl.decide import checks
+    checks.check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
+    try:
+        res = parse_mod.parse_console(checks.read_input(log).splitlines())
+    except OSError as exc:
+        raise click.ClickException(f"{checks.show(log)}: {exc.strerror}") from None
+    label = res.label or ("stdin" if log == "-" else Path(log).stem)
     if as_json:
         click.echo(json.dumps(res.to_dict(), indent=2, default=str))
     else:

@@ -71,7 +71,7 @@ def test_spread_domain():
     assert json.loads(out)["order"] == [4, 6, 0, 2]
     code, out = run("spread", "--topology", "qemu-2s", "--intr-cpus", "0",
                     "--queues", "1", "--domain", "2")
-    assert code == 1 and "NUMA domain" in out
+    assert code == 2 and "NUMA domain" in out
 
 
 @pytest.mark.parametrize("impl", ["c", "model"])
@@ -128,7 +128,7 @@ def test_outcomes_two_workers_per_cpu_and_rx_share():
 ])
 def test_bad_input_one_line(args, msg):
     code, out = run(*args)
-    assert code == 1
+    assert code == 2
     assert msg in out and len(out.strip().splitlines()) == 1
 
 
@@ -144,7 +144,7 @@ def test_xml_topology_file(tmp_path):
     assert json.loads(out)["order"] == [0, 4, 2, 6]
     f.write_text("<groups><group>")
     code, out = run("deal", "--topology", str(f), "--members", "0")
-    assert code == 1 and "line 1: the dump ends before the <group> of " \
+    assert code == 2 and "line 1: the dump ends before the <group> of " \
         "line 1 is closed" in out
 
 

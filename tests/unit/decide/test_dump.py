@@ -129,10 +129,10 @@ def test_fifo(tmp_path):
 def test_missing_and_directory(tmp_path):
     code, out = run("spread", "--topology", str(tmp_path / "none.xml"),
                     "--intr-cpus", "0", "--queues", "1")
-    assert code == 1 and "no such file" in out
+    assert code == 2 and "no such file" in out
     code, out = run("spread", "--topology", str(tmp_path), "--intr-cpus",
                     "0", "--queues", "1")
-    assert code == 1 and "is a directory" in out
+    assert code == 2 and "is a directory" in out
     code, out = run("spread", "--topology", "2x2x2", "--intr-cpus", "0",
                     "--queues", "1")
     assert code == 0                       # LxCxT still resolves

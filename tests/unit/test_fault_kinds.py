@@ -1,0 +1,128 @@
+"""Issue 14's fault kinds, each checked across the commands it reached: non-finite
+numbers, checks deferred past slow stages, paths that are not regular files, the
+lbgroup cap, refusals that must change nothing, one error surface."""
+
+import os
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from fakefreebsd import _git, _series, _tree
+from rxl.cli import main
+from rxl.tree import series as S
+from rxl.tree.patch import SeriesError
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "console")
+
+
+def _run(*args, **kw):
+    return CliRunner().invoke(main, list(args), **kw)
+
+
+# ------------------------------------------------ non-finite and out of range
+@pytest.mark.parametrize("opt", ["--warmup", "--measured"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_learn_refuses_non_finite_phases(opt, value, tmp_path):
+    r = _run("learn", opt, value, "--dry-run", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and f"'{opt}'" in r.output and "not a finite number" in r.output
+
+
+@pytest.mark.parametrize("args,hint,why", [
+    (["--smp", "1,1,300"], "--smp", "at most 288"),
+    (["--memory", "200000000"], "--memory", "more than this host's"),
+])
+def test_learn_guest_limits_before_any_build(args, hint, why, tmp_path):
+    r = _run("learn", *args, "--dry-run", "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2 and f"'{hint}'" in r.output and why in r.output
+
+
+def test_out_under_a_file_is_refused_by_run_and_learn(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = _run("learn", "--dry-run", "--out", str(f / "out"))
+    assert r.exit_code == 2 and "'--out'" in r.output and "is a file" in r.output
+    r = _run("run", "--dry-run", "--out", str(f / "out"), "--base-url", str(tmp_path))
+    assert r.exit_code == 2 and "'--out'" in r.output and "is a file" in r.output
+
+
+def test_run_refuses_more_memory_than_the_host_before_any_stage(tmp_path):
+    r = _run("run", "--memory", "200000000", "--out", str(tmp_path / "out"))
+    assert r.exit_code == 2 and "'--memory'" in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_deal_says_freebsd_caps_a_group_at_256():
+    r = _run("deal", "--topology", "2x4x2", "--members", ",".join(["-"] * 300))
+    assert r.exit_code == 2
+    assert "300 members: FreeBSD caps an SO_REUSEPORT_LB group at 256" in r.output
+    assert _run("deal", "--topology", "2x4x2", "--members",
+                ",".join(["-"] * 256)).exit_code == 0
+
+
+# ------------------------------------------------ inputs that are not regular files
+def test_parse_reads_stdin_fifo_and_refuses_a_directory(tmp_path):
+    log = os.path.join(DATA, "synthetic-pass.log")
+    data = open(log, "rb").read()
+    r = _run("parse", "-", input=data)
+    assert r.exit_code == 0 and "so_reuseport_lb_test:basic_ipv4" in r.output
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat {log} > {fifo}"])
+    r = _run("parse", str(fifo))
+    writer.wait()
+    assert r.exit_code == 0 and "basic_ipv4" in r.output
+    r = _run("parse", str(tmp_path))
+    assert r.exit_code == 2 and "is a directory" in r.output
+    r = _run("parse", str(tmp_path / "absent"))
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+# ------------------------------------------------ refuse, change nothing
+def _snapshot_like(tmp_path):
+    """A tree at the base with one file whose blob is gone (as in the snapshot)."""
+    src = tmp_path / "src"
+    base = _tree(src)
+    patches = _series(tmp_path, src, base)
+    (src / "big.bin").write_text("large\n")
+    _git(src, "add", "big.bin")
+    _git(src, "commit", "-qm", "big")
+    blob = _git(src, "rev-parse", "HEAD:big.bin")
+    (src / ".git/objects" / blob[:2] / blob[2:]).unlink()
+    (src / "big.bin").unlink()
+    (patches / "BASE").write_text((patches / "BASE").read_text().replace(
+        base, _git(src, "rev-parse", "HEAD")))
+    return src, patches
+
+
+def _state(src):
+    return ((src / ".git/config").read_text(), _git(src, "ls-files", "-v"),
+            _git(src, "branch", "--list"))
+
+
+def test_series_apply_refuses_an_existing_branch_before_any_write(tmp_path):
+    src, patches = _snapshot_like(tmp_path)
+    _git(src, "branch", "rxl")
+    before = _state(src)
+    with pytest.raises(SeriesError, match="already exists"):
+        S.apply_series(src, patches, echo=lambda s: None)
+    assert _state(src) == before          # no promisor config, no skip-worktree mark
+
+
+def test_series_apply_and_export_refuse_a_folder_inside_the_tree(tmp_path):
+    src, patches = _snapshot_like(tmp_path)
+    before = _state(src)
+    for args in (["series", "apply", "--src", str(src / "sys"), "--patches", str(patches)],
+                 ["series", "export", "--src", str(src / "sys"), "--patches", str(patches)]):
+        r = _run(*args)
+        assert r.exit_code == 1 and "is a folder inside the git tree" in r.output, r.output
+    assert _state(src) == before
+
+
+# ------------------------------------------------ one error surface
+def test_errors_are_one_escaped_line_with_clicks_prefix():
+    r = _run("deal", "--topology", "2x4x2", "--members", "0,\x1b[31mx" + "y" * 500)
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert r.exit_code in (1, 2) and len(lines) == 1
+    assert "\x1b" not in r.output and "\\x1b" in lines[0]
+    assert "more characters" in lines[0]
