@@ -10,6 +10,7 @@ import errno
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -175,21 +176,38 @@ def _opts(tmp_path):
                       memory_mib=512, dry_run=False, rebuild_world=False)
 
 
-@pytest.mark.parametrize("name,exc,words", [
-    ("build", RuntimeError("make.py buildkernel failed (exit 2); log /o/build.log"),
-     "buildkernel failed"),
-    ("image", OSError(errno.ENOSPC, "No space left on device", "/stage/patched/boot/kernel"),
-     "No space left on device"),
-])
-def test_a_failed_stage_is_a_failed_verdict_with_its_log(tmp_path, name, exc, words):
-    def fail(opts, st):
-        raise exc
-    ok, st = pipeline.run(_opts(tmp_path), echo=lambda s: None, steps=[(name, fail)])
+def _failed_run(tmp_path, steps, name, words):
+    ok, st = pipeline.run(_opts(tmp_path), echo=lambda s: None, steps=steps)
     out = tmp_path / "out"
     assert not ok and st.verdict.ok is False
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"]["ok"] is False and words in report["verdict"]["reasons"][0]
     assert words in (out / f"stage-{name}.log").read_text()
+
+
+def test_a_failed_build_is_a_failed_verdict_with_its_log(tmp_path):
+    def build(opts, st):
+        raise RuntimeError("make.py buildkernel failed (exit 2); log /o/build.log")
+    _failed_run(tmp_path, [("build", build)], "build", "buildkernel failed")
+
+
+def test_a_full_disk_while_staging_is_a_failed_verdict(tmp_path, monkeypatch):
+    from rxl.guest import image as image_mod
+
+    def world(opts, st):
+        for f in ("loader.efi", "kernel"):
+            (tmp_path / f).write_bytes(b"x" * 64)
+        st.world = SimpleNamespace(programs={}, sysroot=tmp_path,
+                                   loader_efi=tmp_path / "loader.efi")
+        st.kernel = str(tmp_path / "kernel")
+        return StageRecord("world", "ok")
+
+    def full(src, dst, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+    monkeypatch.setattr(image_mod, "resolve_libs", lambda binaries, sysroot: {})
+    monkeypatch.setattr(image_mod.shutil, "copyfile", full)
+    _failed_run(tmp_path, [("world", world), ("image", stages.image)], "image",
+                "No space left on device")
 
 
 @pytest.mark.parametrize("log", ["hang", "witness"])
