@@ -30,12 +30,13 @@ OUTCOMES = {"completed", "panic", "witness", "rebooted", "crashed"}
 END = b"\n==RXL== END"
 
 
-def _positions(data: bytes, n: int = 120):
-    """``n`` evenly spread byte offsets, plus every offset around each sentinel."""
+def _positions(data: bytes, n: int = 100):
+    """``n`` evenly spread byte offsets, plus offsets inside and around each
+    sentinel (before it, in the marker, in its keyword, after its keyword)."""
     pos = set(range(0, len(data) + 1, max(1, len(data) // n)))
     at = data.find(b"==RXL==")
     while at >= 0:
-        pos.update(range(max(0, at - 2), min(len(data), at + 14)))
+        pos.update(p for p in (at - 1, at, at + 3, at + 9, at + 11, at + 13) if 0 <= p <= len(data))
         at = data.find(b"==RXL==", at + 1)
     return sorted(pos)
 
