@@ -31,6 +31,9 @@
 #include <sys/types.h>
 #ifndef _KERNEL
 #include <stdbool.h>
+#ifdef __FreeBSD__
+#include <sys/_null.h>
+#endif
 #endif
 
 /*
