@@ -1064,7 +1064,7 @@ serial_worker(const struct opts *o, int rank, int lfd, struct loop *lp,
 	struct pev ev[1];
 	struct pollfd pfd;
 	char c;
-	int fd, got, b, n, limit;
+	int fd, b, n, limit;
 	long before;
 
 	limit = o->batch > 0 ? o->batch : MAXBATCH;
@@ -1078,10 +1078,9 @@ serial_worker(const struct opts *o, int rank, int lfd, struct loop *lp,
 		 * Drain: a wakeup may find several queued connections, the way
 		 * the seed counted "wakeups that accepted two at once".
 		 */
-		for (got = 0, b = 0; b < limit; b++) {
+		for (b = 0; b < limit; b++) {
 			if ((fd = accept_one(lfd, ws)) == -1)
 				break;
-			got++;
 			on_accepted(o, ws, rank, fd, now_ns());
 			do_work(o, ws);
 			ws->handled++;
