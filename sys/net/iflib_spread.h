@@ -28,6 +28,11 @@
 #ifndef _NET_IFLIB_SPREAD_H_
 #define	_NET_IFLIB_SPREAD_H_
 
+#include <sys/types.h>
+#ifdef __FreeBSD__
+#include <sys/_cpuset.h>
+#endif
+
 /*
  * The order in which an iflib device's queues take CPUs, by the value of
  * its core_spread tunable:
