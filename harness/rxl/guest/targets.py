@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from rxl import paths
+from rxl.guest import qemu
 
 KINDS = ("qemu", "bhyve", "box")
 #: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
@@ -70,19 +71,29 @@ class TargetsError(ValueError):
 
 @dataclass(frozen=True)
 class Shape:
-    """The own QEMU guest's CPU/NUMA/NIC shape. vCPUs = sockets*dies*cores*threads."""
+    """The own QEMU guest's CPU/NUMA/NIC shape. vCPUs = sockets*dies*cores*threads.
 
-    sockets: int = 2
-    dies: int = 1
-    cores: int = 2
-    threads: int = 2
-    numa_nodes: int = 2
-    memory_mib: int = 1024
-    nic: str = "e1000e"
+    The defaults are :class:`rxl.guest.qemu.GuestConfig`'s, written once there.
+    """
+
+    sockets: int = qemu.GuestConfig.sockets
+    dies: int = qemu.GuestConfig.dies
+    cores: int = qemu.GuestConfig.cores
+    threads: int = qemu.GuestConfig.threads
+    numa_nodes: int = qemu.GuestConfig.numa_nodes
+    memory_mib: int = qemu.GuestConfig.memory_mib
+    nic: str = qemu.GuestConfig.nics[0]
 
     @property
     def vcpus(self) -> int:
         return self.sockets * self.dies * self.cores * self.threads
+
+    def config(self, root_dir: str) -> "qemu.GuestConfig":
+        """The QEMU guest of this shape booting the staged root ``root_dir``."""
+        return qemu.GuestConfig(root_dir=root_dir, sockets=self.sockets, dies=self.dies,
+                                cores=self.cores, threads=self.threads,
+                                numa_nodes=self.numa_nodes, memory_mib=self.memory_mib,
+                                nics=(self.nic,))
 
 
 @dataclass(frozen=True)

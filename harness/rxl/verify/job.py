@@ -168,10 +168,5 @@ def boots(opts: RunOptions, patched_kernel: str,
 
 def guest_config(root: str, opts: RunOptions):
     """The QEMU guest of one boot (rxl.guest.qemu.GuestConfig), staged root ``root``."""
-    from rxl.guest import qemu as qemu_mod
-    if opts.shape is None:
-        return qemu_mod.GuestConfig(root_dir=root, memory_mib=opts.memory_mib)
-    s = opts.shape
-    return qemu_mod.GuestConfig(root_dir=root, sockets=s.sockets, dies=s.dies, cores=s.cores,
-                                threads=s.threads, numa_nodes=s.numa_nodes,
-                                memory_mib=s.memory_mib, nics=(s.nic,))
+    from rxl.guest.targets import Shape
+    return (opts.shape or Shape(memory_mib=opts.memory_mib)).config(root)
