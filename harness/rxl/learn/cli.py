@@ -21,7 +21,11 @@ command and runs nothing):
             (rxl.guest.console); on each ``LEARN READY`` line the host drives the
             warm-up and measured phases (rxl.learn.drive.drive_run)
     report  parse the console logs, analyse, print and save the table
-            (``<out>/learn.txt``, ``<out>/learn.json``)
+            (``<out>/learn.txt``, ``<out>/learn.json``), then per run the
+            kernel's groups view (net.inet.tcp.reuseport_lb.groups, copied
+            by learnd every ``--groups-every`` s and at the quit byte,
+            read with ``rxl inspect``'s parser) beside the connections that
+            arrived between two copies (rxl.learn.groups)
 
 ``--log FILE`` (repeatable) skips the first three stages and re-analyses
 saved console logs. Exit status: 0 when every planned run produced a
@@ -41,6 +45,7 @@ from typing import Optional, Sequence
 import click
 
 from rxl.decide.checks import FiniteFloat
+from rxl.learn import groups as G
 from rxl.learn import metrics as M
 from rxl.learn import plan as L
 from rxl.learn import session as S
@@ -55,8 +60,12 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     rxq_by_run = {m.label: a["rxq"] for a in analyses for m in a["metrics"]}
     topo_names = sorted({a["topology"] for a in analyses})
     text = M.table(metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
+    views = {lbl: v for a in analyses for lbl, v in a.get("views", {}).items()}
+    text += "".join("\n".join(G.render(lbl, views[lbl])) + "\n" for lbl in sorted(views))
     errors = [e for a in analyses for e in a["errors"]]
-    doc = {"logs": [{k: v for k, v in a.items() if k != "metrics"} for a in analyses],
+    doc = {"logs": [{k: v for k, v in a.items() if k not in ("metrics", "views")}
+                    for a in analyses],
+           "views": {lbl: G.as_json(v) for lbl, v in views.items()},
            "runs": [m.to_dict() for m in metrics],
            "targets": [t.__dict__ for m in metrics for t in M.targets(m)],
            "errors": errors}
@@ -101,8 +110,15 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Client source ports: uniform over 20000-60999 (seeded), or the host "
                    "kernel's choice (Linux: even ports only, which biases the lbgroup hash).")
 @click.option("--lb-cpu-opt", default=None,
-              help="Value of SO_REUSEPORT_LB_CPU for learnd [default: from the tree's "
-                   "sys/sys/socket.h]; e.g. 0x1030.")
+              help="Value of SO_REUSEPORT_LB_CPU (a listener's tag, read back at the end) "
+                   "for learnd [default: from the tree's sys/sys/socket.h]; e.g. 0x1030.")
+@click.option("--handshake-cpu-opt", default=None,
+              help="Value of SO_HANDSHAKE_CPU (the accepted socket's handshake CPU) for "
+                   "learnd [default: from the tree's sys/sys/socket.h]; e.g. 0x1031.")
+@click.option("--groups-every", default=L.GROUPS_MS / 1000, show_default=True,
+              type=FiniteFloat(),
+              help="learnd copies net.inet.tcp.reuseport_lb.groups every this many "
+                   "seconds (0: never); the report shows each copy.")
 @click.option("--topology", "topo_spec", default=None,
               help="Topology for the predictions [default: the guest's topology_spec].")
 @click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
@@ -131,7 +147,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          client_ports, lb_cpu_opt, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
+          client_ports, lb_cpu_opt, handshake_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
           nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     req = S.LearnRequest(
@@ -139,7 +155,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         pristine_kernel=pristine_kernel, configs=configs, worker_sets=worker_sets,
         warmup=warmup, measured=measured, min_conns=min_conns, concurrency=concurrency,
         learn_sysctl=learn_sysctl, topo_spec=topo_spec, memory_mib=memory_mib, logs=logs,
-        client_ports=client_ports, lb_cpu_opt=lb_cpu_opt, tunables=tunables,
+        client_ports=client_ports, lb_cpu_opt=lb_cpu_opt,
+        handshake_cpu_opt=handshake_cpu_opt, groups_every=groups_every, tunables=tunables,
         deadline_s=deadline_s, tcg_single_thread=tcg_single_thread, smp=smp,
         guest_sysctls=guest_sysctls, nic_reinit=nic_reinit, qemu_args=qemu_args,
         per_connection=per_connection, pcap=pcap, dry_run=dry_run)

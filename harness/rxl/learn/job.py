@@ -13,12 +13,13 @@ import queue
 import re
 import threading
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.learn import plan as L
 from rxl.learn import results as R
 from rxl.learn import metrics as M
 from rxl.learn import drive as D
+from rxl.learn import groups as G
 from rxl.verify import parse as parse_mod
 from rxl.decide import topology
 from rxl.decide import cpugroup
@@ -76,6 +77,14 @@ class Conductor:
                 f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
                 + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res)
                 + f"; {retried} tries retried on a fresh client port")
+
+
+def qemu_extra(pcap: bool, qemu_args: Sequence[str], out: str, boot: str) -> Tuple[str, ...]:
+    """QEMU arguments a boot adds: the ``--pcap`` dump to ``<out>/<boot>.pcap``,
+    then ``--qemu-arg``s."""
+    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
+            f"file={Path(out) / (boot + '.pcap')}") if pcap else ()
+    return dump + tuple(qemu_args)
 
 
 def single_thread(argv: List[str]) -> List[str]:
@@ -160,6 +169,8 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
             "topology_xml": con.topology_xml, "rxq": rxq,
             "sysctls": {**con.sysctls, **con.rxq},
             "runs": {lbl: {"info": r.info, "sets": r.sets, "sysctls": r.sysctls,
-                           "done": r.done, "ftypes": r.ftypes, "notes": r.notes}
+                           "done": r.done, "ftypes": r.ftypes, "notes": r.notes,
+                           "workers": r.workers}
                      for lbl, r in runs.items()},
+            "views": {lbl: G.views(r.views) for lbl, r in runs.items() if r.views},
             "errors": errors, "metrics": metrics}

@@ -13,16 +13,27 @@
  * The client writes one byte naming the phase of the run ('w' warm-up,
  * 'm' measured, 'q' quit); the server answers 'k' and closes.  Per
  * accepted connection a worker records the phase, its own CPU, the
- * handshake CPU (getsockopt SO_REUSEPORT_LB_CPU on the accepted socket,
- * the series' observable), the flow type the NIC reported and the receive
- * queue that the flow id selects on an 82574 (see rx_queue()).
+ * handshake CPU (getsockopt SO_HANDSHAKE_CPU on the accepted socket, the
+ * series' get-only observable), the flow type the NIC reported and the
+ * receive queue that the flow id selects on an 82574 (see rx_queue()).
+ * At the end each worker reads its listener's tag back with
+ * SO_REUSEPORT_LB_CPU (NONE -2, HASH -1, a CPU, or a CPU or'ed with
+ * SO_REUSEPORT_LB_CPU_LEARNED when learning captured it).
+ *
+ * With -G ms the parent reads the kernel's per-group view (the sysctl
+ * net.inet.tcp.reuseport_lb.groups, root only) every ms milliseconds
+ * from READY on, and once more when the quit byte arrives, before the
+ * listeners close; with each copy it notes the phase ('-' before the
+ * first connection) and the cumulative connections per (phase, handshake
+ * CPU, worker CPU).  The copies are kept in memory and printed after the
+ * run.
  *
  * Output: sentinel lines on stdout (the guest's console), counts only,
  * so the summary stays a few dozen lines however many connections ran:
  *
  *   ==RXL== LEARN READY <label> port=<p> workers=<n>
- *   ==RXL== LEARN RUN <label> workers=<n> port=<p> ncpu=<c> nq=<q> pin=<list|none> hcpu_opt=<hex>
- *   ==RXL== LEARN W <label> worker=<i> cpu=<pin|-1> accepts=<n> errors=<n> pinerr=<errno>
+ *   ==RXL== LEARN RUN <label> workers=<n> port=<p> ncpu=<c> nq=<q> pin=<list|none> hcpu_opt=<hex> tag_opt=<hex>
+ *   ==RXL== LEARN W <label> worker=<i> cpu=<pin|-1> accepts=<n> errors=<n> pinerr=<errno> tag=<v|unknown>
  *   ==RXL== LEARN C <label> phase=<w|m|q|x> worker=<i> wcpu=<c> hcpu=<c|-1> q=<q|-1> n=<count>
  *   ==RXL== LEARN FT <label> phase=<p> ftype=<M_HASHTYPE> n=<count>
  *   ==RXL== LEARN DONE <label> accepted=<n> elapsed_ms=<ms> stop=<quit|deadline>
@@ -32,6 +43,11 @@
  * does not slow the workers), up to MAXK per worker, 32 to a line:
  *
  *   ==RXL== LEARN K <label> worker=<i> <fport>:<hcpu> ...
+ *
+ * and with -G, per copy of the groups view, a header and its lines:
+ *
+ *   ==RXL== LEARN G <label> seq=<i> t_ms=<ms since READY> phase=<c> err=<errno> x=<p>:<hcpu>:<wcpu>:<n>,...
+ *   ==RXL== LEARN GL <label> seq=<i> <one line of the sysctl's text>
  *
  * Bounded: every wait has a timeout and the whole run has a deadline (-d).
  * Builds on FreeBSD (the guest) and on Linux (SO_REUSEPORT, SO_INCOMING_CPU)
@@ -56,6 +72,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,15 +87,26 @@
 #endif
 
 /*
- * The series' option (commit 2, sys/sys/socket.h).  The world's headers may
- * predate it; the harness passes -DLEARND_LB_CPU_OPT=<value> read from the
- * tree.  On a kernel without it getsockopt fails and the CPU is unknown.
+ * The series' options (commit 2, sys/sys/socket.h): SO_HANDSHAKE_CPU (get
+ * only, the CPU that completed an accepted socket's handshake) and
+ * SO_REUSEPORT_LB_CPU (a listener's tag).  The world's headers may predate
+ * them; the harness passes -DLEARND_HANDSHAKE_CPU_OPT=<value> and
+ * -DLEARND_LB_CPU_OPT=<value> read from the tree.  On a kernel without
+ * them getsockopt fails and the CPU or tag is unknown.
  */
+#if defined(SO_HANDSHAKE_CPU)
+#define	HS_CPU_OPT	SO_HANDSHAKE_CPU
+#elif defined(LEARND_HANDSHAKE_CPU_OPT)
+#define	HS_CPU_OPT	LEARND_HANDSHAKE_CPU_OPT
+#endif
 #if defined(SO_REUSEPORT_LB_CPU)
 #define	LB_CPU_OPT	SO_REUSEPORT_LB_CPU
 #elif defined(LEARND_LB_CPU_OPT)
 #define	LB_CPU_OPT	LEARND_LB_CPU_OPT
 #endif
+
+/* The series' per-group view (commit 2, tcp_usrreq.c), root only. */
+#define	GROUPS_SYSCTL	"net.inet.tcp.reuseport_lb.groups"
 
 #define	MAXW		32		/* workers */
 #define	NCPU_MAX		64		/* CPUs counted; index NCPU_MAX = unknown */
@@ -88,6 +116,9 @@
 #define	IO_MS		2000		/* per-connection byte wait */
 #define	REG_MS		5000		/* one worker's start-up */
 #define	MAXK		32768		/* -K records per worker */
+#define	GBUF		(1 << 20)	/* -G text kept for printing */
+#define	GVIEW		(64 << 10)	/* one read of the groups view */
+#define	TAG_UNKNOWN	(-1000)		/* no tag read back */
 
 static const char phases[NPHASE] = { 'w', 'm', 'q', 'x' };
 
@@ -96,6 +127,7 @@ struct wstat {
 	long	errors;
 	int	pinerr;
 	int	ready;
+	int	tag;			/* listener's SO_REUSEPORT_LB_CPU at the end */
 	/* [phase][worker cpu][handshake cpu][queue] */
 	long	c[NPHASE][NCPU_MAX + 1][NCPU_MAX + 1][MAXQ + 1];
 	long	ft[NPHASE][256];
@@ -108,17 +140,22 @@ struct wstat {
 
 struct shared {
 	volatile int	stop;		/* 1 quit, 2 deadline */
+	volatile int	quit;		/* quit byte seen; the parent stops */
+	volatile char	phase;		/* last phase byte seen */
 	struct wstat	w[MAXW];
 };
 
 static struct shared *sh;
 static int keep;			/* -K: keep measured connections */
+static char *gbuf;			/* -G: copies of the groups view */
+static size_t glen;
+static int gseq;
 
 static void
 usage(void)
 {
 	fprintf(stderr, "usage: learnd -w workers [-c cpu,cpu,...] [-P port] "
-	    "[-l label] [-d deadline_s] [-Q nqueues] [-K]\n");
+	    "[-l label] [-d deadline_s] [-Q nqueues] [-K] [-G ms]\n");
 	exit(2);
 }
 
@@ -188,8 +225,8 @@ handshake_cpu(int fd)
 	int cpu = -1;
 	socklen_t len = sizeof(cpu);
 
-#if defined(LB_CPU_OPT)
-	if (getsockopt(fd, SOL_SOCKET, LB_CPU_OPT, &cpu, &len) != 0)
+#if defined(HS_CPU_OPT)
+	if (getsockopt(fd, SOL_SOCKET, HS_CPU_OPT, &cpu, &len) != 0)
 		cpu = -1;
 #elif defined(__linux__) && defined(SO_INCOMING_CPU)
 	if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0)
@@ -199,6 +236,22 @@ handshake_cpu(int fd)
 	(void)len;
 #endif
 	return (cpu);
+}
+
+/* A listener's tag as SO_REUSEPORT_LB_CPU reads it back, or TAG_UNKNOWN. */
+static int
+listener_tag(int fd)
+{
+	int tag = TAG_UNKNOWN;
+#if defined(LB_CPU_OPT)
+	socklen_t len = sizeof(tag);
+
+	if (getsockopt(fd, SOL_SOCKET, LB_CPU_OPT, &tag, &len) != 0)
+		tag = TAG_UNKNOWN;
+#else
+	(void)fd;
+#endif
+	return (tag);
 }
 
 /*
@@ -344,8 +397,11 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 		ws->nk++;
 	}
 	ws->accepts++;
+	if (c == 'w' || c == 'm' || c == 'q')
+		sh->phase = c;
+	/* The parent copies the groups view once more, then stops. */
 	if (c == 'q')
-		sh->stop = 1;
+		sh->quit = 1;
 }
 
 static void
@@ -357,6 +413,7 @@ worker(int rank, int cpu, int port, int nq, long deadline)
 	socklen_t sl;
 	int lfd, fd, b, fport;
 
+	ws->tag = TAG_UNKNOWN;
 	if (cpu >= 0)
 		ws->pinerr = pin_self(cpu);
 	if ((lfd = listener(port)) == -1) {
@@ -387,8 +444,77 @@ worker(int rank, int cpu, int port, int nq, long deadline)
 			serve(ws, fd, nq, fport);
 		}
 	}
+	ws->tag = listener_tag(lfd);
 	close(lfd);
 	_exit(0);
+}
+
+static void
+gprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Append to the -G text; what does not fit is dropped (and counted). */
+static void
+gprintf(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (gbuf == NULL || glen >= GBUF - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(gbuf + glen, GBUF - glen, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= GBUF - glen)
+		glen = GBUF - 1;
+	else
+		glen += (size_t)n;
+}
+
+/*
+ * One copy of the groups view, with the connections counted so far per
+ * (phase, handshake CPU, worker CPU) over all workers, for the warm-up
+ * and measured phases.  The counts are read while the workers add to
+ * them: each is a whole long, at worst one connection behind.
+ */
+static void
+snapshot(const char *label, int nw, long t_ms)
+{
+	static char view[GVIEW];
+	size_t len = sizeof(view) - 1;
+	int err = 0, p, a, b, q, w, first = 1;
+	char *line, *save = NULL;
+	long n;
+
+#ifdef __FreeBSD__
+	if (sysctlbyname(GROUPS_SYSCTL, view, &len, NULL, 0) != 0) {
+		err = errno;
+		len = 0;
+	}
+#else
+	err = ENOENT;
+	len = 0;
+#endif
+	view[len] = '\0';
+	gprintf("==RXL== LEARN G %s seq=%d t_ms=%ld phase=%c err=%d x=",
+	    label, gseq, t_ms, sh->phase != 0 ? sh->phase : '-', err);
+	for (p = 0; p < 2; p++)
+		for (b = 0; b <= NCPU_MAX; b++)
+			for (a = 0; a <= NCPU_MAX; a++) {
+				for (w = 0, n = 0; w < nw; w++)
+					for (q = 0; q <= MAXQ; q++)
+						n += sh->w[w].c[p][a][b][q];
+				if (n == 0)
+					continue;
+				gprintf("%s%c:%d:%d:%ld", first ? "" : ",",
+				    phases[p], b == NCPU_MAX ? -1 : b,
+				    a == NCPU_MAX ? -1 : a, n);
+				first = 0;
+			}
+	gprintf("%s\n", first ? "-" : "");
+	for (line = strtok_r(view, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save))
+		gprintf("==RXL== LEARN GL %s seq=%d %s\n", label, gseq, line);
+	gseq++;
 }
 
 static int
@@ -417,10 +543,10 @@ main(int argc, char **argv)
 	int exited[MAXW], left, p, w, a, b, q;
 	const char *label = "run";
 	char *cpu_arg = NULL;
-	long deadline_s = 300, t0, deadline, total;
-	unsigned long opt = 0;
+	long deadline_s = 300, t0, deadline, total, gms = 0, tready, tnext;
+	unsigned long opt = 0, tag_opt = 0;
 
-	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:K")) != -1) {
+	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:KG:")) != -1) {
 		switch (ch) {
 		case 'w':
 			nw = (int)num(optarg, 1, MAXW, "workers");
@@ -443,6 +569,9 @@ main(int argc, char **argv)
 		case 'K':
 			keep = 1;
 			break;
+		case 'G':
+			gms = num(optarg, 100, 3600000, "groups interval ms");
+			break;
 		default:
 			usage();
 		}
@@ -451,9 +580,16 @@ main(int argc, char **argv)
 		usage();
 	if (cpu_arg != NULL && strcmp(cpu_arg, "none") != 0)
 		ncpus = parse_cpus(cpu_arg, cpus);
-#if defined(LB_CPU_OPT)
-	opt = (unsigned long)LB_CPU_OPT;
+#if defined(HS_CPU_OPT)
+	opt = (unsigned long)HS_CPU_OPT;
 #endif
+#if defined(LB_CPU_OPT)
+	tag_opt = (unsigned long)LB_CPU_OPT;
+#endif
+	if (gms > 0 && (gbuf = malloc(GBUF)) == NULL) {
+		perror("learnd: malloc");
+		return (1);
+	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANON, -1, 0);
 	if (sh == MAP_FAILED) {
@@ -489,8 +625,21 @@ main(int argc, char **argv)
 		    port, nw);
 		fflush(stdout);
 	}
-	while (!sh->stop && now_ms() < deadline)
+	tready = tnext = now_ms();
+	while (!sh->stop && now_ms() < deadline) {
+		if (gms > 0 && now_ms() >= tnext) {
+			snapshot(label, nw, now_ms() - tready);
+			tnext += gms;
+		}
+		if (sh->quit) {
+			/* Before the listeners close and the group goes. */
+			if (gms > 0)
+				snapshot(label, nw, now_ms() - tready);
+			sh->stop = 1;
+			break;
+		}
 		usleep(50000);
+	}
 	if (!sh->stop)
 		sh->stop = 2;
 	for (t0 = now_ms();;) {
@@ -517,15 +666,19 @@ main(int argc, char **argv)
 		printf("none");
 	for (i = 0; i < ncpus; i++)
 		printf("%s%d", i ? "," : "", cpus[i]);
-	printf(" hcpu_opt=0x%lx\n", opt);
+	printf(" hcpu_opt=0x%lx tag_opt=0x%lx\n", opt, tag_opt);
 	for (w = 0, total = 0; w < nw; w++) {
 		struct wstat *ws = &sh->w[w];
 
 		total += ws->accepts;
 		printf("==RXL== LEARN W %s worker=%d cpu=%d accepts=%ld "
-		    "errors=%ld pinerr=%d\n", label, w,
+		    "errors=%ld pinerr=%d tag=", label, w,
 		    ncpus ? cpus[w % ncpus] : -1, ws->accepts, ws->errors,
 		    ws->pinerr);
+		if (ws->tag == TAG_UNKNOWN)
+			printf("unknown\n");
+		else
+			printf("%d\n", ws->tag);
 		for (p = 0; p < NPHASE; p++)
 			for (a = 0; a <= NCPU_MAX; a++)
 				for (b = 0; b <= NCPU_MAX; b++)
@@ -566,6 +719,8 @@ main(int argc, char **argv)
 				    "n=%ld\n", label, phases[p],
 				    a == 255 ? -1 : a, n);
 		}
+	if (gbuf != NULL && glen > 0)
+		fwrite(gbuf, 1, glen, stdout);
 	print_tcpstat(label, "after");
 	printf("==RXL== LEARN DONE %s accepted=%ld elapsed_ms=%ld stop=%s\n",
 	    label, total, now_ms() - (deadline - deadline_s * 1000),

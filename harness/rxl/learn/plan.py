@@ -31,7 +31,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.guest.protocol import MARK
 
@@ -69,6 +69,16 @@ WORKER_SETS = ("rxq", "all", "free")
 DEFAULT_WORKER_SETS = ("rxq", "all")
 #: Loader tunable of commit 1 for the guest's em0 (CTLFLAG_RDTUN in iflib.c).
 SPREAD_TUNABLE = "dev.em.0.iflib.core_spread"
+#: Its value for learn-spread: 2 (model.SPREAD_ACROSS, "the domains take
+#: turns as well"), which puts em0's two queues on CPUs 0 and 4, one per
+#: socket and L3 of qemu-2s.  1 spreads over the L3 groups of the NIC's own
+#: domain only, and qemu-2s has one L3 per domain, so it gives CPUs 0 and 2
+#: (`rxl spread --topology qemu-2s --intr-cpus 0-7 --queues 2`).  Before
+#: commit 1's rework 1 meant what 2 means now.
+SPREAD_VALUE = "2"
+#: Interval between two copies of the groups view learnd takes (-G), ms:
+#: half a learning window, so every window is seen at least once.
+GROUPS_MS = WINDOW_S * 1000 // 2
 
 
 class LearnError(ValueError):
@@ -168,7 +178,7 @@ def plan_boots(configs: Sequence[str] = CONFIGS,
     if main_runs:
         boots.append(BootPlan("patched", "patched", (), tuple(main_runs)))
     if "learn-spread" in configs:
-        boots.append(BootPlan("spread", "patched", ((SPREAD_TUNABLE, "1"),),
+        boots.append(BootPlan("spread", "patched", ((SPREAD_TUNABLE, SPREAD_VALUE),),
                               tuple(RunPlan("learn-spread", w, 1) for w in reversed(ws))))
     if "pristine" in configs:
         boots.append(BootPlan("pristine", "pristine", (),
@@ -186,7 +196,11 @@ def config_of(label: str) -> Tuple[str, str]:
 
 # ------------------------------------------------------------ tree lookups
 
-_OPT_RE = re.compile(r"^#define\s+SO_REUSEPORT_LB_CPU\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
+#: The series' socket options learnd uses (commit 2, sys/sys/socket.h):
+#: the listener's tag (read back at the end) and the accepted socket's
+#: handshake CPU (get only), with the -D name learnd.c takes for each.
+SOCKET_OPTIONS = {"SO_REUSEPORT_LB_CPU": "LEARND_LB_CPU_OPT",
+                  "SO_HANDSHAKE_CPU": "LEARND_HANDSHAKE_CPU_OPT"}
 _SYSCTL_RE = re.compile(
     r"SYSCTL_(?:INT|UINT|BOOL|U8|U16|U32|PROC)\s*\(\s*_net_inet(_tcp|_ip)?\s*,\s*OID_AUTO\s*,"
     r"\s*(\w*learn\w*)\s*,")
@@ -197,13 +211,33 @@ SYSCTL_FILES = ("sys/netinet/in_pcb.c", "sys/netinet/tcp_usrreq.c",
                 "sys/kern/uipc_syscalls.c", "sys/netinet/tcp_syncache.c")
 
 
-def lb_cpu_option(src: str) -> Optional[int]:
-    """Value of ``SO_REUSEPORT_LB_CPU`` in ``<src>/sys/sys/socket.h``, or None (no commit 2)."""
+def socket_option(src: str, name: str) -> Optional[int]:
+    """Value of ``#define <name>`` in ``<src>/sys/sys/socket.h``, or None (no commit 2)."""
     p = Path(src) / "sys/sys/socket.h"
     if not p.is_file():
         return None
-    m = _OPT_RE.search(p.read_text(errors="replace"))
+    m = re.search(rf"^#define\s+{re.escape(name)}\s+(0x[0-9a-fA-F]+|\d+)\b",
+                  p.read_text(errors="replace"), re.M)
     return int(m.group(1), 0) if m else None
+
+
+def lb_cpu_option(src: str) -> Optional[int]:
+    """Value of ``SO_REUSEPORT_LB_CPU`` in the tree, or None (no commit 2)."""
+    return socket_option(src, "SO_REUSEPORT_LB_CPU")
+
+
+def socket_options(src: str, given: Mapping[str, Optional[str]]) -> Dict[str, Optional[int]]:
+    """Each of :data:`SOCKET_OPTIONS`: the value given (a string, C syntax:
+    ``0x1031`` or ``4145``) or else the tree's.  Raises LearnError naming the
+    option for a given value that is not an integer."""
+    out: Dict[str, Optional[int]] = {}
+    for name in SOCKET_OPTIONS:
+        v = given.get(name)
+        try:
+            out[name] = int(v, 0) if v is not None else socket_option(src, name)
+        except ValueError:
+            raise LearnError(f"{name} {v!r}: not an integer (e.g. 0x1030)") from None
+    return out
 
 
 def learn_sysctl_name(src: str) -> Optional[str]:
@@ -230,17 +264,21 @@ def learnd_source() -> Path:
 
 
 def learnd_cc_argv(source: str, output: str, sysroot: str, *, lb_cpu_opt: Optional[int],
+                   handshake_opt: Optional[int] = None,
                    clang: str = "/usr/lib/llvm-16/bin/clang",
                    triple: str = "x86_64-unknown-freebsd14.0") -> List[str]:
     """argv cross-compiling learnd for the guest, statically, against the world sysroot.
 
-    ``lb_cpu_opt``: the series' SO_REUSEPORT_LB_CPU value when the sysroot's
-    headers predate it (None: learnd reports the handshake CPU as unknown).
+    ``lb_cpu_opt`` / ``handshake_opt``: the series' SO_REUSEPORT_LB_CPU and
+    SO_HANDSHAKE_CPU values, for a sysroot whose headers predate them
+    (None: learnd reports the tag, or the handshake CPU, as unknown).
     """
     argv = [clang, f"--target={triple}", f"--sysroot={sysroot}", "-fuse-ld=lld",
             "-O2", "-Wall", "-static"]
-    if lb_cpu_opt is not None:
-        argv.append(f"-DLEARND_LB_CPU_OPT={lb_cpu_opt:#x}")
+    for macro, v in (("LEARND_LB_CPU_OPT", lb_cpu_opt),
+                     ("LEARND_HANDSHAKE_CPU_OPT", handshake_opt)):
+        if v is not None:
+            argv.append(f"-D{macro}={v:#x}")
     return argv + ["-o", output, source]
 
 
@@ -255,7 +293,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
                     port: int = GUEST_PORT, nic: str = "em0", deadline_s: int = 600,
                     link_wait_s: int = 3, nic_reinit: int = 0,
                     guest_sysctls: Sequence[Tuple[str, str]] = (),
-                    poweroff: bool = True, per_connection: bool = False) -> str:
+                    poweroff: bool = True, per_connection: bool = False,
+                    groups_ms: int = GROUPS_MS) -> str:
     """Text of the guest's ``/etc/rc`` for one boot (template ``learn-rc.j2``).
 
     ``learn_sysctl``: commit 3's sysctl (dotted name); required when a run
@@ -266,7 +305,10 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     MSI-X, docs/results/learning.md). ``guest_sysctls``: (name, value)
     pairs the rc sets before the runs (e.g. ``kern.ipc.soacceptqueue``).
     ``per_connection``: run learnd with -K (every measured connection's
-    foreign port and handshake CPU, printed after the run).
+    foreign port and handshake CPU, printed after the run). ``groups_ms``:
+    learnd -G, copies of the groups view every that many ms (0: none).
+    A run that sets learning sets it explicitly and puts back the value it
+    found afterwards (learning is opt-in, default 0 since issue 10).
     Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
@@ -282,8 +324,9 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
                  *(w for pair in guest_sysctls for w in pair)]:
         if not word or any(c.isspace() for c in word):
             raise LearnError(f"rc: {word!r} must be a non-empty word without whitespace")
-    if deadline_s < 1 or not 1 <= port <= 65535:
-        raise LearnError("rc: deadline_s >= 1 and a port in 1..65535 required")
+    if deadline_s < 1 or not 1 <= port <= 65535 or not (groups_ms == 0 or groups_ms >= 100):
+        raise LearnError("rc: deadline_s >= 1, a port in 1..65535 and groups_ms 0 or "
+                         ">= 100 required")
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).with_name("templates"))),
         undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -294,7 +337,8 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
         learn_sysctl=learn_sysctl or "", learnd=learnd, port=port, deadline=deadline_s,
         run_timeout=deadline_s + 30, nic_reinit=nic_reinit,
         guest_sysctls=list(guest_sysctls), poweroff=poweroff,
-        learnd_extra=" -K" if per_connection else "")
+        learnd_extra=(" -K" if per_connection else "")
+        + (f" -G {groups_ms}" if groups_ms else ""))
 
 
 def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0) -> int:

@@ -1,4 +1,4 @@
-"""learnd's summary lines from a console log: LEARN BEGIN/READY/RUN/W/C/K/...
+"""learnd's summary lines from a console log: LEARN BEGIN/READY/RUN/W/C/K/G/GL/...
 
 :func:`parse_learn` turns the ``==RXL== LEARN`` lines the guest's learnd
 prints into one :class:`RunSummary` per run (per-worker counts, per-phase
@@ -49,6 +49,10 @@ class RunSummary:
     #: With learnd -K: (worker, foreign port, handshake CPU) per measured
     #: connection, in accept order per worker.
     conns: List[Tuple[int, int, int]] = field(default_factory=list)
+    #: With learnd -G: each copy of the groups view as a dict with ``seq``,
+    #: ``t_ms``, ``phase``, ``err``, ``x`` (the counts, see
+    #: :func:`rxl.learn.groups.parse_counts`) and ``lines`` (the sysctl's).
+    views: List[Dict] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -72,12 +76,15 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
 
     Lines (prefix :data:`rxl.guest.protocol.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
-    DONE|SET|SYSCTL|END <label> key=value...`` (``K``: ``worker=<i>`` then
-    ``<fport>:<hcpu>`` items, learnd -K). Other lines are ignored; a
+    DONE|SET|SYSCTL|END|G|GL <label> key=value...`` (``K``: ``worker=<i>`` then
+    ``<fport>:<hcpu>`` items, learnd -K; ``G``: ``seq= t_ms= phase= err= x=``
+    and ``GL``: ``seq=<i>`` then one line of the groups view, learnd -G;
+    a W line's ``tag=`` is kept as text). Other lines are ignored; a
     malformed LEARN line is kept in the run's ``notes`` (a console can
     interleave kernel messages), never raised.
     """
     runs: Dict[str, RunSummary] = {}
+    view_of: Dict[Tuple[str, int], Dict] = {}
     for raw in lines:
         line = raw.rstrip("\r\n").replace("\r", "")
         if not line.startswith(MARK):
@@ -95,6 +102,22 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 r.info = kv
             elif kind == "W":
                 r.workers.append(_ints(kv, ("worker", "cpu", "accepts", "errors", "pinerr"), line))
+                if "tag" in kv:
+                    r.workers[-1]["tag"] = kv["tag"]
+            elif kind == "G":
+                v = _ints(kv, ("seq", "t_ms", "err"), line)
+                if kv.get("phase") is None or "x" not in kv:
+                    raise LearnError(f"malformed learnd line (phase, x): {line}")
+                view = {**v, "phase": kv["phase"], "x": kv["x"], "lines": []}
+                view_of[(label, v["seq"])] = view
+                r.views.append(view)
+            elif kind == "GL":
+                seq, _, text = rest.partition(" ")
+                key = (label, int(seq[4:])) if seq.startswith("seq=") and \
+                    seq[4:].isdigit() else None
+                if key not in view_of:
+                    raise LearnError(f"malformed learnd line (GL before its G): {line}")
+                view_of[key]["lines"].append(text)
             elif kind == "C":
                 v = _ints(kv, ("worker", "wcpu", "hcpu", "q", "n"), line)
                 ph = kv.get("phase", "")

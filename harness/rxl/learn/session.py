@@ -24,7 +24,8 @@ from rxl import paths
 from rxl.decide import cpugroup, topology
 from rxl.learn import drive as D
 from rxl.learn import plan as L
-from rxl.learn.job import Conductor, analyze_log, build_guest_world, single_thread, world_lines
+from rxl.learn.job import (Conductor, analyze_log, build_guest_world, qemu_extra, single_thread,
+                           world_lines)
 
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
@@ -62,6 +63,8 @@ class LearnRequest:
     logs: Sequence[str]
     client_ports: str
     lb_cpu_opt: Optional[str]
+    handshake_cpu_opt: Optional[str]
+    groups_every: float
     tunables: Sequence[str]
     deadline_s: Optional[int]
     tcg_single_thread: bool
@@ -110,6 +113,8 @@ def check(req: LearnRequest) -> Checked:
         raise LearnFailed(str(exc)) from None
     if req.concurrency < 1:
         raise LearnFailed(f"--concurrency must be >= 1, got {req.concurrency}")
+    if req.groups_every != 0 and not req.groups_every >= 0.1:
+        raise LearnFailed(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
     extra_tun = dict(name_values(req.tunables, "--tunable"))
     try:
@@ -141,7 +146,7 @@ class Setup:
 
     ``kernels``: variant -> kernel path (given or the rig's); ``wanted``:
     variants the rig builds; ``rig_plan``: :class:`rxl.tree.rig.RigPlan` or
-    None; ``opt``: SO_REUSEPORT_LB_CPU's value; ``wout``: the world's
+    None; ``opts``: socket option name -> value (plan.SOCKET_OPTIONS); ``wout``: the world's
     outputs; ``cc``: learnd's compiler argv; ``deadline``: learnd's, s.
     """
 
@@ -152,7 +157,7 @@ class Setup:
     kernels: Dict[str, Optional[str]]
     wanted: List[str]
     rig_plan: object
-    opt: Optional[int]
+    opts: Dict[str, Optional[int]]
     sysctl_name: Optional[str]
     wout: object
     learnd_bin: str
@@ -191,24 +196,23 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
             raise LearnFailed(f"kernels: {exc}") from None
         for v, k in rig_plan.kernels.items():
             kernels[v] = str(k.path)
-    if req.lb_cpu_opt is not None:
-        try:
-            opt = int(req.lb_cpu_opt, 0)
-        except ValueError:
-            raise LearnFailed(f"--lb-cpu-opt {req.lb_cpu_opt!r}: not an integer (e.g. 0x1030)")
-    else:
-        opt = L.lb_cpu_option(src)
+    try:
+        opts = L.socket_options(src, {"SO_REUSEPORT_LB_CPU": req.lb_cpu_opt,
+                                      "SO_HANDSHAKE_CPU": req.handshake_cpu_opt})
+    except L.LearnError as exc:
+        raise LearnFailed(f"--lb-cpu-opt / --handshake-cpu-opt: {exc}") from None
     sysctl_name = req.learn_sysctl or L.learn_sysctl_name(src)
     needs_learning = any(r.learning is not None for b in chk.boots for r in b.runs)
     wout = world_mod.world_outputs(src, objdir)
     learnd_bin = str(Path(guest_dir) / "learnd")
     cc = L.learnd_cc_argv(str(L.learnd_source()), learnd_bin, str(wout.sysroot),
-                          lb_cpu_opt=opt)
+                          lb_cpu_opt=opts["SO_REUSEPORT_LB_CPU"],
+                          handshake_opt=opts["SO_HANDSHAKE_CPU"])
     deadline = req.deadline_s or L.run_deadline_s(chk.phases)
     if needs_learning and not sysctl_name:
         raise LearnFailed(f"{src}: no learning sysctl found (commit 3 missing?); "
                           "give --learn-sysctl")
-    return Setup(src, objdir, guest_dir, out, kernels, wanted, rig_plan, opt, sysctl_name,
+    return Setup(src, objdir, guest_dir, out, kernels, wanted, rig_plan, opts, sysctl_name,
                  wout, learnd_bin, cc, deadline)
 
 
@@ -221,20 +225,15 @@ def idle_timeout(deadline_s: int) -> float:
     return max(console_mod.DEFAULT_IDLE_TIMEOUT, deadline_s + 60.0)
 
 
-def qemu_extra(req: LearnRequest, out: str, boot: str) -> Tuple[str, ...]:
-    """QEMU arguments a boot adds: the ``--pcap`` dump, then ``--qemu-arg``s."""
-    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
-            f"file={Path(out) / (boot + '.pcap')}") if req.pcap else ()
-    return dump + tuple(req.qemu_args)
-
-
 def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     """Every external command the run would execute, with ``#`` notes, in order."""
     from rxl.guest import qemu as qemu_mod
     from rxl.tree import rig as rig_mod
-    out = [f"# tree {s.src}: SO_REUSEPORT_LB_CPU "
-           f"{hex(s.opt) if s.opt is not None else 'absent (commit 2 missing)'}; "
-           f"learning sysctl {s.sysctl_name or 'absent (commit 3 missing)'}"]
+    out = [f"# tree {s.src}: " + "; ".join(
+        f"{k} {hex(v) if v is not None else 'absent (commit 2 missing)'}"
+        for k, v in s.opts.items())
+        + f"; learning sysctl {s.sysctl_name or 'absent (commit 3 missing)'}"
+        + f"; groups view every {req.groups_every:g} s"]
     if chk.extra_tun:
         out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")
     if s.rig_plan is not None:
@@ -259,7 +258,7 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
                    f"{', '.join(r.label for r in b.runs)}; root {root}")
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",),
-                                   extra=qemu_extra(req, s.out, b.name), **chk.topo_kw)
+                                   extra=qemu_extra(req.pcap, req.qemu_args, s.out, b.name), **chk.topo_kw)
         argv = qemu_mod.build_argv(cfg, firmware=fw)
         out.append(shlex.join(single_thread(argv) if req.tcg_single_thread else argv))
     out.append(f"# host driver per run: {len(chk.phases)} phases "
@@ -356,13 +355,14 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
                 rc=L.render_learn_rc(b, learn_sysctl=s.sysctl_name, learnd=GUEST_LEARND,
                                      deadline_s=s.deadline, nic_reinit=req.nic_reinit,
                                      per_connection=req.per_connection,
+                                     groups_ms=int(round(req.groups_every * 1000)),
                                      guest_sysctls=chk.gsys))
             info = image_mod.stage_root(root, acts)
         except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
             raise LearnFailed(f"image: {b.name}: {exc}") from None
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = D.free_port()
-        extra = qemu_extra(req, out, b.name)
+        extra = qemu_extra(req.pcap, req.qemu_args, out, b.name)
         cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
                                    hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
                                    extra=extra, **chk.topo_kw)

@@ -1,0 +1,223 @@
+"""The kernel's groups view per window of a learning run (issue 10, "Observability").
+
+With ``-G ms`` learnd copies ``net.inet.tcp.reuseport_lb.groups`` every
+``ms`` milliseconds and once more at the quit byte, and notes with each
+copy the connections counted so far per (phase, handshake CPU, worker
+CPU) (learnd.c: ``LEARN G`` / ``LEARN GL`` lines, parsed by
+:func:`rxl.learn.results.parse_learn` into ``RunSummary.views``).  This
+module reads each copy with ``rxl inspect``'s parser
+(:func:`rxl.verify.inspect.parse`) and puts, for every interval between
+two copies, the connections that arrived in it beside the map in force.
+
+The map's co-location (:func:`map_colocation`) assumes the deal's order:
+a CPU's range goes first to the members tagged with that CPU (the exact
+ring, docs/design.md "Deal"), so range ``c`` of ``r_c`` slots has
+``min(r_c, slots of the members tagged c)`` slots on an exact member.
+The view gives each member's slots and each CPU's range, not which slot
+went where, so that is the one inference made here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from rxl.verify import inspect as inspect_mod
+
+#: learnd's port in the guest (plan.GUEST_PORT; repeated to keep this
+#: module free of the plan's imports).
+PORT = 8080
+
+#: (phase byte, handshake CPU, worker CPU) -> cumulative connections.
+Counts = Dict[Tuple[str, int, int], int]
+
+
+@dataclass
+class View:
+    """One copy of the groups view: ``seq``, ms since READY, the last phase
+    byte seen (``-`` before any), the sysctl's errno (0: read), the
+    cumulative counts, and learnd's group (None: no group on :data:`PORT`
+    in the view, e.g. a pristine kernel or learning without a map)."""
+
+    seq: int
+    t_ms: int
+    phase: str
+    err: int
+    counts: Counts
+    group: Optional[inspect_mod.Group] = None
+    notes: List[str] = field(default_factory=list)
+
+
+def parse_counts(text: str) -> Counts:
+    """``x=`` of a LEARN G line: ``p:hcpu:wcpu:n,...`` (``-`` for none).
+
+    Raises ValueError for an item that is not four fields with integers.
+    """
+    out: Counts = {}
+    if text in ("", "-"):
+        return out
+    for item in text.split(","):
+        parts = item.split(":")
+        if len(parts) != 4 or not parts[0]:
+            raise ValueError(f"count item {item!r} is not phase:hcpu:wcpu:n")
+        out[(parts[0], int(parts[1]), int(parts[2]))] = int(parts[3])
+    return out
+
+
+def views(raw: Sequence[Mapping], port: int = PORT) -> List[View]:
+    """``RunSummary.views`` (dicts with seq, t_ms, phase, err, x, lines) ->
+    :class:`View` list in seq order.  A copy whose lines the inspect parser
+    refuses keeps ``group`` None and the reason in ``notes``."""
+    out = []
+    for r in sorted(raw, key=lambda r: r["seq"]):
+        v = View(int(r["seq"]), int(r["t_ms"]), str(r["phase"]), int(r["err"]),
+                 parse_counts(str(r["x"])))
+        try:
+            groups = inspect_mod.parse(r.get("lines", []))
+        except inspect_mod.InspectError as exc:
+            v.notes.append(str(exc))
+            groups = []
+        mine = [g for g in groups if g.port == port]
+        v.group = mine[0] if mine else None
+        out.append(v)
+    return out
+
+
+def exact_slots(g: inspect_mod.Group) -> Dict[int, int]:
+    """Slots of each CPU's range held by members tagged with that CPU
+    (module doc: exact members take their CPU's range first)."""
+    held: Dict[int, int] = {}
+    for m in g.member_list:
+        if m.tag is not None:
+            held[m.tag] = held.get(m.tag, 0) + m.slots
+    return {c: min(n, held.get(c, 0)) for c, (_, n) in g.ranges.items()}
+
+
+def map_colocation(g: inspect_mod.Group,
+                   rx: Optional[Mapping[int, int]] = None) -> Optional[float]:
+    """Share of connections this map gives to a worker on the handshake CPU,
+    each CPU weighted by ``rx`` (default: the view's two windows,
+    prev + cur).  None without a map or without counts on mapped CPUs."""
+    if not g.map_slots or not g.ranges:
+        return None
+    w = dict(rx) if rx is not None else {c: p + n for c, (p, n) in g.rx.items()}
+    ex = exact_slots(g)
+    tot = sum(w.get(c, 0) for c in g.ranges)
+    if tot <= 0:
+        return None
+    return sum(w.get(c, 0) * ex[c] / n for c, (_, n) in g.ranges.items() if n) / tot
+
+
+def whole(g: Optional[inspect_mod.Group]) -> bool:
+    """Every CPU range is all on exact members (no slot crosses)."""
+    return g is not None and bool(g.ranges) and \
+        all(exact_slots(g)[c] == n for c, (_, n) in g.ranges.items())
+
+
+@dataclass
+class Interval:
+    """Connections between copies ``a`` and ``b`` (ms since READY) by phase:
+    ``n`` with a known handshake CPU, ``co`` on a worker on that CPU;
+    ``kind``: ``whole`` (the same map at both ends, no slot crossing),
+    ``partial`` (the same map, some slots crossing) or ``changed`` (another
+    map, or no map at one end)."""
+
+    a: int
+    b: int
+    n: Dict[str, int]
+    co: Dict[str, int]
+    kind: str
+
+
+def _same_map(x: Optional[inspect_mod.Group], y: Optional[inspect_mod.Group]) -> bool:
+    """Both copies show a map, with the same ranges and member slots (a
+    rebuild that deals the same map is not published, docs/design.md, so
+    the rebuild count alone does not tell a changed map)."""
+    return x is not None and y is not None and x.map_slots > 0 and \
+        (x.ranges, [(m.tag, m.slots) for m in x.member_list]) == \
+        (y.ranges, [(m.tag, m.slots) for m in y.member_list])
+
+
+def intervals(vs: Sequence[View]) -> List[Interval]:
+    """One :class:`Interval` per pair of consecutive copies."""
+    out = []
+    for p, q in zip(vs, vs[1:]):
+        n: Dict[str, int] = {}
+        co: Dict[str, int] = {}
+        for key, v in q.counts.items():
+            ph, h, wc = key
+            d = v - p.counts.get(key, 0)
+            if h < 0 or d <= 0:
+                continue
+            n[ph] = n.get(ph, 0) + d
+            if h == wc:
+                co[ph] = co.get(ph, 0) + d
+        kind = ("changed" if not _same_map(p.group, q.group)
+                else "whole" if whole(q.group) else "partial")
+        out.append(Interval(p.t_ms, q.t_ms, n, co, kind))
+    return out
+
+
+def crossing_by_kind(ivs: Sequence[Interval], phase: str = "m") -> Dict[str, Tuple[int, int]]:
+    """kind -> (connections, connections not on the handshake CPU's worker)
+    in ``phase``, summed over the intervals of that kind."""
+    out: Dict[str, Tuple[int, int]] = {}
+    for iv in ivs:
+        n, co = iv.n.get(phase, 0), iv.co.get(phase, 0)
+        a, b = out.get(iv.kind, (0, 0))
+        out[iv.kind] = (a + n, b + n - co)
+    return out
+
+
+def _pct(x: Optional[float]) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def view_line(v: View) -> str:
+    """One copy in one line: time, phase, map, windows, ranges, members."""
+    head = f"t={v.t_ms / 1000:6.1f}s ph={v.phase}"
+    g = v.group
+    if v.err:
+        return f"{head} view unreadable (errno {v.err})"
+    if g is None:
+        return f"{head} no group on port {PORT}" + (f" ({v.notes[0]})" if v.notes else "")
+    rx = " ".join(f"{c}:{p}+{n}" for c, (p, n) in sorted(g.rx.items())) or "-"
+    ex = exact_slots(g) if g.ranges else {}
+    rng = " ".join(f"{c}:{n}({ex[c]} exact)" for c, (_, n) in sorted(g.ranges.items())) or "-"
+    mem = " ".join(f"{m.index}:{m.tag if m.tag is not None else m.kind}"
+                   f"{'L' if m.kind == 'learned' else ''}/{m.slots}" for m in g.member_list)
+    win = f" rolls {g.rolls} age {g.age_ms} ms" if g.rolls is not None else ""
+    return (f"{head} gen {g.gen} rebuilds {g.rebuilds}{win} map {g.map_slots or '-'}"
+            f" | rx {rx} | ranges {rng} | members {mem}"
+            f" | map co-locates {_pct(map_colocation(g))}")
+
+
+def render(label: str, vs: Sequence[View]) -> List[str]:
+    """The report's block for one run: every copy, the connections between
+    copies, and the measured phase's crossing split by the map's kind."""
+    if not vs:
+        return []
+    lines = [f"{label}: groups view per window ({len(vs)} copies; members "
+             "index:tag[L learned]/slots; ranges cpu:slots)"]
+    ivs = intervals(vs)
+    for i, v in enumerate(vs):
+        lines.append("  " + view_line(v))
+        if i < len(ivs):
+            iv = ivs[i]
+            lines.append("      then " + (", ".join(
+                f"{ph} {iv.n[ph]} conns, {iv.n[ph] - iv.co.get(ph, 0)} off the handshake CPU"
+                for ph in sorted(iv.n)) or "no connections") + f" ({iv.kind} map)")
+    by = crossing_by_kind(ivs)
+    if by:
+        lines.append("  measured phase by map: " + "; ".join(
+            f"{k} {n} conns, {x} off the handshake CPU" for k, (n, x) in sorted(by.items())))
+    return lines
+
+
+def as_json(vs: Sequence[View]) -> List[dict]:
+    """Plain dicts for learn.json: each copy with its group (inspect's JSON)."""
+    return [{"seq": v.seq, "t_ms": v.t_ms, "phase": v.phase, "err": v.err,
+             "counts": [[*k, n] for k, n in sorted(v.counts.items())],
+             "group": inspect_mod.as_json([v.group])[0] if v.group else None,
+             "map_colocation": map_colocation(v.group) if v.group else None,
+             "notes": v.notes} for v in vs]
