@@ -311,18 +311,24 @@ def kcount() -> None:
               help="Functions whose frames are counted inside it (repeatable); "
                    "the outer's marks are added.")
 @click.option("--out", required=True, help="Trace file (JSON).")
+@click.option("--only-syn", is_flag=True,
+              help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
-def record(kernel, port, samples, outer, inner, out, dry_run):
+def record(kernel, port, samples, outer, inner, out, only_syn, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if samples < 1:
         raise click.ClickException(f"--samples must be >= 1, got {samples}")
     names = KR.record_names(outer, inner)
     if dry_run:
-        for line in KR.dry_run_lines(kernel, port, samples, outer, names, out):
+        try:
+            lines = KR.dry_run_lines(kernel, port, samples, outer, names, out, only_syn)
+        except K.KcountError as exc:
+            raise click.ClickException(str(exc))
+        for line in lines:
             click.echo(line)
         return
     try:
-        KR.record(kernel, port, samples, outer, names, out)
+        KR.record(kernel, port, samples, outer, names, out, only_syn)
     except K.KcountError as exc:
         raise click.ClickException(str(exc))
 
@@ -361,19 +367,25 @@ def analyze(traces, as_json):
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write the JSON here (default: stdout).")
 def table(traces, out):
-    """Issue 10's JSON: {case: {variant: {instructions, locks, atomics}}}."""
-    doc: dict = {}
+    """Issue 10's JSON: {case: {variant: {instructions, locks, atomics}}}.
+
+    syn-on may take two traces per variant: tcp_input --only-syn (the SYN)
+    and syncache_expand (the ACK); their values are added.
+    """
+    docs: dict = {}
     for case, variant, path in traces:
         if case not in K.CASES:
             raise click.ClickException(f"case {case!r}: one of {', '.join(K.CASES)}")
         if variant not in K.VARIANTS:
             raise click.ClickException(f"variant {variant!r}: one of {', '.join(K.VARIANTS)}")
         try:
-            value = K.case_value(K.load(path))
+            docs.setdefault((case, variant), []).append(K.load(path))
         except (K.KcountError, OSError) as exc:
             raise click.ClickException(f"{path}: {exc}")
-        doc.setdefault(case, {})[variant] = value
-    ordered = {c: {v: doc[c][v] for v in K.VARIANTS if v in doc[c]} for c in K.CASES if c in doc}
+    try:
+        ordered = K.table_doc(docs)
+    except K.KcountError as exc:
+        raise click.ClickException(str(exc))
     text = json.dumps(ordered, indent=2) + "\n"
     if out:
         Path(out).write_text(text)

@@ -26,7 +26,7 @@ Three halves:
   the instructions from its entry up to and including its ``ret``, callees
   included (a function the compiler inlined is never entered and counts
   nothing), and locks and atomics per invocation of the outer function;
-* ``table`` (pure, :func:`case_value`) writes issue 10's
+* ``table`` (pure, :func:`case_value`, :func:`handshake_value`) writes issue 10's
   ``docs/results/kcount-accept.json`` from traces named per case and
   kernel.
 
@@ -73,7 +73,11 @@ MARKS: Dict[str, Tuple[str, ...]] = {
     "in_pcblookup_mbuf": (GROUP_MARK,),
     "kern_accept4": ("soaccept",),
     "tcp_input": ("syncache_add", "syncache_expand"),
+    "syncache_expand": ("syncache_socket",),
 }
+#: The outer function whose segments ``--only-syn`` filters (its arguments
+#: are ``struct mbuf **mp, int *offp, int proto``; sys/netinet/tcp_var.h).
+SYN_OUTER = "tcp_input"
 #: Give up on a trace after this many steps (a lookup is a few hundred,
 #: an accept(2) a few thousand).
 STEP_LIMIT = 100000
@@ -85,6 +89,7 @@ _MASK = (1 << 64) - 1
 
 #: The gdb side (rxl.bench.kcount_gdb), re-exported for record.
 GDB_CAS_SRC, GDB_SCRIPT = kcount_gdb.GDB_CAS_SRC, kcount_gdb.GDB_SCRIPT
+GDB_SYN = kcount_gdb.GDB_SYN
 
 
 class KcountError(ValueError):
@@ -220,14 +225,12 @@ def summarize(samples: Sequence[Sample], mark: str = GROUP_MARK) -> Dict[str, di
     return res
 
 
-def case_value(doc: dict) -> Dict[str, int]:
-    """Issue 10's ``{"instructions", "locks", "atomics"}`` of one trace.
-
-    For each mark of the trace's outer function (:data:`MARKS`), the low
-    median over the complete samples that entered it, of each count on
-    its own; summed over the marks (``tcp_input``: the SYN's segment plus
-    the handshake's ACK).  Raises KcountError when the outer function has
-    no marks, the trace has no disassembly, or a mark has no sample.
+def mark_values(doc: dict) -> Dict[str, Dict[str, int]]:
+    """Per mark of the trace's outer function that a complete sample entered,
+    issue 10's ``{"instructions", "locks", "atomics"}``: the low median over
+    those samples, of each count on its own.  Marks no sample entered are
+    left out.  Raises KcountError when the outer function has no marks or
+    the trace has no disassembly.
     """
     marks = MARKS.get(doc["outer"])
     if not marks:
@@ -236,15 +239,90 @@ def case_value(doc: dict) -> Dict[str, int]:
         raise KcountError("trace has no disassembly (recorded before locks and "
                           "atomics were counted); record it again")
     samples = samples_of(doc)
-    out = {"instructions": 0, "locks": 0, "atomics": 0}
+    out: Dict[str, Dict[str, int]] = {}
     for m in marks:
         got = [s for s in samples if s.complete and m in s.marks]
-        if not got:
-            raise KcountError(f"no complete sample entered {m}")
-        out["instructions"] += statistics.median_low([s.total for s in got])
-        out["locks"] += statistics.median_low([s.ops.locks for s in got])
-        out["atomics"] += statistics.median_low([s.ops.atomics for s in got])
+        if got:
+            out[m] = {"instructions": statistics.median_low([s.total for s in got]),
+                      "locks": statistics.median_low([s.ops.locks for s in got]),
+                      "atomics": statistics.median_low([s.ops.atomics for s in got])}
     return out
+
+
+def _add(values: Sequence[Dict[str, int]]) -> Dict[str, int]:
+    return {k: sum(v[k] for v in values) for k in ("instructions", "locks", "atomics")}
+
+
+def case_value(doc: dict) -> Dict[str, int]:
+    """Issue 10's ``{"instructions", "locks", "atomics"}`` of one trace.
+
+    :func:`mark_values` summed over every mark of the trace's outer
+    function (:data:`MARKS`; ``tcp_input``: the SYN's segment plus the
+    handshake's ACK).  Raises KcountError when the outer function has no
+    marks, the trace has no disassembly, or a mark has no sample.
+    """
+    got = mark_values(doc)
+    for m in MARKS[doc["outer"]]:
+        if m not in got:
+            raise KcountError(f"no complete sample entered {m}")
+    return _add(list(got.values()))
+
+
+#: The half of the TCP handshake a mark's calls are: a segment that made a
+#: syncache entry is the SYN; a segment that completed one, or a
+#: syncache_expand() that made the socket, is the ACK (tcp_input.c).
+HALF = {"syncache_add": "SYN", "syncache_expand": "ACK", "syncache_socket": "ACK"}
+
+
+def handshake_value(docs: Sequence[dict]) -> Dict[str, int]:
+    """``syn-on``: the SYN's value plus the ACK's, from one or more traces.
+
+    Each half comes from exactly one trace: the SYN from ``tcp_input``'s
+    segments that entered ``syncache_add``, the ACK from ``tcp_input``'s
+    that entered ``syncache_expand`` or from ``syncache_expand`` traced as
+    the outer function (the calls that entered ``syncache_socket``).
+    Raises KcountError when a half is missing or two traces give it, or as
+    :func:`mark_values`.
+    """
+    halves: Dict[str, Dict[str, int]] = {}
+    for doc in docs:
+        for mark, value in mark_values(doc).items():
+            half = HALF.get(mark)
+            if half is None:
+                raise KcountError(f"outer {doc['outer']}: {mark} is no half of the handshake")
+            if half in halves:
+                raise KcountError(f"the handshake's {half} is in two traces; give it once")
+            halves[half] = value
+    for half in ("SYN", "ACK"):
+        if half not in halves:
+            raise KcountError(f"no trace has the handshake's {half}")
+    return _add([halves["SYN"], halves["ACK"]])
+
+
+def table_doc(docs: Dict[Tuple[str, str], List[dict]]) -> Dict[str, Dict[str, Dict[str, int]]]:
+    """Issue 10's JSON from ``{(case, variant): [trace, ...]}``. Pure.
+
+    ``syn-on`` takes :func:`handshake_value` of its traces, every other
+    case :func:`case_value` of its one trace.  Cases and variants come out
+    in the order of :data:`CASES` and :data:`VARIANTS`.  Raises
+    KcountError (naming the case and variant) for an unknown case or
+    variant, more than one trace of an accept case, or as those two.
+    """
+    doc: Dict[str, Dict[str, Dict[str, int]]] = {}
+    for (case, variant), got in docs.items():
+        try:
+            if case not in CASES or variant not in VARIANTS:
+                raise KcountError(f"one of {', '.join(CASES)} on one of {', '.join(VARIANTS)}")
+            if case == "syn-on":
+                value = handshake_value(got)
+            elif len(got) != 1:
+                raise KcountError(f"give one trace, not {len(got)}")
+            else:
+                value = case_value(got[0])
+        except KcountError as exc:
+            raise KcountError(f"{case} {variant}: {exc}") from None
+        doc.setdefault(case, {})[variant] = value
+    return {c: {v: doc[c][v] for v in VARIANTS if v in doc[c]} for c in CASES if c in doc}
 
 
 def symbol_addresses(nm_output: str, names: Sequence[str],
@@ -269,16 +347,20 @@ def symbol_addresses(nm_output: str, names: Sequence[str],
 
 def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
              entries: Dict[str, int], outer: str = OUTER,
-             limit: int = STEP_LIMIT, gdb: str = "gdb") -> List[str]:
+             limit: int = STEP_LIMIT, gdb: str = "gdb", only_syn: bool = False) -> List[str]:
     """The gdb command line of ``record``. Pure.
 
     ``kernel``: the booted kernel file; ``entries``: ``{function:
     address}``, ``outer`` among them; ``remote``: ``HOST:PORT`` of QEMU's
-    gdbstub; ``script``: a file holding :data:`GDB_SCRIPT`.  Raises
-    KcountError if ``outer`` has no address.
+    gdbstub; ``script``: a file holding :data:`GDB_SCRIPT`; ``only_syn``:
+    step only the segments with SYN set and ACK clear (``outer`` must be
+    ``tcp_input``, whose arguments the filter reads).  Raises KcountError
+    if ``outer`` has no address, or ``only_syn`` with another outer.
     """
     if outer not in entries:
         raise KcountError(f"no address for the traced function {outer}")
+    if only_syn and outer != SYN_OUTER:
+        raise KcountError(f"--only-syn reads {SYN_OUTER}()'s arguments; outer is {outer}")
     def conv(name: str, value) -> List[str]:
         v = f'"{value}"' if isinstance(value, str) else str(value)
         return ["-ex", f"set ${name} = {v}"]
@@ -287,7 +369,8 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
             + conv("kc_entries", ",".join(f"{k}={v:#x}" for k, v in entries.items()))
             + conv("kc_out", out)
             + conv("kc_remote", remote) + conv("kc_samples", samples)
-            + conv("kc_limit", limit) + ["-x", script])
+            + conv("kc_limit", limit) + conv("kc_only_syn", int(only_syn))
+            + ["-x", script])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,5 +1,7 @@
 """The gdb side of ``rxl kcount record``: a Python script for gdb's own
 interpreter, run with ``gdb -batch -nx -x <script>`` against QEMU's gdbstub.
+With ``--only-syn`` it steps only the tcp_input() calls whose segment has SYN
+set and ACK clear (the SYN), so a trace of the SYN holds the guest less.
 
 It breaks at the traced function's entry, single-steps that vCPU to the
 function's return (``scheduler-locking step`` keeps the other vCPUs
@@ -27,6 +29,20 @@ def cas_src(t):
     return None
 """
 
+#: The constants of ``--only-syn``, which steps only a segment with SYN set
+#: and ACK clear: m_data is the third pointer of struct mbuf (m_next,
+#: m_nextpkt, m_data; sys/sys/mbuf.h, 14.0), the flags are byte 13 of the
+#: TCP header, TH_SYN = 0x02 and TH_ACK = 0x10 (netinet/tcp.h).
+GDB_SYN = r"""
+MBUF_DATA = 16
+TH_FLAGS = 13
+TH_SYN = 0x02
+TH_ACK = 0x10
+
+def is_syn(flags):
+    return flags & (TH_SYN | TH_ACK) == TH_SYN
+"""
+
 #: The gdb side, run with ``gdb -batch -nx -x <this text>``; parameters come
 #: through gdb convenience variables set with -ex before it.
 GDB_SCRIPT = r"""
@@ -40,10 +56,11 @@ def _s(name):
 
 def _i(name):
     return int(gdb.convenience_variable(name))
-""" + GDB_CAS_SRC + r"""
+""" + GDB_CAS_SRC + GDB_SYN + r"""
 MASK = (1 << 64) - 1
 outer, out = _s("kc_outer"), _s("kc_out")
 nsamples, limit = _i("kc_samples"), _i("kc_limit")
+only_syn = _i("kc_only_syn")
 gdb.execute("set pagination off")
 gdb.execute("set confirm off")
 gdb.execute("set suppress-cli-notifications on")
@@ -78,6 +95,19 @@ def curthread(fr):
     except (gdb.error, gdb.MemoryError, ValueError):
         return None
 
+def rd(addr, n):
+    return int.from_bytes(bytes(inf.read_memory(addr, n)), "little")
+
+def th_flags(fr):
+    # tcp_input(struct mbuf **mp, int *offp, int proto): m_data is the
+    # third word of struct mbuf, *offp the IP header's length.
+    try:
+        m = rd(int(fr.read_register("rdi")) & MASK, 8)
+        off = rd(int(fr.read_register("rsi")) & MASK, 4)
+        return rd(rd(m + MBUF_DATA, 8) + off + TH_FLAGS, 1)
+    except (gdb.error, gdb.MemoryError, ValueError):
+        return None
+
 def dump(samples):
     # Written after every sample, so a guest that goes away keeps the rest.
     with open(out + ".tmp", "w") as f:
@@ -94,6 +124,10 @@ try:
         pc0 = int(fr.pc()) & MASK
         if pc0 != entries[outer]:
             continue
+        if only_syn:
+            fl = th_flags(fr)
+            if fl is not None and not is_syn(fl):
+                continue
         sp0 = int(fr.read_register("rsp")) & MASK
         ret = int.from_bytes(bytes(inf.read_memory(sp0, 8)), "little")
         td = curthread(fr)

@@ -125,3 +125,89 @@ def test_table_cli_refuses_unknown_names(tmp_path, args, msg):
     t = _write(tmp_path, [ACCEPT])
     r = CliRunner().invoke(kcount_cmd, ["table", "--trace", *args, t])
     assert r.exit_code == 1 and msg in r.output
+
+
+# The handshake in two traces: tcp_input --only-syn (the SYN entering
+# syncache_add at 0x300) and syncache_expand traced as the outer function
+# (at 0x100 here), whose call that made the socket enters syncache_socket.
+SYN_ASM = {0x100: "push %rbp", 0x101: "call", 0x102: "ret",
+           0x300: "lock xadd %eax,(%rdi)", 0x301: "ret"}
+SYN = {"pc": [0x100, 0x101, 0x300, 0x301, 0x102],
+       "sp": [100, 100, 92, 92, 100], "cas": [], "curthread": TD}
+EXPAND_ASM = {0x100: "push %rbp", 0x101: "call", 0x102: "ret",
+              0x500: "lock cmpxchg %rcx,(%rdi)", 0x501: "lock xadd %eax,(%rsi)",
+              0x502: "ret"}
+EXPAND = {"pc": [0x100, 0x101, 0x500, 0x501, 0x502, 0x102],
+          "sp": [100, 100, 92, 92, 92, 100], "cas": [[2, 0, TD]], "curthread": TD}
+# A syncache_expand() that found no entry (a stale ACK) makes no socket.
+STALE = {"pc": [0x100, 0x102], "sp": [100, 100], "cas": [], "curthread": TD}
+
+
+def _expand(tmp_path, samples, name="x.json"):
+    doc = {"outer": "syncache_expand",
+           "entries": {"syncache_expand": "0x100", "syncache_socket": "0x500"},
+           "samples": samples, "asm": {f"{k:#x}": v for k, v in EXPAND_ASM.items()}}
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return str(p)
+
+
+def test_syncache_expand_counts_only_calls_that_made_a_socket(tmp_path):
+    doc = kcount.load(_expand(tmp_path, [STALE, EXPAND, STALE]))
+    assert kcount.mark_values(doc) == {
+        "syncache_socket": {"instructions": 6, "locks": 1, "atomics": 2}}
+    assert kcount.case_value(doc) == {"instructions": 6, "locks": 1, "atomics": 2}
+
+
+def test_handshake_adds_the_syn_and_the_expand_traces(tmp_path):
+    syn = kcount.load(_write(tmp_path, [SYN, SYN], outer="tcp_input", asm=SYN_ASM))
+    ack = kcount.load(_expand(tmp_path, [EXPAND, STALE]))
+    assert kcount.mark_values(syn) == {
+        "syncache_add": {"instructions": 5, "locks": 0, "atomics": 1}}
+    assert kcount.handshake_value([syn, ack]) == {"instructions": 11, "locks": 1,
+                                                  "atomics": 3}
+    with pytest.raises(kcount.KcountError, match="no trace has the handshake's ACK"):
+        kcount.handshake_value([syn])
+    with pytest.raises(kcount.KcountError, match="SYN is in two traces"):
+        kcount.handshake_value([syn, ack, syn])
+    with pytest.raises(kcount.KcountError, match="no trace has the handshake's SYN"):
+        kcount.handshake_value([kcount.load(_expand(tmp_path, [STALE, EXPAND]))])
+
+
+def test_table_cli_adds_syn_traces_and_refuses_two_accepts(tmp_path):
+    syn = _write(tmp_path, [SYN], outer="tcp_input", asm=SYN_ASM, name="s.json")
+    ack = _expand(tmp_path, [EXPAND])
+    r = CliRunner().invoke(kcount_cmd, ["table", "--trace", "syn-on", "pristine", syn,
+                                        "--trace", "syn-on", "pristine", ack])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == {"syn-on": {"pristine": {
+        "instructions": 11, "locks": 1, "atomics": 3}}}
+    t = _write(tmp_path, [ACCEPT])
+    r = CliRunner().invoke(kcount_cmd, ["table", "--trace", "accept-off", "patched", t,
+                                        "--trace", "accept-off", "patched", t])
+    assert r.exit_code == 1 and "accept-off patched: give one trace, not 2" in r.output
+
+
+def test_only_syn_goes_to_gdb_for_tcp_input_only():
+    argv = kcount.gdb_argv("k", "127.0.0.1:1", "o", "s", samples=1, outer="tcp_input",
+                           entries={"tcp_input": 0x10}, only_syn=True)
+    assert "set $kc_only_syn = 1" in argv
+    plain = kcount.gdb_argv("k", "127.0.0.1:1", "o", "s", samples=1, outer="tcp_input",
+                            entries={"tcp_input": 0x10})
+    assert "set $kc_only_syn = 0" in plain
+    with pytest.raises(kcount.KcountError, match="--only-syn reads tcp_input"):
+        kcount.gdb_argv("k", "127.0.0.1:1", "o", "s", samples=1, outer="kern_accept4",
+                        entries={"kern_accept4": 0x10}, only_syn=True)
+
+
+@pytest.mark.parametrize("flags,stepped", [
+    (0x02, True),    # SYN
+    (0x12, False),   # SYN|ACK
+    (0x10, False),   # the handshake's ACK
+    (0x18, False),   # PSH|ACK
+    (0x11, False),   # FIN|ACK
+])
+def test_gdb_syn_filter_constants(flags, stepped):
+    scope = {}
+    exec(kcount.GDB_SYN, scope)
+    assert scope["is_syn"](flags) is stepped
