@@ -18,6 +18,7 @@ from rxl.bench import accept_run as AR
 from rxl.bench import ebpf
 from rxl.bench import kcount as K
 from rxl.bench import kcount_record as KR
+from rxl.bench import lbsetsock
 from rxl.bench import knobs as KN
 from rxl.bench import tables as AT
 from rxl.decide.topology import TopologyError
@@ -391,3 +392,6 @@ def table(traces, out):
         Path(out).write_text(text)
     else:
         click.echo(text, nl=False)
+
+
+kcount.add_command(lbsetsock.command())

@@ -1,0 +1,74 @@
+"""rxl.bench.lbsetsock: the guest rc, the LBSET lines and issue 10's setsockopt verdict."""
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.bench import lbsetsock as L
+from rxl.bench.cli import kcount as kcount_cmd
+
+M = "==RXL== LBSET"
+
+
+def _lines(rebuilds_after=7, idle=100000, loop=110000, calls=1000000, errors=0,
+           members=256, tagerr=0, done=True):
+    out = [f"{M} GROUP members={members} port=9100 ncpu=8 tagerr={tagerr}",
+           f"{M} LAT idle n=2000 p50_ns={idle} p90_ns={idle * 2} p99_ns={idle * 3}",
+           f"{M} LAT loop n=900 p50_ns={loop} p90_ns={loop * 2} p99_ns={loop * 3}",
+           f"{M} LOOP calls={calls} errors={errors} elapsed_ns=40000000000",
+           f"{M} SYSCTL net.inet.tcp.reuseport_lb.rebuilds before=7 after={rebuilds_after}",
+           f"{M} SYSCTL net.inet.tcp.reuseport_lb.unchanged before=0 after=1000000",
+           "some other console line LBSET DONE"]
+    return out + ([f"{M} DONE"] if done else [])
+
+
+def test_verdict_meets_both_targets():
+    v = L.verdict(L.parse(_lines()))
+    assert v["rebuilds"] == 0 and v["rebuilds_ok"]
+    assert v["ratio"] == 1.1 and v["ratio_ok"]
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"rebuilds_after": 8}, "rebuilds_ok"),      # one rebuild is one too many
+    ({"loop": 120001}, "ratio_ok"),              # just over 1.2x idle
+])
+def test_verdict_misses_a_target(kw, field):
+    v = L.verdict(L.parse(_lines(**kw)))
+    assert v[field] is False
+
+
+def test_ratio_of_exactly_the_target_is_met():
+    assert L.verdict(L.parse(_lines(loop=120000)))["ratio_ok"] is True
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"done": False}, "did not finish"),
+    ({"calls": 999999}, "need 1000000 calls"),
+    ({"errors": 3}, "without error"),
+    ({"members": 255}, "need 256 members"),
+    ({"tagerr": 256}, "all tagged"),            # a kernel without the series
+])
+def test_verdict_refuses_a_short_or_failed_run(kw, msg):
+    with pytest.raises(L.LbsetError, match=msg):
+        L.verdict(L.parse(_lines(**kw)))
+
+
+def test_parse_refuses_a_non_integer():
+    with pytest.raises(L.LbsetError, match="not an integer"):
+        L.parse([f"{M} LOOP calls=many errors=0"])
+
+
+def test_rc_runs_the_program_once_and_powers_off():
+    rc = L.render_rc(["-n", "256", "-c", "1000000"])
+    assert "/rxl/lbsetsock -n 256 -c 1000000\n" in rc
+    assert rc.index("lbsetsock -n") < rc.index("$M END") < rc.index("reboot -p")
+    with pytest.raises(L.LbsetError, match="plain word"):
+        L.render_rc(["-n", "256; rm -rf /"])
+
+
+def test_cli_dry_run_prints_cc_and_qemu(tmp_path):
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+                                        "--objdir", str(tmp_path), "--out",
+                                        str(tmp_path / "o"), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "lbsetsock.c" in r.output and "qemu-system-x86_64" in r.output
+    assert "-c 1000000" in r.output
