@@ -18,7 +18,7 @@ from rxl.bench import accept_run as AR
 from rxl.bench import ebpf
 from rxl.bench import kcount as K
 from rxl.bench import kcount_record as KR
-from rxl.bench import lbsetsock
+from rxl.bench import kcount_sites, lbsetsock
 from rxl.bench import knobs as KN
 from rxl.bench import tables as AT
 from rxl.decide.topology import TopologyError
@@ -395,3 +395,4 @@ def table(traces, out):
 
 
 kcount.add_command(lbsetsock.command())
+kcount.add_command(kcount_sites.command())

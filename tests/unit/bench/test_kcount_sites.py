@@ -1,0 +1,29 @@
+"""rxl.bench.kcount_sites: a traced call's locks and atomics by function."""
+
+from rxl.bench import kcount_sites as S
+
+TD = 0xFFFFF80003A1C740
+NM = """kern_accept4 T ffffffff80000100 40
+soaccept T ffffffff80000200 10
+data_thing D ffffffff80000150 8
+"""
+
+
+def test_symbolizer_maps_a_pc_into_its_function():
+    name = S.symbolizer(NM)
+    assert name(0xFFFFFFFF80000100) == "kern_accept4"
+    assert name(0xFFFFFFFF80000160) == "kern_accept4"   # data symbols do not split text
+    assert name(0xFFFFFFFF80000205) == "soaccept"
+    assert name(0xFFFFFFFF800000FF) == "?"
+
+
+def test_sites_split_atomics_and_acquisitions_by_function():
+    a, b = 0xFFFFFFFF80000100, 0xFFFFFFFF80000200
+    asm = {a: "push %rbp", a + 1: "lock cmpxchg %rcx,(%rdi)", a + 2: "lock cmpxchg %rdx,(%rdi)",
+           a + 3: "call", b: "lock xadd %eax,(%rbx)", b + 1: "ret", a + 4: "ret"}
+    sample = {"pc": [a, a + 1, a + 2, a + 3, b, b + 1, a + 4],
+              "cas": [[1, 0, TD], [2, TD, 0]], "curthread": TD}
+    got = S.sites(sample, asm, S.symbolizer(NM))
+    # mtx_lock (an acquisition) and mtx_unlock (an atomic only) inline in
+    # kern_accept4; a refcount in soaccept.
+    assert got == {"kern_accept4": (2, 1), "soaccept": (1, 0)}
