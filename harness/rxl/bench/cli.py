@@ -314,22 +314,21 @@ def kcount() -> None:
 @click.option("--out", required=True, help="Trace file (JSON).")
 @click.option("--only-syn", is_flag=True,
               help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
+@click.option("--others-run", is_flag=True, help="Let the other vCPUs run while stepping.")
+@click.option("--limit", default=K.STEP_LIMIT, show_default=True, help="Steps per call at most.")
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
-def record(kernel, port, samples, outer, inner, out, only_syn, dry_run):
+def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if samples < 1:
         raise click.ClickException(f"--samples must be >= 1, got {samples}")
     names = KR.record_names(outer, inner)
-    if dry_run:
-        try:
-            lines = KR.dry_run_lines(kernel, port, samples, outer, names, out, only_syn)
-        except K.KcountError as exc:
-            raise click.ClickException(str(exc))
-        for line in lines:
-            click.echo(line)
-        return
+    kw = dict(only_syn=only_syn, others_run=others_run, limit=limit)
     try:
-        KR.record(kernel, port, samples, outer, names, out, only_syn)
+        if dry_run:
+            click.echo("\n".join(KR.dry_run_lines(kernel, port, samples, outer, names, out,
+                                                   **kw)))
+        else:
+            KR.record(kernel, port, samples, outer, names, out, **kw)
     except K.KcountError as exc:
         raise click.ClickException(str(exc))
 

@@ -347,14 +347,19 @@ def symbol_addresses(nm_output: str, names: Sequence[str],
 
 def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
              entries: Dict[str, int], outer: str = OUTER,
-             limit: int = STEP_LIMIT, gdb: str = "gdb", only_syn: bool = False) -> List[str]:
+             limit: int = STEP_LIMIT, gdb: str = "gdb", only_syn: bool = False,
+             others_run: bool = False) -> List[str]:
     """The gdb command line of ``record``. Pure.
 
     ``kernel``: the booted kernel file; ``entries``: ``{function:
     address}``, ``outer`` among them; ``remote``: ``HOST:PORT`` of QEMU's
     gdbstub; ``script``: a file holding :data:`GDB_SCRIPT`; ``only_syn``:
     step only the segments with SYN set and ACK clear (``outer`` must be
-    ``tcp_input``, whose arguments the filter reads).  Raises KcountError
+    ``tcp_input``, whose arguments the filter reads); ``others_run``: let
+    the other vCPUs run while one is stepped (gdb's ``scheduler-locking
+    off``), for paths that wait on another CPU (a TLB shootdown's IPI, a
+    lock a stopped vCPU holds), which otherwise spin until ``limit``.
+    Raises KcountError
     if ``outer`` has no address, or ``only_syn`` with another outer.
     """
     if outer not in entries:
@@ -370,6 +375,7 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
             + conv("kc_out", out)
             + conv("kc_remote", remote) + conv("kc_samples", samples)
             + conv("kc_limit", limit) + conv("kc_only_syn", int(only_syn))
+            + conv("kc_sched", "off" if others_run else "step")
             + ["-x", script])
 
 

@@ -70,7 +70,9 @@ gdb.execute("set osabi none")
 gdb.execute("set architecture i386:x86-64")
 gdb.execute("set disassembly-flavor att")
 gdb.execute("target remote " + _s("kc_remote"))
-gdb.execute("set scheduler-locking step")
+# "step": the other vCPUs stay stopped while one is stepped; "off": they
+# run, so one that holds a lock or owes an IPI acknowledgment can give it.
+gdb.execute("set scheduler-locking " + _s("kc_sched"))
 
 # Addresses come from the host (nm): Debian's gdb reads this FreeBSD
 # kernel's minimal symbols 32 bits wide and would cut them off.

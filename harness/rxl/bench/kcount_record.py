@@ -25,21 +25,23 @@ def record_names(outer: str, inner: Sequence[str]) -> List[str]:
 
 
 def dry_run_lines(kernel: str, port: int, samples: int, outer: str, names: Sequence[str],
-                  out: str, only_syn: bool = False) -> List[str]:
+                  out: str, only_syn: bool = False, **kw) -> List[str]:
     """The nm and gdb command lines :func:`record` would run (addresses shown as 0)."""
     script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
     return [shlex.join(["nm", "-P", kernel]),
             f"# {script}: rxl.bench.kcount.GDB_SCRIPT; <addresses> from nm",
             shlex.join(K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
                                   script, samples=samples, outer=outer,
-                                  entries={n: 0 for n in names}, only_syn=only_syn))]
+                                  entries={n: 0 for n in names}, only_syn=only_syn,
+                                  **kw))]
 
 
 def record(kernel: str, port: int, samples: int, outer: str, names: Sequence[str],
-           out: str, only_syn: bool = False) -> None:
+           out: str, only_syn: bool = False, **kw) -> None:
     """Record ``samples`` invocations of ``outer`` into ``out`` (JSON).
 
-    ``only_syn``: step only SYN segments (:func:`rxl.bench.kcount.gdb_argv`).
+    ``only_syn``: step only SYN segments; ``kw``: ``limit``, ``others_run``
+    (:func:`rxl.bench.kcount.gdb_argv`).
     Raises KcountError when nm fails, a name is not in the kernel, or gdb
     exits non-zero or leaves no trace.
     """
@@ -52,7 +54,7 @@ def record(kernel: str, port: int, samples: int, outer: str, names: Sequence[str
         f.flush()
         argv = K.gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
                           samples=samples, outer=outer, entries=entries,
-                          only_syn=only_syn)
+                          only_syn=only_syn, **kw)
         r = subprocess.run(argv)
     if r.returncode != 0 or not Path(out).is_file():
         raise K.KcountError(f"gdb exited {r.returncode}; no trace in {out}")

@@ -211,3 +211,12 @@ def test_gdb_syn_filter_constants(flags, stepped):
     scope = {}
     exec(kcount.GDB_SYN, scope)
     assert scope["is_syn"](flags) is stepped
+
+
+def test_others_run_and_limit_go_to_gdb():
+    argv = kcount.gdb_argv("k", "127.0.0.1:1", "o", "s", samples=1, outer="syncache_expand",
+                           entries={"syncache_expand": 0x10}, others_run=True, limit=500)
+    assert 'set $kc_sched = "off"' in argv and "set $kc_limit = 500" in argv
+    held = kcount.gdb_argv("k", "127.0.0.1:1", "o", "s", samples=1,
+                           entries={"in_pcblookup_mbuf": 0x10})
+    assert 'set $kc_sched = "step"' in held
