@@ -21,6 +21,7 @@ template renderers; :func:`stage_root` carries a plan out.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ def render_rc(label: str, programs: Sequence[str], *,
               sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True,
               setup_lo: bool = True, cwd: str = "/",
               path: str = "/sbin:/bin:/usr/sbin:/usr/bin", sshd_lines: Sequence[str] = (),
-              hold: bool = False) -> str:
+              hold: bool = False, atf_vars: Sequence[Tuple[str, str]] = ()) -> str:
     """Text of the guest's ``/etc/rc``.
 
     ``programs``: guest paths of ATF test programs, run case by case.
@@ -87,18 +88,40 @@ def render_rc(label: str, programs: Sequence[str], *,
     lo0 (the bare guest has no rc.d; a running machine has it already).
     ``cwd``: directory the cases run in; ``path``: the script's PATH;
     ``sshd_lines``: shell lines after lo0 (rxl.guest.sshguest.rc_lines);
-    ``hold``: stay up after the end marker (for SSH) instead of powering off. Raises ValueError on a label or path
-    with whitespace (they are words in the sentinel lines).
+    ``hold``: stay up after the end marker (for SSH) instead of powering off.
+    ``atf_vars``: (name, value) ATF configuration variables given to every
+    case as ``-v name=value`` (e.g. ``("churn_seconds", "200")``). Raises
+    ValueError on a label or path with whitespace (they are words in the
+    sentinel lines), and on a variable name that is not ``[A-Za-z0-9_.]+`` or
+    a value that is empty or holds whitespace or shell metacharacters.
     """
     for word in [label, *programs, *sysctls, cwd, path]:
         if not word or any(c.isspace() for c in word):
             raise ValueError(f"rc: {word!r} must be a non-empty word without whitespace")
+    for name, value in atf_vars:
+        check_atf_var(name, value)
     if case_timeout < 1:
         raise ValueError(f"rc: case_timeout must be >= 1 s, got {case_timeout}")
     return _env().get_template("rc.j2").render(
         label=label, programs=list(programs), case_timeout=case_timeout,
         sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
-        path=path, sshd_lines=list(sshd_lines), hold=hold)
+        path=path, sshd_lines=list(sshd_lines), hold=hold,
+        atf_args="".join(f" -v {n}={v}" for n, v in atf_vars))
+
+
+#: What an ATF configuration variable's name and value may hold in the rc
+#: (words the shell takes literally).
+_ATF_VAR_NAME = re.compile(r"[A-Za-z0-9_.]+")
+_ATF_VAR_VALUE = re.compile(r"[A-Za-z0-9_.,:/%+-]+")
+
+
+def check_atf_var(name: str, value: str) -> None:
+    """Raise ValueError unless ``name=value`` can be passed to a case as ``-v``."""
+    if not _ATF_VAR_NAME.fullmatch(name or ""):
+        raise ValueError(f"ATF variable name {name!r}: letters, digits, '_' and '.' only")
+    if not _ATF_VAR_VALUE.fullmatch(value or ""):
+        raise ValueError(f"ATF variable {name}={value!r}: the value must be a non-empty "
+                         "word of letters, digits and _.,:/%+-")
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,19 @@ def _parse_test(value: str) -> Tuple[str, str]:
     return name, os.path.abspath(path)
 
 
+def _parse_atf_var(value: str) -> Tuple[str, str]:
+    """``--atf-var NAME=VALUE`` -> (name, value); click.BadParameter if it cannot be passed."""
+    from rxl.guest.image import check_atf_var
+    name, sep, val = value.partition("=")
+    try:
+        if not sep:
+            raise ValueError("expected NAME=VALUE")
+        check_atf_var(name, val)
+    except ValueError as exc:
+        raise click.BadParameter(f"{value!r}: {exc}", param_hint="'--atf-var'") from None
+    return name, val
+
+
 def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bool):
     """``--target`` -> (rxl.guest.ssh.SSHTarget or None, own-guest Shape or None)."""
     if spec is None:
@@ -151,6 +164,9 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
               help="Run the ATF suite on the spread boot too (default: placement only).")
 @click.option("--case-timeout", default=300, show_default=True,
               help="Seconds per ATF case (>= 1).")
+@click.option("--atf-var", "atf_vars", multiple=True, metavar="NAME=VALUE",
+              help="ATF configuration variable for every case (-v NAME=VALUE), e.g. "
+                   "churn_seconds=200 for the churn cases' duration (repeatable).")
 @click.option("--new-program", "new_programs", multiple=True,
               help="Basename of a test program of the run (from --atf-dir or --test) "
                    "that must fail on pristine; the --atf-dir ones are already.")
@@ -182,7 +198,7 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kernel,
         pristine_src, auto_pristine, spread, tests_on_spread, case_timeout,
-        new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
+        atf_vars, new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
         install_kernel, workdir, programs_dir, kyua, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
 
@@ -197,6 +213,7 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
         kernel=os.path.abspath(kernel) if kernel else None,
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
         spread=spread, case_timeout=case_timeout,
+        atf_vars=tuple(_parse_atf_var(v) for v in atf_vars),
         new_programs=tuple(new_programs) + tuple(n for n, _ in stests),
         extra_tests=tuple(stests) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,

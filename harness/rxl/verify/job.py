@@ -61,7 +61,8 @@ class RunOptions:
     ``src``: the FreeBSD tree given (None: fetch the base); ``base_url``:
     where to fetch it from (rxl.tree.base.base_url); ``work``: the root of
     fetched trees and work clones ($RXL_WORK); ``lock``: the build lock,
-    held while a tree there changes.
+    held while a tree there changes; ``atf_vars``: (name, value) ATF
+    configuration variables every case gets as ``-v name=value``.
     """
 
     src: Optional[str]
@@ -93,6 +94,7 @@ class RunOptions:
     base_url: Optional[str] = None
     work: str = ""
     lock: Optional[str] = None
+    atf_vars: Tuple[Tuple[str, str], ...] = ()
 
 
 @dataclass

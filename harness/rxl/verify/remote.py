@@ -34,7 +34,7 @@ import shlex
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 #: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
 #: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
@@ -242,7 +242,9 @@ def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:
 class RemoteJob:
     """One run on a target. ``tests``: program name -> local FreeBSD binary;
     ``label``: the run's name in the reports (``patched``); ``kyua``: None = use
-    it when the target has it; ``case_timeout``: seconds per ATF case."""
+    it when the target has it; ``case_timeout``: seconds per ATF case;
+    ``atf_vars``: (name, value) ATF variables for every case of the rc loop
+    (not passed to kyua)."""
 
     out: str
     tests: Dict[str, str]
@@ -250,6 +252,7 @@ class RemoteJob:
     label: str = "patched"
     kyua: Optional[bool] = None
     case_timeout: int = 300
+    atf_vars: Tuple[Tuple[str, str], ...] = ()
     reboot_timeout: float = 900.0
     kyua_timeout: float = 7200.0
     boot_dir: str = "/boot"
@@ -328,6 +331,7 @@ class RemoteRun:
         from rxl.guest.image import render_rc
         progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in sorted(self.job.tests)]
         return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
+                         atf_vars=self.job.atf_vars,
                          poweroff=False, setup_lo=False, cwd=self.job.workdir,
                          path=self.job.path)
 

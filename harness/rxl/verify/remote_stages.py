@@ -98,7 +98,7 @@ def target(opts: RunOptions, st: RunState) -> StageRecord:
     session = _session(opts, rec)
     job = R.RemoteJob(out=opts.out, tests={n: str(p) for n, p in st.tests.items()},
                       workdir=opts.workdir, label=LABEL, kyua=opts.kyua,
-                      case_timeout=opts.case_timeout)
+                      case_timeout=opts.case_timeout, atf_vars=opts.atf_vars)
     st.remote = R.RemoteRun(session, job, echo=st.echo)
     name = opts.target.label
     try:

@@ -222,7 +222,8 @@ def image(opts: RunOptions, st: RunState) -> StageRecord:
                 libs=libs, tests=guest_tests,
                 loader_rc=image_mod.render_loader_rc(tunables),
                 rc=image_mod.render_rc(label, programs_for(opts, label, guest_tests),
-                                       case_timeout=opts.case_timeout))
+                                       case_timeout=opts.case_timeout,
+                                       atf_vars=opts.atf_vars))
             info = image_mod.stage_root(root, acts)
         except (image_mod.ImageError, ValueError, OSError) as exc:
             raise StageFailed(f"image: {label}: {exc}") from None

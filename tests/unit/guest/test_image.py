@@ -29,6 +29,20 @@ def test_rc_runs_every_case_with_timeout_and_powers_off():
     assert "reboot" not in render_rc("x", [], poweroff=False)
 
 
+def test_rc_passes_atf_vars_to_every_case():
+    text = render_rc("patched", ["/rxl/tests/t"], case_timeout=400,
+                     atf_vars=[("churn_seconds", "200"), ("x.y", "a,b")])
+    assert 'timeout 400 "$p" -r /dev/stdout -v churn_seconds=200 -v x.y=a,b "$c"' in text
+    assert '"$p" -r /dev/stdout "$c"' in render_rc("patched", ["/rxl/tests/t"])
+
+
+@pytest.mark.parametrize("name,value", [("", "1"), ("a b", "1"), ("a;b", "1"), ("n", ""),
+                                        ("n", "1 2"), ("n", "$(reboot)"), ("n", "a'b")])
+def test_rc_rejects_bad_atf_vars(name, value):
+    with pytest.raises(ValueError, match="ATF variable"):
+        render_rc("x", [], atf_vars=[(name, value)])
+
+
 @pytest.mark.parametrize("label,progs,timeout", [("a b", [], 1), ("x", ["/p q"], 1),
                                                  ("x", [], 0)])
 def test_rc_rejects_bad_words(label, progs, timeout):
