@@ -51,6 +51,7 @@
 #include <sys/cpuset.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include <netinet/in.h>
@@ -69,14 +70,6 @@
 #include <unistd.h>
 
 #include <atf-c.h>
-
-#ifndef SO_REUSEPORT_LB_CPU
-/* Lets the program be built against headers that predate the option. */
-#define	SO_REUSEPORT_LB_CPU	0x1030
-#define	SO_HANDSHAKE_CPU	0x1031
-#define	SO_REUSEPORT_LB_CPU_HASH	(-1)
-#define	SO_REUSEPORT_LB_CPU_NONE	(-2)
-#endif
 
 #define	TAG_NONE	SO_REUSEPORT_LB_CPU_NONE	/* Left untagged. */
 #define	TAG_HASH	SO_REUSEPORT_LB_CPU_HASH	/* Untagged, by hash. */
@@ -679,41 +672,66 @@ ATF_TC_BODY(option, tc)
 	lb_group_close(&g);
 }
 
-/*
- * UDP (and so any protocol but TCP) refuses both options with
- * ENOPROTOOPT: selecting a datagram's member by the receiving CPU would
- * break a flow's 4-tuple stickiness.
- */
-ATF_TC_WITHOUT_HEAD(udp_refused);
-ATF_TC_BODY(udp_refused, tc)
+/* Both options fail on sd with err, for set and get. */
+static void
+lb_refused(int sd, int err, const char *what)
 {
 	socklen_t len;
-	int domains[] = { AF_INET, AF_INET6 };
-	int d, sd, val;
+	int opts[] = { SO_REUSEPORT_LB_CPU, SO_HANDSHAKE_CPU };
+	int i, val;
+
+	ATF_REQUIRE_MSG(sd >= 0, "socket (%s) failed: %s", what,
+	    strerror(errno));
+	for (i = 0; i < 2; i++) {
+		val = 0;
+		ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, opts[i], &val,
+		    sizeof(val)) == -1 && errno == err,
+		    "setsockopt(%#x, 0) on %s did not fail with %s (%s)",
+		    opts[i], what, strerror(err), strerror(errno));
+		val = TAG_HASH;
+		ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, opts[i], &val,
+		    sizeof(val)) == -1 && errno == err,
+		    "setsockopt(%#x, -1) on %s did not fail with %s (%s)",
+		    opts[i], what, strerror(err), strerror(errno));
+		len = sizeof(val);
+		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, opts[i], &val,
+		    &len) == -1 && errno == err,
+		    "getsockopt(%#x) on %s did not fail with %s (%s)",
+		    opts[i], what, strerror(err), strerror(errno));
+	}
+	ATF_REQUIRE(close(sd) == 0);
+}
+
+/*
+ * Every protocol but TCP refuses both options with ENOPROTOOPT: UDP
+ * (selecting a datagram's member by the receiving CPU would break a
+ * flow's 4-tuple stickiness), UNIX-domain and raw sockets.  Raw sockets
+ * need root.
+ */
+ATF_TC(udp_refused);
+ATF_TC_HEAD(udp_refused, tc)
+{
+	atf_tc_set_md_var(tc, "require.user", "root");
+}
+ATF_TC_BODY(udp_refused, tc)
+{
+	int sd;
 
 	/* The kernel has the option: TCP takes it. */
 	sd = socket(AF_INET, SOCK_STREAM, 0);
 	ATF_REQUIRE(sd >= 0);
 	lb_setcpu(sd, TAG_HASH);
 	ATF_REQUIRE(close(sd) == 0);
-	for (d = 0; d < 2; d++) {
-		sd = socket(domains[d], SOCK_DGRAM, 0);
-		ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s", strerror(errno));
-		lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, 0, ENOPROTOOPT);
-		lb_setcpu_fails(sd, SO_REUSEPORT_LB_CPU, TAG_HASH,
-		    ENOPROTOOPT);
-		len = sizeof(val);
-		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, SO_REUSEPORT_LB_CPU,
-		    &val, &len) == -1 && errno == ENOPROTOOPT,
-		    "getsockopt(SO_REUSEPORT_LB_CPU) on UDP: %s",
-		    strerror(errno));
-		len = sizeof(val);
-		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, SO_HANDSHAKE_CPU,
-		    &val, &len) == -1 && errno == ENOPROTOOPT,
-		    "getsockopt(SO_HANDSHAKE_CPU) on UDP: %s",
-		    strerror(errno));
-		ATF_REQUIRE(close(sd) == 0);
-	}
+	lb_refused(socket(AF_INET, SOCK_DGRAM, 0), ENOPROTOOPT, "UDP");
+	lb_refused(socket(AF_INET6, SOCK_DGRAM, 0), ENOPROTOOPT, "UDP6");
+	lb_refused(socket(AF_UNIX, SOCK_STREAM, 0), ENOPROTOOPT,
+	    "UNIX stream");
+	lb_refused(socket(AF_UNIX, SOCK_DGRAM, 0), ENOPROTOOPT,
+	    "UNIX datagram");
+	lb_refused(socket(AF_INET, SOCK_RAW, IPPROTO_RAW), ENOPROTOOPT,
+	    "raw IPv4");
+	lb_refused(socket(AF_INET6, SOCK_RAW, IPPROTO_ICMPV6), ENOPROTOOPT,
+	    "raw IPv6");
 }
 
 /*
@@ -972,44 +990,518 @@ ATF_TC_BODY(join_leave, tc)
 }
 
 /*
- * The window in which a new group is visible to lookups before its first
- * member is: a lookup then sees a group of zero members and must find no
- * match there (the base kernel divided by the member count).  A thread
- * creates and destroys a one-member group on a port in a loop while
- * connections are made to it; each must be accepted, refused or reset.
- * The window is a few instructions wide, so a kernel with the bug would
- * rarely show it here, and then as a panic, not a failure; the case
- * therefore first requires the kernel to be one that has the fix (it has
- * the series' counters), so that it cannot pass without checking.
+ * Fail points (fail(9)) that a case sets: their values before the case,
+ * put back by lb_fp_restore(), which the case calls at its end, an
+ * atexit(3) handler calls if a requirement fails first (the guest's
+ * runner has no cleanup step), and the cleanup calls from a file in the
+ * work directory (kyua runs it in another process).
  */
-ATF_TC_WITHOUT_HEAD(zero_window);
+#define	FP_PREFIX	"debug.fail_point."
+#define	FP_SAVED	"saved-failpoints"
+#define	FP_MAX		4
+
+static struct {
+	char	name[64];
+	char	val[256];
+} lb_fps[FP_MAX];
+static int lb_nfps;
+static pid_t lb_fp_owner;
+
+static void
+lb_fp_get(const char *name, char *buf, size_t size)
+{
+	char oid[128];
+	size_t len;
+
+	snprintf(oid, sizeof(oid), FP_PREFIX "%s", name);
+	len = size - 1;
+	ATF_REQUIRE_MSG(sysctlbyname(oid, buf, &len, NULL, 0) == 0,
+	    "sysctl %s: %s", oid, strerror(errno));
+	buf[len] = '\0';
+}
+
+static int
+lb_fp_put(const char *name, const char *val)
+{
+	char oid[128];
+
+	snprintf(oid, sizeof(oid), FP_PREFIX "%s", name);
+	return (sysctlbyname(oid, NULL, NULL, val, strlen(val)));
+}
+
+/* Put back every saved fail point; never fails. */
+static void
+lb_fp_restore(void)
+{
+	FILE *f;
+	char line[400], *eq;
+	int i;
+
+	if (lb_nfps > 0 && getpid() != lb_fp_owner)
+		return;		/* A child exiting: not its to restore. */
+	for (i = 0; i < lb_nfps; i++)
+		(void)lb_fp_put(lb_fps[i].name, lb_fps[i].val);
+	if (lb_nfps > 0) {
+		lb_nfps = 0;
+		(void)unlink(FP_SAVED);
+		return;
+	}
+	f = fopen(FP_SAVED, "r");
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		line[strcspn(line, "\n")] = '\0';
+		eq = strchr(line, '=');
+		if (eq == NULL)
+			continue;
+		*eq = '\0';
+		(void)lb_fp_put(line, eq + 1);
+	}
+	fclose(f);
+	(void)unlink(FP_SAVED);
+}
+
+/*
+ * Set fail point name to val, first saving the value it had.  Fails the
+ * case on a kernel without the fail point.
+ */
+static void
+lb_fp_set(const char *name, const char *val)
+{
+	FILE *f;
+	int i;
+
+	for (i = 0; i < lb_nfps && strcmp(lb_fps[i].name, name) != 0; i++)
+		;
+	if (i == lb_nfps) {
+		ATF_REQUIRE(lb_nfps < FP_MAX);
+		if (lb_nfps == 0) {
+			lb_fp_owner = getpid();
+			ATF_REQUIRE(atexit(lb_fp_restore) == 0);
+		}
+		strlcpy(lb_fps[i].name, name, sizeof(lb_fps[i].name));
+		lb_fp_get(name, lb_fps[i].val, sizeof(lb_fps[i].val));
+		lb_nfps++;
+		f = fopen(FP_SAVED, "a");
+		if (f != NULL) {
+			fprintf(f, "%s=%s\n", name, lb_fps[i].val);
+			fclose(f);
+		}
+	}
+	ATF_REQUIRE_MSG(lb_fp_put(name, val) == 0,
+	    "setting fail point %s to %s: %s", name, val, strerror(errno));
+}
+
+/* Whether time a is before time b. */
+static bool
+lb_before(const struct timespec *a, const struct timespec *b)
+{
+	return (a->tv_sec < b->tv_sec ||
+	    (a->tv_sec == b->tv_sec && a->tv_nsec < b->tv_nsec));
+}
+
+/*
+ * Clients: child processes, each pinned to one CPU, that connect to a
+ * group until a deadline, send a byte on every connection and wait for
+ * the member that accepted it to echo it back.  A child reports what it
+ * saw through a pipe; it never uses the ATF macros (a child's failure
+ * would be written as the case's result), but a connection that is
+ * neither echoed, refused nor reset within 10 s, or any other error, is
+ * reported as an error message.
+ */
+struct lb_tally {
+	int	done;		/* Echoed: accepted by a member. */
+	int	refused;	/* connect(2) refused. */
+	int	reset;		/* Reset or closed before the echo. */
+	char	err[200];	/* The first error, or empty. */
+};
+
+struct lb_client {
+	pid_t	pid;
+	int	fd;		/* Read end of the child's pipe. */
+};
+
+static void
+lb_client_once(const struct sockaddr_storage *ss, struct lb_tally *t)
+{
+	struct pollfd pfd;
+	const struct linger lopt = { 1, 0 };
+	socklen_t len;
+	ssize_t n;
+	int csd, err;
+	char b;
+
+	csd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	if (csd < 0) {
+		snprintf(t->err, sizeof(t->err), "socket: %s",
+		    strerror(errno));
+		return;
+	}
+	(void)setsockopt(csd, SOL_SOCKET, SO_LINGER, &lopt, sizeof(lopt));
+	err = 0;
+	if (connect(csd, (const struct sockaddr *)ss, ss->ss_len) != 0) {
+		err = errno;
+		if (err == EINPROGRESS) {
+			pfd.fd = csd;
+			pfd.events = POLLOUT;
+			if (poll(&pfd, 1, 10000) != 1) {
+				snprintf(t->err, sizeof(t->err), "a connection "
+				    "was neither completed nor refused in 10 s");
+				goto out;
+			}
+			len = sizeof(err);
+			if (getsockopt(csd, SOL_SOCKET, SO_ERROR, &err,
+			    &len) != 0)
+				err = errno;
+		}
+	}
+	if (err == ECONNREFUSED) {
+		t->refused++;
+		goto out;
+	}
+	if (err == ECONNRESET) {
+		t->reset++;
+		goto out;
+	}
+	if (err != 0) {
+		snprintf(t->err, sizeof(t->err), "connect: %s", strerror(err));
+		goto out;
+	}
+	b = 'e';
+	if (send(csd, &b, 1, MSG_NOSIGNAL) != 1) {
+		if (errno == ECONNRESET || errno == EPIPE)
+			t->reset++;
+		else
+			snprintf(t->err, sizeof(t->err), "send: %s",
+			    strerror(errno));
+		goto out;
+	}
+	pfd.fd = csd;
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, 10000) != 1) {
+		snprintf(t->err, sizeof(t->err), "a connection was neither "
+		    "echoed nor reset in 10 s");
+		goto out;
+	}
+	n = read(csd, &b, 1);
+	if (n == 1)
+		t->done++;
+	else if (n == 0 || errno == ECONNRESET)
+		t->reset++;
+	else
+		snprintf(t->err, sizeof(t->err), "read: %s", strerror(errno));
+out:
+	close(csd);
+}
+
+/*
+ * Start a client pinned to cpu that connects to ss every interval_us
+ * microseconds (back to back if 0) for ms milliseconds.
+ */
+static void
+lb_client_start(struct lb_client *c, const struct sockaddr_storage *ss,
+    int cpu, int interval_us, int ms)
+{
+	struct lb_tally t;
+	struct timespec end, next, now;
+	cpuset_t mask;
+	int fds[2];
+
+	ATF_REQUIRE(pipe(fds) == 0);
+	c->pid = fork();
+	ATF_REQUIRE(c->pid >= 0);
+	if (c->pid > 0) {
+		close(fds[1]);
+		c->fd = fds[0];
+		return;
+	}
+	close(fds[0]);
+	memset(&t, 0, sizeof(t));
+	CPU_ZERO(&mask);
+	CPU_SET(cpu, &mask);
+	if (cpuset_setaffinity(CPU_LEVEL_WHICH, CPU_WHICH_PID, -1,
+	    sizeof(mask), &mask) != 0)
+		snprintf(t.err, sizeof(t.err), "pinning a client to CPU %d: "
+		    "%s", cpu, strerror(errno));
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	end = next = now;
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (ms % 1000) * 1000000L;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	while (t.err[0] == '\0' && lb_before(&now, &end)) {
+		lb_client_once(ss, &t);
+		next.tv_nsec += interval_us * 1000L;
+		while (next.tv_nsec >= 1000000000L) {
+			next.tv_sec++;
+			next.tv_nsec -= 1000000000L;
+		}
+		(void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next,
+		    NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (lb_before(&next, &now))
+			next = now;
+	}
+	(void)write(fds[1], &t, sizeof(t));
+	_exit(0);
+}
+
+/* Wait for a client and add what it saw to *sum; fails on its error. */
+static void
+lb_client_end(struct lb_client *c, struct lb_tally *sum)
+{
+	struct lb_tally t;
+	int status;
+
+	ATF_REQUIRE_MSG(read(c->fd, &t, sizeof(t)) == sizeof(t),
+	    "a client died without a report");
+	ATF_REQUIRE(waitpid(c->pid, &status, 0) == c->pid);
+	close(c->fd);
+	ATF_REQUIRE_MSG(t.err[0] == '\0', "client: %s", t.err);
+	sum->done += t.done;
+	sum->refused += t.refused;
+	sum->reset += t.reset;
+}
+
+/* A new member of the group at addr, bound and listening; the join's time. */
+static int
+lb_join(const struct sockaddr_storage *addr, int *usp)
+{
+	struct timespec t0, t1;
+	int one, sd;
+
+	sd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	ATF_REQUIRE_MSG(sd >= 0, "socket failed: %s", strerror(errno));
+	one = 1;
+	ATF_REQUIRE(setsockopt(sd, SOL_SOCKET, SO_REUSEPORT_LB, &one,
+	    sizeof(one)) == 0);
+	ATF_REQUIRE(clock_gettime(CLOCK_MONOTONIC, &t0) == 0);
+	ATF_REQUIRE_MSG(bind(sd, (const struct sockaddr *)addr,
+	    addr->ss_len) == 0, "bind failed: %s", strerror(errno));
+	ATF_REQUIRE_MSG(listen(sd, 128) == 0, "listen failed: %s",
+	    strerror(errno));
+	ATF_REQUIRE(clock_gettime(CLOCK_MONOTONIC, &t1) == 0);
+	*usp = (t1.tv_sec - t0.tv_sec) * 1000000 +
+	    (t1.tv_nsec - t0.tv_nsec) / 1000;
+	return (sd);
+}
+
+/*
+ * Accept whatever is queued on the members (waiting at most timeout_ms
+ * for the first), read each connection's byte and echo it; returns how
+ * many were echoed.  Also returns early when fd (if not -1) is readable.
+ */
+static int
+lb_serve(const int *sds, int n, int fd, int timeout_ms)
+{
+	struct pollfd pfd[MAXMEMBERS + 1], cp;
+	int echoed, i, sd;
+	char b;
+
+	for (i = 0; i < n; i++) {
+		pfd[i].fd = sds[i];
+		pfd[i].events = POLLIN;
+		pfd[i].revents = 0;
+	}
+	pfd[n].fd = fd;
+	pfd[n].events = POLLIN;
+	pfd[n].revents = 0;
+	if (poll(pfd, n + 1, timeout_ms) <= 0)
+		return (0);
+	echoed = 0;
+	for (i = 0; i < n; i++) {
+		if ((pfd[i].revents & POLLIN) == 0)
+			continue;
+		while ((sd = accept4(sds[i], NULL, NULL, 0)) >= 0) {
+			cp.fd = sd;
+			cp.events = POLLIN;
+			ATF_REQUIRE_MSG(poll(&cp, 1, 10000) == 1,
+			    "an accepted connection sent nothing in 10 s");
+			if (read(sd, &b, 1) == 1 &&
+			    send(sd, &b, 1, MSG_NOSIGNAL) == 1)
+				echoed++;
+			close(sd);
+		}
+		ATF_REQUIRE_MSG(errno == EAGAIN || errno == ECONNABORTED,
+		    "accept failed: %s", strerror(errno));
+	}
+	return (echoed);
+}
+
+/* A free loopback TCP port of domain, in addr. */
+static void
+lb_free_port(int domain, struct sockaddr_storage *addr)
+{
+	socklen_t len;
+	int sd;
+
+	lb_loopback(domain, addr);
+	sd = socket(domain, SOCK_STREAM, 0);
+	ATF_REQUIRE(sd >= 0);
+	ATF_REQUIRE(bind(sd, (struct sockaddr *)addr, addr->ss_len) == 0);
+	len = sizeof(*addr);
+	ATF_REQUIRE(getsockname(sd, (struct sockaddr *)addr, &len) == 0);
+	ATF_REQUIRE(close(sd) == 0);
+}
+
+/* Busy-wait of the in_pcblb_join fail point in the window cases, in us. */
+#define	JOIN_DELAY_US	20000
+/* The least time a delayed join may take (the clock's slack allowed). */
+#define	JOIN_DELAY_MIN	(JOIN_DELAY_US * 3 / 4)
+
+static void
+lb_fp_head(atf_tc_t *tc)
+{
+	atf_tc_set_md_var(tc, "require.user", "root");
+	atf_tc_set_md_var(tc, "is.exclusive", "true");
+}
+
+/*
+ * The window in which a new group is visible to lookups before its first
+ * member is counted: a lookup then sees a group of zero members and must
+ * find no match there (the base kernel divided by the member count).
+ * The in_pcblb_join fail point busy-waits 20 ms in that window, so
+ * handshakes in flight when a group is created meet it.  A child creates
+ * and destroys a one-member group in a loop while clients pinned to
+ * several CPUs connect; every connection must be refused or reset (the
+ * member closes without accepting), none may hang, and every creation
+ * must have taken the fail point's delay (so the window was open).
+ */
+ATF_TC_WITH_CLEANUP(zero_window);
+ATF_TC_HEAD(zero_window, tc)
+{
+	lb_fp_head(tc);
+}
+ATF_TC_CLEANUP(zero_window, tc)
+{
+	lb_fp_restore();
+}
 ATF_TC_BODY(zero_window, tc)
 {
-	struct lb_churn ch;
 	struct sockaddr_storage addr;
-	socklen_t len;
-	int c, csd, sd;
+	struct lb_client cl[4];
+	struct lb_tally sum;
+	struct timespec t0, t1;
+	int cpus[4], fds[2], res[2];
+	int i, ncl, sd, us;
+	char fp[64];
 
-	(void)lb_counter("net.inet.tcp.reuseport_lb.rebuilds");
-	lb_loopback(AF_INET, &addr);
-	/* Find a free port: bind a socket and close it. */
-	sd = socket(AF_INET, SOCK_STREAM, 0);
-	ATF_REQUIRE(sd >= 0);
-	ATF_REQUIRE(bind(sd, (struct sockaddr *)&addr, addr.ss_len) == 0);
-	len = sizeof(addr);
-	ATF_REQUIRE(getsockname(sd, (struct sockaddr *)&addr, &len) == 0);
-	ATF_REQUIRE(close(sd) == 0);
-	lb_churn_start(&ch, &addr);
-	for (c = 0; c < 2000; c++) {
-		csd = socket(AF_INET, SOCK_STREAM, 0);
-		ATF_REQUIRE(csd >= 0);
-		ATF_REQUIRE_MSG(connect(csd, (struct sockaddr *)&addr,
-		    addr.ss_len) == 0 || errno == ECONNREFUSED ||
-		    errno == ECONNRESET, "connect %d failed: %s", c,
-		    strerror(errno));
-		close(csd);
+	ncl = lb_cpus(cpus, 4);
+	lb_free_port(AF_INET, &addr);
+	snprintf(fp, sizeof(fp), "return(%d)", JOIN_DELAY_US);
+	lb_fp_set("in_pcblb_join", fp);
+	ATF_REQUIRE(pipe(fds) == 0);
+	for (i = 0; i < ncl; i++)
+		lb_client_start(&cl[i], &addr, cpus[i], 0, 3000);
+	res[0] = res[1] = 0;
+	if (fork() == 0) {
+		/* The group's creator: cycles and its fastest creation. */
+		close(fds[0]);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		res[1] = INT_MAX;
+		do {
+			sd = lb_join(&addr, &us);
+			close(sd);
+			res[0]++;
+			res[1] = MIN(res[1], us);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+		} while (t1.tv_sec - t0.tv_sec < 3);
+		(void)write(fds[1], res, sizeof(res));
+		_exit(0);
 	}
-	ATF_REQUIRE_MSG(lb_churn_end(&ch) > 0, "the group was never created");
+	close(fds[1]);
+	memset(&sum, 0, sizeof(sum));
+	for (i = 0; i < ncl; i++)
+		lb_client_end(&cl[i], &sum);
+	ATF_REQUIRE_MSG(read(fds[0], res, sizeof(res)) == sizeof(res),
+	    "the group's creator died");
+	(void)wait(NULL);
+	lb_fp_restore();
+	ATF_REQUIRE_MSG(res[0] > 0, "the group was never created");
+	ATF_REQUIRE_MSG(res[1] >= JOIN_DELAY_MIN, "a group was created in "
+	    "%d us: the in_pcblb_join fail point (%d us) did not delay it",
+	    res[1], JOIN_DELAY_US);
+	ATF_REQUIRE_MSG(sum.refused + sum.reset > 0, "no connection made");
+	ATF_REQUIRE_MSG(sum.done == 0, "%d connections echoed by nobody",
+	    sum.done);
+	fprintf(stderr, "zero_window: %d groups created (fastest %d us), %d "
+	    "connections refused, %d reset\n", res[0], res[1], sum.refused,
+	    sum.reset);
+}
+
+/*
+ * The resize window: a group that grows past 8, 16 and 32 members is
+ * replaced by a larger one, which is visible before its members are
+ * copied and counted.  The in_pcblb_join fail point busy-waits 20 ms
+ * there (and at the group's creation).  Clients pinned to several CPUs
+ * connect while the test grows a group member by member to 40, serving
+ * every member between joins, then closes it and starts again.  Every
+ * connection must be echoed by a member, refused or reset (queued on a
+ * member when the group closes); none may hang; the members echoed
+ * exactly as many connections as the clients saw echoed; and each join
+ * that made a new or larger group took the fail point's delay.
+ */
+ATF_TC_WITH_CLEANUP(resize_window);
+ATF_TC_HEAD(resize_window, tc)
+{
+	lb_fp_head(tc);
+}
+ATF_TC_CLEANUP(resize_window, tc)
+{
+	lb_fp_restore();
+}
+ATF_TC_BODY(resize_window, tc)
+{
+	struct sockaddr_storage addr;
+	struct lb_client cl[4];
+	struct lb_tally sum;
+	int cpus[4], sds[40];
+	int echoed, i, left, n, ncl, rounds, slowest, us;
+	char fp[64];
+
+	ncl = lb_cpus(cpus, 4);
+	lb_free_port(AF_INET, &addr);
+	snprintf(fp, sizeof(fp), "return(%d)", JOIN_DELAY_US);
+	lb_fp_set("in_pcblb_join", fp);
+	for (i = 0; i < ncl; i++)
+		lb_client_start(&cl[i], &addr, cpus[i], 500, 8000);
+	echoed = rounds = 0;
+	slowest = INT_MAX;	/* The fastest of the delayed joins. */
+	memset(&sum, 0, sizeof(sum));
+	for (left = ncl; left > 0;) {
+		for (n = 0; n < (int)nitems(sds); n++) {
+			sds[n] = lb_join(&addr, &us);
+			/* Members 0, 8, 16 and 32 made a new group. */
+			if (n == 0 || n == 8 || n == 16 || n == 32)
+				slowest = MIN(slowest, us);
+			echoed += lb_serve(sds, n + 1, -1, 0);
+		}
+		echoed += lb_serve(sds, n, -1, 50);
+		for (i = 0; i < n; i++)
+			ATF_REQUIRE(close(sds[i]) == 0);
+		rounds++;
+		/* Reap the clients that are done. */
+		for (i = 0; i < ncl; i++) {
+			if (cl[i].pid == 0 || poll(&(struct pollfd){
+			    .fd = cl[i].fd, .events = POLLIN }, 1, 0) != 1)
+				continue;
+			lb_client_end(&cl[i], &sum);
+			cl[i].pid = 0;
+			left--;
+		}
+	}
+	lb_fp_restore();
+	ATF_REQUIRE_MSG(slowest >= JOIN_DELAY_MIN, "a join that made a new "
+	    "group took %d us: the in_pcblb_join fail point (%d us) did not "
+	    "delay it", slowest, JOIN_DELAY_US);
+	ATF_REQUIRE_MSG(sum.done > 0, "no connection was accepted");
+	ATF_REQUIRE_MSG(echoed == sum.done, "the members echoed %d "
+	    "connections, the clients saw %d echoed", echoed, sum.done);
+	fprintf(stderr, "resize_window: %d rounds of 40 joins; %d "
+	    "connections echoed, %d refused, %d reset\n", rounds, sum.done,
+	    sum.refused, sum.reset);
 }
 
 ATF_TP_ADD_TCS(tp)
@@ -1025,6 +1517,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, close_tagged);
 	ATF_TP_ADD_TC(tp, join_leave);
 	ATF_TP_ADD_TC(tp, zero_window);
+	ATF_TP_ADD_TC(tp, resize_window);
 
 	return (atf_no_error());
 }
