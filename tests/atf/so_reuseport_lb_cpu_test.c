@@ -584,8 +584,8 @@ lb_setcpu_fails(int sd, int name, int val, int err)
 {
 	ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, name, &val,
 	    sizeof(val)) == -1 && errno == err,
-	    "setting option %#x to %d did not fail with %s (%s)", name, val,
-	    strerror(err), strerror(errno));
+	    "setting option %#x to %d: errno %d (%s), not %d", name, val,
+	    errno, strerror(errno), err);
 }
 
 /*
@@ -686,18 +686,18 @@ lb_refused(int sd, int err, const char *what)
 		val = 0;
 		ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, opts[i], &val,
 		    sizeof(val)) == -1 && errno == err,
-		    "setsockopt(%#x, 0) on %s did not fail with %s (%s)",
-		    opts[i], what, strerror(err), strerror(errno));
+		    "setsockopt(%#x, 0) on %s: errno %d (%s), not %d",
+		    opts[i], what, errno, strerror(errno), err);
 		val = TAG_HASH;
 		ATF_REQUIRE_MSG(setsockopt(sd, SOL_SOCKET, opts[i], &val,
 		    sizeof(val)) == -1 && errno == err,
-		    "setsockopt(%#x, -1) on %s did not fail with %s (%s)",
-		    opts[i], what, strerror(err), strerror(errno));
+		    "setsockopt(%#x, -1) on %s: errno %d (%s), not %d",
+		    opts[i], what, errno, strerror(errno), err);
 		len = sizeof(val);
 		ATF_REQUIRE_MSG(getsockopt(sd, SOL_SOCKET, opts[i], &val,
 		    &len) == -1 && errno == err,
-		    "getsockopt(%#x) on %s did not fail with %s (%s)",
-		    opts[i], what, strerror(err), strerror(errno));
+		    "getsockopt(%#x) on %s: errno %d (%s), not %d",
+		    opts[i], what, errno, strerror(errno), err);
 	}
 	ATF_REQUIRE(close(sd) == 0);
 }

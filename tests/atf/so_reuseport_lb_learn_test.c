@@ -911,6 +911,11 @@ ATF_TC_BODY(learned_map, tc)
 		sum += slots[c];
 	}
 	ATF_REQUIRE_EQ(sum, nslots);
+	for (i = 0, c = 0; c < CPU_SETSIZE; c++)
+		i += rx[c] != 0;
+	fprintf(stderr, "learned_map: %u handshakes counted on %d CPUs; "
+	    "member 0 tagged with CPU %d, which counted %u and supplies %u "
+	    "of %u slots\n", total, i, tag, rx[tag], slots[tag], nslots);
 	if (rx[tag] == 0)
 		ATF_REQUIRE_MSG(slots[tag] == 0, "the tagged CPU %d counted "
 		    "nothing but supplies %u slots:\n%s", tag, slots[tag], buf);
@@ -1527,7 +1532,8 @@ churn_body(const atf_tc_t *tc, const char *fpval)
 	    "%d reset in a leaving member's queue, %d refused; rebuilds %ju, "
 	    "allocfail %ju, learnfail %ju\n", fpval != NULL ? fpval : "off",
 	    secs, ncl, ncpu, ops, maxn, sum.done, sum.reset, sum.refused,
-	    (uintmax_t)(rb2 - rb0), (uintmax_t)(lb_counter(ALLOCFAIL) - af0),
+	    (uintmax_t)(lb_counter(REBUILDS) - rb0),
+	    (uintmax_t)(lb_counter(ALLOCFAIL) - af0),
 	    (uintmax_t)(lb_counter(LEARNFAIL) - lf0));
 	if (fpval != NULL && strcmp(fpval, "100%return") == 0)
 		ATF_REQUIRE_MSG(lb_counter(ALLOCFAIL) > af0 &&
