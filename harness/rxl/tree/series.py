@@ -43,15 +43,16 @@ DEFAULT_BRANCH = "rxl"
 # Running git (impure).
 
 def run_git(src: Path, *args: str, check: bool = True,
-            input: Optional[str] = None) -> subprocess.CompletedProcess:
-    """``git -C src ARGS`` (text, output captured).
+            input: Optional[str] = None, env: Optional[dict] = None
+            ) -> subprocess.CompletedProcess:
+    """``git -C src ARGS`` (text, output captured; ``env``: the whole environment).
 
     Raises :class:`SeriesError` (one line: git's last message) when git is
     missing, or exits non-zero and ``check`` is true.
     """
     try:
         cp = subprocess.run(["git", "-C", str(src), *args], text=True,
-                            capture_output=True, input=input)
+                            capture_output=True, input=input, env=env)
     except FileNotFoundError:
         raise SeriesError("git is not installed")
     if check and cp.returncode != 0:
@@ -72,6 +73,29 @@ def git_identity(repo: Optional[Path] = None) -> Optional[tuple[str, str]]:
     except FileNotFoundError:
         return None
     return (name, mail) if name and mail else None
+
+
+#: Committer of the commits the harness makes (git am, the fixups of sync)
+#: when git has no identity configured, as on a fresh machine: git refuses to
+#: commit without one ("Committer identity unknown", issue 14). The authors
+#: stay the patches' own.
+FALLBACK_COMMITTER = ("rxl harness", "rxl@localhost")
+
+
+def committer_env(src: Optional[Path] = None, env: Optional[dict] = None, *,
+                  author: bool = False) -> dict:
+    """The environment for a git command that commits in ``src``: ``env`` (default
+    os.environ) as it is when git has an identity there or GIT_COMMITTER_NAME and
+    GIT_COMMITTER_EMAIL are set, else with :data:`FALLBACK_COMMITTER` as those two
+    (and as GIT_AUTHOR_NAME/EMAIL with ``author``: a new commit, not git am)."""
+    env = dict(os.environ if env is None else env)
+    if (env.get("GIT_COMMITTER_NAME") and env.get("GIT_COMMITTER_EMAIL")) \
+            or git_identity(src) is not None:
+        return env
+    roles = ("COMMITTER", "AUTHOR") if author else ("COMMITTER",)
+    for role in roles:
+        env[f"GIT_{role}_NAME"], env[f"GIT_{role}_EMAIL"] = FALLBACK_COMMITTER
+    return env
 
 
 def missing_blob_paths(src: Path) -> list[str]:
@@ -206,7 +230,7 @@ def apply_series(src: Path, patches_dir: Path, *,
                           f"{run.stderr.strip().splitlines()[-1:]}")
     run = subprocess.run(_locked(["git", "-C", str(src), "am", "-q",
                                   *map(str, files)], lock),
-                         text=True, capture_output=True)
+                         text=True, capture_output=True, env=committer_env(src))
     if run.returncode != 0:
         subprocess.run(_locked(["git", "-C", str(src), "am", "--abort"],
                                lock), capture_output=True)
@@ -303,13 +327,14 @@ def sync_project_files(src: Path, project: Path, *,
             raise SeriesError(f"{tree}: added by no commit on {branch}")
         shutil.copyfile(p, dest)
         run_git(src, "add", "--", tree)
-        run_git(src, "commit", "-q", f"--fixup={adder[-1]}", "--", tree)
+        run_git(src, "commit", "-q", f"--fixup={adder[-1]}", "--", tree,
+                env=committer_env(src, author=True))
         updated.append(tree)
         echo(f"{tree}: fixup of {adder[-1][:12]}")
     if not updated:
         echo("tree copies already equal the project's files")
         return []
-    env = dict(os.environ, GIT_SEQUENCE_EDITOR=":", GIT_EDITOR=":")
+    env = dict(committer_env(src), GIT_SEQUENCE_EDITOR=":", GIT_EDITOR=":")
     run = subprocess.run(_locked(["git", "-C", str(src), "rebase", "-q", "-i",
                                   "--autosquash", base.commit], lock),
                          text=True, capture_output=True, env=env)

@@ -193,10 +193,13 @@ class Result:
 def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
           which: Callable[[str], Optional[str]] = shutil.which,
           isfile: Callable[[str], bool] = os.path.isfile,
-          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version) -> List[Result]:
+          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version,
+          ovmf: Optional[Callable[[], Optional[str]]] = None) -> List[Result]:
     """Check every need (default: those of ``mode``, :func:`for_mode`); a present
-    QEMU older than :data:`QEMU_MIN` counts as missing."""
-    from rxl.guest.qemu import find_ovmf
+    QEMU older than :data:`QEMU_MIN` counts as missing. ``ovmf`` finds the
+    firmware (default rxl.guest.qemu.find_ovmf: the path, or None)."""
+    if ovmf is None:
+        from rxl.guest.qemu import find_ovmf as ovmf
     needs = for_mode(mode) if needs is None else needs
     out = []
     for n in needs:
@@ -206,7 +209,7 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
         elif n.check.startswith("path:"):
             ok = isfile(n.check[5:])
         elif n.check == "ovmf":
-            fw = find_ovmf()
+            fw = ovmf()
             ok, note = fw is not None, fw or ""
         elif n.check.startswith("py:"):
             try:

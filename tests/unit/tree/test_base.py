@@ -157,3 +157,29 @@ def test_the_committed_base_names_a_fetchable_repository():
     base = S.parse_base((B.REPO_PATCHES / "BASE").read_text())
     assert B.base_url(base.repository, env={}).startswith("https://github.com/")
 
+
+
+def test_work_clone_on_a_machine_without_a_git_identity(repo, tmp_path, monkeypatch):
+    """A fresh machine has no user.name/user.email: git am refused with "Committer
+    identity unknown" (the cold run, issue 14). The series' commits then get the
+    harness's committer; the authors stay the patches'."""
+    src, base, patches = repo
+    for var in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME",
+                "GIT_AUTHOR_EMAIL", "EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # No identity guessed from the host name either, as on a bare Debian root.
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.useConfigOnly")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "true")
+    tree, _ = B.resolve(str(src), str(tmp_path / "work"), patches_dir=patches,
+                        echo=lambda s: None)
+    wc = Path(tree.src)
+    assert (wc / "sys/kern/kern_y.c").read_text() == "int y;\n"
+    who = subprocess.run(["git", "-C", str(wc), "log", "-1", "--format=%cn <%ce>|%an"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    committer, author = who.split("|")
+    assert committer == "rxl harness <rxl@localhost>"
+    assert author != "rxl harness"

@@ -112,7 +112,8 @@ def test_make_py_needs_are_listed():
 
 def test_install_is_one_update_then_one_install_of_the_missing():
     res = D.check(which=lambda n: None if n in ("lex", "yacc", "bmake") else "/usr/bin/" + n,
-                  isfile=lambda p: not p.endswith("bzlib.h"), qemu_ver=lambda: (7, 2))
+                  isfile=lambda p: not p.endswith("bzlib.h"), qemu_ver=lambda: (7, 2),
+                  ovmf=lambda: "/usr/share/OVMF/OVMF_CODE.fd")
     missing = [r for r in res if not r.ok]
     assert {r.need.name for r in missing} == {"lex", "yacc", "bmake", "bzlib.h"}
     cmds = D.install_commands(res)
@@ -197,3 +198,13 @@ def test_modes_bhyve_alone_ssh_adds_paramiko():
     import pytest
     with pytest.raises(ValueError, match="unknown mode"):
         D.for_mode("kvm")
+
+
+def test_missing_ovmf_is_missing_and_installed():
+    """The firmware is found by rxl.guest.qemu.find_ovmf on the real host; a fresh
+    machine has none (the cold run), which is the package ovmf."""
+    res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
+                                           isfile=lambda p: True, qemu_ver=lambda: (7, 2),
+                                           ovmf=lambda: None)}
+    assert not res["OVMF"].ok
+    assert D.install_commands(list(res.values()))[-1] == ["apt-get", "install", "-y", "ovmf"]
