@@ -115,7 +115,7 @@ def test_series_apply_and_export_refuse_a_folder_inside_the_tree(tmp_path):
     for args in (["series", "apply", "--src", str(src / "sys"), "--patches", str(patches)],
                  ["series", "export", "--src", str(src / "sys"), "--patches", str(patches)]):
         r = _run(*args)
-        assert r.exit_code == 1 and "is a folder inside the git tree" in r.output, r.output
+        assert r.exit_code == 2 and "is a folder inside the git tree" in r.output, r.output
     assert _state(src) == before
 
 

@@ -75,7 +75,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
         (Path(out) / "learn.json").write_text(json.dumps(doc, indent=2, default=str))
     click.echo(json.dumps(doc, indent=2, default=str) if as_json else text, nl=not as_json)
     for e in errors:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"Error: {e}", err=True)
     return 1 if errors or not metrics else 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rxl import paths
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -21,8 +22,19 @@ PROJECT = Path(__file__).resolve().parents[3]
 
 
 def _fail(msg: str) -> None:
-    click.echo(f"rxl series: error: {msg}", err=True)
-    sys.exit(1)
+    """A failure at run time: ``Error: msg`` on stderr, exit 1 (rxl's one surface)."""
+    raise click.ClickException(msg)
+
+
+def _git_top(src: str) -> Path:
+    """``--src`` checked read-only before anything runs: the top of a git work tree,
+    else a usage error (exit 2) naming the cause (no such directory, not a git
+    work tree, a folder inside one)."""
+    try:
+        S.ensure_git_tree(Path(src))
+    except P.SeriesError as e:
+        raise click.BadParameter(str(e), param_hint="'--src'") from None
+    return Path(src)
 
 
 @click.group()
@@ -57,8 +69,9 @@ def _lock(lock):
                    "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
+    src = _git_top(src)
     try:
-        S.apply_series(Path(src), Path(patches_dir), branch=branch,
+        S.apply_series(src, Path(patches_dir), branch=branch,
                        lock=_lock(lock), echo=click.echo)
     except (P.SeriesError, OSError) as e:
         _fail(str(e))
@@ -70,8 +83,9 @@ def apply_cmd(src, branch, patches_dir, lock):
 @patches_option
 def export_cmd(src, branch, patches_dir):
     """Regenerate patches/ with git format-patch from the branch."""
+    src = _git_top(src)
     try:
-        S.export_series(Path(src), Path(patches_dir), branch=branch,
+        S.export_series(src, Path(patches_dir), branch=branch,
                         echo=click.echo)
     except (P.SeriesError, OSError) as e:
         _fail(str(e))
@@ -91,8 +105,11 @@ def export_cmd(src, branch, patches_dir):
               help='Print {"ok", "problems", "notes"} as JSON.')
 def check_cmd(src, project, author, as_json):
     """Consistency with sys/ and tests/atf/, messages, man pages, style."""
+    if src is not None and not Path(src).is_dir():
+        raise click.BadParameter(f"{src}: no such directory", param_hint="'--src'")
     if src is not None and not (Path(src) / "sys").is_dir():
-        _fail(f"--src {src}: not a FreeBSD source tree (no sys/ directory)")
+        raise click.BadParameter(f"{src}: not a FreeBSD source tree (no sys/ directory)",
+                                 param_hint="'--src'")
     ident = S.git_identity(Path(project)) if author else None
     rep = C.check_series(Path(project), Path(src) if src else None, ident)
     if as_json:
@@ -123,8 +140,9 @@ def check_cmd(src, project, author, as_json):
                    "$RXL_WORK/build.lock if it exists).")
 def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
+    src = _git_top(src)
     try:
-        S.sync_project_files(Path(src), Path(project), branch=branch,
+        S.sync_project_files(src, Path(project), branch=branch,
                              lock=_lock(lock), echo=click.echo)
     except (P.SeriesError, OSError) as e:
         _fail(str(e))
@@ -151,6 +169,11 @@ def sync_cmd(src, branch, project, lock):
               help="Print the make.py command lines and exit.")
 def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
     """kernel-toolchain once, then buildkernel KERNCONF."""
+    if not os.path.isdir(src):
+        raise click.BadParameter(f"{src}: no such directory", param_hint="'--src'")
+    if not os.path.isfile(os.path.join(src, "tools/build/make.py")):
+        raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
+                                 param_hint="'--src'")
     lock = lock or None
     stages = B.plan_stages(src, objdir, kernconf=kernconf,
                            toolchain=not B.toolchain_done(objdir, src),
@@ -169,14 +192,11 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
         res = B.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,
                              lock=lock, jobs=jobs, clean_kernel=clean,
                              echo=click.echo)
-    except (B.BuildError, B.BuildSetupError, FileNotFoundError,
-            ValueError) as e:
-        click.echo(f"rxl build: error: {e}", err=True)
-        sys.exit(1)
-    except OSError as e:
-        click.echo(f"rxl build: error: {e.filename or src}: {e.strerror}",
-                   err=True)
-        sys.exit(1)
+    except (B.BuildError, B.BuildSetupError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except OSError as e:  # build_kernel's own FileNotFoundError has only a message
+        raise click.ClickException(f"{e.filename or src}: {e.strerror}" if e.strerror
+                                   else str(e)) from None
     for r in res:
         extra = ""
         if r.extra.get("wait_seconds"):

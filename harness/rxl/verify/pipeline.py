@@ -69,7 +69,7 @@ def failure_report(opts: RunOptions, st: RunState, reason: str) -> None:
     try:
         (Path(opts.out) / "report.json").write_text(stages.json_text(st))
     except OSError as exc:
-        st.echo(f"error: cannot write {opts.out}/report.json: {exc.strerror}")
+        st.echo(f"Error: cannot write {opts.out}/report.json: {exc.strerror}")
 
 
 def run(opts: RunOptions, echo: Callable[[str], None] = echo_err,
@@ -98,7 +98,7 @@ def run(opts: RunOptions, echo: Callable[[str], None] = echo_err,
         stage_log(opts, rec)
         if error is not None:
             failure_report(opts, st, error)
-            echo(f"error: {error}")
+            echo(f"Error: {error}")
             return False, st
         echo(f"   {rec.status} in {rec.seconds:.0f} s" + (f": {rec.detail}" if rec.detail else ""))
         if rec.status == "failed":

@@ -283,7 +283,9 @@ def test_check_cli_rejects_a_src_that_is_no_tree(tmp_path):
     from click.testing import CliRunner
     from rxl.tree.cli import series
     r = CliRunner().invoke(series, ["check", "--src", str(tmp_path / "absent")])
-    assert r.exit_code != 0
+    assert r.exit_code == 2 and "absent: no such directory" in r.output
+    r = CliRunner().invoke(series, ["check", "--src", str(tmp_path)])
+    assert r.exit_code == 2
     assert "not a FreeBSD source tree (no sys/ directory)" in r.output
 
 
@@ -333,7 +335,7 @@ def test_export_without_the_branch_names_it(tmp_path):
     r = CliRunner().invoke(series, ["export", "--src", str(tmp_path / "src"),
                                     "--patches", str(patches)])
     assert r.exit_code == 1
-    assert r.output.strip() == (f"rxl series: error: no branch rxl in {tmp_path / 'src'} "
+    assert r.output.strip() == (f"Error: no branch rxl in {tmp_path / 'src'} "
                                 "(rxl series apply creates it)")
     assert {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file()} == before
 

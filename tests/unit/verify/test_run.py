@@ -394,8 +394,8 @@ def test_build_errors_become_a_failed_stage_with_a_report(fake_tree, tmp_path, m
     monkeypatch.setattr(B, "build_kernel", boom)
     res = _live(fake_tree, tmp_path)
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit), res.output
-    err = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
-    assert len(err) == 1 and err[0].startswith("error: build: ")
+    err = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+    assert len(err) == 1 and err[0].startswith("Error: build: ")
     doc = _report(tmp_path)
     assert doc["verdict"]["ok"] is False
     assert [(s["name"], s["status"]) for s in doc["stages"]] == [("series", "ok"),
