@@ -310,11 +310,19 @@ def head_of(src: str, paths: Sequence[str] = ()) -> str:
         return ""
 
 
-#: Paths whose history decides whether the userland must be rebuilt.
-#: Manual pages (``*.1`` .. ``*.9``) are excluded: the series edits getsockopt.2.
+#: The kernel headers the userland installs into its sysroot: include/Makefile
+#: copies headers from all over sys/ (sys/sys, sys/netinet, sys/net, the
+#: machine's sys/amd64/include and sys/x86/include, its LSUBDIRS), and
+#: sys/conf/newvers.sh makes osreldate.h. The series changes sys/sys/socket.h
+#: (SO_REUSEPORT_LB_CPU), which the ATF programs are compiled against.
+SYS_HEADER_PATHS: Tuple[str, ...] = (":(glob)sys/**/*.h", "sys/conf/newvers.sh")
+#: Paths whose history decides whether the userland must be rebuilt: its own
+#: directories and the sys/ headers it installs (a change to sys/sys/socket.h
+#: alone left stale headers in the sysroot until --rebuild-world). Manual
+#: pages (``*.1`` .. ``*.9``) are excluded: the series edits getsockopt.2.
 USERLAND_PATHS: Tuple[str, ...] = SUBDIRS + PREBUILD_LIBS + GENERIC_LIBS + (
     "lib/libc", "lib/csu", "contrib/atf", "include", "share/mk", "Makefile.inc1",
-    ":(exclude,glob)**/*.[1-9]")
+    ) + SYS_HEADER_PATHS + (":(exclude,glob)**/*.[1-9]",)
 
 
 def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.LOGS,
