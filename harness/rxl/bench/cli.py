@@ -304,8 +304,9 @@ def kcount() -> None:
 @kcount.command()
 @click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The kernel the guest booted (symbols).")
-@click.option("--port", default=1234, show_default=True, help="QEMU -gdb tcp:127.0.0.1:PORT.")
-@click.option("--samples", default=40, show_default=True, help="Invocations to record.")
+@click.option("--port", default=1234, show_default=True, type=click.IntRange(1, 65535),
+              help="QEMU -gdb tcp:127.0.0.1:PORT.")
+@click.option("--samples", default=40, show_default=True, type=click.IntRange(min=1), help="Calls to record.")
 @click.option("--outer", default=K.OUTER, show_default=True,
               help="Function to trace (kern_accept4: accept(2); tcp_input: a segment).")
 @click.option("--inner", multiple=True, default=K.INNER, show_default=True,
@@ -319,8 +320,8 @@ def kcount() -> None:
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
 def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit, dry_run):
     """Record --samples invocations of --outer, every instruction."""
-    if samples < 1:
-        raise click.ClickException(f"--samples must be >= 1, got {samples}")
+    if not Path(out).resolve().parent.is_dir():  # checked before gdb attaches
+        raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
     names = KR.record_names(outer, inner)
     kw = dict(only_syn=only_syn, others_run=others_run, limit=limit)
     try:
@@ -331,6 +332,8 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
             KR.record(kernel, port, samples, outer, names, out, **kw)
     except K.KcountError as exc:
         raise click.ClickException(str(exc))
+    except OSError as exc:  # nm or gdb missing (rxl doctor names their packages)
+        raise click.ClickException(f"{exc.filename}: {exc.strerror}; see rxl doctor") from None
 
 
 @kcount.command()

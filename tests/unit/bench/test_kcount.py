@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import kcount
+from rxl.bench import kcount_record as KR
 from rxl.bench.cli import kcount as kcount_cmd
 
 
@@ -87,3 +88,30 @@ def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
     assert r.exit_code == 1
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Error:" in r.output
+
+
+@pytest.mark.parametrize("args,where", [
+    (["--port", "0"], "--port"), (["--port", "-1"], "--port"), (["--port", "99999"], "--port"),
+    (["--samples", "0"], "--samples"), (["--out", "{file}/t.json"], "--out"),
+])
+def test_record_refuses_bad_values_before_gdb(tmp_path, monkeypatch, args, where):
+    """kcount record: a port outside 1-65535, no samples, an --out under a file
+    are usage errors (exit 2) before nm or gdb run (issue 14's deferred checks)."""
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"\x7fELF")
+    (tmp_path / "file").write_text("")
+    monkeypatch.setattr(KR, "record", lambda *a, **k: pytest.fail("recorded"))
+    args = [a.replace("{file}", str(tmp_path / "file")) for a in args]
+    base = ["record", "--kernel", str(kernel), "--out", str(tmp_path / "t.json")]
+    r = CliRunner().invoke(kcount_cmd, base + args)
+    assert r.exit_code == 2 and f"'{where}'" in r.output, r.output
+
+
+def test_record_without_nm_is_one_error_line(tmp_path, monkeypatch):
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"\x7fELF")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = CliRunner().invoke(kcount_cmd, ["record", "--kernel", str(kernel),
+                                        "--out", str(tmp_path / "t.json")])
+    assert r.exit_code == 1 and isinstance(r.exception, SystemExit)
+    assert r.output.strip().splitlines()[-1].startswith("Error: nm: ")
