@@ -61,21 +61,20 @@ class Unavailable(Exception):
     """The eBPF setups cannot run here; the message says why (one line)."""
 
 
-def unavailable(system: Optional[str] = None,
-                euid: Optional[int] = None) -> Optional[str]:
+def unavailable(system: Optional[str] = None, euid: Optional[int] = None,
+                release: Optional[str] = None) -> Optional[str]:
     """Why the eBPF setups cannot run on this machine, or None.
 
-    Checks the OS (Linux only), privilege (loading an SK_REUSEPORT program
-    and its maps needs root, or CAP_BPF and CAP_NET_ADMIN), clang and the
-    libbpf headers.  A kernel without the program type is found only when
-    loading: acceptd then exits 5 and says so.
+    Checks the OS and kernel (Linux >= 5.12), privilege (root, or CAP_BPF
+    and CAP_NET_ADMIN: rxl.verify.ebpf_host), clang and the libbpf headers.
+    A kernel without the program type is found only when loading: acceptd
+    then exits 5 and says so.
     """
-    system = system or platform.system()
-    if system != "Linux":
-        return f"eBPF SK_REUSEPORT needs Linux (this is {system})"
-    euid = os.geteuid() if euid is None else euid
-    if euid != 0:
-        return "loading BPF needs root (or CAP_BPF and CAP_NET_ADMIN)"
+    from rxl.verify import ebpf_host
+    why = (ebpf_host.kernel_problem(system or platform.system(), release)
+           or ebpf_host.privilege_problem(euid))
+    if why:
+        return why
     if shutil.which("clang") is None:
         return "clang (BPF target) not found: apt-get install clang"
     if not Path("/usr/include/bpf/libbpf.h").is_file():

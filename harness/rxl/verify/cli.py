@@ -339,37 +339,31 @@ def parse(log, as_json):
 @click.option("--json", "as_json", is_flag=True,
               help='Print [{"name", "ok", "package", "stages", "note", "install"}] as JSON '
                    "(exit 1 if any is missing).")
-@click.option("--for", "mode", type=click.Choice(["guest", "ssh", "bhyve"]), default="guest",
+@click.option("--for", "mode", type=click.Choice(doctor_mod.MODES), default="guest",
               show_default=True,
               help="guest: rxl run with the own QEMU guest; ssh: rxl run --target (adds "
-                   "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only).")
+                   "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only); bench: "
+                   "rxl bench accept's eBPF setups (adds root and Linux >= 5.12).")
 def doctor(install, as_json, mode):
     """Check what every stage needs on the host; print how to install what is missing."""
     results = doctor_mod.check(mode=mode)
-    missing = [r for r in results if not r.ok]
-    if install and missing:
-        why = doctor_mod.install(missing, echo=lambda s: click.echo(s, err=True))
+    if install:
+        results, why = doctor_mod.install_missing(results, mode=mode,
+                                                  echo=lambda s: click.echo(s, err=True))
         if why:
             raise click.ClickException(why)
-        results = doctor_mod.check(mode=mode)
-        missing = [r for r in results if not r.ok]
+    missing = [r for r in results if not r.ok]
     if as_json:
         click.echo(json.dumps([{"name": r.need.name, "ok": r.ok, "package": r.need.package,
                                 "stages": list(r.need.stages), "note": r.note,
                                 "install": r.install_line()} for r in results], indent=2))
         sys.exit(1 if missing else 0)
     for r in results:
-        click.echo(f"{'ok     ' if r.ok else 'MISSING'}  {r.need.name:20s} "
-                   f"{', '.join(r.need.stages):24s} {r.note or r.need.why}"
-                   + ("" if r.ok else f"  [{r.install_line()}]"))
+        click.echo(doctor_mod.row(r))
     if not missing:
         return
-    pip = sorted({r.need.package[4:] for r in missing if r.need.package.startswith("pip:")})
-    cmds = doctor_mod.install_commands(missing)
-    if cmds:
-        click.echo("install: " + " && ".join(shlex.join(c) for c in cmds), err=True)
-    if pip:
-        click.echo(f"python packages: {sys.executable} -m pip install {' '.join(pip)}", err=True)
+    for line in doctor_mod.advice(missing, python=sys.executable):
+        click.echo(line, err=True)
     raise click.ClickException(f"{len(missing)} missing: "
                                + ", ".join(r.need.name for r in missing))
 

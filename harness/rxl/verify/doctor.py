@@ -25,6 +25,9 @@ Where the list comes from:
 * QEMU at least 7.2 (:data:`QEMU_MIN`): the guest's NIC is QEMU's e1000e,
   and ``patches/guest/`` and every recorded run (docs/results) are for the
   e1000e of QEMU 7.2 (Debian 12's); q35 takes at most 288 vCPUs there.
+* ``--for bench`` adds what no package installs for the eBPF setups of
+  ``rxl bench accept``: root (or CAP_BPF and CAP_NET_ADMIN) and Linux >= 5.12
+  (:mod:`rxl.verify.ebpf_host`).
 """
 
 from __future__ import annotations
@@ -50,9 +53,11 @@ class Need:
 
     ``name``: the program (argv[0] basename), header or file; ``check``:
     ``bin:PROG`` (on PATH), ``path:ABS`` (a file), ``ovmf`` (any of
-    rxl.guest.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable); ``package``:
+    rxl.guest.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable),
+    ``ebpf:privilege`` / ``ebpf:kernel`` (rxl.verify.ebpf_host); ``package``:
     the Debian package (``pip:NAME`` for a Python package, ``pkg:NAME`` a
-    FreeBSD package, ``base:`` FreeBSD's base system); ``stages``: who
+    FreeBSD package, ``base:`` FreeBSD's base system, ``sys:`` no package:
+    how the host runs); ``stages``: who
     needs it; ``why``: a few words; ``mode``: the way to run that needs it
     (:data:`MODES`).
     """
@@ -67,8 +72,10 @@ class Need:
 
 #: Ways to run (``rxl doctor --for``): ``guest``: rxl run with the own QEMU
 #: guest; ``ssh``: rxl run --target (the guest's needs and paramiko);
-#: ``bhyve``: rxl vm --start on a FreeBSD host (only bhyve's own needs).
-MODES = ("guest", "ssh", "bhyve")
+#: ``bhyve``: rxl vm --start on a FreeBSD host (only bhyve's own needs);
+#: ``bench``: rxl bench accept's eBPF setups (the guest's needs, privilege
+#: and the kernel).
+MODES = ("guest", "ssh", "bhyve", "bench")
 
 
 NEEDS: Tuple[Need, ...] = (
@@ -121,6 +128,10 @@ NEEDS: Tuple[Need, ...] = (
     Need("python: yaml", "py:yaml", "pip:pyyaml", ("all",), ""),
     Need("python: rich", "py:rich", "pip:rich", ("all",), "progress bars"),
     Need("python: pexpect", "py:pexpect", "pip:pexpect", ("boot",), "the console"),
+    Need("BPF privilege", "ebpf:privilege", "sys:root", ("bench accept eBPF",),
+         "root, or CAP_BPF and CAP_NET_ADMIN", mode="bench"),
+    Need("Linux >= 5.12", "ebpf:kernel", "sys:kernel", ("bench accept eBPF",),
+         "BPF atomics with BPF_FETCH", mode="bench"),
     Need("python: paramiko", "py:paramiko", "pip:paramiko", ("run --target",), "SSH targets",
          mode="ssh"),
     Need("bhyve", "bin:bhyve", "base:bhyve", ("vm",), "FreeBSD's hypervisor", mode="bhyve"),
@@ -138,6 +149,8 @@ def for_mode(mode: str, needs: Sequence[Need] = NEEDS) -> List[Need]:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     if mode == "bhyve":
         return [n for n in needs if n.mode == "bhyve"]
+    if mode == "bench":
+        return [n for n in needs if n.mode in ("guest", "bench")]
     return [n for n in needs if n.mode == "guest" or n.mode == mode]
 
 
@@ -187,6 +200,10 @@ class Result:
             return f"pkg install {pkg[4:]}"
         if pkg.startswith("base:"):
             return "part of FreeBSD's base system (amd64)"
+        if pkg == "sys:root":
+            return "run as root (or grant CAP_BPF and CAP_NET_ADMIN)"
+        if pkg == "sys:kernel":
+            return "boot Linux 5.12 or later"
         return f"apt-get install -y {pkg}"
 
 
@@ -211,6 +228,11 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
         elif n.check == "ovmf":
             fw = ovmf()
             ok, note = fw is not None, fw or ""
+        elif n.check in ("ebpf:privilege", "ebpf:kernel"):
+            from rxl.verify import ebpf_host
+            why = (ebpf_host.privilege_problem() if n.check == "ebpf:privilege"
+                   else ebpf_host.kernel_problem())
+            ok, note = why is None, why or ""
         elif n.check.startswith("py:"):
             try:
                 importlib.import_module(n.check[3:])
@@ -262,3 +284,39 @@ def install(results: Sequence[Result], echo: Callable[[str], None] = print,
         if run(c, env=env).returncode != 0:
             return f"{shlex.join(c)} failed"
     return None
+
+
+def install_missing(results: Sequence[Result], mode: str = "guest",
+                    echo: Callable[[str], None] = print,
+                    recheck: Optional[Callable[[], List[Result]]] = None
+                    ) -> Tuple[List[Result], Optional[str]]:
+    """``rxl doctor --install``: :func:`install` what ``results`` lack, then check
+    again (``recheck``, default :func:`check` of ``mode``). Returns (the results
+    now, None), or (``results`` unchanged, the one-line reason) when the install
+    did not run or failed. Nothing runs when nothing is missing."""
+    missing = [r for r in results if not r.ok]
+    if not missing:
+        return list(results), None
+    why = install(missing, echo=echo)
+    if why:
+        return list(results), why
+    return (recheck or (lambda: check(mode=mode)))(), None
+
+
+def row(r: Result) -> str:
+    """One line of ``rxl doctor``: ok/MISSING, name, stages, note, how to install."""
+    return (f"{'ok     ' if r.ok else 'MISSING'}  {r.need.name:20s} "
+            f"{', '.join(r.need.stages):24s} {r.note or r.need.why}"
+            + ("" if r.ok else f"  [{r.install_line()}]"))
+
+
+def advice(missing: Sequence[Result], python: str = "python3") -> List[str]:
+    """What to type for the missing: the apt-get line and the pip line, if any."""
+    out = []
+    cmds = install_commands(missing)
+    if cmds:
+        out.append("install: " + " && ".join(shlex.join(c) for c in cmds))
+    pip = sorted({r.need.package[4:] for r in missing if r.need.package.startswith("pip:")})
+    if pip:
+        out.append(f"python packages: {python} -m pip install {' '.join(pip)}")
+    return out

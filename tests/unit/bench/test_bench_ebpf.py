@@ -105,9 +105,12 @@ def test_model_agreement():
     assert E.model_agreement({"workers": 4}, d) is None
 
 
-def test_unavailable_reasons():
+def test_unavailable_reasons(monkeypatch):
+    from rxl.verify import ebpf_host
+    monkeypatch.setattr(ebpf_host, "cap_eff", lambda: 0)
     assert "Linux" in E.unavailable(system="FreeBSD", euid=0)
-    assert "root" in E.unavailable(system="Linux", euid=1000)
+    assert "root" in E.unavailable(system="Linux", euid=1000, release="6.1.0-18-amd64")
+    assert "older than 5.12" in E.unavailable(system="Linux", euid=0, release="5.10.0-28")
 
 
 def test_host_topology_refuses_missing_sysfs(tmp_path):

@@ -208,3 +208,35 @@ def test_missing_ovmf_is_missing_and_installed():
                                            ovmf=lambda: None)}
     assert not res["OVMF"].ok
     assert D.install_commands(list(res.values()))[-1] == ["apt-get", "install", "-y", "ovmf"]
+
+
+def test_install_missing_installs_then_checks_again():
+    """doctor --install's flow, outside the CLI: nothing runs when nothing is
+    missing; a refusal (not root) returns the reason and the results unchanged."""
+    res = D.check(which=lambda n: None if n == "bmake" else "/usr/bin/" + n,
+                  isfile=lambda p: True, qemu_ver=lambda: (7, 2), ovmf=lambda: "/fw")
+    after, why = D.install_missing([r for r in res if r.ok], recheck=lambda: 1 / 0)
+    assert why is None and all(r.ok for r in after)
+    import os
+    if os.geteuid() != 0:
+        after, why = D.install_missing(res, recheck=lambda: 1 / 0)
+        assert why.startswith("not root") and after == res
+    bad = [r for r in res if not r.ok]
+    assert [D.row(r) for r in bad] == [
+        "MISSING  bmake                build, world             make.py's bootstrap"
+        "  [apt-get install -y bmake]"]
+    assert D.advice(bad) == ["install: apt-get update && apt-get install -y bmake"]
+
+
+def test_bench_mode_adds_privilege_and_kernel(monkeypatch):
+    from rxl.verify import ebpf_host as H
+    names = {n.name for n in D.for_mode("bench")}
+    assert {"BPF privilege", "Linux >= 5.12", "libbpf.h", "bmake"} <= names
+    assert "BPF privilege" not in {n.name for n in D.for_mode("guest")}
+    monkeypatch.setattr(H, "privilege_problem", lambda: "loading BPF needs root")
+    monkeypatch.setattr(H, "kernel_problem", lambda: "Linux 5.10 is older than 5.12")
+    bench = [n for n in D.NEEDS if n.mode == "bench"]
+    res = {r.need.name: r for r in D.check(bench)}
+    assert not res["BPF privilege"].ok and "root" in res["BPF privilege"].install_line()
+    assert not res["Linux >= 5.12"].ok and res["Linux >= 5.12"].note.startswith("Linux 5.10")
+    assert D.install_commands(list(res.values())) == []   # no package makes them right
