@@ -69,6 +69,10 @@ class GuestConfig:
       accel: ``tcg`` (default) or ``kvm``.
       serial: ``"stdio"`` or ``"file:PATH"`` (QEMU chardev syntax).
       qemu: the QEMU binary.
+      no_reboot: ``-no-reboot`` (a guest reset stops QEMU: the serial run's
+        guests power off once); false for a guest that reboots into another
+        kernel (the SSH guest's ``--install-kernel``), whose snapshot overlay
+        lives as long as the QEMU process.
     """
 
     root_dir: str
@@ -87,6 +91,7 @@ class GuestConfig:
     accel: str = "tcg"
     serial: str = "stdio"
     qemu: str = "qemu-system-x86_64"
+    no_reboot: bool = True
     extra: Tuple[str, ...] = field(default=())
 
     @property
@@ -192,6 +197,7 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
             for rule in cfg.hostfwd:
                 netdev += f",hostfwd={rule}"
         argv += ["-netdev", netdev, "-device", f"{model},netdev=net{i}"]
-    argv += ["-no-reboot"]
+    if cfg.no_reboot:
+        argv += ["-no-reboot"]
     argv += list(cfg.extra)
     return argv

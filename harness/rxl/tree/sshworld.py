@@ -48,6 +48,14 @@ SSHD_PROGRAMS: Dict[str, str] = {
     "/bin/mv": "bin/mv/mv",
     "/bin/cat": "bin/cat/cat",
     "/sbin/sha256": "sbin/md5/md5",  # md5(1) picks the digest by its name
+    # --install-kernel on the own guest: nextboot(8) (sbin/reboot/nextboot.sh, staged
+    # from the tree) runs mktemp, dirname and fsync; the reboot is shutdown -r now
+    # under nohup (rxl.guest.ssh.SSHSession.reboot)
+    "/usr/bin/nohup": "usr.bin/nohup/nohup",
+    "/usr/bin/mktemp": "usr.bin/mktemp/mktemp",
+    "/usr/bin/dirname": "usr.bin/dirname/dirname",
+    "/usr/bin/fsync": "usr.bin/fsync/fsync",
+    "/sbin/shutdown": "sbin/shutdown/shutdown",
 }
 SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")

@@ -194,12 +194,15 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
                    "DIR) instead of the world stage.")
 @click.option("--kyua/--no-kyua", default=None,
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
+@click.option("--transport", type=click.Choice(["ssh", "serial"]), default="ssh",
+              show_default=True, help="The own guest: the cases over SSH after boot (the "
+              "sshd userland, rxl.verify.sshrun), or run by the rc on the serial console.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kernel,
         pristine_src, auto_pristine, spread, tests_on_spread, case_timeout,
-        atf_vars, new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec, targets_file,
-        install_kernel, workdir, programs_dir, kyua, dry_run, as_json):
+        atf_vars, new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec,
+        targets_file, install_kernel, workdir, programs_dir, kyua, transport, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
 
     With --target ssh://... (or a named bhyve/box target) the suite runs on
@@ -239,6 +242,9 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
     if ssh_target is not None:
         from rxl.verify import remote_stages
         ok, st = pipeline.run(opts, steps=remote_stages.ALL)
+    elif transport == "ssh":
+        from rxl.verify import sshrun
+        ok, st = pipeline.run(opts, steps=sshrun.ALL)
     else:
         ok, st = pipeline.run(opts)
     if dry_run:

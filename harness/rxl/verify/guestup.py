@@ -74,19 +74,26 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0) -> Dic
     root = str(paths.work_root() / "guest" / "up" / "root")
     log = str(paths.work_root() / "guest" / "up" / "console-up.log")
     cfg = qemu.GuestConfig(root_dir=root, memory_mib=memory_mib,
-                           hostfwd=(sshguest.hostfwd(port),), serial=f"file:{log}")
+                           hostfwd=(sshguest.hostfwd(port),), serial=f"file:{log}",
+                           no_reboot=False)
     argv = qemu.build_argv(cfg, firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
     return {"world": [s.shell() for s in sshworld.plan_ssh_world(src)], "root": root,
             "argv": argv, "port": port, "log": log, "kernel": kernel}
 
 
-def _stage(p: Dict, src: str, tests: Dict[str, str]) -> str:
-    """Stage the root of ``p``; return the guest's host key line."""
+def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
+                   label: str = "up", tunables: Dict[str, str] = None) -> str:
+    """Stage an SSH guest's root in ``root``: the sshd userland of ``src``, ``kernel``, the
+    ATF programs ``tests`` (name -> file) under /rxl/tests, the lua loader with its
+    scripts and ``tunables``, nextboot(8), an rc that starts sshd and holds, the sshd
+    files and a new host key. Returns the host key's public line. Raises GuestUpError
+    when the userland is not built, OSError/ImageError on a file that cannot be staged."""
     from rxl.guest import image, sshguest
     from rxl.guest.ssh import harness_key, public_line
     from rxl.tree import sshworld
     out = sshworld.ssh_world_outputs(src)
-    missing = out.missing()
+    lua = out.objtop / "stand/efi/loader_lua/loader_lua.efi"
+    missing = out.missing() + ([] if lua.is_file() else [str(lua)])
     if missing:
         raise GuestUpError(f"the sshd userland is not built ({missing[0]} missing): "
                            "rxl guest up --build")
@@ -94,31 +101,39 @@ def _stage(p: Dict, src: str, tests: Dict[str, str]) -> str:
     libs = image.resolve_libs([x for g, x in progs.items() if g != "/libexec/ld-elf.so.1"],
                               str(out.sysroot))
     guest_tests = {f"/rxl/tests/{n}": x for n, x in tests.items()}
-    rc = image.render_rc("up", [], poweroff=False, sshd_lines=sshguest.rc_lines(), hold=True)
-    acts = image.plan_root(loader_efi=str(out.loader_efi), kernel=p["kernel"], programs=progs,
-                           libs=libs, tests=guest_tests, loader_rc=image.render_loader_rc(),
-                           rc=rc)
-    image.stage_root(p["root"], acts)
-    return sshguest.stage_ssh(p["root"], public_line(harness_key()))
+    rc = image.render_rc(label, [], poweroff=False, sshd_lines=sshguest.rc_lines(), hold=True)
+    acts = image.plan_root(loader_efi=str(lua), kernel=kernel, programs=progs, libs=libs,
+                           tests=guest_tests, loader_rc=image.render_loader_rc(), rc=rc)
+    acts += [image.Action(rel, source=host) for rel, host in sshguest.boot_files(src).items()]
+    acts.append(image.Action("boot/loader.conf", data=sshguest.loader_conf(tunables or {})))
+    image.stage_root(root, acts)
+    return sshguest.stage_ssh(root, public_line(harness_key()))
 
 
 def build(src: str, echo: Callable[[str], None] = print) -> None:
     """Build the sshd userland (:func:`rxl.tree.sshworld.plan_ssh_world`), logs next to
-    the console log. Raises GuestUpError without a kernel-toolchain in its objdir,
+    the console log. The kernel-toolchain of ``src`` in the sshd objdir comes from the
+    shared store (:func:`rxl.tree.toolchain.seed`) or is built first. Raises
     rxl.tree.build.BuildError naming the log when a stage fails."""
     from rxl.tree import build as build_mod
     from rxl.tree import sshworld
-    objdir = sshworld.default_objdir()
-    if not build_mod.toolchain_done(objdir):
-        raise GuestUpError(f"{objdir}: no kernel-toolchain (.kernel-toolchain.done); build "
-                           "or copy it there first (rxl build --objdir ...)")
+    from rxl.tree import toolchain as toolchain_mod
     from rxl.tree import world as world_mod
+    objdir = sshworld.default_objdir()
     logdir = paths.work_root() / "guest" / "up"
-    world_mod.ensure_atf_headers(src, objdir, echo)
-    for st in sshworld.plan_ssh_world(src):
+    Path(objdir).mkdir(parents=True, exist_ok=True)
+    stages = sshworld.plan_ssh_world(src)
+    if not (build_mod.toolchain_done(objdir, src) or toolchain_mod.seed(src, objdir, echo)):
+        stages = build_mod.plan_stages(src, objdir)[:1] + stages
+    for st in stages:
+        if st.name == "world-ssh-includes":
+            world_mod.ensure_atf_headers(src, objdir, echo)
         echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
         try:
             build_mod.run_stage(st, str(logdir), echo)
+            if st.name == "kernel-toolchain":
+                (Path(objdir) / build_mod.TOOLCHAIN_DONE).touch()
+                toolchain_mod.save(src, objdir, echo)
         except build_mod.BuildError as exc:
             # as rxl.tree.world: a failed test-includes check alone is not fatal
             if not st.name.endswith("includes") or world_mod.includes_check_only_failure(
@@ -138,12 +153,10 @@ def up(src: str, kernel: str, *, tests: Dict[str, str],
         raise GuestUpError(f"{kernel}: no such kernel")
     p = plan(src, kernel)
     echo(f"guest up: staging {p['root']}")
-    key = _stage(p, src, tests)
+    key = stage_ssh_root(p["root"], src, kernel, tests)
     Path(p["log"]).parent.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    with open(Path(p["log"]).with_name("qemu-up.log"), "wb") as qlog:
-        proc = subprocess.Popen(p["argv"], stdin=subprocess.DEVNULL, stdout=qlog,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc = launch(p["argv"], str(Path(p["log"]).with_name("qemu-up.log")))
     state = {"pid": proc.pid, "port": p["port"], "own_host_key": key, "log": p["log"],
              "root": p["root"], "url": f"ssh://root@127.0.0.1:{p['port']}",
              "kernel": kernel}
@@ -151,18 +164,31 @@ def up(src: str, kernel: str, *, tests: Dict[str, str],
     try:
         s.wait_up(timeout, interval=2.0)
     except SSHError as exc:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         raise GuestUpError(f"{exc}; console: {p['log']}") from None
     finally:
         s.close()
     state["boot_to_ssh_seconds"] = round(time.monotonic() - t0, 1)
     state_path().write_text(json.dumps(state, indent=2) + "\n")
     return state
+
+
+def launch(argv: List[str], qemu_log: str) -> subprocess.Popen:
+    """Start QEMU ``argv`` in its own session, its stdout and stderr to ``qemu_log``."""
+    Path(qemu_log).parent.mkdir(parents=True, exist_ok=True)
+    with open(qemu_log, "wb") as qlog:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a QEMU :func:`launch` started: SIGTERM, SIGKILL after 10 s; reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _alive(st: Dict) -> bool:

@@ -130,6 +130,8 @@ class RunState:
     records: List[StageRecord] = field(default_factory=list)
     #: An SSH target's driver (rxl.verify.remote.RemoteRun), set by the target stage.
     remote: Any = None
+    #: Boot label -> the SSH guest's host key line (rxl.verify.sshrun's image stage).
+    host_keys: Dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, opts: RunOptions, echo: Callable[[str], None]) -> "RunState":

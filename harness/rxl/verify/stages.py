@@ -167,17 +167,23 @@ def _build_patched(opts: RunOptions, st: RunState) -> StageRecord:
     return StageRecord("build", "ok", log=log, commands=cmds, detail=f"kernel: {kpath}")
 
 
+def test_cc_lines(opts: RunOptions, src: str, objdir: str, tests_out: str) -> List[str]:
+    """The host clang lines that build FreeBSD's ATF programs and ``--test``/``--atf-dir``
+    ones into ``tests_out`` against the sysroot of ``src``'s world in ``objdir``."""
+    from rxl.tree import world as world_mod
+    sysroot = str(world_mod.worldtmp(src, objdir))
+    return [shlex.join(world_mod.atf_cc_argv(source, f"{tests_out}/{name}", sysroot))
+            for name, source in [(n, str(Path(src) / rel)) for n, rel in world_mod.BASE_TESTS]
+            + list(opts.extra_tests)]
+
+
 def world(opts: RunOptions, st: RunState) -> StageRecord:
     """The guest userland (skipped while its stamp matches) and the ATF programs."""
     from rxl.tree import world as world_mod
     from rxl.tree.build import BuildError
     src, objdir = st.src, opts.objdir
-    cmds = world_mod.shell_lines(src, objdir)
-    sysroot = str(world_mod.worldtmp(src, objdir))
     tests_out = str(st.stage_dir / "tests")
-    for name, source in [(n, str(Path(src) / rel)) for n, rel in world_mod.BASE_TESTS] + \
-            list(opts.extra_tests):
-        cmds.append(shlex.join(world_mod.atf_cc_argv(source, f"{tests_out}/{name}", sysroot)))
+    cmds = world_mod.shell_lines(src, objdir) + test_cc_lines(opts, src, objdir, tests_out)
     missing = world_mod.missing_atf_headers(src)
     note = (f"tree lacks {', '.join(missing)}: generated equivalents go to libatf-c's objdir"
             if missing else "")

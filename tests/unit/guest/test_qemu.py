@@ -35,6 +35,9 @@ def test_firmware_root_disk_nic_serial():
     assert _opt(argv, "-netdev") == ["user,id=net0,hostfwd=tcp::2222-:22"]
     assert _opt(argv, "-serial") == ["stdio"]
     assert "-no-reboot" in argv and "-nographic" in argv
+    # the SSH guest reboots into an installed kernel inside the same QEMU
+    assert "-no-reboot" not in build_argv(GuestConfig(root_dir="/r", no_reboot=False),
+                                          firmware=FW)
 
 
 def test_rw_fat_without_snapshot():

@@ -54,3 +54,29 @@ def test_stage_ssh_writes_a_loadable_host_key(tmp_path):
     assert (tmp_path / "etc/ssh/authorized_keys/root").read_text() == "ssh-ed25519 CLIENT rxl@h\n"
     assert "UsePAM no" in (tmp_path / "etc/ssh/sshd_config").read_text()
     assert G.stage_ssh(str(tmp_path), "x") != line  # a new key per staging
+
+
+def test_loader_conf_for_the_lua_loader():
+    text = G.loader_conf({"dev.em.0.iflib.core_spread": "1"})
+    lines = text.splitlines()
+    assert 'vfs.root.mountfrom="msdosfs:/dev/ada0s1"' in lines
+    assert 'beastie_disable="YES"' in lines and 'autoboot_delay="-1"' in lines
+    assert lines[-1] == 'dev.em.0.iflib.core_spread="1"'
+    with pytest.raises(ValueError, match="no quote"):
+        G.loader_conf({"a": 'x"y'})
+
+
+def test_boot_files_from_the_tree(tmp_path):
+    with pytest.raises(FileNotFoundError, match="stand/lua/loader.lua"):
+        G.boot_files(str(tmp_path))
+    for rel in ("stand/lua/loader.lua", "stand/lua/config.lua", "stand/defaults/loader.conf",
+                "sbin/reboot/nextboot.sh"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    files = G.boot_files(str(tmp_path))
+    assert files["boot/lua/config.lua"] == str(tmp_path / "stand/lua/config.lua")
+    assert files["sbin/nextboot"] == str(tmp_path / "sbin/reboot/nextboot.sh")
+    assert files["boot/defaults/loader.conf"].endswith("stand/defaults/loader.conf")
+    (tmp_path / "sbin/reboot/nextboot.sh").unlink()
+    with pytest.raises(FileNotFoundError, match="nextboot.sh"):
+        G.boot_files(str(tmp_path))

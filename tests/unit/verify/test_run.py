@@ -163,6 +163,28 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
     assert not (tmp_path / "g").exists()  # a dry run stages nothing
 
 
+@pytest.mark.parametrize("transport", ["ssh", "serial"])
+def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
+    # default ssh: the sshd userland (own objdir), QEMU forwarding a port to 22 and
+    # rebooting allowed, the cases over SSH; serial: the old argv with -no-reboot
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
+            *PK(tmp_path)] + (["--transport", "serial"] if transport == "serial" else [])
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    qemu = [ln for ln in res.output.splitlines() if ln.startswith("qemu-system-x86_64")]
+    assert len(qemu) == 4
+    if transport == "ssh":
+        assert "secure/usr.sbin/sshd" in res.output and f"{tmp_path}/w/obj-ssh" in res.output
+        assert all("hostfwd=tcp:127.0.0.1:" in q and "-no-reboot" not in q for q in qemu)
+        assert res.output.count("sh /var/tmp/rxl/run.sh") == 4
+    else:
+        assert "secure/usr.sbin/sshd" not in res.output
+        assert all("hostfwd" not in q and "-no-reboot" in q for q in qemu)
+    assert not (tmp_path / "g").exists()
+
+
 def test_run_not_a_tree_is_one_line_error(tmp_path):
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--out",
                                     str(tmp_path / "out"), "--dry-run"])

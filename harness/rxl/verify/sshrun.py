@@ -1,0 +1,165 @@
+"""``rxl run`` on the own QEMU guest over SSH: the default transport.
+
+The stages of :mod:`rxl.verify.stages` with three replaced:
+
+    world   the sshd userland (:mod:`rxl.tree.sshworld`, own objdir; built when a
+            product is missing) and the ATF programs linked against its sysroot
+    image   one root per boot (:func:`rxl.verify.guestup.stage_ssh_root`): sshd, its
+            files and a new host key, an rc that starts sshd and holds; no tests
+            in the image (they are copied over SFTP)
+    boot    per boot: QEMU with the serial console to ``serial-<label>.log`` (the
+            boot and panic watch) and a free loopback port forwarded to the guest's
+            port 22; wait for SSH; then what ``rxl run --target`` does
+            (:class:`rxl.verify.remote.RemoteRun`: probe, copy the programs and
+            run.sh, run it streamed to ``console-<label>.log``); stop QEMU
+
+``parse`` and ``report`` are the serial run's, on the same sentinel lines, so
+the verdicts compare one to one. When SSH never answers the boot is a failure
+naming the serial log (and its panic line, if any); ``--transport serial``
+runs the old path, where the rc runs the tests on the console.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from pathlib import Path
+from typing import List, Tuple
+
+from rxl.verify import stages
+from rxl.verify.job import RunOptions, RunState, StageFailed, StageRecord, boots, guest_config
+
+
+def world(opts: RunOptions, st: RunState) -> StageRecord:
+    """The sshd userland (built if a product is missing) and the ATF programs."""
+    from rxl.tree import sshworld
+    from rxl.tree import world as world_mod
+    from rxl.verify import guestup
+    src, objdir = st.src, sshworld.default_objdir()
+    out = sshworld.ssh_world_outputs(src, objdir)
+    tests_out = str(st.stage_dir / "tests")
+    cmds = [s.shell() for s in sshworld.plan_ssh_world(src, objdir)] + \
+        stages.test_cc_lines(opts, src, objdir, tests_out)
+    st.world = out
+    if opts.dry_run:
+        st.tests = {n: Path(tests_out) / n for n, _ in world_mod.BASE_TESTS}
+        st.tests.update({n: Path(tests_out) / n for n, _ in opts.extra_tests})
+        return StageRecord("world", "planned", commands=cmds, detail=f"sshd userland in {objdir}")
+    missing = out.missing()
+    if missing:
+        st.echo(f"world: sshd userland incomplete ({missing[0]} missing): building it")
+        guestup.build(src, echo=stages.quiet(st.echo))
+    st.tests = world_mod.build_tests(src, objdir, tests_out, logdir=opts.out,
+                                     extra_sources=opts.extra_tests, echo=stages.quiet(st.echo))
+    return StageRecord("world", "ok", commands=cmds,
+                       detail=("built" if missing else "sshd userland present, not rebuilt")
+                       + f" ({objdir}); {len(st.tests)} programs")
+
+
+def image(opts: RunOptions, st: RunState) -> StageRecord:
+    """One SSH guest root per boot; the host key of each goes to ``st.host_keys``."""
+    from rxl.verify import guestup
+    details = []
+    for label, kernel, tunables in boots(opts, st.kernel, st.pristine_kernel):
+        root = str(st.stage_dir / label)
+        st.roots[label] = root
+        if opts.dry_run:
+            details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'}, sshd)")
+            continue
+        try:
+            st.host_keys[label] = guestup.stage_ssh_root(root, st.src, kernel, {},
+                                                         label=label, tunables=tunables)
+        except (guestup.GuestUpError, ValueError, OSError, RuntimeError) as exc:
+            raise StageFailed(f"image: {label}: {exc}") from None
+        details.append(f"{label}: {root} (sshd, host key {st.host_keys[label].split()[1][:16]}...)")
+    return StageRecord("image", "planned" if opts.dry_run else "ok", detail="; ".join(details))
+
+
+def _panic_line(serial: str) -> str:
+    """The first ``panic:`` line of the serial log, or ""."""
+    try:
+        text = Path(serial).read_text(errors="replace")
+    except OSError:
+        return ""
+    return next((ln.strip() for ln in text.splitlines() if "panic:" in ln), "")
+
+
+def _one(opts: RunOptions, st: RunState, label: str, argv: List[str], port: int,
+         serial: str) -> str:
+    """Boot one guest, run its cases over SSH, stop it. Returns the detail line;
+    raises GuestUpError/SSHError/RemoteError/GuestError on failure."""
+    from rxl.guest.ssh import SSHSession, SSHTarget
+    from rxl.verify import guestup
+    from rxl.verify import remote as R
+    tests = {n: str(p) for n, p in st.tests.items()} \
+        if stages.programs_for(opts, label, {n: "" for n in st.tests}) else {}
+    t0 = time.monotonic()
+    proc = guestup.launch(argv, str(Path(opts.out) / f"qemu-{label}.log"))
+    session = SSHSession(SSHTarget("127.0.0.1", port, own_host_key=st.host_keys[label],
+                                   name=f"own guest ({label})"))
+    try:
+        session.wait_up(guestup.UP_TIMEOUT, interval=2.0)
+        up = time.monotonic() - t0
+        st.echo(f"boot: {label}: SSH after {up:.0f} s (port {port})")
+        job = R.RemoteJob(out=opts.out, tests=tests, workdir=opts.workdir, label=label,
+                          kyua=False, case_timeout=opts.case_timeout)
+        run = R.RemoteRun(session, job, echo=st.echo)
+        info = run.probe()
+        run.upload()
+        log = str(Path(opts.out) / f"console-{label}.log")
+        st.logs[label] = log
+        run.run_tests(log)
+        return (f"{label}: SSH after {up:.0f} s, cases done at {time.monotonic() - t0:.0f} s "
+                f"({info.bootfile if info else '?'})")
+    finally:
+        session.close()
+        guestup.stop(proc)
+
+
+def boot(opts: RunOptions, st: RunState) -> StageRecord:
+    """Per staged root: QEMU, SSH, the cases over SSH, QEMU stopped. A guest whose
+    SSH never answers, or whose run fails, fails the stage after every boot ran."""
+    from rxl.guest import qemu as qemu_mod
+    from rxl.guest import sshguest
+    from rxl.guest.console import GuestError
+    from rxl.guest.ssh import SSHError
+    from rxl.verify import guestup
+    from rxl.verify import remote as R
+    fw = qemu_mod.find_ovmf() or (qemu_mod.OVMF_CANDIDATES[0] if opts.dry_run else None)
+    cmds: List[str] = []
+    details: List[str] = []
+    failures: List[str] = []
+    for label, root in st.roots.items():
+        port = sshguest.free_port()
+        serial = str(Path(opts.out) / f"serial-{label}.log")
+        cfg = dataclasses.replace(guest_config(root, opts), hostfwd=(sshguest.hostfwd(port),),
+                                  serial=f"file:{serial}", no_reboot=False)
+        try:
+            argv = qemu_mod.build_argv(cfg, firmware=fw)
+        except qemu_mod.QemuConfigError as exc:
+            raise StageFailed(f"boot: {exc}") from None
+        cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port}: probe, "
+                 f"sftp the programs and run.sh to {opts.workdir}, sh {opts.workdir}/run.sh"]
+        if opts.dry_run:
+            continue
+        st.echo(f"boot: {label}: QEMU started, serial console {serial}")
+        try:
+            details.append(_one(opts, st, label, argv, port, serial))
+        except (guestup.GuestUpError, SSHError, R.RemoteError, GuestError) as exc:
+            panic = _panic_line(serial)
+            failures.append(f"{label}: {exc}" + (f"; console: {panic}" if panic else "")
+                            + f" (serial console {serial})")
+            details.append(f"{label}: failed")
+    if opts.dry_run:
+        return StageRecord("boot", "planned", commands=cmds)
+    for f in failures:
+        st.echo(f"boot: {f}")
+    return StageRecord("boot", "failed" if failures else "ok", commands=cmds,
+                       detail="; ".join(details + failures), log=", ".join(st.logs.values()))
+
+
+#: The stages of ``rxl run`` over SSH on the own guest, in order.
+ALL: Tuple = (("series", stages.series), ("build", stages.build), ("world", world),
+              ("image", image), ("boot", boot), ("parse", stages.parse),
+              ("report", stages.report))
