@@ -72,33 +72,45 @@ def default_objdir() -> str:
     return str(paths.work_root() / "obj-ssh")
 
 
-def ssh_subdirs() -> Tuple[str, ...]:
-    """SUBDIR_OVERRIDE: the narrowed world's directories plus each sshd program's."""
-    extra = sorted({str(Path(p).parent) for p in SSHD_PROGRAMS.values()})
+def ssh_subdirs(kyua: bool = False) -> Tuple[str, ...]:
+    """SUBDIR_OVERRIDE: the narrowed world's directories plus each sshd program's
+    (and kyua's, :mod:`rxl.tree.kyuaworld`)."""
+    progs = dict(SSHD_PROGRAMS, **(_kyua().KYUA_PROGRAMS if kyua else {}))
+    extra = sorted({str(Path(p).parent) for p in progs.values()})
     return tuple(SUBDIRS) + tuple(d for d in extra if d not in SUBDIRS)
 
 
-def ssh_make_vars() -> Dict[str, Optional[str]]:
-    """:func:`rxl.tree.world.world_make_vars` widened for sshd, plus the -D knobs."""
-    v = world_make_vars(ssh_subdirs(), PREBUILD_LIBS + SSHD_PREBUILD_LIBS,
-                        GENERIC_LIBS + SSHD_GENERIC_LIBS)
+def _kyua():
+    from rxl.tree import kyuaworld
+    return kyuaworld
+
+
+def ssh_make_vars(kyua: bool = False) -> Dict[str, Optional[str]]:
+    """:func:`rxl.tree.world.world_make_vars` widened for sshd (and kyua), plus the -D knobs."""
+    k = _kyua()
+    v = world_make_vars(ssh_subdirs(kyua), PREBUILD_LIBS + SSHD_PREBUILD_LIBS
+                        + (k.KYUA_PREBUILD_LIBS if kyua else ()),
+                        GENERIC_LIBS + SSHD_GENERIC_LIBS + (k.KYUA_GENERIC_LIBS if kyua else ()))
     v.update({opt: None for opt in SSHD_MAKE_OPTIONS})
     return v
 
 
 def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
-                   lock: Optional[str] = DEFAULT_LOCK) -> List[Stage]:
+                   lock: Optional[str] = DEFAULT_LOCK, kyua: bool = False) -> List[Stage]:
     """The make.py stages (``world-ssh-includes``, ``world-ssh-build``), each under the lock."""
     objdir = objdir or default_objdir()
     inc = make_py_argv(src, objdir, ["_includes"], jobs=jobs)
-    bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(), jobs=jobs)
+    bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(kyua), jobs=jobs)
     return [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
             Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
 
 
-def ssh_world_outputs(src: str, objdir: Optional[str] = None) -> WorldOutputs:
-    """Where the products will be: the narrowed world's and the sshd programs."""
+def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
+                      kyua: bool = False) -> WorldOutputs:
+    """Where the products will be: the narrowed world's, the sshd programs (and kyua)."""
     out = world_outputs(src, objdir or default_objdir())
     progs = dict(out.programs)
     progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items()})
+    if kyua:
+        progs.update({g: out.objtop / rel for g, rel in _kyua().KYUA_PROGRAMS.items()})
     return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)

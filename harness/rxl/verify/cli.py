@@ -270,10 +270,11 @@ def guest():
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
 @click.option("--kernel", required=True, help="Kernel to boot.")
 @click.option("--build", is_flag=True, help="Build the sshd userland first (under the lock).")
+@click.option("--kyua", is_flag=True, help="With --build: kyua too (lutok, lua, sqlite3, libc++).")
 @click.option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True,
               help="The series' ATF tests put in the guest ('' for FreeBSD's own only).")
 @click.option("--dry-run", is_flag=True, help="Print what would run.")
-def guest_up(src, kernel, build, atf_dir, dry_run):
+def guest_up(src, kernel, build, kyua, atf_dir, dry_run):
     """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
     from rxl.verify import guestup
     if dry_run:
@@ -288,7 +289,7 @@ def guest_up(src, kernel, build, atf_dir, dry_run):
     tests_dir = Path(paths.GUEST) / "up" / "tests"
     try:
         if build:
-            guestup.build(src, echo=echo_err)
+            guestup.build(src, echo=echo_err, kyua=kyua)
         built = world_mod.build_tests(src, sshworld.default_objdir(), str(tests_dir),
                                       logdir=str(tests_dir),
                                       extra_sources=series_tests(atf_dir),

@@ -71,7 +71,8 @@ class Need:
 
 
 #: Ways to run (``rxl doctor --for``): ``guest``: rxl run with the own QEMU
-#: guest; ``ssh``: rxl run --target (the guest's needs and paramiko);
+#: guest (over SSH by default, so paramiko too); ``ssh``: rxl run --target (the
+#: guest's build tools and paramiko, no QEMU or OVMF: Need.mode ``qemu``);
 #: ``bhyve``: rxl vm --start on a FreeBSD host (only bhyve's own needs);
 #: ``bench``: rxl bench accept's eBPF setups (the guest's needs, privilege
 #: and the kernel).
@@ -110,8 +111,9 @@ NEEDS: Tuple[Need, ...] = (
     Need("llvm-readelf-16", "bin:llvm-readelf-16", "llvm-16", ("image",),
          "NEEDED libraries of guest programs"),
     Need("qemu-system-x86_64", "bin:qemu-system-x86_64", "qemu-system-x86",
-         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_MIN[0]}.{QEMU_MIN[1]})"),
-    Need("OVMF", "ovmf", "ovmf", ("boot", "learn", "kcount"), "UEFI firmware"),
+         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_MIN[0]}.{QEMU_MIN[1]})",
+         mode="qemu"),
+    Need("OVMF", "ovmf", "ovmf", ("boot", "learn", "kcount"), "UEFI firmware", mode="qemu"),
     Need("gdb", "bin:gdb", "gdb", ("kcount",), "records the lookups"),
     Need("nm", "bin:nm", "binutils", ("kcount",), "kernel symbol addresses"),
     Need("mandoc", "bin:mandoc", "mandoc", ("series check",), "mandoc -Tlint"),
@@ -132,8 +134,8 @@ NEEDS: Tuple[Need, ...] = (
          "root, or CAP_BPF and CAP_NET_ADMIN", mode="bench"),
     Need("Linux >= 5.12", "ebpf:kernel", "sys:kernel", ("bench accept eBPF",),
          "BPF atomics with BPF_FETCH", mode="bench"),
-    Need("python: paramiko", "py:paramiko", "pip:paramiko", ("run --target",), "SSH targets",
-         mode="ssh"),
+    Need("python: paramiko", "py:paramiko", "pip:paramiko", ("boot", "run --target"),
+         "SSH: the own guest's SSH transport, SSH targets"),
     Need("bhyve", "bin:bhyve", "base:bhyve", ("vm",), "FreeBSD's hypervisor", mode="bhyve"),
     Need("bhyvectl", "bin:bhyvectl", "base:bhyvectl", ("vm",), "", mode="bhyve"),
     Need("BHYVE_UEFI.fd", "path:/usr/local/share/uefi-firmware/BHYVE_UEFI.fd",
@@ -143,15 +145,17 @@ NEEDS: Tuple[Need, ...] = (
 
 def for_mode(mode: str, needs: Sequence[Need] = NEEDS) -> List[Need]:
     """The needs of one way to run (:data:`MODES`): ``bhyve`` only its own (a
-    FreeBSD host needs none of the Linux build tools), ``ssh`` the guest's and
-    its own. Raises ValueError for another mode."""
+    FreeBSD host needs none of the Linux build tools), ``guest`` the common ones
+    and QEMU's, ``ssh`` the common ones and its own. Raises ValueError for another
+    mode."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     if mode == "bhyve":
         return [n for n in needs if n.mode == "bhyve"]
     if mode == "bench":
-        return [n for n in needs if n.mode in ("guest", "bench")]
-    return [n for n in needs if n.mode == "guest" or n.mode == mode]
+        return [n for n in needs if n.mode in ("guest", "qemu", "bench")]
+    own = "qemu" if mode == "guest" else mode
+    return [n for n in needs if n.mode in ("guest", own)]
 
 
 def tool_names(needs: Sequence[Need] = NEEDS) -> set:

@@ -91,7 +91,9 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     from rxl.guest import image, sshguest
     from rxl.guest.ssh import harness_key, public_line
     from rxl.tree import sshworld
-    out = sshworld.ssh_world_outputs(src)
+    from rxl.tree import kyuaworld
+    kyua = (sshworld.ssh_world_outputs(src).objtop / kyuaworld.KYUA_PROGRAMS["/usr/bin/kyua"])
+    out = sshworld.ssh_world_outputs(src, kyua=kyua.is_file())
     lua = out.objtop / "stand/efi/loader_lua/loader_lua.efi"
     missing = out.missing() + ([] if lua.is_file() else [str(lua)])
     if missing:
@@ -105,15 +107,19 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     acts = image.plan_root(loader_efi=str(lua), kernel=kernel, programs=progs, libs=libs,
                            tests=guest_tests, loader_rc=image.render_loader_rc(), rc=rc)
     acts += [image.Action(rel, source=host) for rel, host in sshguest.boot_files(src).items()]
+    if kyua.is_file():
+        acts += [image.Action(rel, source=host)
+                 for rel, host in kyuaworld.guest_files(src).items()]
     acts.append(image.Action("boot/loader.conf", data=sshguest.loader_conf(tunables or {})))
     image.stage_root(root, acts)
     return sshguest.stage_ssh(root, public_line(harness_key()))
 
 
-def build(src: str, echo: Callable[[str], None] = print) -> None:
+def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False) -> None:
     """Build the sshd userland (:func:`rxl.tree.sshworld.plan_ssh_world`), logs next to
     the console log. The kernel-toolchain of ``src`` in the sshd objdir comes from the
-    shared store (:func:`rxl.tree.toolchain.seed`) or is built first. Raises
+    shared store (:func:`rxl.tree.toolchain.seed`) or is built first. ``kyua``: with
+    kyua (:mod:`rxl.tree.kyuaworld`; the SQLite amalgamation fetched first). Raises
     rxl.tree.build.BuildError naming the log when a stage fails."""
     from rxl.tree import build as build_mod
     from rxl.tree import sshworld
@@ -122,7 +128,13 @@ def build(src: str, echo: Callable[[str], None] = print) -> None:
     objdir = sshworld.default_objdir()
     logdir = paths.work_root() / "guest" / "up"
     Path(objdir).mkdir(parents=True, exist_ok=True)
-    stages = sshworld.plan_ssh_world(src)
+    if kyua:
+        from rxl.tree import kyuaworld
+        try:
+            kyuaworld.fetch_amalgamation(src, str(logdir / "kyua-deps"), echo=echo)
+        except kyuaworld.KyuaError as exc:
+            raise GuestUpError(str(exc)) from None
+    stages = sshworld.plan_ssh_world(src, kyua=kyua)
     if not (build_mod.toolchain_done(objdir, src) or toolchain_mod.seed(src, objdir, echo)):
         stages = build_mod.plan_stages(src, objdir)[:1] + stages
     for st in stages:
