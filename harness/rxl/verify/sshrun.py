@@ -13,8 +13,11 @@ The stages of :mod:`rxl.verify.stages` with three replaced:
             (:class:`rxl.verify.remote.RemoteRun`: probe, copy the programs and
             run.sh, run it streamed to ``console-<label>.log``); stop QEMU
 
-``parse`` and ``report`` are the serial run's, on the same sentinel lines, so
-the verdicts compare one to one. When SSH never answers the boot is a failure
+``parse`` reads the SSH stream's sentinel lines as the serial run reads the
+console's, and adds the kernel's own messages from the serial log (panics,
+WITNESS warnings, known lock order reversals: :func:`kernel_messages`), which
+never reach the SSH stream; ``report`` is the serial run's, so the verdicts
+compare one to one. When SSH never answers the boot is a failure
 naming the serial log (and its panic line, if any); ``--transport serial``
 runs the old path, where the rc runs the tests on the console.
 """
@@ -159,7 +162,41 @@ def boot(opts: RunOptions, st: RunState) -> StageRecord:
                        detail="; ".join(details + failures), log=", ".join(st.logs.values()))
 
 
+def kernel_messages(res, serial: str):
+    """Add the panics, WITNESS warnings and known-LOR notes of the serial log ``serial``
+    (its lines without the sentinel mark) to ``res`` (rxl.verify.parse.RunResult) and
+    set its outcome as the console parser would. Returns ``res``."""
+    from rxl.verify import parse as parse_mod
+    try:
+        text = Path(serial).read_text(errors="replace")
+    except OSError:
+        res.notes.append(f"no serial console log {serial}: kernel messages unchecked")
+        return res
+    k = parse_mod.parse_console(ln for ln in text.splitlines()
+                                if not ln.replace("\r", "").startswith(parse_mod.MARK))
+    res.panic_lines += k.panic_lines
+    res.witness_lines += k.witness_lines
+    res.notes += [n for n in k.notes if n.startswith("known lock order reversal")]
+    if res.panic_lines:
+        res.outcome = "panic"
+    elif res.witness_lines and res.outcome == "completed":
+        res.outcome = "witness"
+    return res
+
+
+def parse(opts: RunOptions, st: RunState) -> StageRecord:
+    """Each SSH stream log -> RunResult, with the kernel messages of its serial log."""
+    from rxl.verify import parse as parse_mod
+    if opts.dry_run:
+        return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
+    for label, log in st.logs.items():
+        st.runs[label] = kernel_messages(parse_mod.parse_file(log),
+                                         str(Path(opts.out) / f"serial-{label}.log"))
+    detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
+    return StageRecord("parse", "ok", detail=detail)
+
+
 #: The stages of ``rxl run`` over SSH on the own guest, in order.
 ALL: Tuple = (("series", stages.series), ("build", stages.build), ("world", world),
-              ("image", image), ("boot", boot), ("parse", stages.parse),
+              ("image", image), ("boot", boot), ("parse", parse),
               ("report", stages.report))

@@ -1,0 +1,39 @@
+"""rxl.verify.sshrun: the own guest over SSH. The SSH stream carries the sentinel
+lines, the serial log the kernel's messages; together they must read as the
+console did (real console logs of earlier guest runs, tests/data/console)."""
+
+from pathlib import Path
+
+import pytest
+
+from rxl.guest.protocol import MARK
+from rxl.verify import parse
+from rxl.verify.sshrun import kernel_messages
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "console"
+
+
+@pytest.mark.parametrize("name", ["real-c1-patched.log", "real-panic.log",
+                                  "real-c3-panic.log", "real-exp-patched.log"])
+def test_stream_plus_serial_reads_as_the_console(tmp_path, name):
+    whole = (DATA / name).read_text(errors="replace")
+    ssh_log = tmp_path / "console.log"
+    ssh_log.write_text("\n".join(ln for ln in whole.splitlines()
+                                 if ln.replace("\r", "").startswith(MARK)) + "\n")
+    serial = tmp_path / "serial.log"
+    serial.write_text(whole)
+    want = parse.parse_file(str(DATA / name))
+    got = kernel_messages(parse.parse_file(str(ssh_log)), str(serial))
+    assert got.outcome == want.outcome
+    assert got.panic_lines == want.panic_lines and got.witness_lines == want.witness_lines
+    assert [c.status for c in got.cases] == [c.status for c in want.cases]
+    known = [n for n in want.notes if n.startswith("known lock order reversal")]
+    assert [n for n in got.notes if n.startswith("known lock order reversal")] == known
+
+
+def test_missing_serial_log_is_said(tmp_path):
+    ssh_log = tmp_path / "console.log"
+    ssh_log.write_text(f"{MARK} BEGIN x\n{MARK} END x\n")
+    res = kernel_messages(parse.parse_file(str(ssh_log)), str(tmp_path / "none.log"))
+    assert res.outcome == "completed"
+    assert any("kernel messages unchecked" in n for n in res.notes)
