@@ -1,5 +1,9 @@
 """kyua for the SSH guest: the sshd userland (:mod:`rxl.tree.sshworld`) plus kyua.
 
+NOT YET BUILT (docs/results/ssh.md): the amalgamation fetch ran for real
+(better-sqlite3 12.9.0 -> SQLite 3.53.0 into a work tree); the world build
+with kyua and a kyua run in the guest have not run.
+
 kyua (usr.bin/kyua, ``LIBADD= lutok sqlite3``, C++) needs libc++ (Makefile.inc1
 ``_prebuild_libs``; libcxxrt and libgcc_s are startup libraries, built anyway),
 lutok (lib/liblutok, ``LIBADD= lua``), lua (lib/liblua) and sqlite3
