@@ -11,6 +11,7 @@ authentication only, against one authorized key.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -158,7 +159,19 @@ class SSHD:
     def start(self) -> "SSHD":
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", self.port))
+        # A restart on the same port (a "reboot") can race the old listener's
+        # teardown on a loaded machine: retry EADDRINUSE for up to 5 s.
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                s.bind(("127.0.0.1", self.port))
+                break
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or not self.port or \
+                        time.monotonic() > deadline:
+                    s.close()
+                    raise
+                time.sleep(0.1)
         s.listen(8)
         self.port = s.getsockname()[1]
         self._sock = s
