@@ -194,7 +194,7 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
                    "DIR) instead of the world stage.")
 @click.option("--kyua/--no-kyua", default=None,
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
-@click.option("--transport", type=click.Choice(["ssh", "serial"]), default="ssh",
+@click.option("--transport", type=click.Choice(["ssh", "serial"]), default="serial",
               show_default=True, help="The own guest: the cases over SSH after boot (the "
               "sshd userland, rxl.verify.sshrun), or run by the rc on the serial console.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")

@@ -165,12 +165,12 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
 
 @pytest.mark.parametrize("transport", ["ssh", "serial"])
 def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
-    # default ssh: the sshd userland (own objdir), QEMU forwarding a port to 22 and
+    # ssh: the sshd userland (own objdir), QEMU forwarding a port to 22 and
     # rebooting allowed, the cases over SSH; serial: the old argv with -no-reboot
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
     args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
             str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
-            *PK(tmp_path)] + (["--transport", "serial"] if transport == "serial" else [])
+            *PK(tmp_path), "--transport", transport]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     qemu = [ln for ln in res.output.splitlines() if ln.startswith("qemu-system-x86_64")]
