@@ -106,7 +106,8 @@ def _one(opts: RunOptions, st: RunState, label: str, argv: List[str], port: int,
         up = time.monotonic() - t0
         st.echo(f"boot: {label}: SSH after {up:.0f} s (port {port})")
         job = R.RemoteJob(out=opts.out, tests=tests, workdir=opts.workdir, label=label,
-                          kyua=bool(opts.kyua), case_timeout=opts.case_timeout)
+                          kyua=bool(opts.kyua), case_timeout=opts.case_timeout,
+                          atf_vars=opts.atf_vars)
         run = R.RemoteRun(session, job, echo=st.echo)
         info = run.probe()
         run.upload()
