@@ -385,8 +385,11 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 	if (poll(&pfd, 1, IO_MS) != 1 || read(fd, &c, 1) != 1)
 		c = 'x';
 	p = phase_index(c);
-	(void)write(fd, "k", 1);
-	close(fd);
+	/*
+	 * Count before answering: the client starts its next connection (the
+	 * quit, say) only after the answer, so every connection it saw
+	 * answered is in the counts the parent copies.
+	 */
 	ws->c[p][wc >= 0 && wc < NCPU_MAX ? wc : NCPU_MAX]
 	    [hc >= 0 && hc < NCPU_MAX ? hc : NCPU_MAX]
 	    [q >= 0 && q < MAXQ ? q : MAXQ]++;
@@ -397,8 +400,11 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 		ws->nk++;
 	}
 	ws->accepts++;
-	if (c == 'w' || c == 'm' || c == 'q')
+	/* The phases only move forward (w, m, q: phases[] order). */
+	if (p < NPHASE - 1 && (sh->phase == 0 || p > phase_index(sh->phase)))
 		sh->phase = c;
+	(void)write(fd, "k", 1);
+	close(fd);
 	/* The parent copies the groups view once more, then stops. */
 	if (c == 'q')
 		sh->quit = 1;

@@ -112,6 +112,20 @@ def test_floor_map_matches_the_model():
     assert model.supply(32, counts) == {0: 16, 2: 16}
 
 
+def test_floor_colocation_from_a_copys_counts():
+    """The same counts dealt by the seed's floor: 5,600:5,610 gives CPU 0 15
+    slots, so CPU 2's worker-less 17th slot goes to CPU 0's worker."""
+    g = _views()[1].group
+    assert G.floor_colocation(g) == 1.0          # 5,900:5,900: 16/16 either way
+    g.rx = {0: (3000, 2600), 2: (3000, 2610)}
+    assert G.floor_colocation(g) == pytest.approx((5600 + 5610 * 16 / 17) / 11210)
+    g.rx = {}
+    assert G.floor_colocation(g) is None
+    text = "\n".join(G.render("learn-on.rxq", _views()))
+    assert "(floor would 100.0%)" in text
+    assert "floor from each copy's counts: 0 of 4 copies would cross" in text
+
+
 def test_intervals_split_crossing_by_map_kind():
     ivs = G.intervals(_views())
     assert [iv.kind for iv in ivs] == ["changed", "whole", "changed", "partial"]
