@@ -108,16 +108,17 @@ def map_colocation(g: inspect_mod.Group,
     return sum(w.get(c, 0) * ex[c] / n for c, (_, n) in g.ranges.items() if n) / tot
 
 
-def floor_colocation(g: inspect_mod.Group) -> Optional[float]:
-    """What the seed's cumulative floor would co-locate, dealing this copy's
-    window counts (prev + cur) to these members' tags: the rounding the
-    kernel used before issue 10 (:func:`rxl.decide.model.supply`, ``floor``).
+def dealt_colocation(g: inspect_mod.Group, rounding: str = "floor") -> Optional[float]:
+    """What a supply rounded by ``rounding`` would co-locate, dealing this
+    copy's window counts (prev + cur) to these members' tags: by default
+    the seed's cumulative floor, the rounding the kernel used before issue
+    10 (:func:`rxl.decide.model.supply`; ``largest-remainder`` is today's).
     None without a map or counts."""
     from rxl.decide import model
     rx = {c: p + n for c, (p, n) in g.rx.items() if p + n > 0}
     if not g.map_slots or not rx:
         return None
-    sup = model.supply(g.map_slots, rx, "floor")
+    sup = model.supply(g.map_slots, rx, rounding)
     held: Dict[int, int] = {}
     for m in g.member_list:
         if m.tag is not None:
@@ -208,7 +209,7 @@ def view_line(v: View) -> str:
     return (f"{head} gen {g.gen} rebuilds {g.rebuilds}{win} map {g.map_slots or '-'}"
             f" | rx {rx} | ranges {rng} | members {mem}"
             f" | map co-locates {_pct(map_colocation(g))}"
-            f" (floor would {_pct(floor_colocation(g))})")
+            f" (floor would {_pct(dealt_colocation(g))})")
 
 
 def render(label: str, vs: Sequence[View]) -> List[str]:
@@ -226,10 +227,14 @@ def render(label: str, vs: Sequence[View]) -> List[str]:
             lines.append("      then " + (", ".join(
                 f"{ph} {iv.n[ph]} conns, {iv.n[ph] - iv.co.get(ph, 0)} off the handshake CPU"
                 for ph in sorted(iv.n)) or "no connections") + f" ({iv.kind} map)")
-    fl = [f for v in vs if v.group is not None and (f := floor_colocation(v.group)) is not None]
-    if fl:
-        lines.append(f"  floor from each copy's counts: {sum(f < 1 for f in fl)} of {len(fl)} "
-                     f"copies would cross, mean co-location {_pct(sum(fl) / len(fl))}")
+    pairs = [(dealt_colocation(v.group, "largest-remainder"), dealt_colocation(v.group))
+             for v in vs if v.group is not None and dealt_colocation(v.group) is not None]
+    if pairs:
+        lr, fl = [a for a, _ in pairs], [b for _, b in pairs]
+        lines.append(f"  dealt from each copy's counts ({len(pairs)} copies): largest remainder "
+                     f"co-locates {_pct(sum(lr) / len(lr))} on average, below 100% in "
+                     f"{sum(x < 1 for x in lr)}; the floor {_pct(sum(fl) / len(fl))}, below "
+                     f"100% in {sum(x < 1 for x in fl)}")
     by = crossing_by_kind(ivs)
     if by:
         lines.append("  measured phase by map: " + "; ".join(
@@ -243,5 +248,5 @@ def as_json(vs: Sequence[View]) -> List[dict]:
              "counts": [[*k, n] for k, n in sorted(v.counts.items())],
              "group": inspect_mod.as_json([v.group])[0] if v.group else None,
              "map_colocation": map_colocation(v.group) if v.group else None,
-             "floor_colocation": floor_colocation(v.group) if v.group else None,
+             "floor_colocation": dealt_colocation(v.group) if v.group else None,
              "notes": v.notes} for v in vs]

@@ -116,14 +116,22 @@ def test_floor_colocation_from_a_copys_counts():
     """The same counts dealt by the seed's floor: 5,600:5,610 gives CPU 0 15
     slots, so CPU 2's worker-less 17th slot goes to CPU 0's worker."""
     g = _views()[1].group
-    assert G.floor_colocation(g) == 1.0          # 5,900:5,900: 16/16 either way
+    assert G.dealt_colocation(g) == 1.0          # 5,900:5,900: 16/16 either way
     g.rx = {0: (3000, 2600), 2: (3000, 2610)}
-    assert G.floor_colocation(g) == pytest.approx((5600 + 5610 * 16 / 17) / 11210)
+    assert G.dealt_colocation(g) == pytest.approx((5600 + 5610 * 16 / 17) / 11210)
     g.rx = {}
-    assert G.floor_colocation(g) is None
+    assert G.dealt_colocation(g) is None
     text = "\n".join(G.render("learn-on.rxq", _views()))
     assert "(floor would 100.0%)" in text
-    assert "floor from each copy's counts: 0 of 4 copies would cross" in text
+    assert "dealt from each copy's counts (4 copies): largest remainder co-locates " \
+        "100.0% on average, below 100% in 0; the floor 100.0%, below 100% in 0" in text
+    g = _views()[1].group
+    # The roll at 40 s of learn-spread.rxq in docs/results/learning.md: one
+    # window of 1,417:1,546 handshakes, CPU 0's share 15.30 slots; largest
+    # remainder too gives 15/17, 1 of CPU 2's 17 slots off its worker.
+    g.rx = {0: (1417, 0), 2: (1546, 0)}
+    assert G.dealt_colocation(g, "largest-remainder") == G.dealt_colocation(g) == \
+        pytest.approx((1417 + 1546 * 16 / 17) / 2963)
 
 
 def test_intervals_split_crossing_by_map_kind():
