@@ -219,6 +219,12 @@ def render(label: str, vs: Sequence[View]) -> List[str]:
         return []
     lines = [f"{label}: groups view per window ({len(vs)} copies; members "
              "index:tag[L learned]/slots; ranges cpu:slots)"]
+    if all(v.group is None for v in vs):
+        errs = sorted({v.err for v in vs} - {0})
+        why = (f"sysctl errno {', '.join(map(str, errs))}; 2: no such sysctl, the pristine "
+               "kernel" if errs else "the view lists only groups with a map, a tag, "
+               "learning state or a pending rebuild")
+        return lines + [f"  no group on port {PORT} in any copy ({why})"]
     ivs = intervals(vs)
     for i, v in enumerate(vs):
         lines.append("  " + view_line(v))

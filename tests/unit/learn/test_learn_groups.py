@@ -154,6 +154,10 @@ def test_render_shows_each_window_and_the_split():
     assert "measured phase by map: changed 255 conns, 5 off the handshake CPU; " \
            "partial 0 conns, 0 off the handshake CPU; whole 245 conns" in text
     assert G.render("x", []) == []
+    none = G.render("x", [G.View(0, 0, "-", 2, {}), G.View(1, 5000, "w", 2, {})])
+    assert len(none) == 2 and "no group on port 8080 in any copy (sysctl errno 2" in none[1]
+    off = G.render("x", [G.View(0, 0, "-", 0, {})])
+    assert "in any copy (the view lists only groups with a map" in off[1]
     v = G.View(0, 0, "-", 13, {})
     assert "view unreadable (errno 13)" in G.view_line(v)
 
