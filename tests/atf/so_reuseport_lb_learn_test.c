@@ -1113,9 +1113,13 @@ lb_before(const struct timespec *a, const struct timespec *b)
 
 /*
  * Shared between the clients and the test (MAP_SHARED): per client and
- * connection, whether the client saw its id echoed and how many times a
- * member accepted it.
+ * connection, what the client saw (CHURN_*) and how many times a member
+ * accepted it.
  */
+#define	CHURN_ECHOED	1	/* The id came back. */
+#define	CHURN_RESET	2	/* Reset or closed before the echo. */
+#define	CHURN_REFUSED	3	/* connect(2) refused. */
+
 struct churn_ids {
 	int	cap;			/* Connections per client. */
 	uint8_t	*acked[CHURN_CLIENTS];
@@ -1182,10 +1186,12 @@ churn_connect(const struct sockaddr_storage *ss, uint32_t id,
 	}
 	if (err == ECONNREFUSED) {
 		t->refused++;
+		*acked = CHURN_REFUSED;
 		goto out;
 	}
 	if (err == ECONNRESET) {
 		t->reset++;
+		*acked = CHURN_RESET;
 		goto out;
 	}
 	if (err != 0) {
@@ -1193,9 +1199,10 @@ churn_connect(const struct sockaddr_storage *ss, uint32_t id,
 		goto out;
 	}
 	if (send(csd, &id, sizeof(id), MSG_NOSIGNAL) != sizeof(id)) {
-		if (errno == ECONNRESET || errno == EPIPE)
+		if (errno == ECONNRESET || errno == EPIPE) {
 			t->reset++;
-		else
+			*acked = CHURN_RESET;
+		} else
 			snprintf(t->err, sizeof(t->err), "send: %s",
 			    strerror(errno));
 		goto out;
@@ -1210,10 +1217,11 @@ churn_connect(const struct sockaddr_storage *ss, uint32_t id,
 	n = recv(csd, &echo, sizeof(echo), MSG_WAITALL);
 	if (n == sizeof(echo) && echo == id) {
 		t->done++;
-		*acked = 1;
-	} else if (n == 0 || (n < 0 && errno == ECONNRESET))
+		*acked = CHURN_ECHOED;
+	} else if (n == 0 || (n < 0 && errno == ECONNRESET)) {
 		t->reset++;
-	else
+		*acked = CHURN_RESET;
+	} else
 		snprintf(t->err, sizeof(t->err), "connection %#x: echo %zd "
 		    "bytes, %#x", id, n, n == sizeof(echo) ? echo : 0);
 out:
@@ -1342,8 +1350,10 @@ static const char *const churn_fps[] = { "in_pcblb_scratch_alloc",
  *
  * Asserted: every connection a client saw completed was either accepted
  * by exactly one member (which echoed its id) or reset (it was queued on
- * a member that left); no id is accepted twice or accepted without the
- * client seeing the echo; no connection hangs.  After the churn, while
+ * a member that left); no id is accepted twice; an id accepted without
+ * its echo arriving was reset at its client; the members accepted as
+ * many connections as the clients saw echoed plus those; no connection
+ * hangs.  After the churn, while
  * nothing changes, no rebuild is retried.  Once every socket is closed,
  * the bytes and allocations of malloc type "pcb" (groups, maps and
  * learning state) are back at their values from before the churn.
@@ -1365,7 +1375,7 @@ churn_body(const atf_tc_t *tc, const char *fpval)
 	size_t idsz;
 	long secs;
 	int accepted, c, fds[CHURN_CLIENTS], grow, i, j, left, maxn, n;
-	int ncl, ncpu, op, ops, pinned, p[2], tag, wait;
+	int late, ncl, ncpu, op, ops, pinned, p[2], tag, wait;
 
 	secs = atf_tc_get_config_var_as_long_wd(tc, "churn_seconds",
 	    CHURN_SECONDS);
@@ -1524,16 +1534,36 @@ churn_body(const atf_tc_t *tc, const char *fpval)
 		ATF_REQUIRE_MSG(lb_field(buf, "map") == 0,
 		    "a map with every allocation failing:\n%s", buf);
 
-	/* Each connection: accepted once and echoed, or never accepted. */
+	/*
+	 * Each connection a client saw echoed was accepted exactly once;
+	 * none was accepted twice.  A member may accept a connection whose
+	 * client was already reset: its handshake's last ACK met a member
+	 * that was leaving (a reset, as in the base kernel) and a later
+	 * segment of it completed the handshake on another member.  Such a
+	 * connection was refused by nobody and must have been reset at the
+	 * client.
+	 */
+	late = 0;
 	for (c = 0; c < ncl; c++) {
 		for (j = 0; j < ids->cap; j++) {
-			ATF_REQUIRE_MSG(ids->seen[c][j] == ids->acked[c][j],
-			    "connection %#x: accepted %d times, echo seen %d",
-			    c << 24 | j, ids->seen[c][j], ids->acked[c][j]);
+			ATF_REQUIRE_MSG(ids->seen[c][j] <= 1 &&
+			    (ids->acked[c][j] != CHURN_ECHOED ||
+			    ids->seen[c][j] == 1),
+			    "connection %#x: client saw %d, accepted %d times",
+			    c << 24 | j, ids->acked[c][j], ids->seen[c][j]);
+			if (ids->seen[c][j] == 1 &&
+			    ids->acked[c][j] != CHURN_ECHOED) {
+				ATF_REQUIRE_MSG(ids->acked[c][j] ==
+				    CHURN_RESET, "connection %#x accepted, "
+				    "but the client saw %d", c << 24 | j,
+				    ids->acked[c][j]);
+				late++;
+			}
 		}
 	}
-	ATF_REQUIRE_MSG(accepted == sum.done, "%d accepted, the clients saw "
-	    "%d echoed", accepted, sum.done);
+	ATF_REQUIRE_MSG(accepted == sum.done + late, "%d accepted, the "
+	    "clients saw %d echoed and %d reset after acceptance", accepted,
+	    sum.done, late);
 	ATF_REQUIRE_MSG(sum.done > 0, "no connection accepted");
 	ATF_REQUIRE_MSG(maxn == MAXMEMBERS || secs < CHURN_SECONDS,
 	    "the group never reached %d members (at most %d)", MAXMEMBERS,
@@ -1543,9 +1573,9 @@ churn_body(const atf_tc_t *tc, const char *fpval)
 		ATF_REQUIRE(close(sds[i]) == 0);
 	fprintf(stderr, "churn %s: %ld s, %d clients on %d CPUs, %d group "
 	    "changes, up to %d members; connections: %d accepted and echoed, "
-	    "%d reset in a leaving member's queue, %d refused; rebuilds %ju, "
+	    "%d reset (%d of them accepted later), %d refused; rebuilds %ju, "
 	    "allocfail %ju, learnfail %ju\n", fpval != NULL ? fpval : "off",
-	    secs, ncl, ncpu, ops, maxn, sum.done, sum.reset, sum.refused,
+	    secs, ncl, ncpu, ops, maxn, sum.done, sum.reset, late, sum.refused,
 	    (uintmax_t)(lb_counter(REBUILDS) - rb0),
 	    (uintmax_t)(lb_counter(ALLOCFAIL) - af0),
 	    (uintmax_t)(lb_counter(LEARNFAIL) - lf0));
