@@ -200,6 +200,10 @@ def test_rc_enables_learning_explicitly_restores_it_and_copies_the_view():
         run.index("sysctl net.inet.tcp.reuseport_lb_learn=1") < run.index("/rxl/learnd") < \
         run.index('net.inet.tcp.reuseport_lb_learn="$was"')
     assert f"-G {L.GROUPS_MS}" in run and L.GROUPS_MS == 5000
+    # The lbgroup counters before and after the run, never the view's text.
+    counters = run.index("sysctl -N net.inet.tcp.reuseport_lb")
+    assert run.rindex("after.$n") > run.index("/rxl/learnd") and \
+        run.count("sysctl -N net.inet.tcp.reuseport_lb") == 2 and "*.groups) ;;" in run[counters:]
     assert '$M SYSCTL net.inet.tcp.reuseport_lb_learn: ' in rc[:rc.index("LEARN BEGIN")]
     none = L.render_learn_rc(boot, learn_sysctl="a.b", groups_ms=0)
     assert " -G " not in none
