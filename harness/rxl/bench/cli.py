@@ -398,3 +398,4 @@ def table(traces, out):
 
 kcount.add_command(lbsetsock.command())
 kcount.add_command(kcount_sites.command())
+kcount.add_command(kcount_sites.diff_command())

@@ -18,7 +18,7 @@ import bisect
 import statistics
 import subprocess
 from collections import Counter
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 from rxl.bench import kcount as K
 from rxl.bench import kcount_ops
@@ -67,6 +67,30 @@ def sites(sample: dict, asm: Dict[int, str], name: Callable[[int], str]) -> Dict
     return {f: (atom[f], lock[f]) for f in sorted(set(atom) | set(lock))}
 
 
+def self_counts(doc: dict, mark: str, name: Callable[[int], str]) -> Dict[str, int]:
+    """``{function: instructions}``: per function, the low median over the
+    complete samples that entered ``mark`` of the instructions executed
+    with the pc inside that function (its own, callees not included; a
+    sample that never ran it counts 0). Raises KcountError if no sample
+    entered ``mark``."""
+    samples = K.samples_of(doc)
+    idx = [i for i, s in enumerate(samples) if s.complete and mark in s.marks]
+    if not idx:
+        raise K.KcountError(f"no complete sample entered {mark}")
+    per = [Counter(name(int(p) & ((1 << 64) - 1)) for p in doc["samples"][i]["pc"])
+           for i in idx]
+    funcs = set().union(*per)
+    return {f: statistics.median_low([c.get(f, 0) for c in per]) for f in sorted(funcs)}
+
+
+def self_diff(a: Dict[str, int], b: Dict[str, int]) -> List[Tuple[str, int, int]]:
+    """``(function, a, b)`` for every function whose count differs, largest
+    difference first (ties by name). Pure."""
+    rows = [(f, a.get(f, 0), b.get(f, 0)) for f in set(a) | set(b)
+            if a.get(f, 0) != b.get(f, 0)]
+    return sorted(rows, key=lambda r: (-abs(r[2] - r[1]), r[0]))
+
+
 def median_sample(doc: dict, mark: str) -> int:
     """Index of the complete sample that entered ``mark`` whose instruction
     count is the low median of those samples. Raises KcountError if none."""
@@ -95,12 +119,9 @@ def command():
                 raise K.KcountError("trace has no disassembly")
             mark = mark or K.MARKS.get(doc["outer"], ("",))[0]
             i = median_sample(doc, mark)
+            got = sites(doc["samples"][i], doc["asm"], symbolizer(_nm(kernel)))
         except K.KcountError as exc:
             raise click.ClickException(str(exc))
-        r = subprocess.run(["nm", "-P", kernel], capture_output=True, text=True)
-        if r.returncode:
-            raise click.ClickException(f"nm -P {kernel}: {r.stderr.strip()}")
-        got = sites(doc["samples"][i], doc["asm"], symbolizer(r.stdout))
         click.echo(f"{trace}: sample {i + 1} (median of the calls entering {mark})")
         for f, (a, lk) in got.items():
             click.echo(f"  {f:36} atomics {a:3}  locks {lk:3}")
@@ -108,4 +129,42 @@ def command():
                    f"locks {sum(lk for _, lk in got.values()):3}")
 
     return sites_cmd
+
+
+def _nm(kernel: str) -> str:
+    r = subprocess.run(["nm", "-P", kernel], capture_output=True, text=True)
+    if r.returncode:
+        raise K.KcountError(f"nm -P {kernel}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def diff_command():
+    """The click command ``rxl kcount diff`` (added in rxl.bench.cli)."""
+    import click
+
+    @click.command("diff")
+    @click.argument("base", type=click.Path(exists=True, dir_okay=False))
+    @click.argument("base_kernel", type=click.Path(exists=True, dir_okay=False))
+    @click.argument("other", type=click.Path(exists=True, dir_okay=False))
+    @click.argument("other_kernel", type=click.Path(exists=True, dir_okay=False))
+    @click.option("--mark", help="Which marked calls (default: the outer's first mark).")
+    @click.option("--top", default=25, show_default=True, help="Rows to print.")
+    def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
+        """Per function, the median own instructions of the marked calls of
+        BASE (on BASE_KERNEL) and OTHER: the functions that differ."""
+        try:
+            da, db = K.load(base), K.load(other)
+            mark = mark or K.MARKS.get(da["outer"], ("",))[0]
+            a = self_counts(da, mark, symbolizer(_nm(base_kernel)))
+            b = self_counts(db, mark, symbolizer(_nm(other_kernel)))
+        except K.KcountError as exc:
+            raise click.ClickException(str(exc))
+        rows = self_diff(a, b)
+        click.echo(f"{'function':36} {'base':>7} {'other':>7} {'delta':>7}  ({mark})")
+        for f, x, y in rows[:top]:
+            click.echo(f"{f:36} {x:7} {y:7} {y - x:+7}")
+        click.echo(f"{'sum of the medians':36} {sum(a.values()):7} {sum(b.values()):7} "
+                   f"{sum(b.values()) - sum(a.values()):+7}")
+
+    return diff_cmd
 

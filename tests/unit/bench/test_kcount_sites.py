@@ -27,3 +27,26 @@ def test_sites_split_atomics_and_acquisitions_by_function():
     # mtx_lock (an acquisition) and mtx_unlock (an atomic only) inline in
     # kern_accept4; a refcount in soaccept.
     assert got == {"kern_accept4": (2, 1), "soaccept": (1, 0)}
+
+
+def test_self_diff_lists_only_changed_functions_largest_first():
+    a = {"kern_accept4": 300, "soaccept": 187, "tcp_usr_accept": 90}
+    b = {"kern_accept4": 300, "soaccept": 187, "tcp_usr_accept": 101, "in_pcblb_accepted": 40}
+    assert S.self_diff(a, b) == [("in_pcblb_accepted", 0, 40), ("tcp_usr_accept", 90, 101)]
+
+
+def test_self_counts_take_the_low_median_per_function(tmp_path):
+    import json
+    from rxl.bench import kcount
+    a, b = 0xFFFFFFFF80000100, 0xFFFFFFFF80000200
+    # kern_accept4 runs 3 own instructions and soaccept 2 in two calls, a
+    # third call also runs soaccept twice as long; one call never entered it.
+    calls = [[a, a + 1, b, b + 1, a + 2], [a, a + 1, b, b + 1, a + 2],
+             [a, a + 1, b, b + 1, b + 2, b + 3, a + 2], [a, a + 2]]
+    sps = {a: 100, a + 1: 100, a + 2: 100, b: 92, b + 1: 92, b + 2: 92, b + 3: 92}
+    doc = {"outer": "kern_accept4", "entries": {"kern_accept4": hex(a), "soaccept": hex(b)},
+           "samples": [{"pc": c, "sp": [sps[p] for p in c]} for c in calls]}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(doc))
+    got = S.self_counts(kcount.load(str(p)), "soaccept", S.symbolizer(NM))
+    assert got == {"kern_accept4": 3, "soaccept": 2}
