@@ -326,8 +326,7 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
     kw = dict(only_syn=only_syn, others_run=others_run, limit=limit)
     try:
         if dry_run:
-            click.echo("\n".join(KR.dry_run_lines(kernel, port, samples, outer, names, out,
-                                                   **kw)))
+            click.echo("\n".join(KR.dry_run_lines(kernel, port, samples, outer, names, out, **kw)))
         else:
             KR.record(kernel, port, samples, outer, names, out, **kw)
     except K.KcountError as exc:
@@ -396,6 +395,5 @@ def table(traces, out):
         click.echo(text, nl=False)
 
 
-kcount.add_command(lbsetsock.command())
-kcount.add_command(kcount_sites.command())
-kcount.add_command(kcount_sites.diff_command())
+for _cmd in (lbsetsock.command(), kcount_sites.command(), kcount_sites.diff_command()):
+    kcount.add_command(_cmd)
