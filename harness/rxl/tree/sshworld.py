@@ -95,13 +95,44 @@ def ssh_make_vars(kyua: bool = False) -> Dict[str, Optional[str]]:
     return v
 
 
+#: Host programs the libraries' and sh's builds run (Makefile.inc1 ``build-tools``:
+#: lib/ncurses/tinfo's make_keys and make_hash, bin/sh's mknodes and mksyntax).
+#: -DWORLDFAST skips ``_build-tools``; when the kernel-toolchain came from the store
+#: without them, buildworld compiled them with the cross compiler and could not run
+#: them (``./make_keys: not found``, 2026-11-30): :func:`cross_built_tools`.
+BUILD_TOOLS: Tuple[str, ...] = ("lib/ncurses/tinfo/make_keys", "lib/ncurses/tinfo/make_hash",
+                                "bin/sh/mknodes", "bin/sh/mksyntax")
+#: What marks a FreeBSD program near an ELF file's start: its interpreter (PT_INTERP,
+#: rtld-elf) or the ABI note's owner (``.note.tag``, "FreeBSD\0"); clang leaves
+#: e_ident[EI_OSABI] at 0 (SYSV) for both systems, so the header alone cannot tell.
+FREEBSD_MARKS = (b"/libexec/ld-elf.so.1", b"FreeBSD\x00")
+
+
+def cross_built_tools(objtop: Path) -> List[Path]:
+    """The :data:`BUILD_TOOLS` under ``objtop`` that are FreeBSD programs (built for the
+    guest, so the host cannot run them); ``_build-tools`` rebuilds them once removed."""
+    bad = []
+    for rel in BUILD_TOOLS:
+        p = Path(objtop) / rel
+        try:
+            head = p.read_bytes()[:8192]
+        except OSError:
+            continue
+        if head[:4] == b"\x7fELF" and any(m in head for m in FREEBSD_MARKS):
+            bad.append(p)
+    return bad
+
+
 def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
                    lock: Optional[str] = DEFAULT_LOCK, kyua: bool = False) -> List[Stage]:
-    """The make.py stages (``world-ssh-includes``, ``world-ssh-build``), each under the lock."""
+    """The make.py stages (``world-ssh-includes``, ``world-ssh-build-tools``: the host tools
+    with the host compiler, ``world-ssh-build``), each under the lock."""
     objdir = objdir or default_objdir()
     inc = make_py_argv(src, objdir, ["_includes"], jobs=jobs)
+    bt = make_py_argv(src, objdir, ["_build-tools"], jobs=jobs)
     bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(kyua), jobs=jobs)
     return [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
+            Stage("world-ssh-build-tools", tuple(locked_argv(bt, lock))),
             Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
 
 

@@ -115,11 +115,13 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     return sshguest.stage_ssh(root, public_line(harness_key()))
 
 
-def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False) -> None:
+def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
+          lock: Optional[str] = None) -> None:
     """Build the sshd userland (:func:`rxl.tree.sshworld.plan_ssh_world`), logs next to
     the console log. The kernel-toolchain of ``src`` in the sshd objdir comes from the
     shared store (:func:`rxl.tree.toolchain.seed`) or is built first. ``kyua``: with
-    kyua (:mod:`rxl.tree.kyuaworld`; the SQLite amalgamation fetched first). Raises
+    kyua (:mod:`rxl.tree.kyuaworld`; the SQLite amalgamation fetched first). ``lock``:
+    the build lock of each stage (None: the default; "": none, the caller holds it). Raises
     rxl.tree.build.BuildError naming the log when a stage fails."""
     from rxl.tree import build as build_mod
     from rxl.tree import sshworld
@@ -134,12 +136,17 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False) 
             kyuaworld.fetch_amalgamation(src, str(logdir / "kyua-deps"), echo=echo)
         except kyuaworld.KyuaError as exc:
             raise GuestUpError(str(exc)) from None
-    stages = sshworld.plan_ssh_world(src, kyua=kyua)
+    lock = build_mod.DEFAULT_LOCK if lock is None else (lock or None)
+    stages = sshworld.plan_ssh_world(src, kyua=kyua, lock=lock)
     if not (build_mod.toolchain_done(objdir, src) or toolchain_mod.seed(src, objdir, echo)):
-        stages = build_mod.plan_stages(src, objdir)[:1] + stages
+        stages = build_mod.plan_stages(src, objdir, lock=lock)[:1] + stages
     for st in stages:
         if st.name == "world-ssh-includes":
             world_mod.ensure_atf_headers(src, objdir, echo)
+        if st.name == "world-ssh-build-tools":
+            for p in sshworld.cross_built_tools(world_mod.objtop(src, objdir)):
+                echo(f"{p}: built for FreeBSD, not the host: removed for _build-tools")
+                p.unlink()
         echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
         try:
             build_mod.run_stage(st, str(logdir), echo)

@@ -1,4 +1,4 @@
-"""rxl.tree.sshworld: the sshd userland's plan (not yet built)."""
+"""rxl.tree.sshworld: the sshd userland's plan and its host build tools."""
 
 from rxl.tree import sshworld as W
 from rxl.tree.world import GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS
@@ -19,10 +19,26 @@ def test_plan_widens_the_narrowed_world():
 def test_own_objdir_and_lock(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     stages = W.plan_ssh_world("/src", lock="/L")
-    assert [s.name for s in stages] == ["world-ssh-includes", "world-ssh-build"]
-    line = stages[1].shell()
+    assert [s.name for s in stages] == ["world-ssh-includes", "world-ssh-build-tools",
+                                        "world-ssh-build"]
+    assert stages[1].argv[-1] == "_build-tools" and stages[1].argv[:2] == ("flock", "/L")
+    assert W.plan_ssh_world("/src", lock=None)[2].argv[0] == "env"  # the caller holds it
+    line = stages[2].shell()
     assert line.startswith("flock /L ") and f"MAKEOBJDIRPREFIX={tmp_path}/obj-ssh" in line
     assert "-DWITHOUT_KERBEROS" in line and "secure/usr.sbin/sshd" in line
     out = W.ssh_world_outputs("/src")
     assert out.programs["/usr/sbin/sshd"] == out.objtop / "secure/usr.sbin/sshd/sshd"
     assert "/bin/sh" in out.programs
+
+
+def test_cross_built_tools_found_by_their_freebsd_marks(tmp_path):
+    """A tool built for the guest (rtld-elf interpreter, FreeBSD ABI note) is found;
+    the host's own ELF and a missing file are not (clang sets EI_OSABI 0 for both)."""
+    elf = b"\x7fELF\x02\x01\x01\x00" + bytes(8)
+    tinfo = tmp_path / "lib/ncurses/tinfo"
+    tinfo.mkdir(parents=True)
+    (tinfo / "make_keys").write_bytes(elf + b"\0" * 100 + b"/libexec/ld-elf.so.1\0")
+    (tinfo / "make_hash").write_bytes(elf + b"\0" * 100 + b"/lib64/ld-linux-x86-64.so.2\0")
+    (tmp_path / "bin/sh").mkdir(parents=True)
+    (tmp_path / "bin/sh/mknodes").write_bytes(elf + b"\0" * 300 + b"FreeBSD\0")
+    assert W.cross_built_tools(tmp_path) == [tinfo / "make_keys", tmp_path / "bin/sh/mknodes"]
