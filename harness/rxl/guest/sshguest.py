@@ -1,8 +1,9 @@
 """The own QEMU guest as an SSH target: what the image needs for sshd. Pure parts.
 
-NOT YET BOOTED: the userland build with sshd has not been run; everything
-here is unit-tested for its content only (docs/results/ssh.md says what was
-and was not run).
+NOT YET BOOTED with sshd: the userland build with sshd has not finished;
+the rc lines and sshd files are unit-tested for their content only. The lua
+loader part (:func:`boot_files`, :func:`loader_conf`) booted a guest, and
+its nextboot.conf was honoured (docs/results/ssh.md).
 
 What the guest needs, and where each piece comes from:
 

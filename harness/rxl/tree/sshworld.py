@@ -1,10 +1,12 @@
 """The guest userland with sshd: the narrowed world plus what sshd needs. Plan only.
 
-NOT YET BUILT (docs/results/ssh.md): the plan is unit-tested, the build has
-not been run. It goes to its own objdir (default ``$RXL_WORK/obj-ssh``) so
-the shared world's stamp and products (:mod:`rxl.tree.world`) stay as they
-are; the kernel-toolchain can be copied there first (the lead's recipe in
-the session notes: the series does not touch the toolchain).
+NOT YET BUILT to the end (docs/results/ssh.md): the first real build
+(2026-11-30) compiled libc, libcrypt and libutil and stopped in
+lib/ncurses/tinfo on a cross-built host tool, which :data:`BUILD_TOOLS` and
+the ``_build-tools`` stage now address; that second attempt has not run. It
+goes to its own objdir (default ``$RXL_WORK/obj-ssh``) so the shared world's
+stamp and products (:mod:`rxl.tree.world`) stay as they are; its
+kernel-toolchain is seeded from the shared store (:mod:`rxl.tree.toolchain`).
 
 Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
 

@@ -1,4 +1,8 @@
-"""``rxl run`` on the own QEMU guest over SSH: the default transport.
+"""``rxl run --transport ssh``: the own QEMU guest, the cases over SSH.
+
+NOT YET RUN on a real guest (docs/results/ssh.md): the sshd userland has not
+finished building; the stages are checked in dry runs, the parse against
+real console logs (tests/unit/verify/test_sshrun.py).
 
 The stages of :mod:`rxl.verify.stages` with three replaced:
 
