@@ -180,6 +180,24 @@ report(const char *phase, uint64_t *lat, int n)
 	    (uintmax_t)lat[n * 99 / 100]);
 }
 
+/*
+ * A phase with nothing else running: rounds bystander connections, and
+ * the latencies of those that completed reported as phase.
+ */
+static void
+quiet_phase(const char *phase, int ls, in_port_t port, uint64_t *lat,
+    int rounds)
+{
+	int i, k;
+
+	for (k = 0; k < rounds; k++)
+		lat[k] = bystander_once(ls, port);
+	for (i = k = 0; i < rounds; i++)
+		if (lat[i] != 0)
+			lat[k++] = lat[i];
+	report(phase, lat, k);
+}
+
 static void
 usage(void)
 {
@@ -251,12 +269,7 @@ main(int argc, char **argv)
 	sleep(2);
 	pin(bcpu);
 
-	for (k = 0; k < rounds; k++)
-		lat[k] = bystander_once(bs, port + 1);
-	for (i = k = 0; i < rounds; i++)
-		if (lat[i] != 0)
-			lat[k++] = lat[i];
-	report("idle", lat, k);
+	quiet_phase("idle", bs, port + 1, lat, rounds);
 
 	for (i = 0; i < (int)NCOUNTERS; i++)
 		read_counter(counters[i], &before[i]);
@@ -315,12 +328,7 @@ main(int argc, char **argv)
 		printf("%s SYSCTL %s before=%ju after=%ju\n", MARK, counters[i],
 		    (uintmax_t)before[i], (uintmax_t)after[i]);
 
-	for (k = 0; k < rounds; k++)
-		lat[k] = bystander_once(bs, port + 1);
-	for (i = k = 0; i < rounds; i++)
-		if (lat[i] != 0)
-			lat[k++] = lat[i];
-	report("after", lat, k);
+	quiet_phase("after", bs, port + 1, lat, rounds);
 	printf("%s DONE\n", MARK);
 	return (0);
 }
