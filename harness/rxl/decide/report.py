@@ -135,6 +135,13 @@ def outcomes_doc(topo: Topology, wl: Sequence[int], rx: Mapping[int, int],
             "cache_info": distance.has_cache_info(topo), "policies": docs}
 
 
+def _cycles_cell(x: float) -> str:
+    """The 9-wide cycles cell: 4 decimals below 1,000 (at most 8 characters,
+    so a space stays before it), else 3 significant digits with an exponent,
+    so a ladder of 1e308 keeps the table's columns."""
+    return f"{x:>9.4f}" if x < 1e3 else f"{x:>9.3g}"
+
+
 def outcomes_text(doc: dict) -> str:
     """``rxl outcomes``' table: one row per policy, then each worker's share."""
     docs, ladder = doc["policies"], doc["cost_ladder"]
@@ -149,7 +156,7 @@ def outcomes_text(doc: dict) -> str:
         rows.append(f"{p['policy']:<7}" + "".join(
             f"{p['classes'][c]['workers']:>4} ({p['classes'][c]['share']:6.1%})"
             for c in cols) +
-            f"{p['cycles_per_request']:>9.4f}{p['on_rx_cpu']:>10.1%}")
+            f"{_cycles_cell(p['cycles_per_request'])}{p['on_rx_cpu']:>10.1%}")
     for p in docs:
         rows.append(f"{p['policy']:<7}per worker (cpu:share) " + " ".join(
             f"{w['cpu']}:{w['share']:.1%}" for w in p["workers"]))

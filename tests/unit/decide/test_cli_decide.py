@@ -178,3 +178,24 @@ def test_core_build_errors_are_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "false")
     code, out = run("deal", "--topology", "2x4x2", "--members", "0")
     assert code == 1 and "full output:" in out
+
+
+@pytest.mark.parametrize("ladder, cell", [
+    ("1e308,1e308,1e308,1e308", "1e+308"),
+    ("20000,20000,20000,20000", "2e+04"),
+    ("999,999,999,999", "999.0000"), ("1000,1000,1000,1000", "1e+03"),
+])
+def test_outcomes_table_keeps_its_columns_for_any_finite_ladder(ladder, cell):
+    """Issue 14: a ladder of 1e308 printed a 300-digit cycles cell that
+    pushed 'on rx cpu' off the row; every row stays as wide as with the
+    seed's default ladder (1,1,1,1.19)."""
+    args = ("outcomes", "--topology", "2x4x2", "--workers", "0-15",
+            "--rx-cpus", "0-3")
+    _, ref = run(*args)
+    code, out = run(*args, "--cost-ladder", ladder)
+    assert code == 0
+    width = len(ref.splitlines()[1])
+    for row in out.splitlines()[1:4]:
+        assert len(row) == width, row
+        assert row.split()[-2:] == [cell, row.split()[-1]]
+        assert row.endswith("%")
