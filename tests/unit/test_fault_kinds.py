@@ -126,3 +126,18 @@ def test_errors_are_one_escaped_line_with_clicks_prefix():
     assert r.exit_code in (1, 2) and len(lines) == 1
     assert "\x1b" not in r.output and "\\x1b" in lines[0]
     assert "more characters" in lines[0]
+
+
+@pytest.mark.parametrize("url, why", [
+    ("ssh://root@h:99999", "port 99999 is not in 1..65535"),
+    ("ssh://root@h:-1", "not an ssh://[user@]host[:port] address"),
+    ("ssh://h:0", "port 0 is not in 1..65535"),
+])
+def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch):
+    """A bad --target value is exit 2 naming the option, like a target name
+    the targets file lacks; it was exit 1 (a run-time failure)."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    r = _run("run", "--src", str(tmp_path), "--dry-run", "--target", url)
+    assert r.exit_code == 2 and "'--target'" in r.output and why in r.output
+    r = _run("run", "--src", str(tmp_path), "--dry-run", "--target", "nosuch")
+    assert r.exit_code == 2 and "'--target'" in r.output

@@ -323,12 +323,11 @@ def _with_builtins(t: Targets) -> Targets:
 
 def resolve(spec: str, path: Optional[str] = None) -> Target:
     """``--target`` value -> Target: an ``ssh://user@host[:port]`` URL (kind ``box``)
-    or a name from the targets file. Raises TargetsError / KeyError (one line)."""
+    or a name from the targets file. Raises rxl.guest.ssh.TargetError (a
+    ValueError: the URL itself is malformed, a usage error), TargetsError (the
+    targets file has mistakes) or KeyError (no such name), each one line."""
     if spec.startswith("ssh://"):
-        from rxl.guest.ssh import TargetError, parse_url
-        try:
-            t = parse_url(spec)
-        except TargetError as exc:
-            raise TargetsError([str(exc)]) from None
+        from rxl.guest.ssh import parse_url
+        t = parse_url(spec)
         return Target(spec, "box", host=t.host, port=t.port, user=t.user)
     return load(path).get(spec)

@@ -111,7 +111,7 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
         t = targets_mod.resolve(spec, targets_file)
     except targets_mod.TargetsError as exc:
         raise click.ClickException(str(exc)) from None
-    except KeyError as exc:
+    except (KeyError, ValueError) as exc:  # no such name; a malformed ssh:// URL
         raise click.BadParameter(exc.args[0], param_hint="'--target'") from None
     if t.kind == "qemu":
         if install_kernel:

@@ -138,7 +138,8 @@ def test_resolve_url_and_name(tmp_path):
     t = T.resolve("ssh://me@127.0.0.1:2222")
     assert (t.kind, t.host, t.port, t.user) == ("box", "127.0.0.1", 2222, "me")
     assert T.resolve("vm", write(tmp_path, GOOD)).kind == "bhyve"
-    with pytest.raises(T.TargetsError, match="port 0"):
+    from rxl.guest.ssh import TargetError
+    with pytest.raises(TargetError, match="port 0"):
         T.resolve("ssh://h:0")
 
 
