@@ -10,6 +10,13 @@ latency on another port stays within 1.2x of idle while it runs.
 over loopback) and prints ``==RXL== LBSET`` lines; this module
 cross-compiles it, stages a root whose ``/etc/rc`` runs it once, boots it,
 and judges the lines: :func:`parse` (pure) and :func:`verdict` (pure).
+
+The bystander is timed idle, beside the loop, and beside a control loop of
+as many ``setsockopt(SO_SNDBUF)`` calls (same syscall path, nothing of the
+series), interleaved in blocks so that the host's load drift falls on all
+three. In a TCG guest on a small host every busy vCPU slows the others, so
+``loop / control`` isolates what the series' no-op path costs a bystander;
+the issue's target is still judged on ``loop / idle``.
 Errors: :class:`LbsetError`, one line.
 """
 
@@ -31,6 +38,8 @@ MAX_REBUILDS = 0
 MAX_RATIO = 1.2
 #: The series' rebuild counter (sys/netinet/in_pcb.c, commit 2).
 REBUILDS = "net.inet.tcp.reuseport_lb.rebuilds"
+#: lbsetsock.c's MAXLAT: the most bystander samples it keeps per condition.
+MAX_ROUNDS = 200_000
 #: Where the program sits in the guest root.
 GUEST_BIN = "/rxl/lbsetsock"
 PREFIX = MARK + " LBSET "
@@ -79,11 +88,13 @@ def render_rc(args: Sequence[str], guest_bin: str = GUEST_BIN) -> str:
 
 def parse(lines: Sequence[str]) -> Dict[str, dict]:
     """The program's ``LBSET`` lines as ``{"group": {...}, "lat": {phase: {...}},
-    "loop": {...}, "sysctl": {name: {"before", "after"}}, "done": bool}``;
+    "loop": {...}, "control": {...}, "sysctl": {name: {"before", "after"}},
+    "done": bool}`` (phases: idle, control, loop);
     values are ints. Other lines are ignored. Raises LbsetError for an
     LBSET line whose values are not integers.
     """
-    res: Dict[str, dict] = {"group": {}, "lat": {}, "loop": {}, "sysctl": {}, "done": False}
+    res: Dict[str, dict] = {"group": {}, "lat": {}, "loop": {}, "control": {}, "sysctl": {},
+                            "done": False}
     for line in lines:
         if not line.startswith(PREFIX):
             continue
@@ -101,6 +112,8 @@ def parse(lines: Sequence[str]) -> Dict[str, dict]:
             res["lat"][words[1]] = kv
         elif kind == "LOOP":
             res["loop"] = kv
+        elif kind == "CONTROL":
+            res["control"] = kv
         elif kind == "SYSCTL" and len(words) > 1:
             res["sysctl"][words[1]] = kv
         elif kind == "DONE":
@@ -113,9 +126,12 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
 
     Returns ``{"rebuilds": N, "rebuilds_ok": bool, "idle_p50_ns",
     "loop_p50_ns", "ratio": loop p50 / idle p50, "ratio_ok": bool,
-    "calls", "errors", "members"}``. Raises LbsetError when the run did
-    not finish, made fewer calls or members than the target, had errors,
-    or lacks the counter or a latency.
+    "calls", "errors", "members"}``, and when the run had a control loop
+    also ``"control_p50_ns"``, ``"control_ratio"`` (control p50 / idle p50)
+    and ``"loop_vs_control"`` (loop p50 / control p50). Ratios are rounded
+    to 3 places. Raises LbsetError when the run did not finish, made fewer
+    calls or members than the target, had errors (also in the control), or
+    lacks the counter or a latency.
     """
     if not res.get("done"):
         raise LbsetError("lbsetsock did not finish (no LBSET DONE line)")
@@ -132,11 +148,23 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
         if not lat.get(phase, {}).get("p50_ns"):
             raise LbsetError(f"no {phase} latency")
     rebuilds = ctr["after"] - ctr["before"]
-    ratio = lat["loop"]["p50_ns"] / lat["idle"]["p50_ns"]
-    return {"rebuilds": rebuilds, "rebuilds_ok": rebuilds <= MAX_REBUILDS,
-            "idle_p50_ns": lat["idle"]["p50_ns"], "loop_p50_ns": lat["loop"]["p50_ns"],
-            "ratio": round(ratio, 3), "ratio_ok": ratio <= MAX_RATIO,
-            "calls": loop["calls"], "errors": loop["errors"], "members": grp["members"]}
+    idle, lp = lat["idle"]["p50_ns"], lat["loop"]["p50_ns"]
+    ratio = lp / idle
+    v: Dict[str, object] = {
+        "rebuilds": rebuilds, "rebuilds_ok": rebuilds <= MAX_REBUILDS,
+        "idle_p50_ns": idle, "loop_p50_ns": lp,
+        "ratio": round(ratio, 3), "ratio_ok": ratio <= MAX_RATIO,
+        "calls": loop["calls"], "errors": loop["errors"], "members": grp["members"]}
+    ctl = res.get("control") or {}
+    if ctl:
+        if ctl.get("errors", -1) != 0:
+            raise LbsetError(f"control: {ctl}: the control loop had errors")
+        cp = lat.get("control", {}).get("p50_ns")
+        if not cp:
+            raise LbsetError("no control latency")
+        v.update({"control_p50_ns": cp, "control_ratio": round(cp / idle, 3),
+                  "loop_vs_control": round(lp / cp, 3)})
+    return v
 
 
 def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
@@ -215,16 +243,23 @@ def command():
     @click.option("--src", required=True, help="FreeBSD tree whose world the root takes.")
     @click.option("--objdir", required=True, help="MAKEOBJDIRPREFIX of that world.")
     @click.option("--out", required=True, help="Directory for the binary, root and log.")
-    @click.option("--calls", default=CALLS, show_default=True, help="setsockopt calls.")
-    @click.option("--members", default=MEMBERS, show_default=True, help="Group members.")
-    @click.option("--rounds", default=2000, show_default=True,
-                  help="Idle bystander connect+accept rounds (before and after).")
+    @click.option("--calls", default=CALLS, show_default=True, type=click.IntRange(1, 2**31 - 1),
+                  help="setsockopt calls.")
+    @click.option("--members", default=MEMBERS, show_default=True,
+                  type=click.IntRange(1, MEMBERS), help="Group members.")
+    @click.option("--rounds", default=2000, show_default=True, type=click.IntRange(1, MAX_ROUNDS),
+                  help="Idle bystander connect+accept rounds, over all blocks.")
+    @click.option("--blocks", default=10, show_default=True, type=click.IntRange(1, MAX_ROUNDS),
+                  help="Blocks of idle, control and loop, interleaved.")
     @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
-    def setsockopt(kernel, src, objdir, out, calls, members, rounds, dry_run):
+    def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, dry_run):
         """Issue 10: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
         MEMBERS group: rebuilds (target 0) and a bystander's connect+accept
         latency against idle (target <= 1.2x). Hold /work/build.lock around it."""
-        args = ["-n", str(members), "-c", str(calls), "-r", str(rounds)]
+        if not 1 <= blocks <= min(rounds, calls):
+            raise click.BadParameter("must be from 1 to min(--rounds, --calls)",
+                                     param_hint="--blocks")
+        args = ["-n", str(members), "-c", str(calls), "-r", str(rounds), "-P", str(blocks)]
         try:
             v = run(kernel, src, objdir, out, args, dry_run=dry_run, echo=click.echo)
         except LbsetError as exc:
@@ -235,5 +270,8 @@ def command():
                        f"{'met' if v['rebuilds_ok'] else 'NOT met'}; latency "
                        f"{v['ratio']}x idle (target <= {MAX_RATIO}x): "
                        f"{'met' if v['ratio_ok'] else 'NOT met'}")
+            if "loop_vs_control" in v:
+                click.echo(f"control loop (SO_SNDBUF): {v['control_ratio']}x idle; "
+                           f"the series' loop is {v['loop_vs_control']}x the control")
 
     return setsockopt

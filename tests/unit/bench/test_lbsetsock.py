@@ -71,4 +71,48 @@ def test_cli_dry_run_prints_cc_and_qemu(tmp_path):
                                         str(tmp_path / "o"), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "lbsetsock.c" in r.output and "qemu-system-x86_64" in r.output
-    assert "-c 1000000" in r.output
+    assert "-c 1000000" in r.output and "-P 10" in r.output
+
+
+def _with_control(lines, control=150000, errors=0):
+    extra = [f"{M} LAT control n=800 p50_ns={control} p90_ns={control * 2} "
+             f"p99_ns={control * 3}",
+             f"{M} CONTROL calls=1000000 errors={errors} elapsed_ns=30000000000"]
+    return lines[:3] + extra + lines[3:]
+
+
+def test_control_separates_the_hosts_share_from_the_series():
+    # Loop 1.6x idle (target missed), but the unrelated SO_SNDBUF loop is
+    # 1.5x idle too: the series' no-op path costs the bystander 1.6/1.5.
+    v = L.verdict(L.parse(_with_control(_lines(idle=100000, loop=160000), control=150000)))
+    assert v["ratio"] == 1.6 and v["ratio_ok"] is False
+    assert v["control_ratio"] == 1.5 and v["loop_vs_control"] == 1.067
+
+
+def test_a_run_without_control_lines_has_no_control_fields():
+    assert "loop_vs_control" not in L.verdict(L.parse(_lines()))
+
+
+def test_control_errors_or_missing_latency_are_refused():
+    with pytest.raises(L.LbsetError, match="control loop had errors"):
+        L.verdict(L.parse(_with_control(_lines(), errors=2)))
+    lines = [ln for ln in _with_control(_lines()) if "LAT control" not in ln]
+    with pytest.raises(L.LbsetError, match="no control latency"):
+        L.verdict(L.parse(lines))
+
+
+@pytest.mark.parametrize("opt,val", [("--members", "300"), ("--blocks", "0"),
+                                     ("--rounds", "0"), ("--calls", "-1")])
+def test_cli_refuses_out_of_range_values_before_anything_runs(tmp_path, opt, val):
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+                                        "--objdir", str(tmp_path), "--out",
+                                        str(tmp_path / "o"), "--dry-run", opt, val])
+    assert r.exit_code == 2 and opt in r.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_refuses_more_blocks_than_rounds(tmp_path):
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+                                        "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
+                                        "--dry-run", "--rounds", "5", "--blocks", "6"])
+    assert r.exit_code == 2 and "--blocks" in r.output
