@@ -141,3 +141,36 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
     assert r.exit_code == 2 and "'--target'" in r.output and why in r.output
     r = _run("run", "--src", str(tmp_path), "--dry-run", "--target", "nosuch")
     assert r.exit_code == 2 and "'--target'" in r.output
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--smp", "0,1,1"], "sockets must be a positive integer"),
+    (["--smp", "a"], "--smp 'a': expected SOCKETS,CORES,THREADS"),
+    (["--memory", "1"], "below 128 MiB per NUMA node"),
+    (["--min-conns", "-1"], "--min-conns must be >= 0"),
+    (["--warmup", "5"], "--warmup 5: a phase must be longer than the two 10 s"),
+    (["--concurrency", "0"], "--concurrency must be >= 1"),
+    (["--groups-every", "-1"], "--groups-every must be 0 or >= 0.1 s"),
+    (["--deadline", "-1"], "--deadline must be >= 1 s"),
+    (["--nic-reinit", "-1"], "--nic-reinit must be >= 0"),
+    (["--tunable", "x"], "--tunable 'x': expected NAME=VALUE"),
+    (["--guest-sysctl", "x"], "--guest-sysctl 'x': expected NAME=VALUE"),
+    (["--topology", "nosuch"], "--topology: unknown topology 'nosuch'"),
+    (["--src", "/nonexistent-rxl"], "--src /nonexistent-rxl: no such directory"),
+    (["--log", "/nonexistent-rxl.log"], "no such file"),
+])
+def test_learn_option_mistakes_are_usage_errors(args, why, tmp_path):
+    """Every bad `rxl learn` option value is exit 2 (like --smp 1,1,300 and
+    --warmup nan always were), one line naming the option; nothing written."""
+    r = _run("learn", "--dry-run", "--out", str(tmp_path / "o"), *args)
+    assert r.exit_code == 2 and why in r.output, r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("Error:")]) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_learn_src_that_is_a_file_or_not_a_tree(tmp_path):
+    (tmp_path / "f").write_text("x")
+    r = _run("learn", "--dry-run", "--src", str(tmp_path / "f"))
+    assert r.exit_code == 2 and "not a directory" in r.output
+    r = _run("learn", "--dry-run", "--src", str(tmp_path))
+    assert r.exit_code == 2 and "not a FreeBSD source tree (no sys/)" in r.output

@@ -44,6 +44,7 @@ from typing import Optional, Sequence
 
 import click
 
+from rxl.decide import checks
 from rxl.decide.checks import FiniteFloat
 from rxl.learn import groups as G
 from rxl.learn import metrics as M
@@ -163,9 +164,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
     try:
         chk = S.check(req)
         if logs:
-            missing = [p for p in logs if not Path(p).is_file()]
-            if missing:
-                raise S.LearnFailed(f"{missing[0]}: no such file")
+            for p in logs:
+                checks.check_input(p, "'--log'")
             analyses = [analyze_log(p, topo_spec) for p in logs]
             sys.exit(report(analyses, out, as_json))
         setup = S.prepare(req, chk)
@@ -174,6 +174,8 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
                 click.echo(line)
             sys.exit(0)
         analyses = S.execute(req, chk, setup, echo=lambda s: click.echo(s, err=True))
+    except S.LearnUsage as exc:
+        raise checks.BadInput(str(exc)) from None
     except S.LearnFailed as exc:
-        raise click.ClickException(str(exc))
+        raise click.ClickException(str(exc)) from None
     sys.exit(report(analyses, setup.out, as_json))

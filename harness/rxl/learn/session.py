@@ -35,6 +35,11 @@ class LearnFailed(Exception):
     """A refused option or a failed step of ``rxl learn``; the message is one line."""
 
 
+class LearnUsage(LearnFailed):
+    """A bad option value (the message names the option): a usage error, exit 2,
+    where a :class:`LearnFailed` of a step is exit 1 (rxl.decide.checks)."""
+
+
 @dataclass
 class LearnRequest:
     """The options of ``rxl learn`` as given (see its ``--help`` for each).
@@ -96,31 +101,42 @@ def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
     for t in values:
         name, sep, value = t.partition("=")
         if not sep or not name or not value or any(c.isspace() for c in t):
-            raise LearnFailed(f"{option} {t!r}: expected NAME=VALUE without spaces")
+            raise LearnUsage(f"{option} {t!r}: expected NAME=VALUE without spaces")
         out.append((name, value))
     return out
 
 
 def check(req: LearnRequest) -> Checked:
-    """Refuse, before any build or checkout, what the boots would refuse later."""
+    """Refuse, before any build or checkout, what the boots would refuse later.
+
+    Every refusal is :class:`LearnUsage` naming the option (exit 2)."""
+    for option, s in (("--warmup", req.warmup), ("--measured", req.measured)):
+        if not s > L.MIN_PHASE_S:
+            raise LearnUsage(f"{option} {s:g}: a phase must be longer than the two "
+                             f"{L.WINDOW_S} s learning windows ({L.MIN_PHASE_S} s)")
+    if req.min_conns < 0:
+        raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
     try:
         phases = L.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
         boots = L.plan_boots(req.configs or L.CONFIGS,
                              req.worker_sets or L.DEFAULT_WORKER_SETS)
-        if req.topo_spec:
+    except L.LearnError as exc:
+        raise LearnUsage(str(exc)) from None
+    if req.topo_spec:
+        try:
             topology.load(req.topo_spec)
-    except (L.LearnError, cpugroup.TopologyError) as exc:
-        raise LearnFailed(str(exc)) from None
+        except cpugroup.TopologyError as exc:
+            raise LearnUsage(f"--topology: {exc}") from None
     if req.concurrency < 1:
-        raise LearnFailed(f"--concurrency must be >= 1, got {req.concurrency}")
+        raise LearnUsage(f"--concurrency must be >= 1, got {req.concurrency}")
     if req.groups_every != 0 and not req.groups_every >= 0.1:
-        raise LearnFailed(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
+        raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
     extra_tun = dict(name_values(req.tunables, "--tunable"))
     try:
         sockets, cores, threads = (int(x) for x in req.smp.split(","))
     except ValueError:
-        raise LearnFailed(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
+        raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
     topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
     from rxl.guest import qemu as qemu_mod
     try:
@@ -128,15 +144,15 @@ def check(req: LearnRequest) -> Checked:
         qemu_mod.validate(qemu_mod.GuestConfig(root_dir=req.guest_dir,
                                                memory_mib=req.memory_mib, **topo_kw))
     except qemu_mod.QemuConfigError as exc:
-        raise LearnFailed(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
+        raise LearnUsage(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
     from rxl.decide import checks  # usage errors (exit 2) naming the option
     checks.check_guest(sockets * cores * threads, req.memory_mib)
     if req.out:
         checks.check_out_dir(req.out)
     if req.nic_reinit < 0:
-        raise LearnFailed(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
+        raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:
-        raise LearnFailed(f"--deadline must be >= 1 s, got {req.deadline_s}")
+        raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
     return Checked(phases, boots, gsys, extra_tun, topo_kw)
 
 
@@ -175,8 +191,12 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     src, objdir, guest_dir = (os.path.abspath(p) for p in (req.src, req.objdir, req.guest_dir))
     out = os.path.abspath(req.out or str(Path(paths.LOGS) /
                                          time.strftime("learn-%Y%m%d-%H%M%S")))
+    if not Path(src).exists():
+        raise LearnUsage(f"--src {src}: no such directory")
+    if not Path(src).is_dir():
+        raise LearnUsage(f"--src {src}: not a directory")
     if not (Path(src) / "sys").is_dir():
-        raise LearnFailed(f"{src} is not a FreeBSD source tree (no sys/)")
+        raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
     wanted = [v for v in rig_mod.VARIANTS
@@ -200,7 +220,7 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
         opts = L.socket_options(src, {"SO_REUSEPORT_LB_CPU": req.lb_cpu_opt,
                                       "SO_HANDSHAKE_CPU": req.handshake_cpu_opt})
     except L.LearnError as exc:
-        raise LearnFailed(f"--lb-cpu-opt / --handshake-cpu-opt: {exc}") from None
+        raise LearnUsage(f"--lb-cpu-opt / --handshake-cpu-opt: {exc}") from None
     sysctl_name = req.learn_sysctl or L.learn_sysctl_name(src)
     needs_learning = any(r.learning is not None for b in chk.boots for r in b.runs)
     wout = world_mod.world_outputs(src, objdir)

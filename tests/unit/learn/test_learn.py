@@ -366,7 +366,7 @@ def test_cli_log_with_crash_exits_nonzero(tmp_path):
 
 def test_cli_bad_input_one_line():
     res = CliRunner().invoke(main, ["learn", "--warmup", "10", "--log", str(PATCHED)])
-    assert res.exit_code != 0 and "not longer than the two 10 s" in res.output
+    assert res.exit_code == 2 and "must be longer than the two 10 s" in res.output
     res = CliRunner().invoke(main, ["learn", "--log", "/nonexistent.log"])
     assert res.exit_code != 0 and "no such file" in res.output
 
@@ -585,7 +585,7 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path):
     for extra, msg in ((["--smp", "0,0,0"], "sockets must be a positive integer"),
                        (["--memory", "0"], "below 128 MiB per NUMA node")):
         res = CliRunner().invoke(main, base + extra)
-        assert res.exit_code == 1 and msg in res.output, res.output
+        assert res.exit_code == 2 and msg in res.output, res.output
         assert res.exception is None or isinstance(res.exception, SystemExit)
 
 
