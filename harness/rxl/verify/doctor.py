@@ -21,6 +21,11 @@ Where the list comes from:
   and yacc (``flex``, ``bison``; a fresh Debian 12 failed kernel-toolchain
   with ``lex: not found``, issue 14), and libarchive's and libbz2's headers
   (``libarchive-dev``, ``libbz2-dev``), which the bootstrap tools include.
+* The host tools make.py's bootstrap links into its temporary tree
+  (:data:`MAKE_PY_HOST_TOOLS`): a bare Debian 12 root failed
+  kernel-toolchain with "Cannot find host tool 'time' in PATH" (issue 14,
+  docs/results/cold-run.md); the ones outside Debian's Essential set are
+  on the list (``time``, ``bzip2``, ``xz-utils``, ``patch``).
 * OVMF: QEMU's UEFI firmware (``ovmf``, :data:`rxl.guest.qemu.OVMF_CANDIDATES`).
 * QEMU at least 7.2 (:data:`QEMU_MIN`): the guest's NIC is QEMU's e1000e,
   and ``patches/guest/`` and every recorded run (docs/results) are for the
@@ -78,6 +83,25 @@ class Need:
 #: and the kernel).
 MODES = ("guest", "ssh", "bhyve", "bench")
 
+#: The host tools FreeBSD's ``tools/build/Makefile`` (``host-symlinks``,
+#: the list ``_host_tools_to_symlink`` at the base 2f2a4162bbb9, plus
+#: ``/bin/bash``, which it links as ``sh`` on Linux) finds on PATH during
+#: kernel-toolchain, each with the Debian 12 package that has it.
+MAKE_PY_HOST_TOOLS = {
+    **dict.fromkeys(("basename", "chmod", "chown", "comm", "cp", "date", "dd", "dirname",
+                     "echo", "env", "false", "fmt", "head", "id", "ln", "ls", "mkdir",
+                     "mv", "nice", "rm", "sleep", "stat", "tee", "touch", "tr", "true",
+                     "uname", "uniq", "wc"), "coreutils"),
+    "bzip2": "bzip2", "bunzip2": "bzip2", "cmp": "diffutils", "find": "findutils",
+    "gzip": "gzip", "gunzip": "gzip", "hostname": "hostname", "patch": "patch",
+    "sh": "dash", "bash": "bash", "time": "time", "unxz": "xz-utils", "xz": "xz-utils",
+    "which": "debianutils",
+}
+#: Debian's Essential packages among those (``Essential: yes``: on every
+#: Debian system, debootstrap's minbase included), not listed one by one.
+DEBIAN_ESSENTIAL = frozenset({"coreutils", "diffutils", "findutils", "gzip", "hostname",
+                              "dash", "bash", "debianutils"})
+
 
 NEEDS: Tuple[Need, ...] = (
     Need("git", "bin:git", "git", ("series", "tree", "build"), "clone, apply the series"),
@@ -91,6 +115,10 @@ NEEDS: Tuple[Need, ...] = (
     Need("make", "bin:make", "build-essential", ("test",), "the Makefile"),
     Need("bmake", "bin:bmake", "bmake", ("build", "world"), "make.py's bootstrap"),
     Need("lex", "bin:lex", "flex", ("build", "world"), "make.py bootstrap tools"),
+    Need("time", "bin:time", "time", ("build", "world"), "make.py's host tools"),
+    Need("bzip2", "bin:bzip2", "bzip2", ("build", "world"), "make.py's host tools"),
+    Need("xz", "bin:xz", "xz-utils", ("build", "world"), "make.py's host tools"),
+    Need("patch", "bin:patch", "patch", ("build", "world"), "make.py's host tools"),
     Need("yacc", "bin:yacc", "bison", ("build", "world"), "make.py bootstrap tools"),
     Need("archive.h", "path:/usr/include/archive.h", "libarchive-dev", ("build", "world"),
          "bootstrap tools link libarchive"),

@@ -242,3 +242,26 @@ def test_bench_mode_adds_privilege_and_kernel(monkeypatch):
     assert not res["BPF privilege"].ok and "root" in res["BPF privilege"].install_line()
     assert not res["Linux >= 5.12"].ok and res["Linux >= 5.12"].note.startswith("Linux 5.10")
     assert D.install_commands(list(res.values())) == []   # no package makes them right
+
+
+def test_make_py_host_tools_outside_essential_are_listed():
+    """A bare Debian 12 root failed kernel-toolchain with "Cannot find host tool
+    'time' in PATH" (issue 14): every host tool make.py links whose package is
+    not Essential is a need, with that package."""
+    by_name = {n.check[4:]: n.package for n in D.NEEDS if n.check.startswith("bin:")}
+    assert D.MAKE_PY_HOST_TOOLS["time"] == "time"
+    extra = {t: p for t, p in D.MAKE_PY_HOST_TOOLS.items() if p not in D.DEBIAN_ESSENTIAL}
+    assert {"time", "bzip2", "bunzip2", "xz", "unxz", "patch"} == set(extra)
+    for pkg in set(extra.values()):
+        assert any(p == pkg for p in by_name.values()), pkg
+    for tool, pkg in extra.items():
+        assert tool not in by_name or by_name[tool] == pkg, tool
+
+
+def test_a_host_without_time_is_told_to_install_it():
+    import shutil
+    res = {r.need.name: r for r in D.check(
+        mode="guest", which=lambda p: None if p == "time" else shutil.which(p),
+        qemu_ver=lambda: (7, 2), ovmf=lambda: "/fw")}
+    assert not res["time"].ok and res["time"].install_line() == "apt-get install -y time"
+    assert ["apt-get", "install", "-y", "time"] == D.install_commands([res["time"]])[1]
