@@ -1,8 +1,9 @@
-"""One ``rxl learn`` invocation: its request, its checks, its plan, its dry run, its boots.
+"""One ``rxl learn`` invocation: its plan, its dry run, its boots.
 
 :class:`LearnRequest` holds the options as given; :func:`check` refuses bad
 ones before anything is built (:class:`Checked`: phases, boots, guest
-shape); :func:`prepare` looks at the tree and plans the kernels, the world
+shape); both are in :mod:`rxl.learn.request` and re-exported here.
+:func:`prepare` looks at the tree and plans the kernels, the world
 and learnd's build (:class:`Setup`); :func:`dry_run_lines` is what
 ``--dry-run`` prints; :func:`execute` builds, stages and boots, and
 returns one analysis per boot (:func:`rxl.learn.job.analyze_log`).  Every
@@ -18,142 +19,18 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional
 
 from rxl import paths
-from rxl.decide import cpugroup, topology
 from rxl.learn import drive as D
 from rxl.learn import plan as L
 from rxl.learn.job import (Conductor, analyze_log, build_guest_world, qemu_extra, single_thread,
                            world_lines)
+from rxl.learn.request import (Checked, LearnFailed, LearnRequest, LearnUsage,  # noqa: F401
+                               check, name_values)
 
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
-
-
-class LearnFailed(Exception):
-    """A refused option or a failed step of ``rxl learn``; the message is one line."""
-
-
-class LearnUsage(LearnFailed):
-    """A bad option value (the message names the option): a usage error, exit 2,
-    where a :class:`LearnFailed` of a step is exit 1 (rxl.decide.checks)."""
-
-
-@dataclass
-class LearnRequest:
-    """The options of ``rxl learn`` as given (see its ``--help`` for each).
-
-    Seconds: ``warmup``, ``measured``, ``deadline_s``; ``memory_mib``: guest
-    MiB; ``tunables`` / ``guest_sysctls``: ``NAME=VALUE`` strings; ``smp``:
-    ``SOCKETS,CORES,THREADS``; ``out`` None: a new directory under
-    ``$RXL_WORK/logs``.
-    """
-
-    src: str
-    objdir: str
-    out: Optional[str]
-    guest_dir: str
-    kernel: Optional[str]
-    pristine_kernel: Optional[str]
-    configs: Sequence[str]
-    worker_sets: Sequence[str]
-    warmup: float
-    measured: float
-    min_conns: int
-    concurrency: int
-    learn_sysctl: Optional[str]
-    topo_spec: Optional[str]
-    memory_mib: int
-    logs: Sequence[str]
-    client_ports: str
-    lb_cpu_opt: Optional[str]
-    handshake_cpu_opt: Optional[str]
-    groups_every: float
-    tunables: Sequence[str]
-    deadline_s: Optional[int]
-    tcg_single_thread: bool
-    smp: str
-    guest_sysctls: Sequence[str]
-    nic_reinit: int
-    qemu_args: Sequence[str]
-    per_connection: bool
-    pcap: bool
-    dry_run: bool
-
-
-@dataclass
-class Checked:
-    """The request, checked: phases, boots, guest sysctls, extra loader
-    tunables and the guest shape (``topo_kw`` for GuestConfig)."""
-
-    phases: List[L.Phase]
-    boots: List[L.BootPlan]
-    gsys: List[Tuple[str, str]]
-    extra_tun: Dict[str, str]
-    topo_kw: Dict[str, int]
-
-
-def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
-    """``NAME=VALUE`` strings -> pairs; LearnFailed naming ``option`` for one
-    without ``=``, an empty side, or a space."""
-    out = []
-    for t in values:
-        name, sep, value = t.partition("=")
-        if not sep or not name or not value or any(c.isspace() for c in t):
-            raise LearnUsage(f"{option} {t!r}: expected NAME=VALUE without spaces")
-        out.append((name, value))
-    return out
-
-
-def check(req: LearnRequest) -> Checked:
-    """Refuse, before any build or checkout, what the boots would refuse later.
-
-    Every refusal is :class:`LearnUsage` naming the option (exit 2)."""
-    for option, s in (("--warmup", req.warmup), ("--measured", req.measured)):
-        if not s > L.MIN_PHASE_S:
-            raise LearnUsage(f"{option} {s:g}: a phase must be longer than the two "
-                             f"{L.WINDOW_S} s learning windows ({L.MIN_PHASE_S} s)")
-    if req.min_conns < 0:
-        raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
-    try:
-        phases = L.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
-        boots = L.plan_boots(req.configs or L.CONFIGS,
-                             req.worker_sets or L.DEFAULT_WORKER_SETS)
-    except L.LearnError as exc:
-        raise LearnUsage(str(exc)) from None
-    if req.topo_spec:
-        try:
-            topology.load(req.topo_spec)
-        except cpugroup.TopologyError as exc:
-            raise LearnUsage(f"--topology: {exc}") from None
-    if req.concurrency < 1:
-        raise LearnUsage(f"--concurrency must be >= 1, got {req.concurrency}")
-    if req.groups_every != 0 and not req.groups_every >= 0.1:
-        raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
-    gsys = name_values(req.guest_sysctls, "--guest-sysctl")
-    extra_tun = dict(name_values(req.tunables, "--tunable"))
-    try:
-        sockets, cores, threads = (int(x) for x in req.smp.split(","))
-    except ValueError:
-        raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
-    topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
-    from rxl.guest import qemu as qemu_mod
-    try:
-        # The same checks the boot makes, before any build or checkout.
-        qemu_mod.validate(qemu_mod.GuestConfig(root_dir=req.guest_dir,
-                                               memory_mib=req.memory_mib, **topo_kw))
-    except qemu_mod.QemuConfigError as exc:
-        raise LearnUsage(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
-    from rxl.decide import checks  # usage errors (exit 2) naming the option
-    checks.check_guest(sockets * cores * threads, req.memory_mib)
-    if req.out:
-        checks.check_out_dir(req.out)
-    if req.nic_reinit < 0:
-        raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
-    if req.deadline_s is not None and req.deadline_s < 1:
-        raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
-    return Checked(phases, boots, gsys, extra_tun, topo_kw)
 
 
 @dataclass
