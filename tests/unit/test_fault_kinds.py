@@ -174,3 +174,54 @@ def test_learn_src_that_is_a_file_or_not_a_tree(tmp_path):
     assert r.exit_code == 2 and "not a directory" in r.output
     r = _run("learn", "--dry-run", "--src", str(tmp_path))
     assert r.exit_code == 2 and "not a FreeBSD source tree (no sys/)" in r.output
+
+
+# ------------------------------------------------ numbers too long to convert
+BIG = "9" * 5000
+
+
+@pytest.mark.parametrize("args, why", [
+    (["deal", "--topology", "2x4x2", "--members", BIG], "malformed member"),
+    (["deal", "--topology", "2x4x2", "--members", "0", "--counts", f"0:{BIG}"],
+     "malformed --counts item"),
+    (["deal", "--topology", f"{BIG}x1x1", "--members", "0"], "unknown topology"),
+    (["spread", "--topology", "2x4x2", "--intr-cpus", f"0-{BIG}", "--queues", "1"],
+     "malformed --intr-cpus item"),
+    (["outcomes", "--topology", "2x4x2", "--workers", "0", "--rx-cpus", "0",
+      "--rx-counts", f"0:{BIG}"], "malformed --rx-counts item"),
+])
+def test_a_5000_digit_number_is_a_malformed_value(args, why):
+    """Python refuses int() of 4,300 digits or more: the message was its own
+    ('Exceeds the limit ... sys.set_int_max_str_digits()'), naming no option."""
+    r = _run(*args)
+    assert r.exit_code == 2 and why in r.output, r.output
+    assert "set_int_max_str_digits" not in r.output
+
+
+@pytest.mark.parametrize("line", [
+    f"group port {BIG} af inet members 0 gen 5 map 0 dirty 0 rebuilds 3 allocfail 0",
+    "group port 80 af inet members 1 gen 5 map 16 dirty 0 rebuilds 3 allocfail 0\n"
+    f"member 0 tag {BIG} learned slots 16\ncpu 0 offset 0 slots 16",
+])
+def test_inspect_a_5000_digit_number_is_a_clean_error(line, tmp_path):
+    """rxl inspect raised a ValueError traceback from int() on such a line."""
+    (tmp_path / "g").write_text(line + "\n")
+    r = _run("inspect", str(tmp_path / "g"))
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code in (0, 1)
+
+
+def test_inspect_reads_stdin_and_a_fifo_and_refuses_a_directory(tmp_path):
+    line = "group port 80 af inet members 0 gen 5 map 0 dirty 0 rebuilds 3 allocfail 0\n"
+    r = _run("inspect", "-", input=line)
+    assert r.exit_code == 0 and "port 80 (inet)" in r.output, r.output
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"printf '{line}' > {fifo}"])
+    r = _run("inspect", str(fifo))
+    writer.wait()
+    assert r.exit_code == 0 and "port 80 (inet)" in r.output, r.output
+    r = _run("inspect", str(tmp_path))
+    assert r.exit_code == 2 and "is a directory" in r.output
+    r = _run("inspect", str(tmp_path / "absent"))
+    assert r.exit_code == 2 and "no such file" in r.output

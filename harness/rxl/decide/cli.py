@@ -60,7 +60,7 @@ def parse_members(text: str, topo: Topology) -> List[model.Tag]:
         if item == "-":
             tags.append(model.Tag())
             continue
-        m = re.fullmatch(r"(\d+)([Ll]?)", item)
+        m = re.fullmatch(r"(\d{1,20})([Ll]?)", item)
         if not m:
             raise TopologyError(f"malformed member {item!r} in {text!r}: use "
                                 "a CPU, '-' (untagged) or CPU+'L' (learned)")
@@ -77,7 +77,7 @@ def parse_counts(text: Optional[str], topo: Topology,
     if not text:
         return out
     for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", item)
+        m = re.fullmatch(r"\s*(\d{1,20})\s*:\s*(\d{1,20})\s*", item)
         if not m:
             raise TopologyError(f"malformed {what} item {item!r}: use CPU:COUNT")
         cpu, count = int(m.group(1)), int(m.group(2))

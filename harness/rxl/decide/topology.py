@@ -81,7 +81,10 @@ BUILTINS = {
     "qemu-2s": (2, 2, 2, CG_FLAG_NODE),
 }
 
-_SPEC = re.compile(r"^(\d+)x(\d+)x(\d+)$")
+#: Numbers in option values are at most 20 digits (any 64-bit value, so the
+#: range checks still name it); longer is malformed, as Python's int()
+#: refuses 4,300 digits and more with a message of its own.
+_SPEC = re.compile(r"^(\d{1,20})x(\d{1,20})x(\d{1,20})$")
 
 
 def load(spec: str) -> Topology:
@@ -123,7 +126,7 @@ def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
     out: List[int] = []
     for item in text.split(","):
         item = item.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+)(?::(\d+))?)?", item)
+        m = re.fullmatch(r"(\d{1,20})(?:-(\d{1,20})(?::(\d{1,20}))?)?", item)
         if not m:
             raise TopologyError(f"malformed {what} item {item!r} in {text!r}")
         lo = int(m.group(1))

@@ -376,19 +376,23 @@ def doctor(install, as_json, mode):
 
 
 @click.command("inspect")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("source")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the groups as a JSON list instead of a table.")
 def inspect_cmd(source, as_json):
     """Read net.inet.tcp.reuseport_lb.groups from SOURCE (a dump of the
     sysctl, or a console log holding one) and show each group's members,
-    receiving CPUs, window counts and map ranges (docs/design.md)."""
+    receiving CPUs, window counts and map ranges (docs/design.md).
+    SOURCE may be - (stdin) or a FIFO, e.g. <(ssh host sysctl -n ...)."""
+    from rxl.decide import checks
     from rxl.verify import inspect as inspect_mod
+    checks.check_input(source, "SOURCE")
     try:
-        groups = inspect_mod.parse(Path(source).read_text(errors="replace")
-                                   .splitlines())
+        groups = inspect_mod.parse(checks.read_input(source).splitlines())
+    except OSError as exc:
+        raise click.ClickException(f"{checks.show(source)}: {exc.strerror}") from None
     except inspect_mod.InspectError as e:
-        raise click.ClickException(str(e))
+        raise click.ClickException(str(e)) from None
     if as_json:
         click.echo(json.dumps(inspect_mod.as_json(groups), indent=2))
     else:

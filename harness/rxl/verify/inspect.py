@@ -24,14 +24,17 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
+#: Numbers are at most 20 digits (a 64-bit counter); a longer one is a
+#: damaged line, skipped like any other that fits no pattern (Python would
+#: refuse to convert 4,300 digits or more at all).
 _GROUP = re.compile(
-    r"^group port (\d+) af (inet6?) members (\d+) gen (\d+) map (\d+) "
-    r"dirty ([01]) rebuilds (\d+) allocfail (\d+)\s*$")
-_LEARN = re.compile(r"^learn window_ms (\d+) age_ms (-?\d+) rolls (\d+)\s*$")
-_RX = re.compile(r"^rx (\d+) prev (\d+) cur (\d+)\s*$")
+    r"^group port (\d{1,20}) af (inet6?) members (\d{1,20}) gen (\d{1,20}) map (\d{1,20}) "
+    r"dirty ([01]) rebuilds (\d{1,20}) allocfail (\d{1,20})\s*$")
+_LEARN = re.compile(r"^learn window_ms (\d{1,20}) age_ms (-?\d{1,20}) rolls (\d{1,20})\s*$")
+_RX = re.compile(r"^rx (\d{1,20}) prev (\d{1,20}) cur (\d{1,20})\s*$")
 _MEMBER = re.compile(
-    r"^member (\d+) tag (\d+|none|hash) (explicit|learned|-) slots (\d+)\s*$")
-_CPU = re.compile(r"^cpu (\d+) offset (\d+) slots (\d+)\s*$")
+    r"^member (\d{1,20}) tag (\d{1,20}|none|hash) (explicit|learned|-) slots (\d{1,20})\s*$")
+_CPU = re.compile(r"^cpu (\d{1,20}) offset (\d{1,20}) slots (\d{1,20})\s*$")
 
 
 class InspectError(ValueError):
