@@ -199,6 +199,9 @@ def kernel_path(src: PathLike, objdir: PathLike,
 
 _PROGRESS = re.compile(r"^(>>> .*|linking kernel.*|.*\*\*\* \[.*\] Error code.*|"
                        r".*error: .*)$")
+#: bmake's line for a failed target; the line before the first one is the
+#: cause a failed stage names (e.g. "Cannot find host tool 'time' in PATH").
+_MAKE_ERROR = re.compile(r"^\*\*\* \[.*\] Error code")
 #: Makefile.inc1's closing line of a kernel build, with its own timing.
 _BUILT = re.compile(r"^>>> Kernel\(s\) +\S.* built in (\d+) seconds")
 
@@ -216,11 +219,16 @@ def _default_signals() -> None:
 
 
 class BuildError(RuntimeError):
-    """A stage failed; ``log`` names its full log."""
+    """A stage failed; ``log`` names its full log, ``cause`` the output line
+    before bmake's first ``*** [target] Error code`` (None if none), cut to
+    200 characters."""
 
-    def __init__(self, stage: str, rc: int, log: Path):
-        super().__init__(f"{stage} failed (exit {rc}); full log: {log}")
-        self.stage, self.rc, self.log = stage, rc, log
+    def __init__(self, stage: str, rc: int, log: Path, cause: Optional[str] = None):
+        if cause and len(cause) > 200:
+            cause = cause[:200] + "..."
+        said = f": {cause}" if cause else ""
+        super().__init__(f"{stage} failed (exit {rc}){said}; full log: {log}")
+        self.stage, self.rc, self.log, self.cause = stage, rc, log, cause
 
 
 class BuildSetupError(RuntimeError):
@@ -290,8 +298,13 @@ def run_stage(stage: Stage, logdir: PathLike,
         assert proc.stdout is not None
         first = None
         built = None
+        last = cause = None
         for line in proc.stdout:
             fh.write(line)
+            if _MAKE_ERROR.match(line):
+                cause = cause or last
+            elif line.strip() and not line.startswith(("--- ", "bmake[", "make[")):
+                last = line.strip()
             if first is None:
                 # make.py prints nothing before it holds the lock.
                 first = time.monotonic() - t0
@@ -307,7 +320,7 @@ def run_stage(stage: Stage, logdir: PathLike,
         dt = time.monotonic() - t0
         fh.write(f"# exit {rc} after {dt:.0f} s\n")
     if rc != 0:
-        raise BuildError(stage.name, rc, log)
+        raise BuildError(stage.name, rc, log, cause)
     extra = {"wait_seconds": round(first or 0.0)}
     if built is not None:
         extra["make_seconds"] = built

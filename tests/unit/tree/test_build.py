@@ -156,3 +156,21 @@ def test_build_kernel_checks_the_tree_before_making_dirs(tmp_path):
     with pytest.raises(FileNotFoundError, match="no sys/amd64/conf"):
         B.build_kernel(src, tmp_path / "obj", logdir=tmp_path / "logs", lock=None)
     assert not (tmp_path / "obj").exists()
+
+
+def test_a_failed_stage_names_the_line_before_makes_first_error(tmp_path):
+    """A bare Debian 12 failed kernel-toolchain with only 'exit 2; full log'
+    on the console; the cause sat in the log above bmake's error lines."""
+    bad = B.Stage("kernel-toolchain", ("sh", "-c", "echo '--- host-symlinks ---'; "
+                  "echo \"Cannot find host tool 'time' in PATH (/usr/bin).\"; "
+                  "echo '*** [host-symlinks] Error code 1'; echo; "
+                  "echo 'bmake[3]: stopped in /src/tools/build'; "
+                  "echo '*** [_worldtmp] Error code 2'; exit 2"))
+    with pytest.raises(B.BuildError) as ei:
+        B.run_stage(bad, tmp_path, lambda s: None)
+    assert str(ei.value).startswith("kernel-toolchain failed (exit 2): Cannot find host "
+                                    "tool 'time' in PATH (/usr/bin).; full log: ")
+    assert ei.value.cause == "Cannot find host tool 'time' in PATH (/usr/bin)."
+    long = B.Stage("x", ("sh", "-c", f"echo {'y' * 500}; echo '*** [a] Error code 1'; exit 1"))
+    with pytest.raises(B.BuildError, match=r"y{200}\.\.\.; full log"):
+        B.run_stage(long, tmp_path, lambda s: None)
