@@ -225,3 +225,24 @@ def test_inspect_reads_stdin_and_a_fifo_and_refuses_a_directory(tmp_path):
     assert r.exit_code == 2 and "is a directory" in r.output
     r = _run("inspect", str(tmp_path / "absent"))
     assert r.exit_code == 2 and "no such file" in r.output
+
+
+@pytest.mark.parametrize("args, why", [
+    (["--workers", "0"], "--workers must be 1..256, got 0"),
+    (["--workers", "100000"], "--workers must be 1..256"),
+    (["--repetitions", "0"], "--repetitions must be >= 1"),
+    (["--cc", ""], "--cc is empty"),
+    (["--cc", 'a "b'], "--cc 'a \"b': No closing quotation"),
+    (["--topology", "2x4x2"], "--topology is read only by --setup ebpf-deal"),
+])
+def test_bench_accept_option_mistakes_are_usage_errors(args, why, tmp_path):
+    """They were exit 1, like a failed run; --spacing-ms nan always was 2."""
+    r = _run("bench", "accept", "--dry-run", "--build-dir", str(tmp_path / "b"), *args)
+    assert r.exit_code == 2 and why in r.output, r.output
+    assert len([ln for ln in r.output.splitlines() if ln.startswith("Error:")]) == 1
+
+
+def test_kcount_table_unknown_case_is_a_usage_error(tmp_path):
+    (tmp_path / "t.json").write_text("{}")
+    r = _run("kcount", "table", "--trace", "nosuch", "patched", str(tmp_path / "t.json"))
+    assert r.exit_code == 2 and "--trace: case 'nosuch'" in r.output, r.output

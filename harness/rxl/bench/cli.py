@@ -21,6 +21,7 @@ from rxl.bench import kcount_record as KR
 from rxl.bench import kcount_sites, lbsetsock
 from rxl.bench import knobs as KN
 from rxl.bench import tables as AT
+from rxl.decide.checks import BadInput
 from rxl.decide.topology import TopologyError
 
 
@@ -212,69 +213,19 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
                      concurrency=concurrency, abort_share=abort_share,
                      abort_kind=abort_kind, untagged=untagged,
                      lag_ms=lag_ms, mutex_delay_ms=mutex_delay_ms)
-    try:
-        _accept(setups, workers, connections, spacing_ms, repetitions,
-                work_ms or (A.DEFAULT_WORK_MS,), knobs, order,
-                kill_first_at, reorder_every, pin, client_cpu, topo,
-                numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
-                dry_run)
-    except A.BenchError as e:
+    works = work_ms or (A.DEFAULT_WORK_MS,)
+    try:  # every option value, before any build: a usage error (exit 2)
+        req = _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
+                              knobs, order, kill_first_at, reorder_every, pin, client_cpu,
+                              topo, numa_map, as_json, plot, raw_dir, build_dir, cc, dry_run)
+    except (A.BenchError, ValueError, TopologyError) as e:
+        raise BadInput(str(e)) from None
+    try:  # this machine and the runs: a failure at run time (exit 1)
+        if not dry_run:
+            A.check_platform(req.setups)
+        summaries, skipped = AR.run_all(req, click.echo, lambda m: click.echo(m, err=True))
+    except (A.BenchError, ValueError, TopologyError) as e:
         raise click.ClickException(str(e)) from None
-    except (ValueError, TopologyError) as e:
-        raise click.ClickException(str(e)) from None
-
-
-def _accept(setups, workers, connections, spacing_ms, repetitions, works,
-            knobs, order, kill_first_at, reorder_every, pin, client_cpu,
-            topo, numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
-            dry_run):
-    if repetitions < 1:
-        raise A.BenchError(f"--repetitions must be >= 1, got {repetitions}")
-    if not 1 <= workers <= A.MAX_WORKERS:
-        raise A.BenchError(f"--workers must be 1..{A.MAX_WORKERS}, "
-                           f"got {workers}")
-    setups = A.unique_setups(setups or A.DEFAULT_SETUPS)
-    cfgs = [A.RunConfig(workers=workers, connections=connections,
-                        spacing_ms=spacing_ms, work_ms=w,
-                        order=A.parse_order(order, workers),
-                        kill_first_at=kill_first_at,
-                        reorder_every=reorder_every, pin=pin,
-                        client_rotate=client_cpu == "rotate", knobs=knobs)
-            for w in dict.fromkeys(works)]
-    for c in cfgs:
-        c.validate()
-        for s in setups:
-            A.server_argv("acceptd", s, c)      # refuse before any run
-    # Checked before any build; an option no setup reads is refused.
-    if topo is not None:
-        if "ebpf-deal" not in setups:
-            raise A.BenchError("--topology is read only by --setup ebpf-deal")
-        from rxl.decide import topology as T
-        ebpf.pinned_cpus(workers, T.load(topo))
-    if numa_map is not None:
-        if "ebpf-numa-rr" not in setups:
-            raise A.BenchError("--numa-map is read only by --setup "
-                               "ebpf-numa-rr")
-        ebpf.parse_node_map(numa_map)
-    if not dry_run:
-        A.check_platform(setups)
-    if plot:
-        # Fail before minutes of runs, not after them.
-        AO.check_plot_target(plot)
-    if raw_dir:
-        A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
-    bdir = Path(build_dir) if build_dir else A.default_build_dir()
-    A.check_dir(bdir, "--build-dir" if build_dir else
-                "build directory (from $RXL_BUILD_DIR)"
-                if os.environ.get("RXL_BUILD_DIR") else "build directory",
-                create=not dry_run)
-    req = AR.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
-                     build_dir=bdir, cc=A.cc_words(cc),
-                     raw_dir=Path(raw_dir) if raw_dir else None,
-                     dry_run=dry_run, quiet=as_json, topology=topo,
-                     numa_map=numa_map)
-    summaries, skipped = AR.run_all(req, click.echo,
-                                    lambda m: click.echo(m, err=True))
     if dry_run:
         return
     config = {"workers": workers, "connections": connections,
@@ -294,6 +245,56 @@ def _accept(setups, workers, connections, spacing_ms, repetitions, works,
         AO.plot_shares(summaries, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
+
+
+def _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
+                    knobs, order, kill_first_at, reorder_every, pin, client_cpu,
+                    topo, numa_map, as_json, plot, raw_dir, build_dir, cc,
+                    dry_run) -> "AR.Request":
+    """The options, checked (errors name the option) -> AR.Request."""
+    if repetitions < 1:
+        raise A.BenchError(f"--repetitions must be >= 1, got {repetitions}")
+    if not 1 <= workers <= A.MAX_WORKERS:
+        raise A.BenchError(f"--workers must be 1..{A.MAX_WORKERS}, "
+                           f"got {workers}")
+    setups = A.unique_setups(setups or A.DEFAULT_SETUPS)
+    cfgs = [A.RunConfig(workers=workers, connections=connections,
+                        spacing_ms=spacing_ms, work_ms=w,
+                        order=A.parse_order(order, workers),
+                        kill_first_at=kill_first_at,
+                        reorder_every=reorder_every, pin=pin,
+                        client_rotate=client_cpu == "rotate", knobs=knobs)
+            for w in dict.fromkeys(works)]
+    for c in cfgs:
+        c.validate()
+        for s in setups:
+            A.server_argv("acceptd", s, c)      # refuse before any run
+    # An option no setup reads is refused.
+    if topo is not None:
+        if "ebpf-deal" not in setups:
+            raise A.BenchError("--topology is read only by --setup ebpf-deal")
+        from rxl.decide import topology as T
+        ebpf.pinned_cpus(workers, T.load(topo))
+    if numa_map is not None:
+        if "ebpf-numa-rr" not in setups:
+            raise A.BenchError("--numa-map is read only by --setup "
+                               "ebpf-numa-rr")
+        ebpf.parse_node_map(numa_map)
+    if plot:
+        # Fail before minutes of runs, not after them.
+        AO.check_plot_target(plot)
+    if raw_dir:
+        A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
+    bdir = Path(build_dir) if build_dir else A.default_build_dir()
+    A.check_dir(bdir, "--build-dir" if build_dir else
+                "build directory (from $RXL_BUILD_DIR)"
+                if os.environ.get("RXL_BUILD_DIR") else "build directory",
+                create=not dry_run)
+    return AR.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
+                      build_dir=bdir, cc=A.cc_words(cc),
+                      raw_dir=Path(raw_dir) if raw_dir else None,
+                      dry_run=dry_run, quiet=as_json, topology=topo,
+                      numa_map=numa_map)
 
 
 @click.group("kcount")
@@ -377,9 +378,9 @@ def table(traces, out):
     docs: dict = {}
     for case, variant, path in traces:
         if case not in K.CASES:
-            raise click.ClickException(f"case {case!r}: one of {', '.join(K.CASES)}")
+            raise BadInput(f"--trace: case {case!r}: one of {', '.join(K.CASES)}")
         if variant not in K.VARIANTS:
-            raise click.ClickException(f"variant {variant!r}: one of {', '.join(K.VARIANTS)}")
+            raise BadInput(f"--trace: variant {variant!r}: one of {', '.join(K.VARIANTS)}")
         try:
             docs.setdefault((case, variant), []).append(K.load(path))
         except (K.KcountError, OSError) as exc:

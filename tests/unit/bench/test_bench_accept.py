@@ -309,7 +309,7 @@ def test_cli_raw_dir_checked_before_the_first_run(tmp_path, monkeypatch, dry):
         "accept", "--raw-dir", str(tmp_path / "file" / "x"), "--setup",
         "noflag", "--repetitions", "1", "--connections", "10",
         "--build-dir", str(tmp_path / "b")] + (["--dry-run"] if dry else []))
-    assert res.exit_code == 1 and res.exception is not None
+    assert res.exit_code == 2 and res.exception is not None
     assert isinstance(res.exception, SystemExit)       # no traceback
     err = [x for x in res.output.splitlines() if x.startswith("Error")]
     assert len(err) == 1 and "--raw-dir" in err[0], res.output
@@ -338,7 +338,7 @@ def test_cli_bad_build_dir_is_one_line(tmp_path, monkeypatch, how):
         monkeypatch.setenv("RXL_BUILD_DIR", str(bad))
     for extra in ([], ["--dry-run"]):
         res = CliRunner().invoke(bench, args + extra)
-        assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+        assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
         err = [x for x in res.output.splitlines() if x.startswith("Error")]
         assert len(err) == 1 and str(bad) in err[0], res.output
         assert ("--build-dir" if how == "option" else "RXL_BUILD_DIR") in err[0]

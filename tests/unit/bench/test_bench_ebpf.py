@@ -233,7 +233,7 @@ def test_cli_checks_topology_and_numa_map_before_building(tmp_path,
             (["--setup", "ebpf-deal", "--workers", "4", "--topology",
               "1x1x1"], "CPU 1 is not in topology 1x1x1")):
         res = _cli(tmp_path, *args)
-        assert res.exit_code == 1 and msg in res.output, (args, res.output)
+        assert res.exit_code == 2 and msg in res.output, (args, res.output)
         # Refused before anything is built or printed.
         assert res.output.startswith("Error:"), res.output
     res = _cli(tmp_path, "--setup", "ebpf-deal", "--workers", "4",

@@ -124,7 +124,7 @@ def test_table_cli_writes_the_issue_schema(tmp_path):
 def test_table_cli_refuses_unknown_names(tmp_path, args, msg):
     t = _write(tmp_path, [ACCEPT])
     r = CliRunner().invoke(kcount_cmd, ["table", "--trace", *args, t])
-    assert r.exit_code == 1 and msg in r.output
+    assert r.exit_code == 2 and msg in r.output
 
 
 # The handshake in two traces: tcp_input --only-syn (the SYN entering
