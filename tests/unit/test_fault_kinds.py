@@ -246,3 +246,18 @@ def test_kcount_table_unknown_case_is_a_usage_error(tmp_path):
     (tmp_path / "t.json").write_text("{}")
     r = _run("kcount", "table", "--trace", "nosuch", "patched", str(tmp_path / "t.json"))
     assert r.exit_code == 2 and "--trace: case 'nosuch'" in r.output, r.output
+
+
+@pytest.mark.parametrize("cmd", ["apply", "export"])
+def test_series_patches_without_base_is_a_usage_error(cmd, tmp_path):
+    """'--patches /tmp' gave "[Errno 2] No such file or directory: '/tmp/BASE'", exit 1."""
+    src, patches = _snapshot_like(tmp_path)
+    before = _state(src)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = _run("series", cmd, "--src", str(src), "--patches", str(empty))
+    assert r.exit_code == 2 and "'--patches'" in r.output and "no BASE file" in r.output
+    r = _run("series", cmd, "--src", str(src), "--patches", str(tmp_path / "absent"))
+    assert r.exit_code == 2 and "no such directory" in r.output, r.output
+    assert "Errno" not in r.output
+    assert _state(src) == before

@@ -37,6 +37,18 @@ def _git_top(src: str) -> Path:
     return Path(src)
 
 
+def _patches(patches_dir: str) -> Path:
+    """``--patches`` checked before anything runs: a directory holding
+    ``BASE`` (the base's repository and commit), else a usage error (exit 2)."""
+    p = Path(patches_dir)
+    if not p.is_dir():
+        raise click.BadParameter(f"{patches_dir}: no such directory", param_hint="'--patches'")
+    if not (p / "BASE").is_file():
+        raise click.BadParameter(f"{patches_dir}: no BASE file (not the series' patches/)",
+                                 param_hint="'--patches'")
+    return p
+
+
 @click.group()
 def series():
     """The three-commit FreeBSD patch series in patches/."""
@@ -69,9 +81,9 @@ def _lock(lock):
                    "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
-    src = _git_top(src)
+    src, patches = _git_top(src), _patches(patches_dir)
     try:
-        S.apply_series(src, Path(patches_dir), branch=branch,
+        S.apply_series(src, patches, branch=branch,
                        lock=_lock(lock), echo=click.echo)
     except (P.SeriesError, OSError) as e:
         _fail(str(e))
@@ -83,9 +95,9 @@ def apply_cmd(src, branch, patches_dir, lock):
 @patches_option
 def export_cmd(src, branch, patches_dir):
     """Regenerate patches/ with git format-patch from the branch."""
-    src = _git_top(src)
+    src, patches = _git_top(src), _patches(patches_dir)
     try:
-        S.export_series(src, Path(patches_dir), branch=branch,
+        S.export_series(src, patches, branch=branch,
                         echo=click.echo)
     except (P.SeriesError, OSError) as e:
         _fail(str(e))
