@@ -261,3 +261,25 @@ def test_series_patches_without_base_is_a_usage_error(cmd, tmp_path):
     assert r.exit_code == 2 and "no such directory" in r.output, r.output
     assert "Errno" not in r.output
     assert _state(src) == before
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"\xff\xfe", "not UTF-8 text"),
+    (b"a: " + b"[" * 100000 + b"]" * 100000 + b"\n", "nested too deeply"),
+])
+def test_targets_file_that_is_binary_or_too_deep_is_one_line(content, why, tmp_path):
+    """rxl targets raised UnicodeDecodeError / RecursionError tracebacks."""
+    f = tmp_path / "t.yaml"
+    f.write_bytes(content)
+    r = _run("targets", "--targets", str(f))
+    assert r.exit_code == 1 and why in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    r = _run("targets", "--targets", str(tmp_path))
+    assert r.exit_code == 1 and "is a directory" in r.output
+
+
+def test_timings_file_nested_too_deep_is_no_timings(tmp_path):
+    from rxl.tree import progress
+    f = tmp_path / "timings.json"
+    f.write_text("[" * 100000 + "]" * 100000)
+    assert progress.load(f) == {}

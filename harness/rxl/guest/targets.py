@@ -293,10 +293,14 @@ def load(path: Optional[str] = None) -> Targets:
     """Read and validate the targets file (default :func:`default_path`).
 
     A missing default file is an empty set of targets; a missing file given
-    explicitly, unreadable YAML or invalid contents raise TargetsError.
+    explicitly, a directory, bytes that are not UTF-8, unreadable YAML (also
+    nested past Python's recursion limit) or invalid contents raise
+    TargetsError.
     """
     import yaml
     p = Path(path) if path else default_path()
+    if p.is_dir():
+        raise TargetsError([f"{p}: is a directory, not a targets file"])
     if not p.is_file():
         if path:
             raise TargetsError([f"{p}: no such file"])
@@ -308,6 +312,12 @@ def load(path: Optional[str] = None) -> Targets:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise TargetsError([f"{p}:{where}: not valid YAML: "
                             f"{getattr(exc, 'problem', None) or exc}"]) from None
+    except UnicodeDecodeError:
+        raise TargetsError([f"{p}: not UTF-8 text"]) from None
+    except RecursionError:
+        raise TargetsError([f"{p}: not valid YAML: nested too deeply"]) from None
+    except OSError as exc:
+        raise TargetsError([f"{p}: {exc.strerror}"]) from None
     return _with_builtins(parse(doc, str(p)))
 
 

@@ -50,7 +50,7 @@ def load(path: Optional[Path] = None) -> Dict[str, dict]:
     p = timings_path() if path is None else Path(path)
     try:
         data = json.loads(p.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(data, dict):
         return {}
