@@ -65,11 +65,27 @@ class RunSummary:
         return [w["cpu"] for w in self.workers]
 
 
+#: learnd prints counts, ids and errnos (module doc of learnd.c): at most 20
+#: digits (64 bits); only a CPU or queue may be -1 (unpinned, unknown).
+_MAX_DIGITS = 20
+_MAY_BE_MINUS_ONE = frozenset({"cpu", "wcpu", "hcpu", "q", "rc"})
+
+
+def _int(text: str, key: str, line: str) -> int:
+    """One learnd number; LearnError (one line, cut) for anything else,
+    including 5,000 digits, which int() itself refuses with a ValueError."""
+    digits = text[1:] if text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > _MAX_DIGITS or \
+            int(text) < (-1 if key in _MAY_BE_MINUS_ONE else 0):
+        raise LearnError(f"malformed learnd line ({key}={text[:24]}): {line[:200]}")
+    return int(text)
+
+
 def _ints(kv: Dict[str, str], keys: Sequence[str], line: str) -> Dict[str, int]:
-    try:
-        return {k: int(kv[k]) for k in keys}
-    except (KeyError, ValueError):
-        raise LearnError(f"malformed learnd line (need {', '.join(keys)}): {line}") from None
+    missing = [k for k in keys if k not in kv]
+    if missing:
+        raise LearnError(f"malformed learnd line (need {', '.join(keys)}): {line[:200]}")
+    return {k: _int(kv[k], k, line) for k in keys}
 
 
 def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
@@ -113,8 +129,8 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 r.views.append(view)
             elif kind == "GL":
                 seq, _, text = rest.partition(" ")
-                key = (label, int(seq[4:])) if seq.startswith("seq=") and \
-                    seq[4:].isdigit() else None
+                key = (label, _int(seq[4:], "seq", line)) if seq.startswith("seq=") \
+                    else None
                 if key not in view_of:
                     raise LearnError(f"malformed learnd line (GL before its G): {line}")
                 view_of[key]["lines"].append(text)
@@ -128,9 +144,13 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 w = _ints(kv, ("worker",), line)["worker"]
                 for item in rest.split()[1:]:
                     port, sep, hcpu = item.partition(":")
-                    if not sep or not port.isdigit() or not hcpu.lstrip("-").isdigit():
-                        raise LearnError(f"malformed learnd line (K item {item!r}): {line}")
-                    r.conns.append((w, int(port), int(hcpu)))
+                    try:
+                        if not sep:
+                            raise LearnError(item)
+                        r.conns.append((w, _int(port, "port", line), _int(hcpu, "hcpu", line)))
+                    except LearnError:
+                        raise LearnError(f"malformed learnd line (K item {item[:24]!r}): "
+                                         f"{line[:200]}") from None
             elif kind == "FT":
                 v = _ints(kv, ("ftype", "n"), line)
                 r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]
@@ -142,8 +162,7 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 name, _, value = rest.partition(":")
                 r.sysctls[name.strip()] = value.strip()
             elif kind == "END":
-                rc = kv.get("rc")
-                r.rc = int(rc) if rc and rc.lstrip("-").isdigit() else None
+                r.rc = _int(kv["rc"], "rc", line) if "rc" in kv else None
             elif kind != "BEGIN":
                 r.notes.append(f"unknown learn line: {line}")
         except LearnError as exc:

@@ -80,3 +80,23 @@ def test_cli_says_when_the_run_had_no_map(tmp_path):
                    "==RXL== LEARN K r worker=0 40000:0\n")
     res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
     assert res.exit_code == 1 and "learning was off" in res.output
+
+
+def test_learnd_lines_with_5000_digits_or_negative_counts_are_notes():
+    """A 5,000-digit number raised int()'s ValueError out of parse_learn (a
+    traceback under rxl learn --log); a count of -1 made 'n=-4 measured
+    connections' and exit 0. Both are now malformed lines, kept as notes."""
+    big = "9" * 5000
+    lines = [f"==RXL== LEARN K r worker=3 40000:{big}",
+             f"==RXL== LEARN W r worker=0 cpu=0 accepts={big} errors=0 pinerr=0",
+             "==RXL== LEARN W r worker=1 cpu=-1 accepts=-1 errors=0 pinerr=0",
+             "==RXL== LEARN C r phase=m worker=0 wcpu=-2 hcpu=0 q=0 n=1",
+             "==RXL== LEARN C r phase=m worker=0 wcpu=-1 hcpu=-1 q=-1 n=1",
+             f"==RXL== LEARN END r rc={big}"]
+    run = R.parse_learn(lines)["r"]
+    assert run.conns == [] and run.workers == [] and run.rc is None
+    assert [c.n for c in run.counts] == [1]
+    assert len(run.notes) == 5 and all(len(n) < 300 for n in run.notes)
+    assert any("K item" in n for n in run.notes)
+    assert any("accepts=-1" in n for n in run.notes)
+    assert any("wcpu=-2" in n for n in run.notes)
