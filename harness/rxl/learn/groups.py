@@ -19,6 +19,7 @@ went where, so that is the one inference made here.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -58,8 +59,9 @@ def parse_counts(text: str) -> Counts:
         return out
     for item in text.split(","):
         parts = item.split(":")
-        if len(parts) != 4 or not parts[0]:
-            raise ValueError(f"count item {item!r} is not phase:hcpu:wcpu:n")
+        if len(parts) != 4 or not parts[0] or \
+                not all(re.fullmatch(r"-?\d{1,20}", p) for p in parts[1:]):
+            raise ValueError(f"count item {item[:40]!r} is not phase:hcpu:wcpu:n")
         out[(parts[0], int(parts[1]), int(parts[2]))] = int(parts[3])
     return out
 
@@ -67,11 +69,17 @@ def parse_counts(text: str) -> Counts:
 def views(raw: Sequence[Mapping], port: int = PORT) -> List[View]:
     """``RunSummary.views`` (dicts with seq, t_ms, phase, err, x, lines) ->
     :class:`View` list in seq order.  A copy whose lines the inspect parser
-    refuses keeps ``group`` None and the reason in ``notes``."""
+    refuses keeps ``group`` None and the reason in ``notes``; one whose
+    ``x=`` is damaged keeps empty counts and the reason in ``notes``."""
     out = []
     for r in sorted(raw, key=lambda r: r["seq"]):
-        v = View(int(r["seq"]), int(r["t_ms"]), str(r["phase"]), int(r["err"]),
-                 parse_counts(str(r["x"])))
+        try:
+            counts, bad = parse_counts(str(r["x"])), None
+        except ValueError as exc:  # a damaged G line: the view without its counts
+            counts, bad = {}, f"x=: {exc}"
+        v = View(int(r["seq"]), int(r["t_ms"]), str(r["phase"]), int(r["err"]), counts)
+        if bad:
+            v.notes.append(bad)
         try:
             groups = inspect_mod.parse(r.get("lines", []))
         except inspect_mod.InspectError as exc:

@@ -100,3 +100,15 @@ def test_learnd_lines_with_5000_digits_or_negative_counts_are_notes():
     assert any("K item" in n for n in run.notes)
     assert any("accepts=-1" in n for n in run.notes)
     assert any("wcpu=-2" in n for n in run.notes)
+
+
+def test_a_g_line_with_5000_digit_counts_keeps_the_view_without_them():
+    from rxl.learn import groups as G
+    big = "9" * 5000
+    run = R.parse_learn([f"==RXL== LEARN G r seq=1 t_ms=5 phase=m err=0 x=m:0:0:{big}",
+                         f"==RXL== LEARN GL r seq=1 group port {big} af inet members 0 "
+                         "gen 5 map 0 dirty 0 rebuilds 3 allocfail 0"])["r"]
+    (v,) = G.views(run.views)
+    assert v.counts == {} and v.group is None
+    assert len(v.notes) == 1 and "is not phase:hcpu:wcpu:n" in v.notes[0]
+    assert len(v.notes[0]) < 120
