@@ -283,3 +283,18 @@ def test_timings_file_nested_too_deep_is_no_timings(tmp_path):
     f = tmp_path / "timings.json"
     f.write_text("[" * 100000 + "]" * 100000)
     assert progress.load(f) == {}
+
+
+@pytest.mark.parametrize("args, hint, why", [
+    (["--kernel", "/nonexistent-rxl-kernel"], "'--kernel'", "no such file"),
+    (["--case-timeout", "99999999999999999999999"], "'--case-timeout'", "must be 1...86400"),
+    (["--case-timeout", "86401"], "'--case-timeout'", "must be 1...86400"),
+])
+def test_run_refuses_before_the_series_stage(args, hint, why, tmp_path):
+    """--kernel was checked in the build stage (exit 1, after the series stage);
+    a case timeout of 1e23 s passed to the end, where the guest's timeout(1)
+    would fail every case."""
+    r = _run("run", "--dry-run", "--base-url", str(tmp_path), "--out", str(tmp_path / "o"),
+             *args)
+    assert r.exit_code == 2 and hint in r.output and why in r.output, r.output
+    assert "== series" not in r.output

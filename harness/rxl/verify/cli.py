@@ -163,7 +163,7 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
 @click.option("--tests-on-spread", is_flag=True,
               help="Run the ATF suite on the spread boot too (default: placement only).")
 @click.option("--case-timeout", default=300, show_default=True,
-              help="Seconds per ATF case (>= 1).")
+              help="Seconds per ATF case (1 to 86400).")
 @click.option("--atf-var", "atf_vars", multiple=True, metavar="NAME=VALUE",
               help="ATF configuration variable for every case (-v NAME=VALUE), e.g. "
                    "churn_seconds=200 for the churn cases' duration (repeatable).")

@@ -18,11 +18,17 @@ import click
 from rxl.verify.job import RunOptions, guest_config
 
 
+#: Longest --case-timeout, s: a day. The guest's rc hands it to timeout(1),
+#: which refuses a duration it cannot represent, so every case would "fail"
+#: after the builds; no ATF case of the run takes more than minutes.
+MAX_CASE_TIMEOUT = 86400
+
+
 def check_options(opts: RunOptions) -> Optional[str]:
     """Refuse, in one line (click.BadParameter: exit 2), everything that would
     otherwise fail only after the builds: the guest (--memory, at most the host's
     RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
-    --test sources, names given to --new-program, --pristine-kernel and
+    --test sources, names given to --new-program, --kernel, --pristine-kernel and
     --pristine-src, and --src (rxl.tree.base.classify: no such directory, not a
     FreeBSD tree, the base commit missing, a plain tree without a pristine
     kernel). Returns what --src is (rxl.tree.base.SrcKind), None without it."""
@@ -30,8 +36,9 @@ def check_options(opts: RunOptions) -> Optional[str]:
     from rxl.guest import qemu as qemu_mod
     from rxl.tree import base as base_mod
     from rxl.tree import world as world_mod
-    if opts.case_timeout < 1:
-        raise click.BadParameter(f"{opts.case_timeout}: must be >= 1 (seconds per case)",
+    if not 1 <= opts.case_timeout <= MAX_CASE_TIMEOUT:
+        raise click.BadParameter(f"{checks.show(opts.case_timeout, 24)}: must be 1..."
+                                 f"{MAX_CASE_TIMEOUT} (seconds per case)",
                                  param_hint="'--case-timeout'")
     for path, opt in ((opts.out, "--out"), (opts.guest_dir, "--guest-dir"),
                       (opts.objdir, "--objdir"), (opts.work, "$RXL_WORK")):
@@ -62,6 +69,8 @@ def check_options(opts: RunOptions) -> Optional[str]:
         raise click.BadParameter(f"{', '.join(unknown)}: not a test program of this run "
                                  f"(known: {', '.join(names)})",
                                  param_hint="'--new-program'")
+    if opts.kernel and not Path(opts.kernel).is_file():
+        raise click.BadParameter(f"{opts.kernel}: no such file", param_hint="'--kernel'")
     if opts.pristine_kernel and not Path(opts.pristine_kernel).is_file():
         raise click.BadParameter(f"{opts.pristine_kernel}: no such file",
                                  param_hint="'--pristine-kernel'")

@@ -200,7 +200,8 @@ def test_run_missing_kernel(fake_tree, tmp_path):
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
                                     str(tmp_path / "nope"), "--out", str(tmp_path / "o"),
                                     *PK(tmp_path)])
-    assert res.exit_code == 1 and "no such file" in res.output
+    assert res.exit_code == 2 and "'--kernel'" in res.output and "no such file" in res.output
+    assert not (tmp_path / "o").exists()          # refused before the series stage
 
 
 def test_parse_cli_table_json_and_exit_status():
@@ -242,11 +243,19 @@ def test_atf_dir_missing_or_empty_is_an_error(fake_tree, tmp_path):
     assert "_test.c" not in res.output.replace("so_reuseport_lb_test.c", "")
 
 
-def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path):
+def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path, monkeypatch):
+    from rxl.verify import stages
+    from rxl.verify.job import StageFailed
     out = tmp_path / "out"
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"k")
+
+    def lost(opts, st):  # the kernel passed the preflight, then went away
+        raise StageFailed(f"build: --kernel {opts.kernel}: no such file")
+    monkeypatch.setattr(stages, "_build_patched", lost)
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
-                                    str(tmp_path / "nope"), "--out", str(out), *PK(tmp_path)])
-    assert res.exit_code == 1
+                                    str(kernel), "--out", str(out), *PK(tmp_path)])
+    assert res.exit_code == 1, res.output
     assert (out / "stage-series.log").read_text().startswith("stage: series\nstatus: ok")
     build_log = (out / "stage-build.log").read_text()
     assert "status: failed" in build_log and "no such file" in build_log
