@@ -351,8 +351,8 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
     from rxl.tree.build import BuildError, StageResult
 
     results = []
-    for st in stages:
-        echo(f"{st.name}: started, log {Path(logdir) / (st.name + '.log')}")
+    for st in stages:  # run_stage says started / done, with the expected time
+        echo(f"{st.name}: log {Path(logdir) / (st.name + '.log')}")
         t0 = time.monotonic()
         try:
             res = run_stage(st, logdir, echo)
@@ -366,7 +366,6 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
                  f"(see {exc.log}); continuing with the userland build")
             res = StageResult(st.name, exc.rc, time.monotonic() - t0, exc.log,
                               {"test_includes_failed": bad})
-        echo(f"{st.name}: done in {res.seconds:.0f} s")
         results.append(res)
     missing = outs.missing()
     if missing:

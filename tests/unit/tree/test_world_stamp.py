@@ -47,3 +47,27 @@ def test_a_header_commit_changes_the_stamp_text(tmp_path):
     before = W.head_of(str(src), W.USERLAND_PATHS)
     _commit(src, "sys/netinet/in.h", "#define IPPROTO_X 1\n")
     assert W.head_of(str(src), W.USERLAND_PATHS) != before
+
+
+def test_build_world_says_started_and_done_once_per_stage(tmp_path, monkeypatch):
+    """A cold run printed 'world-includes: started' and '...: done in 30 s' twice
+    each: once from build_world, once from run_stage's progress line."""
+    from rxl.tree import build as B
+    from rxl.tree import progress
+    monkeypatch.setattr(progress, "timings_path", lambda: tmp_path / "timings.json")
+    monkeypatch.setattr(B, "toolchain_done", lambda objdir: True)
+    monkeypatch.setattr(W, "plan_world", lambda src, objdir, jobs, lock: [
+        B.Stage("world-includes", ("sh", "-c", "echo '>>> includes'")),
+        B.Stage("world-build", ("sh", "-c", "echo '>>> build'"))])
+    monkeypatch.setattr(W, "head_of", lambda src, paths: "h")
+    monkeypatch.setattr(W, "ensure_atf_headers", lambda src, objdir, echo: None)
+    monkeypatch.setattr(W.WorldOutputs, "missing", lambda self: [])
+    W.objtop(str(tmp_path / "src"), str(tmp_path / "obj")).mkdir(parents=True)
+    seen = []
+    res = W.build_world(str(tmp_path / "src"), str(tmp_path / "obj"),
+                        logdir=str(tmp_path / "logs"), lock=None, echo=seen.append)
+    assert [r.name for r in res["stages"]] == ["world-includes", "world-build"]
+    for name in ("world-includes", "world-build"):
+        assert len([s for s in seen if s.startswith(f"{name}: started")]) == 1, seen
+        assert len([s for s in seen if s.startswith(f"{name}: done in")]) == 1, seen
+        assert f"{name}: log {tmp_path / 'logs' / name}.log" in seen
