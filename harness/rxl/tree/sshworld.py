@@ -24,6 +24,7 @@ Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -122,6 +123,48 @@ def cross_built_tools(objtop: Path) -> List[Path]:
             continue
         if head[:4] == b"\x7fELF" and any(m in head for m in FREEBSD_MARKS):
             bad.append(p)
+    return bad
+
+
+#: An absolute path in a ``.depend*`` file (bsd.dep.mk's ``-MD`` output): up to a
+#: space, colon or the line continuation's backslash.
+_DEP_PATH = re.compile(r"(/[^\s:\\]+)")
+#: Top-level directories of a FreeBSD source tree (its root ``Makefile``'s SUBDIR list
+#: and what the build reads); a path holding ``/<one of these>/`` names a tree file.
+_TREE_TOPS = ("bin", "cddl", "contrib", "crypto", "gnu", "include", "kerberos5", "lib",
+              "libexec", "rescue", "sbin", "secure", "share", "stand", "sys", "tools",
+              "usr.bin", "usr.sbin")
+
+
+def foreign_depends(objtop: Path, src: str) -> List[Path]:
+    """The ``.depend*`` files under ``objtop`` that name a source file of another tree.
+
+    A kernel-toolchain seeded from the shared store (:func:`rxl.tree.toolchain.seed`)
+    carries the dependency files of the tree it was built in; bmake adds their
+    sources to ``.ALLSRC``, so lib/libmagic's mkmagic was linked from this tree's
+    print.c and the other tree's (``multiple definition of `file_fmtnum'``,
+    2026-12-01). A path is foreign when it is not under ``src`` but ends in a file
+    of ``src`` below one of :data:`_TREE_TOPS` (paths under ``objtop``, such as
+    WORLDTMP's ``tmp/usr/include``, are the build's own). Removing such a file only drops
+    make's header dependencies of a product already built.
+    """
+    root = Path(src).resolve()
+    own = (str(root) + "/", str(Path(objtop).resolve()) + "/")
+    bad = []
+    for dep in sorted(Path(objtop).rglob(".depend*")):
+        try:
+            text = dep.read_text(errors="replace")
+        except OSError:
+            continue
+        for path in _DEP_PATH.findall(text):
+            if path.startswith(own + ("/usr/", "/lib", "/etc/")):
+                continue
+            parts = path.split("/")
+            rel = next((parts[i:] for i in range(1, len(parts) - 1)
+                        if parts[i] in _TREE_TOPS), None)
+            if rel and (root / "/".join(rel)).is_file():
+                bad.append(dep)
+                break
     return bad
 
 

@@ -148,6 +148,12 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
             for p in sshworld.cross_built_tools(world_mod.objtop(src, objdir)):
                 echo(f"{p}: built for FreeBSD, not the host: removed for _build-tools")
                 p.unlink()
+            foreign = sshworld.foreign_depends(world_mod.objtop(src, objdir), src)
+            if foreign:
+                echo(f"{len(foreign)} dependency files name another tree's sources "
+                     f"(e.g. {foreign[0]}): removed")
+            for p in foreign:
+                p.unlink()
         echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
         try:
             build_mod.run_stage(st, str(logdir), echo)

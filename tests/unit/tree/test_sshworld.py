@@ -42,3 +42,25 @@ def test_cross_built_tools_found_by_their_freebsd_marks(tmp_path):
     (tmp_path / "bin/sh").mkdir(parents=True)
     (tmp_path / "bin/sh/mknodes").write_bytes(elf + b"\0" * 300 + b"FreeBSD\0")
     assert W.cross_built_tools(tmp_path) == [tinfo / "make_keys", tmp_path / "bin/sh/mknodes"]
+
+
+def test_foreign_depends_name_another_trees_sources(tmp_path):
+    """A seeded objdir's .depend naming the same file in another tree is found (bmake
+    would link both copies); one naming this tree's, the host's headers or a
+    generated file in the objdir is kept."""
+    src = tmp_path / "src"
+    (src / "contrib/file/src").mkdir(parents=True)
+    (src / "contrib/file/src/print.c").write_text("")
+    top = tmp_path / "obj/amd64.amd64"
+    (top / "lib/libmagic").mkdir(parents=True)
+    (top / "lib/libmagic/.depend.mkmagic").write_text(
+        "mkmagic: /work/freebsd/contrib/file/src/print.c \\\n /usr/include/stdint.h\n")
+    (src / "include").mkdir()
+    (src / "include/stdio.h").write_text("")
+    (top / "lib/libmagic/.depend.ok").write_text(
+        f"mkmagic: {src}/contrib/file/src/print.c \\\n /usr/include/stdint.h "
+        f"{top}/lib/libmagic/magic.h {top}/tmp/usr/include/stdio.h\n")
+    (top / "usr.bin/awk").mkdir(parents=True)
+    (top / "usr.bin/awk/.depend.maketab").write_text(
+        "maketab: /elsewhere/contrib/one-true-awk/maketab.c\n")  # not a file of src
+    assert W.foreign_depends(top, str(src)) == [top / "lib/libmagic/.depend.mkmagic"]
