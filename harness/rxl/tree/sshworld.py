@@ -168,17 +168,61 @@ def foreign_depends(objtop: Path, src: str) -> List[Path]:
     return bad
 
 
+#: OpenSSH's configure arguments as crypto/openssh/freebsd-configure.sh gives them for
+#: the config.h FreeBSD commits (its last run: no Kerberos, no built-in security key),
+#: without ``--with-libedit`` (sftp(1) only, not built here) and with the mail
+#: directory FreeBSD's paths.h names (_PATH_MAILDIR), which configure cannot find when
+#: cross compiling.
+OPENSSH_CONFIGURE_ARGS: Tuple[str, ...] = (
+    "--prefix=/usr", "--sysconfdir=/etc/ssh", "--with-pam", "--without-tcp-wrappers",
+    "--with-ssl-engine", "--without-xauth", "--without-kerberos5",
+    "--without-security-key-builtin", "--with-maildir=/var/mail")
+#: The tree's OpenSSH config.h (FreeBSD commits it; the snapshot lacks it).
+OPENSSH_CONFIG_H = "crypto/openssh/config.h"
+
+
+def openssh_config_missing(src: str) -> bool:
+    """True when the tree lacks crypto/openssh/config.h (libssh and sshd include it)."""
+    return not (Path(src) / OPENSSH_CONFIG_H).is_file()
+
+
+def openssh_configure_argv(sysroot: str, *, clang: str = "/usr/lib/llvm-16/bin/clang",
+                           triple: str = "x86_64-unknown-freebsd14.0") -> List[List[str]]:
+    """The commands that make OpenSSH's config.h in a copy of crypto/openssh, as
+    freebsd-configure.sh does on FreeBSD (aclocal, autoheader, autoconf, configure),
+    but cross: configure's compile and link tests use clang for ``triple`` against
+    the world's ``sysroot`` (WORLDTMP, where libc, libcrypto, libpam and libz are
+    installed by the libraries' pass). Checks configure cannot run when cross
+    compiling take its stated defaults (its log lists them)."""
+    cc = f"{clang} --target={triple} --sysroot={sysroot}"
+    return [["aclocal", "-I", "m4"], ["autoheader"], ["autoconf"],
+            ["env", "-u", "CFLAGS", "-u", "CPPFLAGS", f"CC={cc}", f"CPP={cc} -E",
+             "LDFLAGS=-fuse-ld=lld", "sh", "configure", f"--host={triple}",
+             "--build=x86_64-pc-linux-gnu", f"--with-ssl-dir={sysroot}/usr",
+             *OPENSSH_CONFIGURE_ARGS]]
+
+
 def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
                    lock: Optional[str] = DEFAULT_LOCK, kyua: bool = False) -> List[Stage]:
     """The make.py stages (``world-ssh-includes``, ``world-ssh-build-tools``: the host tools
-    with the host compiler, ``world-ssh-build``), each under the lock."""
+    with the host compiler, ``world-ssh-libs`` when the tree lacks OpenSSH's config.h:
+    the libraries its configure links against, ``world-ssh-build``), each under the
+    lock."""
     objdir = objdir or default_objdir()
     inc = make_py_argv(src, objdir, ["_includes"], jobs=jobs)
     bt = make_py_argv(src, objdir, ["_build-tools"], jobs=jobs)
     bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(kyua), jobs=jobs)
-    return [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
-            Stage("world-ssh-build-tools", tuple(locked_argv(bt, lock))),
-            Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
+    stages = [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
+              Stage("world-ssh-build-tools", tuple(locked_argv(bt, lock)))]
+    if openssh_config_missing(src):
+        # the libraries first (libssh left out): configure links against them
+        v = ssh_make_vars(kyua)
+        v["_generic_libs"] = " ".join(x for x in v["_generic_libs"].split()
+                                      if x not in SSHD_GENERIC_LIBS)
+        v["SUBDIR_OVERRIDE"] = "secure/lib/libcrypto"
+        libs = make_py_argv(src, objdir, ["buildworld"], v, jobs=jobs)
+        stages.append(Stage("world-ssh-libs", tuple(locked_argv(libs, lock))))
+    return stages + [Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
 
 
 def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,

@@ -154,6 +154,8 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
                      f"(e.g. {foreign[0]}): removed")
             for p in foreign:
                 p.unlink()
+        if st.name == "world-ssh-build" and sshworld.openssh_config_missing(src):
+            openssh_config(src, objdir, str(logdir), echo)
         echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
         try:
             build_mod.run_stage(st, str(logdir), echo)
@@ -165,6 +167,40 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
             if not st.name.endswith("includes") or world_mod.includes_check_only_failure(
                     exc.log.read_text(errors="replace"), src) is None:
                 raise
+
+
+def openssh_config(src: str, objdir: str, logdir: str,
+                   echo: Callable[[str], None] = print) -> Path:
+    """Make the tree's missing crypto/openssh/config.h with OpenSSH's own configure, cross
+    (:func:`rxl.tree.sshworld.openssh_configure_argv`), in a copy under ``logdir`` and
+    copy it into the work tree (a generated file, as on FreeBSD; never into this
+    repository). Log: ``<logdir>/openssh-configure.log``. Returns the file; raises
+    GuestUpError naming the log when a step fails or a tool is missing."""
+    import shutil
+    from rxl.tree import sshworld
+    from rxl.tree import world as world_mod
+    work = Path(logdir) / "openssh-configure"
+    log = Path(logdir) / "openssh-configure.log"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(Path(src) / "crypto/openssh", work, symlinks=True)
+    t0 = time.monotonic()
+    echo(f"openssh-configure: the tree lacks {sshworld.OPENSSH_CONFIG_H}: running OpenSSH's "
+         f"configure (cross, log {log})")
+    with open(log, "w") as fh:
+        for argv in sshworld.openssh_configure_argv(str(world_mod.worldtmp(src, objdir))):
+            fh.write(f"$ {' '.join(argv)}\n")
+            fh.flush()
+            try:
+                rc = subprocess.run(argv, cwd=work, stdout=fh, stderr=subprocess.STDOUT).returncode
+            except FileNotFoundError:
+                raise GuestUpError(f"openssh-configure: {argv[0]} not found (apt-get install "
+                                   "-y autoconf automake; rxl doctor)") from None
+            if rc != 0:
+                raise GuestUpError(f"openssh-configure: {argv[0]} exited {rc}; log {log}")
+    dest = Path(src) / sshworld.OPENSSH_CONFIG_H
+    shutil.copyfile(work / "config.h", dest)
+    echo(f"openssh-configure: {dest} written in {time.monotonic() - t0:.0f} s")
+    return dest
 
 
 def up(src: str, kernel: str, *, tests: Dict[str, str],

@@ -20,10 +20,13 @@ def test_own_objdir_and_lock(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     stages = W.plan_ssh_world("/src", lock="/L")
     assert [s.name for s in stages] == ["world-ssh-includes", "world-ssh-build-tools",
-                                        "world-ssh-build"]
+                                        "world-ssh-libs", "world-ssh-build"]
     assert stages[1].argv[-1] == "_build-tools" and stages[1].argv[:2] == ("flock", "/L")
     assert W.plan_ssh_world("/src", lock=None)[2].argv[0] == "env"  # the caller holds it
-    line = stages[2].shell()
+    libs = stages[2].shell()  # /src lacks crypto/openssh/config.h: libraries, no libssh
+    assert "SUBDIR_OVERRIDE=secure/lib/libcrypto" in libs and "secure/lib/libssh" not in libs
+    assert "secure/lib/libcrypto" in libs.split("_prebuild_libs=")[1].split(" -D")[0]
+    line = stages[3].shell()
     assert line.startswith("flock /L ") and f"MAKEOBJDIRPREFIX={tmp_path}/obj-ssh" in line
     assert "-DWITHOUT_KERBEROS" in line and "secure/usr.sbin/sshd" in line
     out = W.ssh_world_outputs("/src")
@@ -64,3 +67,20 @@ def test_foreign_depends_name_another_trees_sources(tmp_path):
     (top / "usr.bin/awk/.depend.maketab").write_text(
         "maketab: /elsewhere/contrib/one-true-awk/maketab.c\n")  # not a file of src
     assert W.foreign_depends(top, str(src)) == [top / "lib/libmagic/.depend.mkmagic"]
+
+
+def test_openssh_config_present_needs_no_libraries_pass(tmp_path):
+    """A tree with crypto/openssh/config.h (FreeBSD's own commits it) builds in three
+    stages; the configure commands are freebsd-configure.sh's, cross, on the sysroot."""
+    (tmp_path / "crypto/openssh").mkdir(parents=True)
+    assert W.openssh_config_missing(str(tmp_path))
+    (tmp_path / W.OPENSSH_CONFIG_H).write_text("/* config.h */\n")
+    assert not W.openssh_config_missing(str(tmp_path))
+    names = [s.name for s in W.plan_ssh_world(str(tmp_path), lock=None)]
+    assert names == ["world-ssh-includes", "world-ssh-build-tools", "world-ssh-build"]
+    cmds = W.openssh_configure_argv("/SR")
+    assert [c[0] for c in cmds] == ["aclocal", "autoheader", "autoconf", "env"]
+    conf = cmds[-1]
+    assert "--host=x86_64-unknown-freebsd14.0" in conf and "--with-ssl-dir=/SR/usr" in conf
+    assert any(a.startswith("CC=") and "--sysroot=/SR" in a for a in conf)
+    assert "--without-kerberos5" in conf and "--with-pam" in conf

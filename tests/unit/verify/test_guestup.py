@@ -22,7 +22,7 @@ def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
     argv = " ".join(p["argv"])
     assert "hostfwd=tcp:127.0.0.1:2222-:22" in argv
     assert f"-serial file:{tmp_path}/guest/up/console-up.log" in argv
-    assert p["world"][1].endswith(" _build-tools") and "secure/usr.sbin/sshd" in p["world"][2]
+    assert p["world"][1].endswith(" _build-tools") and "secure/usr.sbin/sshd" in p["world"][-1]
     r = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
                                   "--dry-run"])
     assert r.exit_code == 0 and "hostfwd=tcp:127.0.0.1:" in r.output
