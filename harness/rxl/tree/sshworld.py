@@ -181,6 +181,26 @@ OPENSSH_CONFIGURE_ARGS: Tuple[str, ...] = (
 OPENSSH_CONFIG_H = "crypto/openssh/config.h"
 
 
+#: config.h defines configure sets by testing files of the *build* host (it looks for
+#: /var/log/lastlog, /var/log/wtmp and the like with ``test -f``): a Linux host has
+#: them, FreeBSD 14 has none (utmpx only), and a defined CONF_LASTLOG_FILE makes
+#: loginrec.c use struct lastlog, which FreeBSD lacks (2026-12-01 build).
+OPENSSH_HOST_PROBED: Tuple[str, ...] = ("CONF_LASTLOG_FILE", "CONF_UTMP_FILE",
+                                        "CONF_WTMP_FILE", "CONF_UTMPX_FILE",
+                                        "CONF_WTMPX_FILE")
+
+
+def openssh_config_for_freebsd(text: str) -> str:
+    """``text`` of a cross-configured config.h with :data:`OPENSSH_HOST_PROBED` undefined."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        words = line.split()
+        if len(words) >= 2 and words[0] == "#define" and words[1] in OPENSSH_HOST_PROBED:
+            line = f"/* #undef {words[1]} (found on the build host; FreeBSD has none) */\n"
+        out.append(line)
+    return "".join(out)
+
+
 def openssh_config_missing(src: str) -> bool:
     """True when the tree lacks crypto/openssh/config.h (libssh and sshd include it)."""
     return not (Path(src) / OPENSSH_CONFIG_H).is_file()

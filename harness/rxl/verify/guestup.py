@@ -172,8 +172,9 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
 def openssh_config(src: str, objdir: str, logdir: str,
                    echo: Callable[[str], None] = print) -> Path:
     """Make the tree's missing crypto/openssh/config.h with OpenSSH's own configure, cross
-    (:func:`rxl.tree.sshworld.openssh_configure_argv`), in a copy under ``logdir`` and
-    copy it into the work tree (a generated file, as on FreeBSD; never into this
+    (:func:`rxl.tree.sshworld.openssh_configure_argv`), in a copy under ``logdir``, undefine
+    what configure found on the Linux host's file system
+    (:func:`rxl.tree.sshworld.openssh_config_for_freebsd`) and write it into the work tree (a generated file, as on FreeBSD; never into this
     repository). Log: ``<logdir>/openssh-configure.log``. Returns the file; raises
     GuestUpError naming the log when a step fails or a tool is missing."""
     import shutil
@@ -198,7 +199,7 @@ def openssh_config(src: str, objdir: str, logdir: str,
             if rc != 0:
                 raise GuestUpError(f"openssh-configure: {argv[0]} exited {rc}; log {log}")
     dest = Path(src) / sshworld.OPENSSH_CONFIG_H
-    shutil.copyfile(work / "config.h", dest)
+    dest.write_text(sshworld.openssh_config_for_freebsd((work / "config.h").read_text()))
     echo(f"openssh-configure: {dest} written in {time.monotonic() - t0:.0f} s")
     return dest
 

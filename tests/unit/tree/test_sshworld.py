@@ -84,3 +84,11 @@ def test_openssh_config_present_needs_no_libraries_pass(tmp_path):
     assert "--host=x86_64-unknown-freebsd14.0" in conf and "--with-ssl-dir=/SR/usr" in conf
     assert any(a.startswith("CC=") and "--sysroot=/SR" in a for a in conf)
     assert "--without-kerberos5" in conf and "--with-pam" in conf
+
+
+def test_openssh_config_drops_what_the_build_host_has():
+    text = ('#define CONF_LASTLOG_FILE "/var/log/lastlog"\n#define HAVE_UTMPX_H 1\n'
+            '#define CONF_WTMP_FILE "/var/log/wtmp"\n/* #undef CONF_UTMP_FILE */\n')
+    got = W.openssh_config_for_freebsd(text).splitlines()
+    assert got[1] == "#define HAVE_UTMPX_H 1" and got[3] == "/* #undef CONF_UTMP_FILE */"
+    assert not any(l.startswith("#define CONF_") for l in got)
