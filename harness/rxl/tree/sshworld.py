@@ -12,14 +12,16 @@ Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
 
 * programs (:data:`SSHD_PROGRAMS`): sshd, and for its writable places and
   network mount (tmpfs), mkdir, cp, chmod, pwd_mkdb, route; for the SSH-driven
-  run uname, head, id, rm, mv, cat, sha256;
+  run uname, id, rm, mv, cat, sha256 (not head: it links libcasper, see below);
 * libraries: sshd's ``LIBADD= pam ssh util ... crypto``
   (secure/usr.sbin/sshd/Makefile); libssh's ``crypto crypt z``; libcrypto's
   ``pthread`` (libthr); mount's ``util xo``; route's ``jail``
   (Makefile.inc1 ``secure/lib/libssh__L: lib/libz__L secure/lib/libcrypto__L``);
 * src.conf(5) knobs (:data:`SSHD_MAKE_OPTIONS`) that drop sshd's optional
-  Kerberos/GSSAPI, blacklistd, TCP wrappers, audit and LDNS dependencies, and
-  Capsicum's casper (head and cat would need libcasper).
+  Kerberos/GSSAPI, blacklistd, TCP wrappers, audit and LDNS dependencies.
+  ``WITHOUT_CASPER`` is passed but ignored by 14's bsd.mkopt.mk ("no longer
+  supported"), so head(1), which then links libcasper and cap_fileargs, is not
+  built; the probe reads the first line with the shell instead.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ SSHD_PROGRAMS: Dict[str, str] = {
     "/sbin/route": "sbin/route/route",
     # what an SSH-driven run (rxl.verify.remote) runs besides the rc's programs
     "/usr/bin/uname": "usr.bin/uname/uname",
-    "/usr/bin/head": "usr.bin/head/head",
     "/usr/bin/id": "usr.bin/id/id",
     "/bin/rm": "bin/rm/rm",
     "/bin/mv": "bin/mv/mv",

@@ -56,7 +56,8 @@ PROBE_COMMAND = "; ".join([
     'echo "release=$(uname -r)"',
     'echo "arch=$(uname -m)"',
     'echo "bootfile=$(sysctl -n kern.bootfile)"',
-    'echo "version=$(sysctl -n kern.version | head -n 1)"',
+    # the first line with the shell's read: the own guest has no head(1) (rxl.tree.sshworld)
+    'echo "version=$(sysctl -n kern.version | { IFS= read -r l; echo "$l"; })"',
     f'echo "series=$(sysctl -N {SERIES_SYSCTL} 2>/dev/null || echo absent)"',
     'echo "kyua=$(command -v kyua || echo absent)"',
     'echo "user=$(id -un)"',
