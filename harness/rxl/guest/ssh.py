@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import io
+import logging
 import os
 import select
 import shlex
@@ -57,6 +58,11 @@ __all__ = ["SSHSession", "SSHStream", "DryRun", "SSHTarget", "CommandResult", "p
            "CommandFailed", "TargetError", "harness_key", "generate_ed25519", "public_line",
            "fingerprint", "key_from_line", "ssh_dir", "BOOT_ID_COMMAND", "REBOOT_COMMAND",
            "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_POLL_INTERVAL"]
+
+#: Keeps paramiko's own log records (tracebacks of refused banners while a guest
+#: boots) off stderr: errors reach the caller as SSHError.
+_QUIET = logging.NullHandler()
+
 
 class SSHSession:
     """A connection to one :class:`SSHTarget`, made lazily and remade after a drop.
@@ -121,6 +127,9 @@ class SSHSession:
             pkey = load_key(key_path)
         except (FileNotFoundError, ValueError) as exc:
             raise self._err(AuthFailed, f"client key: {exc}") from None
+        # paramiko logs each refused banner with a traceback (lastResort handler);
+        # the session raises its own one-line SSHError instead
+        logging.getLogger("paramiko").addHandler(_QUIET)
         client = paramiko.SSHClient()
         policy = RecordPolicy(self)
         if t.own_host_key:

@@ -76,6 +76,7 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0) -> Dic
     log = str(paths.work_root() / "guest" / "up" / "console-up.log")
     cfg = qemu.GuestConfig(root_dir=root, memory_mib=memory_mib,
                            hostfwd=(sshguest.hostfwd(port),), serial=f"file:{log}",
+                           mgmt_nic=sshguest.MGMT_NIC_MODEL,
                            no_reboot=False)
     argv = qemu.build_argv(cfg, firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
     return {"world": [s.shell() for s in sshworld.plan_ssh_world(src)], "root": root,

@@ -142,6 +142,7 @@ def boot(opts: RunOptions, st: RunState) -> StageRecord:
         port = sshguest.free_port()
         serial = str(Path(opts.out) / f"serial-{label}.log")
         cfg = dataclasses.replace(guest_config(root, opts), hostfwd=(sshguest.hostfwd(port),),
+                                  mgmt_nic=sshguest.MGMT_NIC_MODEL,
                                   serial=f"file:{serial}", no_reboot=False)
         try:
             argv = qemu_mod.build_argv(cfg, firmware=fw)

@@ -31,6 +31,32 @@ def test_rc_lines_order():
     assert idx["mount -t tmpfs tmpfs /etc"] < idx["chmod 600"] < idx["/usr/sbin/sshd"]
     assert idx["pwd_mkdb"] < idx["/usr/sbin/sshd"]
     assert "ifconfig em0 inet 10.0.2.15/24 up" in lines
+    # the default is the SSH NIC of its own; sshd logs to the serial console, after
+    # the wait for the link
+    lines = G.rc_lines()
+    assert "ifconfig vtnet0 inet 10.0.2.15/24 up" in lines and not any("em0" in l for l in lines)
+    wait = next(i for i, ln in enumerate(lines) if "status: active" in ln)
+    assert wait < next(i for i, ln in enumerate(lines) if "sshd -E /dev/console" in ln)
+
+
+def test_mgmt_nic_carries_hostfwd_and_leaves_em0_alone():
+    """The SSH guest's QEMU: e1000e first (em0, the tests' RX queues, no forward),
+    then the virtio NIC with the hostfwd (vtnet0)."""
+    from rxl.guest import qemu
+    cfg = qemu.GuestConfig(root_dir="/r", hostfwd=(G.hostfwd(2222),),
+                           mgmt_nic=G.MGMT_NIC_MODEL)
+    argv = qemu.build_argv(cfg, firmware="/fw")
+    nets = [argv[i + 1] for i, a in enumerate(argv) if a in ("-netdev", "-device")
+            and "net" in argv[i + 1] and "ide" not in argv[i + 1]]
+    assert nets == ["user,id=net0", "e1000e,netdev=net0",
+                    "user,id=net1,hostfwd=tcp:127.0.0.1:2222-:22",
+                    "virtio-net-pci,netdev=net1"]
+    # without it the first NIC carries the forward, as rxl learn uses it
+    plain = qemu.build_argv(qemu.GuestConfig(root_dir="/r", hostfwd=("tcp::1-:2",)),
+                            firmware="/fw")
+    assert "user,id=net0,hostfwd=tcp::1-:2" in plain and "virtio-net-pci,netdev=net1" not in plain
+    with pytest.raises(qemu.QemuConfigError):
+        qemu.build_argv(qemu.GuestConfig(root_dir="/r", mgmt_nic="rtl8139"), firmware="/fw")
 
 
 def test_free_port_and_hostfwd():
