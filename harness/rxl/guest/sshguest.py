@@ -100,6 +100,10 @@ def image_files(host_key_pub: str, client_pub: str) -> Dict[str, str]:
 def rc_lines(nic: str = MGMT_IF) -> List[str]:
     """Shell lines for the guest rc that bring sshd up (after lo0, before the work)."""
     return [
+        # the kernel mounts the root read-only (as FreeBSD's own rc, remount it): nextboot
+        # writes /boot/nextboot.conf and --install-kernel a new /boot/kernel.rxl-<id>/
+        # (QEMU's snapshot overlay takes the writes; the host directory is not touched)
+        "mount -u -o rw / || echo \"$M NOTE root stays read-only\"",
         "mount -t tmpfs tmpfs /tmp",
         "mount -t tmpfs tmpfs /var",
         "mkdir -p /var/empty /var/run /var/log /tmp/etc",

@@ -40,6 +40,8 @@ from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs,
 SSHD_PROGRAMS: Dict[str, str] = {
     "/usr/sbin/sshd": "secure/usr.sbin/sshd/sshd",
     "/sbin/mount": "sbin/mount/mount",
+    # mount(8) runs it for msdosfs: the rc remounts the root read-write (nextboot)
+    "/sbin/mount_msdosfs": "sbin/mount_msdosfs/mount_msdosfs",
     "/bin/mkdir": "bin/mkdir/mkdir",
     "/bin/cp": "bin/cp/cp",
     "/bin/chmod": "bin/chmod/chmod",
@@ -63,7 +65,8 @@ SSHD_PROGRAMS: Dict[str, str] = {
 }
 SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")
-SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",)
+SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",
+                                      "lib/libkiconv")  # mount_msdosfs's LIBADD
 #: src.conf(5) knobs, passed as -D to make.py.
 SSHD_MAKE_OPTIONS: Tuple[str, ...] = ("WITHOUT_KERBEROS", "WITHOUT_KERBEROS_SUPPORT",
                                       "WITHOUT_GSSAPI", "WITHOUT_BLACKLIST_SUPPORT",

@@ -31,6 +31,7 @@ def test_rc_lines_order():
     assert idx["mount -t tmpfs tmpfs /etc"] < idx["chmod 600"] < idx["/usr/sbin/sshd"]
     assert idx["pwd_mkdb"] < idx["/usr/sbin/sshd"]
     assert "ifconfig em0 inet 10.0.2.15/24 up" in lines
+    assert lines[0].startswith("mount -u -o rw / ")  # --install-kernel writes /boot
     # the default is the SSH NIC of its own; sshd logs to the serial console, after
     # the wait for the link
     lines = G.rc_lines()
