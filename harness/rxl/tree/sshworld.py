@@ -1,10 +1,10 @@
 """The guest userland with sshd: the narrowed world plus what sshd needs. Plan only.
 
-NOT YET BUILT to the end (docs/results/ssh.md): the first real build
-(2026-11-30) compiled libc, libcrypt and libutil and stopped in
-lib/ncurses/tinfo on a cross-built host tool, which :data:`BUILD_TOOLS` and
-the ``_build-tools`` stage now address; that second attempt has not run. It
-goes to its own objdir (default ``$RXL_WORK/obj-ssh``) so the shared world's
+Built to the end on 2026-12-01 (docs/results/ssh.md) after four fixes: the
+host tools (:data:`BUILD_TOOLS`, the ``_build-tools`` stage), a seeded
+objdir's dependency files of another tree (:func:`foreign_depends`), OpenSSH's
+config.h, which the snapshot lacks (:func:`openssh_configure_argv`), and head(1)
+left out (below). It goes to its own objdir (default ``$RXL_WORK/obj-ssh``) so the shared world's
 stamp and products (:mod:`rxl.tree.world`) stay as they are; its
 kernel-toolchain is seeded from the shared store (:mod:`rxl.tree.toolchain`).
 

@@ -1,9 +1,9 @@
 """``rxl guest up`` / ``rxl guest down``: the own QEMU guest, left running as an SSH target.
 
-NOT YET RUN (docs/results/ssh.md): the sshd userland build has not yet
-finished (:mod:`rxl.tree.sshworld`), so ``up`` has only been exercised with
-``--dry-run`` and its pieces in unit tests; the lua loader and nextboot.conf
-part was booted for real with the narrowed world. What ``up`` does:
+Run for real on 2026-12-01 (docs/results/ssh.md): SSH answered 18-22 s after
+QEMU started; ``rxl run --target`` against it, with ``--install-kernel`` from
+the pristine kernel to the series', switched kernels and ran the suite. What
+``up`` does:
 
 1. the sshd userland (:mod:`rxl.tree.sshworld`, own objdir) must exist, or
    ``--build`` builds it first (:func:`build`; every make.py run under the lock);

@@ -1,8 +1,8 @@
 """``rxl run --transport ssh``: the own QEMU guest, the cases over SSH.
 
-NOT YET RUN on a real guest (docs/results/ssh.md): the sshd userland has not
-finished building; the stages are checked in dry runs, the parse against
-real console logs (tests/unit/verify/test_sshrun.py).
+Run on real guests on 2026-12-01 (docs/results/ssh.md, verdicts compared
+with the serial run there); the stages are also checked in dry runs and the
+parse against real console logs (tests/unit/verify/test_sshrun.py).
 
 The stages of :mod:`rxl.verify.stages` with three replaced:
 
