@@ -132,6 +132,16 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
     return st, None
 
 
+def _transport(transport: str, opts: RunOptions) -> str:
+    """``--transport`` resolved (rxl.verify.sshrun.choose); says the choice for auto."""
+    if transport != "auto":
+        return transport
+    from rxl.verify import sshrun
+    chosen, why = sshrun.choose(opts.src)
+    echo_err(f"transport: {chosen} ({why})")
+    return chosen
+
+
 @click.command("run")
 @click.option("--src", default=None,
               help="FreeBSD source tree: a git clone holding patches/BASE's commit (the "
@@ -194,9 +204,10 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
                    "DIR) instead of the world stage.")
 @click.option("--kyua/--no-kyua", default=None,
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
-@click.option("--transport", type=click.Choice(["ssh", "serial"]), default="serial",
+@click.option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
               show_default=True, help="The own guest: the cases over SSH after boot (the "
-              "sshd userland, rxl.verify.sshrun), or run by the rc on the serial console.")
+              "sshd userland, rxl.verify.sshrun; built on first use), or run by the rc on "
+              "the serial console; auto: ssh when the tree's sshd userland is built.")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kernel,
@@ -242,7 +253,7 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
     if ssh_target is not None:
         from rxl.verify import remote_stages
         ok, st = pipeline.run(opts, steps=remote_stages.ALL)
-    elif transport == "ssh":
+    elif _transport(transport, opts) == "ssh":
         from rxl.verify import sshrun
         ok, st = pipeline.run(opts, steps=sshrun.ALL)
     else:

@@ -32,7 +32,7 @@ import dataclasses
 import shlex
 import time
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from rxl.verify import stages
 from rxl.verify.job import RunOptions, RunState, StageFailed, StageRecord, boots, guest_config
@@ -200,6 +200,27 @@ def parse(opts: RunOptions, st: RunState) -> StageRecord:
                                          str(Path(opts.out) / f"serial-{label}.log"))
     detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
     return StageRecord("parse", "ok", detail=detail)
+
+
+def choose(src: Optional[str], objdir: Optional[str] = None) -> Tuple[str, str]:
+    """``--transport auto``: ("ssh", why) when the sshd userland of ``src`` is built in
+    ``objdir`` (default rxl.tree.sshworld.default_objdir()) and paramiko imports, else
+    ("serial", why). The SSH run matched the serial run's verdicts on 2026-12-01
+    (docs/results/ssh.md); the userland is not built implicitly (about 25 minutes on 2
+    cores, autoconf and automake needed): ``--transport ssh`` or ``rxl guest up --build``
+    builds it."""
+    from rxl.tree import sshworld
+    if not src:
+        return "serial", "no --src: the sshd userland needs a tree"
+    missing = sshworld.ssh_world_outputs(src, objdir).missing()
+    if missing:
+        return "serial", (f"no sshd userland for {src} ({missing[0]} missing); "
+                          "--transport ssh builds it")
+    try:
+        import paramiko  # noqa: F401
+    except ImportError:
+        return "serial", "paramiko is not installed"
+    return "ssh", f"the sshd userland of {src} is built"
 
 
 #: The stages of ``rxl run`` over SSH on the own guest, in order.

@@ -163,7 +163,7 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
     assert not (tmp_path / "g").exists()  # a dry run stages nothing
 
 
-@pytest.mark.parametrize("transport", ["ssh", "serial"])
+@pytest.mark.parametrize("transport", ["ssh", "serial", "auto"])
 def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
     # ssh: the sshd userland (own objdir), QEMU forwarding a port to 22 and
     # rebooting allowed, the cases over SSH; serial: the old argv with -no-reboot
@@ -175,6 +175,9 @@ def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
     assert res.exit_code == 0, res.output
     qemu = [ln for ln in res.output.splitlines() if ln.startswith("qemu-system-x86_64")]
     assert len(qemu) == 4
+    if transport == "auto":  # no sshd userland under $RXL_WORK/obj-ssh: serial
+        assert "transport: serial (no sshd userland for" in res.output
+        transport = "serial"
     if transport == "ssh":
         assert "secure/usr.sbin/sshd" in res.output and f"{tmp_path}/w/obj-ssh" in res.output
         assert all("hostfwd=tcp:127.0.0.1:" in q and "-no-reboot" not in q for q in qemu)

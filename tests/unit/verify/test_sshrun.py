@@ -37,3 +37,24 @@ def test_missing_serial_log_is_said(tmp_path):
     res = kernel_messages(parse.parse_file(str(ssh_log)), str(tmp_path / "none.log"))
     assert res.outcome == "completed"
     assert any("kernel messages unchecked" in n for n in res.notes)
+
+
+def test_auto_transport_is_ssh_only_with_the_userland_built(tmp_path, monkeypatch):
+    """--transport auto: serial without a tree or with any sshd userland product
+    missing (it is not built implicitly), ssh once every product is there."""
+    from rxl.tree import sshworld
+    from rxl.verify import sshrun
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    src = str(tmp_path / "src")
+    assert sshrun.choose(None)[0] == "serial"
+    got, why = sshrun.choose(src)
+    assert got == "serial" and "--transport ssh builds it" in why
+    out = sshworld.ssh_world_outputs(src)
+    for p in [out.loader_efi, *out.programs.values()][:-1]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+    assert sshrun.choose(src)[0] == "serial"  # one program still missing
+    last = list(out.programs.values())[-1]
+    last.parent.mkdir(parents=True, exist_ok=True)
+    last.write_bytes(b"")
+    assert sshrun.choose(src) == ("ssh", f"the sshd userland of {src} is built")
