@@ -132,16 +132,6 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
     return st, None
 
 
-def _transport(transport: str, opts: RunOptions) -> str:
-    """``--transport`` resolved (rxl.verify.sshrun.choose); says the choice for auto."""
-    if transport != "auto":
-        return transport
-    from rxl.verify import sshrun
-    chosen, why = sshrun.choose(opts.src)
-    echo_err(f"transport: {chosen} ({why})")
-    return chosen
-
-
 @click.command("run")
 @click.option("--src", default=None,
               help="FreeBSD source tree: a git clone holding patches/BASE's commit (the "
@@ -253,11 +243,10 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
     if ssh_target is not None:
         from rxl.verify import remote_stages
         ok, st = pipeline.run(opts, steps=remote_stages.ALL)
-    elif _transport(transport, opts) == "ssh":
-        from rxl.verify import sshrun
-        ok, st = pipeline.run(opts, steps=sshrun.ALL)
     else:
-        ok, st = pipeline.run(opts)
+        from rxl.verify import sshrun
+        ssh = sshrun.resolve(transport, opts.src, echo_err) == "ssh"
+        ok, st = pipeline.run(opts, steps=sshrun.ALL) if ssh else pipeline.run(opts)
     if dry_run:
         for rec in st.records:
             click.echo(f"# {rec.name}: {rec.status}" + (f" ({rec.detail})" if rec.detail else ""))

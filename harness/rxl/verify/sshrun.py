@@ -223,6 +223,16 @@ def choose(src: Optional[str], objdir: Optional[str] = None) -> Tuple[str, str]:
     return "ssh", f"the sshd userland of {src} is built"
 
 
+def resolve(transport: str, src: Optional[str], echo=print) -> str:
+    """``--transport`` (auto, ssh, serial) -> ssh or serial; auto by :func:`choose`,
+    its choice and reason told to ``echo``."""
+    if transport != "auto":
+        return transport
+    chosen, why = choose(src)
+    echo(f"transport: {chosen} ({why})")
+    return chosen
+
+
 #: The stages of ``rxl run`` over SSH on the own guest, in order.
 ALL: Tuple = (("series", stages.series), ("build", stages.build), ("world", world),
               ("image", image), ("boot", boot), ("parse", parse),
