@@ -167,13 +167,27 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
     return v
 
 
+def parse_tunables(words: Sequence[str]) -> Dict[str, str]:
+    """``NAME=VALUE`` words as a dict (loader tunables). Pure. Raises
+    LbsetError for a word without ``=``, an empty name, or whitespace."""
+    out: Dict[str, str] = {}
+    for w in words:
+        name, sep, value = w.partition("=")
+        if not sep or not name or any(c.isspace() for c in w):
+            raise LbsetError(f"tunable {w!r}: expected NAME=VALUE without whitespace")
+        out[name] = value
+    return out
+
+
 def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
-        dry_run: bool = False, echo=print) -> Dict[str, object]:
+        tunables: Dict[str, str] = None, dry_run: bool = False,
+        echo=print) -> Dict[str, object]:
     """Compile, stage, boot once, judge. Writes lbsetsock (the binary),
     root/, console.log and result.json under ``out``.
 
     ``kernel``: the series' kernel to boot; ``src`` / ``objdir``: the tree
-    whose world (loader, /bin/sh, sysctl, ifconfig) the root takes.  With
+    whose world (loader, /bin/sh, sysctl, ifconfig) the root takes;
+    ``tunables``: loader tunables for the boot (e.g. net.isr.bindthreads).  With
     ``dry_run`` prints the compiler and QEMU command lines and returns {}.
     Raises LbsetError for a missing file, a failed compile or boot, or as
     :func:`verdict`.
@@ -198,6 +212,8 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     if dry_run:
         echo(shlex.join(cc))
         echo(f"# root {root}: kernel {kernel}, {GUEST_BIN} {' '.join(args)}")
+        for k, val in sorted((tunables or {}).items()):
+            echo(f"# loader tunable {k}={val}")
         echo(shlex.join(argv))
         return {}
     if not Path(kernel).is_file():
@@ -217,7 +233,7 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
                                        if g != "/libexec/ld-elf.so.1"], str(wout.sysroot))
         acts = image_mod.plan_root(loader_efi=str(wout.loader_efi), kernel=kernel,
                                    programs=progs, libs=libs, tests={GUEST_BIN: str(binary)},
-                                   loader_rc=image_mod.render_loader_rc(),
+                                   loader_rc=image_mod.render_loader_rc(tunables or {}),
                                    rc=render_rc(args))
         image_mod.stage_root(str(root), acts)
     except (image_mod.ImageError, ValueError, OSError) as exc:
@@ -251,8 +267,12 @@ def command():
                   help="Idle bystander connect+accept rounds, over all blocks.")
     @click.option("--blocks", default=10, show_default=True, type=click.IntRange(1, MAX_ROUNDS),
                   help="Blocks of idle, control and loop, interleaved.")
+    @click.option("--tunable", "tunables", multiple=True, metavar="NAME=VALUE",
+                  help="Loader tunable for the boot (repeatable), e.g. "
+                       "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
     @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
-    def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, dry_run):
+    def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, tunables,
+                   dry_run):
         """Issue 10: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
         MEMBERS group: rebuilds (target 0) and a bystander's connect+accept
         latency against idle (target <= 1.2x). Hold /work/build.lock around it."""
@@ -261,7 +281,12 @@ def command():
                                      param_hint="--blocks")
         args = ["-n", str(members), "-c", str(calls), "-r", str(rounds), "-P", str(blocks)]
         try:
-            v = run(kernel, src, objdir, out, args, dry_run=dry_run, echo=click.echo)
+            tun = parse_tunables(tunables)
+        except LbsetError as exc:
+            raise click.BadParameter(str(exc), param_hint="--tunable")
+        try:
+            v = run(kernel, src, objdir, out, args, tunables=tun, dry_run=dry_run,
+                    echo=click.echo)
         except LbsetError as exc:
             raise click.ClickException(str(exc))
         if v:
