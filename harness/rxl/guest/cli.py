@@ -15,15 +15,20 @@ from rxl.guest import targets as targets_mod
 
 
 @click.command("vm")
-@click.option("--image", required=True, help="FreeBSD VM disk image (raw), e.g. "
-              "FreeBSD-14.x-RELEASE-amd64.raw.")
+@click.option("--image", required=True,
+              type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="FreeBSD VM disk image (raw), e.g. FreeBSD-14.x-RELEASE-amd64.raw.")
 @click.option("--name", default="rxl", show_default=True, help="VM name (/dev/vmm/NAME).")
-@click.option("--sockets", default=2, show_default=True)
-@click.option("--cores", default=2, show_default=True, help="Cores per socket.")
-@click.option("--threads", default=2, show_default=True, help="Threads per core.")
+@click.option("--sockets", default=2, show_default=True, type=click.IntRange(1, 256))
+@click.option("--cores", default=2, show_default=True, type=click.IntRange(1, 256),
+              help="Cores per socket.")
+@click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 8),
+              help="Threads per core.")
 @click.option("--numa-nodes", default=0, show_default=True,
+              type=click.IntRange(0, bhyve_mod.MAX_NUMA_DOMAINS),
               help="NUMA domains (needs a bhyve with -n; not FreeBSD 14's).")
-@click.option("--memory", "memory_mib", default=2048, show_default=True, help="MiB.")
+@click.option("--memory", "memory_mib", default=2048, show_default=True,
+              type=click.IntRange(128, 16 * 1024 * 1024), help="MiB.")
 @click.option("--tap", default="tap0", show_default=True, help="Host tap interface.")
 @click.option("--firmware", default=bhyve_mod.DEFAULT_FIRMWARE, show_default=True,
               help="UEFI firmware (edk2-bhyve package).")

@@ -66,10 +66,30 @@ def test_rxl_vm_prints_and_refuses_start_off_freebsd(tmp_path):
     from click.testing import CliRunner
 
     from rxl.cli import main
-    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--sockets", "2"])
+    img = tmp_path / "x.raw"
+    img.write_bytes(b"")
+    r = CliRunner().invoke(main, ["vm", "--image", str(img), "--sockets", "2"])
     assert r.exit_code == 0, r.output
     assert "cpus=8,sockets=2,cores=2,threads=2" in r.output and "UNTESTED" in r.output
-    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--start"])
+    r = CliRunner().invoke(main, ["vm", "--image", str(img), "--start"])
     assert r.exit_code != 0 and "needs a FreeBSD host with bhyve" in r.output
-    r = CliRunner().invoke(main, ["vm", "--image", "/vm/x.raw", "--cores", "0"])
-    assert r.exit_code != 0 and "cores must be a positive integer" in r.output
+
+
+@pytest.mark.parametrize("opt,val", [("--cores", "0"), ("--memory", "-5"), ("--sockets", "0"),
+                                     ("--threads", "9"), ("--numa-nodes", "-1")])
+def test_rxl_vm_names_the_option_out_of_range(tmp_path, opt, val):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    img = tmp_path / "x.raw"
+    img.write_bytes(b"")
+    r = CliRunner().invoke(main, ["vm", "--image", str(img), opt, val])
+    assert r.exit_code == 2 and opt in r.output
+
+
+def test_rxl_vm_refuses_a_missing_image(tmp_path):
+    from click.testing import CliRunner
+
+    from rxl.cli import main
+    r = CliRunner().invoke(main, ["vm", "--image", str(tmp_path / "nope.raw")])
+    assert r.exit_code == 2 and "--image" in r.output and "does not exist" in r.output
