@@ -167,18 +167,6 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
     return v
 
 
-def parse_tunables(words: Sequence[str]) -> Dict[str, str]:
-    """``NAME=VALUE`` words as a dict (loader tunables). Pure. Raises
-    LbsetError for a word without ``=``, an empty name, or whitespace."""
-    out: Dict[str, str] = {}
-    for w in words:
-        name, sep, value = w.partition("=")
-        if not sep or not name or any(c.isspace() for c in w):
-            raise LbsetError(f"tunable {w!r}: expected NAME=VALUE without whitespace")
-        out[name] = value
-    return out
-
-
 def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
         tunables: Dict[str, str] = None, dry_run: bool = False,
         echo=print) -> Dict[str, object]:
@@ -280,9 +268,10 @@ def command():
             raise click.BadParameter("must be from 1 to min(--rounds, --calls)",
                                      param_hint="--blocks")
         args = ["-n", str(members), "-c", str(calls), "-r", str(rounds), "-P", str(blocks)]
+        from rxl.learn.request import LearnUsage, name_values
         try:
-            tun = parse_tunables(tunables)
-        except LbsetError as exc:
+            tun = dict(name_values(tunables, "--tunable"))
+        except LearnUsage as exc:
             raise click.BadParameter(str(exc), param_hint="--tunable")
         try:
             v = run(kernel, src, objdir, out, args, tunables=tun, dry_run=dry_run,

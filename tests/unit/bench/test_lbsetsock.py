@@ -118,16 +118,14 @@ def test_cli_refuses_more_blocks_than_rounds(tmp_path):
     assert r.exit_code == 2 and "--blocks" in r.output
 
 
-def test_tunables_parse_and_reach_the_dry_run(tmp_path):
-    assert L.parse_tunables(["net.isr.bindthreads=1", "a.b="]) == {
-        "net.isr.bindthreads": "1", "a.b": ""}
+def test_tunables_reach_the_dry_run(tmp_path):
     r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
                                         "--dry-run", "--tunable", "net.isr.bindthreads=1"])
     assert r.exit_code == 0 and "loader tunable net.isr.bindthreads=1" in r.output
 
 
-@pytest.mark.parametrize("word", ["noequals", "=1", "a=b c"])
+@pytest.mark.parametrize("word", ["noequals", "=1", "a=b c", "a.b="])
 def test_a_malformed_tunable_is_a_usage_error(tmp_path, word):
     r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
