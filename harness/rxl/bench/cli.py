@@ -286,10 +286,9 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
     if raw_dir:
         A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
     bdir = Path(build_dir) if build_dir else A.default_build_dir()
-    A.check_dir(bdir, "--build-dir" if build_dir else
-                "build directory (from $RXL_BUILD_DIR)"
-                if os.environ.get("RXL_BUILD_DIR") else "build directory",
-                create=not dry_run)
+    what = ("--build-dir" if build_dir else "build directory (from $RXL_BUILD_DIR)"
+            if os.environ.get("RXL_BUILD_DIR") else "build directory")
+    A.check_dir(bdir, what, create=not dry_run)
     return AR.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
                       build_dir=bdir, cc=A.cc_words(cc),
                       raw_dir=Path(raw_dir) if raw_dir else None,
@@ -337,10 +336,11 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
 
 
 @kcount.command()
-@click.argument("traces", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.argument("traces", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True)
 def analyze(traces, as_json):
-    """Instructions (locks, atomics) per function over the marked calls of each trace."""
+    """Instructions (locks, atomics) per function over each trace's marked calls (-: stdin)."""
     rows = {}
     for t in traces:
         try:

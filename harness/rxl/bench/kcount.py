@@ -140,9 +140,16 @@ class Sample:
 
 
 def load(path: str) -> dict:
-    """Read a trace file written by ``record``. Raises KcountError, OSError."""
+    """Read a trace file written by ``record`` (``-``: standard input).
+
+    Raises KcountError for a file that is not a trace, OSError when it
+    cannot be read.
+    """
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    if path == "-" and not text:
+        raise KcountError("-: standard input is empty (it can be read only once)")
     try:
-        doc = json.loads(Path(path).read_text())
+        doc = json.loads(text)
         entries = {k: int(v, 16) for k, v in doc["entries"].items()}
         samples, outer = doc["samples"], doc["outer"]
         if not isinstance(outer, str) or not isinstance(samples, list):

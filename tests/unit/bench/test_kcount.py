@@ -79,6 +79,27 @@ def test_analyze_cli_rejects_a_foreign_file(tmp_path):
     assert r.exit_code != 0 and "not a kcount trace" in r.output
 
 
+def test_analyze_cli_reads_a_trace_from_stdin(tmp_path):
+    """kcount analyze -: the trace on standard input gives the file's numbers."""
+    group = {"pc": [0x100, 0x200, 0x201, 0x101], "sp": [100, 92, 92, 100]}
+    path = _trace(tmp_path, [group, group])
+    from_file = CliRunner().invoke(kcount_cmd, ["analyze", "--json", path])
+    from_stdin = CliRunner().invoke(kcount_cmd, ["analyze", "--json", "-"],
+                                    input=open(path).read())
+    assert from_file.exit_code == 0 and from_stdin.exit_code == 0, from_stdin.output
+    a, b = json.loads(from_file.output), json.loads(from_stdin.output)
+    assert len(b) == 1 and list(b)[0].startswith("- [")
+    assert list(a.values()) == list(b.values())
+    assert list(b.values())[0]["total"] == {"n": 2, "median": 4, "min": 4, "max": 4}
+
+
+def test_analyze_cli_refuses_stdin_twice(tmp_path):
+    group = {"pc": [0x100, 0x101], "sp": [100, 100]}
+    text = open(_trace(tmp_path, [group])).read()
+    r = CliRunner().invoke(kcount_cmd, ["analyze", "-", "-"], input=text)
+    assert r.exit_code == 1 and "read only once" in r.output
+
+
 @pytest.mark.parametrize("samples", [[{"a": 1}], 5, [{"pc": ["zz"], "sp": [1]}],
                                      [{"pc": [1, 2], "sp": [1]}]])
 def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
