@@ -121,10 +121,15 @@ def locked_argv(argv: Sequence[str], lock: Optional[PathLike] = DEFAULT_LOCK
 
 @dataclass(frozen=True)
 class Stage:
-    """One make.py run: a name (also the log's file stem) and its argv."""
+    """One make.py run: a name (also the log's file stem) and its argv.
+
+    ``timing`` is the stage's key in ``$RXL_WORK/timings.json``
+    (rxl.tree.progress); empty means the name.
+    """
 
     name: str
     argv: tuple[str, ...]
+    timing: str = ""
 
     def shell(self) -> str:
         """The argv as one copy-pasteable shell line."""
@@ -166,17 +171,20 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
     entry is picked up (``-DKERNFAST`` would skip config and miss it).
     """
     stages = []
+    # Timed per objdir: the patched and the pristine kernel (own objdirs)
+    # differ in what an incremental build has left to do.
+    where = "@" + os.path.abspath(os.fspath(objdir))
     if toolchain:
         stages.append(Stage("kernel-toolchain", tuple(locked_argv(
             make_py_argv(src, objdir, ["kernel-toolchain"], jobs=jobs),
-            lock))))
+            lock)), "kernel-toolchain" + where))
     kvars: dict[str, Optional[str]] = {"KERNCONF": kernconf}
     kvars.update(KERNEL_MAKE_VARS)
     if not clean_kernel:
         kvars["NO_KERNELCLEAN"] = None
     stages.append(Stage(f"buildkernel-{kernconf}", tuple(locked_argv(
         make_py_argv(src, objdir, ["buildkernel"], kvars, jobs=jobs),
-        lock))))
+        lock)), f"buildkernel-{kernconf}{where}"))
     return stages
 
 
@@ -287,7 +295,7 @@ def run_stage(stage: Stage, logdir: PathLike,
     logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / f"{stage.name}.log"
     t0 = time.monotonic()
-    bar = StageBar(stage.name, echo)
+    bar = StageBar(stage.timing or stage.name, echo)
     with open(log, "w") as fh:
         fh.write(f"# {stage.shell()}\n")
         fh.flush()

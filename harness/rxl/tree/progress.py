@@ -12,8 +12,10 @@ counts its ``--- target ---`` lines; the last run's count is the total of a
 ``timings.json``: ``{"<key>": {"seconds": float, "targets": int|null,
 "when": "YYYY-mm-ddTHH:MM:SSZ"}}``; keys are stage names
 (``build``, ``world``, ``boot`` ...) and make.py stage names
-(``kernel-toolchain``, ``buildkernel-RXL``, ``world-includes``,
-``world-build``). A file that cannot be read or parsed is treated as empty
+(``world-includes``, ``world-build``); a kernel build's stages are keyed
+per objdir, ``<stage>@<objdir>`` (``buildkernel-RXL@/work/obj``), so the
+patched and the pristine kernel each have their own last time. The part
+before ``@`` is what the messages name and what :data:`MEASURED` is keyed by. A file that cannot be read or parsed is treated as empty
 (timings are advice, never a reason to fail).
 """
 
@@ -91,9 +93,15 @@ def expectation(key: str, timings: Optional[Dict[str, dict]] = None) -> str:
     t = load() if timings is None else timings
     if key in t:
         return f"expected {duration(t[key]['seconds'])} (last run here)"
-    if key in MEASURED:
-        return f"expected about {duration(MEASURED[key])} cold (measured on a 2-core host)"
+    name = stage_name(key)
+    if name in MEASURED:
+        return f"expected about {duration(MEASURED[name])} cold (measured on a 2-core host)"
     return ""
+
+
+def stage_name(key: str) -> str:
+    """The stage a timings key is of: ``buildkernel-RXL@/work/obj`` -> ``buildkernel-RXL``."""
+    return key.split("@", 1)[0]
 
 
 def last_targets(key: str, timings: Optional[Dict[str, dict]] = None) -> Optional[int]:
@@ -115,12 +123,13 @@ class StageBar:
                  timings: Optional[Dict[str, dict]] = None, path: Optional[Path] = None,
                  live: Optional[bool] = None):
         self.key, self.echo, self.path = key, echo, path
+        self.name = stage_name(key)
         self.t0 = time.monotonic()
         self.count = 0
         t = load(path) if timings is None else timings
         self.total = last_targets(key, t)
         exp = expectation(key, t)
-        echo(f"{key}: started" + (f", {exp}" if exp else ""))
+        echo(f"{self.name}: started" + (f", {exp}" if exp else ""))
         self._progress = None
         live = sys.stderr.isatty() if live is None else live
         if live and self.total:
@@ -130,11 +139,11 @@ class StageBar:
                                            TextColumn, TimeElapsedColumn)
             except ImportError:  # pragma: no cover - rich is a dependency
                 return
-            self._progress = Progress(TextColumn(key), BarColumn(), MofNCompleteColumn(),
+            self._progress = Progress(TextColumn(self.name), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=Console(stderr=True),
                                       transient=True)
             self._progress.start()
-            self._task = self._progress.add_task(key, total=self.total)
+            self._task = self._progress.add_task(self.name, total=self.total)
 
     def advance(self, n: int = 1) -> None:
         self.count += n
@@ -149,5 +158,5 @@ class StageBar:
             self._progress = None
         if ok:
             record(self.key, dt, self.count or None, self.path)
-        self.echo(f"{self.key}: {'done' if ok else 'failed'} in {duration(dt)}")
+        self.echo(f"{self.name}: {'done' if ok else 'failed'} in {duration(dt)}")
         return dt

@@ -55,3 +55,25 @@ def test_stage_bar_says_expected_counts_and_records(tmp_path):
     failed.close(ok=False)
     assert lines[-1].startswith("kernel-toolchain: failed in ")
     assert P.load(path)["kernel-toolchain"]["targets"] == 6  # a failed run is not recorded
+
+
+def test_patched_and_pristine_kernels_keep_their_own_times(tmp_path):
+    """A kernel build's stages are keyed per objdir: the pristine kernel's
+    cold build does not take the patched tree's incremental time (issue 14)."""
+    from rxl.tree import build as B
+    patched = B.plan_stages("/src", tmp_path / "obj", toolchain=True, lock=None)
+    pristine = B.plan_stages("/p", tmp_path / "obj-p", toolchain=False, lock=None)
+    assert [s.name for s in patched] == ["kernel-toolchain", "buildkernel-RXL"]
+    assert patched[1].timing == f"buildkernel-RXL@{tmp_path / 'obj'}"
+    assert pristine[0].timing == f"buildkernel-RXL@{tmp_path / 'obj-p'}"
+    path = tmp_path / "timings.json"
+    lines = []
+    P.StageBar(patched[1].timing, echo=lines.append, path=path, live=False).close()
+    assert lines[0] == "buildkernel-RXL: started, expected about 8 min 14 s cold " \
+        "(measured on a 2-core host)"
+    assert lines[1].startswith("buildkernel-RXL: done in ")
+    t = P.load(path)
+    assert P.expectation(patched[1].timing, t).endswith("(last run here)")
+    assert P.expectation(pristine[0].timing, t) == \
+        "expected about 8 min 14 s cold (measured on a 2-core host)"
+    assert P.stage_name("buildkernel-RXL@/a@b") == "buildkernel-RXL"
