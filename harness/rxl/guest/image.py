@@ -38,6 +38,17 @@ ROOTDEV = "ada0s1"
 #: Seconds one ATF case may run in the guest before timeout(1) kills it.
 #: TCG is slow: so_reuseport_lb's 2 x 1000-connection loops need tens of s.
 DEFAULT_CASE_TIMEOUT = 300
+#: Seconds after a case's start at which a sleep(1) beside it exits, so that
+#: timeout(1) always gets a SIGCHLD once the case is over. FreeBSD 14's
+#: bin/timeout/timeout.c installs its SIGCHLD handler before fork() but blocks the
+#: signal only after it: a case that exits in between (one failing at its first
+#: sysctl) is reaped only when the next signal comes, the timeout's SIGALRM, and
+#: then returns the case's status (rc=1, t=400 for learning_off on the pristine
+#: kernel over SSH, 2026-12-01, docs/results/ssh.md). As timeout(1) is the reaper
+#: of its descendants, the orphaned sleep's exit is that next signal. 1 s: far
+#: longer than the window (two system calls), even for a vCPU thread the loaded
+#: host deschedules there; a case shorter than that takes 1 s.
+CASE_WAKE = 1
 #: sysctls printed by /etc/rc next to the topology (one-line values only).
 DEFAULT_SYSCTLS: Tuple[str, ...] = (
     "kern.ostype", "kern.osrelease", "kern.ident", "hw.ncpu", "vm.ndomains",
@@ -105,7 +116,7 @@ def render_rc(label: str, programs: Sequence[str], *,
     return _env().get_template("rc.j2").render(
         label=label, programs=list(programs), case_timeout=case_timeout,
         sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
-        path=path, sshd_lines=list(sshd_lines), hold=hold,
+        path=path, sshd_lines=list(sshd_lines), hold=hold, wake=CASE_WAKE,
         atf_args="".join(f" -v {n}={v}" for n, v in atf_vars))
 
 

@@ -23,7 +23,8 @@ def test_rc_runs_every_case_with_timeout_and_powers_off():
     assert 'echo "$M BEGIN patched"' in text and 'echo "$M END patched"' in text
     assert "sysctl -n kern.sched.topology_spec" in text
     assert "dev.*.*.iflib.rxq*.cpu" in text
-    assert 'timeout 90 "$p" -r /dev/stdout "$c"' in text
+    assert ('timeout 90 sh -c \'sleep 1 >/dev/null 2>&1 & "$@"; exit $?\' sh '
+            '"$p" -r /dev/stdout "$c"') in text
     assert "for p in /rxl/tests/so_reuseport_lb_test; do" in text
     assert "reboot -n -q -p" in text.splitlines()[-1]
     assert "reboot" not in render_rc("x", [], poweroff=False)
@@ -32,7 +33,8 @@ def test_rc_runs_every_case_with_timeout_and_powers_off():
 def test_rc_passes_atf_vars_to_every_case():
     text = render_rc("patched", ["/rxl/tests/t"], case_timeout=400,
                      atf_vars=[("churn_seconds", "200"), ("x.y", "a,b")])
-    assert 'timeout 400 "$p" -r /dev/stdout -v churn_seconds=200 -v x.y=a,b "$c"' in text
+    assert ' sh "$p" -r /dev/stdout -v churn_seconds=200 -v x.y=a,b "$c"' in text
+    assert "timeout 400 sh -c" in text
     assert '"$p" -r /dev/stdout "$c"' in render_rc("patched", ["/rxl/tests/t"])
 
 
