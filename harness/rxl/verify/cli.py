@@ -21,8 +21,6 @@ prints every command the run would execute, in order, and exits 0.
 
 from __future__ import annotations
 
-from rxl import paths
-
 import json
 import os
 import re
@@ -34,12 +32,13 @@ from typing import List, Optional, Tuple
 
 import click
 
+from rxl import paths
 from rxl.verify import parse as parse_mod
 from rxl.verify import pipeline, stages
 from rxl.verify import report as report_mod
 from rxl.verify.job import RunOptions, echo_err
-from rxl.verify.preflight import CHECKED, check_options
 from rxl.verify import doctor as doctor_mod
+from rxl.verify.preflight import CHECKED, check_options
 
 #: Default guest staging area and log root (this machine's layout).
 DEFAULT_GUEST_DIR = paths.GUEST
@@ -78,8 +77,7 @@ def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
 def _parse_test(value: str) -> Tuple[str, str]:
     name, sep, path = value.partition("=")
     if not sep or not name or not path:
-        raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c",
-                                 param_hint="'--test'")
+        raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c", param_hint="'--test'")
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
         raise click.BadParameter(f"{value!r}: NAME must be a plain file name "
                                  "(letters, digits, '_', '.', '-')", param_hint="'--test'")
@@ -121,8 +119,8 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
     try:
         import paramiko  # noqa: F401
     except ImportError:
-        raise click.ClickException("an SSH target needs paramiko: "
-                                   "pip install 'rxl[guest]' (or pip install paramiko)")
+        raise click.ClickException("an SSH target needs paramiko: pip install 'rxl[guest]' "
+                                   "(or pip install paramiko)") from None
     st = t.ssh_target()
     from rxl.verify import guestup
     key = guestup.own_host_key(st.host, st.port)
@@ -195,15 +193,18 @@ def _target(spec: Optional[str], targets_file: Optional[str], install_kernel: bo
 @click.option("--kyua/--no-kyua", default=None,
               help="With an SSH target: run the cases with kyua [default: when it has kyua].")
 @click.option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
-              show_default=True, help="The own guest: the cases over SSH after boot (the "
-              "sshd userland, rxl.verify.sshrun; built on first use), or run by the rc on "
-              "the serial console; auto: ssh when the tree's sshd userland is built.")
+              show_default=True, help="The own guest: the cases over SSH after boot (sshd "
+              "userland built on first use) or run by the rc on the serial console; auto: ssh "
+              "if the userland is built, a boot whose SSH never answers (no panic) falling back.")
+@click.option("--ssh-wait", default=300, show_default=True, type=click.IntRange(1, 3600),
+              help="Over SSH: seconds a boot waits for sshd (then auto falls back).")
 @click.option("--dry-run", is_flag=True, help="Print every command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json to stdout.")
 def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kernel,
         pristine_src, auto_pristine, spread, tests_on_spread, case_timeout,
         atf_vars, new_programs, tests, atf_dir, memory_mib, rebuild_world, target_spec,
-        targets_file, install_kernel, workdir, programs_dir, kyua, transport, dry_run, as_json):
+        targets_file, install_kernel, workdir, programs_dir, kyua, transport, ssh_wait,
+        dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
 
     With --target ssh://... (or a named bhyve/box target) the suite runs on
@@ -226,8 +227,8 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
         tests_on_spread=tests_on_spread, auto_pristine=auto_pristine and ssh_target is None,
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
-        base_url=base_url, work=str(paths.work_root()),
-        lock=str(paths.work_root() / "build.lock"))
+        base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),
+        ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto")
     kind = check_options(opts)
     if check_only:
         if opts.src:
@@ -256,7 +257,7 @@ def run(src, base_url, check_only, objdir, out, guest_dir, kernel, pristine_kern
     if as_json:
         click.echo(stages.json_text(st))
     elif st.runs:
-        click.echo(report_mod.table(st.runs, st.verdict))
+        click.echo(report_mod.table(st.runs, st.verdict, st.fallbacks))
     click.echo(f"logs and reports: {opts.out}", err=True)
     sys.exit(0 if ok and st.verdict is not None and st.verdict.ok else 1)
 

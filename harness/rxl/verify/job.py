@@ -95,6 +95,13 @@ class RunOptions:
     work: str = ""
     lock: Optional[str] = None
     atf_vars: Tuple[Tuple[str, str], ...] = ()
+    #: ``--ssh-wait``: seconds an own-guest boot over SSH waits for sshd
+    #: (rxl.verify.guestup.UP_TIMEOUT by default).
+    ssh_wait: float = 300.0
+    #: Whether a boot whose SSH never answers (and whose console shows no panic)
+    #: runs again on the serial console (rxl.verify.sshrun): with ``--transport auto``,
+    #: not when ``--transport ssh`` was asked for (docs/design.md).
+    ssh_fallback: bool = True
 
 
 @dataclass
@@ -132,6 +139,8 @@ class RunState:
     remote: Any = None
     #: Boot label -> the SSH guest's host key line (rxl.verify.sshrun's image stage).
     host_keys: Dict[str, str] = field(default_factory=dict)
+    #: Boot label -> why it fell back from SSH to the serial console (rxl.verify.sshrun).
+    fallbacks: Dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls, opts: RunOptions, echo: Callable[[str], None]) -> "RunState":

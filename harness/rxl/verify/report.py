@@ -174,8 +174,12 @@ def _topo_lines(g: Group, depth: int = 0) -> List[str]:
     return lines
 
 
-def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None) -> str:
-    """Human-readable text: cases x runs, rxq placement per socket, topology, verdict."""
+def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None,
+          fallbacks: Optional[Mapping[str, str]] = None) -> str:
+    """Human-readable text: cases x runs, rxq placement per socket, topology, verdict.
+
+    ``fallbacks``: boot label -> why that boot ran on the serial console instead
+    of over SSH (rxl.verify.sshrun), printed in full under the runs."""
     labels = list(runs)
     out: List[str] = []
     rows = [["run", "outcome", "cases", "passed", "notes"]]
@@ -185,6 +189,9 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None) -> 
         note = r.panic_lines[0] if r.panic_lines else (r.notes[0] if r.notes else "")
         rows.append([label, r.outcome, str(len(r.cases)), str(passed), note[:60]])
     out += ["Runs", _fmt_rows(rows), ""]
+    if fallbacks:
+        out += ["Transport: over SSH, except"]
+        out += [f"  {label}: {why}" for label, why in fallbacks.items()] + [""]
 
     names: List[str] = []
     for label in labels:

@@ -21,9 +21,19 @@ The stages of :mod:`rxl.verify.stages` with three replaced:
 console's, and adds the kernel's own messages from the serial log (panics,
 WITNESS warnings, known lock order reversals: :func:`kernel_messages`), which
 never reach the SSH stream; ``report`` is the serial run's, so the verdicts
-compare one to one. When SSH never answers the boot is a failure
-naming the serial log (and its panic line, if any); ``--transport serial``
-runs the old path, where the rc runs the tests on the console.
+compare one to one.
+
+While it waits for SSH (``--ssh-wait``, default :data:`rxl.verify.guestup.UP_TIMEOUT`)
+the boot watches the serial log and QEMU (:func:`wait_ssh`): a panic, trap or
+debugger entry there (:data:`rxl.guest.protocol.PANIC_PATTERNS`), or QEMU
+exiting, is a crashed boot and fails it at once, naming the line and the log.
+When SSH never answers and the console shows no crash, the boot falls back to
+the serial path for that boot (``--transport auto``, :func:`fallback`): a root
+as the serial run stages it (the sshd userland is a superset of its programs),
+QEMU again with the console watched, the rc running the cases; the run's notes
+and report.txt say which boot fell back and why. With ``--transport ssh`` it is
+a failed boot instead (docs/design.md says why). ``--transport serial`` runs the
+old path for every boot.
 """
 
 from __future__ import annotations
@@ -83,20 +93,67 @@ def image(opts: RunOptions, st: RunState) -> StageRecord:
     return StageRecord("image", "planned" if opts.dry_run else "ok", detail="; ".join(details))
 
 
-def _panic_line(serial: str) -> str:
-    """The first ``panic:`` line of the serial log, or ""."""
+class CrashedBoot(RuntimeError):
+    """The guest crashed before SSH answered (a panic line, QEMU gone): no fallback."""
+
+
+class NoSSH(RuntimeError):
+    """SSH never answered within the wait, and the console shows no crash."""
+
+    def __init__(self, wait: float, waited: float, last: str):
+        super().__init__(f"ssh never answered within {wait:.0f} s (waited {waited:.0f} s; "
+                         f"last: {last})")
+        self.wait, self.waited = wait, waited
+
+
+def crash_line(serial: str) -> str:
+    """The first line of the serial log ``serial`` that matches a panic pattern
+    (:data:`rxl.guest.protocol.PANIC_PATTERNS`: panic, fatal trap, KDB entry), or ""."""
+    from rxl.guest.protocol import PANIC_PATTERNS
     try:
         text = Path(serial).read_text(errors="replace")
     except OSError:
         return ""
-    return next((ln.strip() for ln in text.splitlines() if "panic:" in ln), "")
+    return next((ln.strip() for ln in text.splitlines()
+                 if any(p.search(ln) for p in PANIC_PATTERNS)), "")
+
+
+def wait_ssh(session, proc, serial: str, wait: float, *, step: float = 10.0,
+             interval: float = 2.0, clock=time.monotonic, sleep=time.sleep) -> float:
+    """Wait up to ``wait`` s for ``session`` (rxl.guest.ssh.SSHSession) to run a
+    command, checking the serial log ``serial`` and QEMU (``proc``, a Popen) before
+    each try of at most ``step`` s. Returns the seconds waited. Raises CrashedBoot
+    (a panic pattern in the log, or QEMU exited), NoSSH (the wait is over), and
+    lets AuthFailed / HostKeyChanged through (sshd answered: no reason to fall back)."""
+    from rxl.guest.ssh import TimedOut
+    t0 = clock()
+    last = "no attempt"
+    while True:
+        crash = crash_line(serial)
+        if crash:
+            raise CrashedBoot(f"the console shows {crash!r} before SSH answered")
+        code = proc.poll()
+        if code is not None:
+            raise CrashedBoot(f"QEMU exited with code {code} before SSH answered")
+        left = wait - (clock() - t0)
+        if left <= 0:
+            raise NoSSH(wait, clock() - t0, last)
+        tried = clock()
+        try:
+            session.wait_up(min(step, left), interval=interval)
+            return clock() - t0
+        except TimedOut as exc:
+            last = str(exc).split("(last: ", 1)[-1].rstrip(")")
+        if clock() - tried < interval:
+            sleep(min(interval, max(0.0, wait - (clock() - t0))))
 
 
 def _one(opts: RunOptions, st: RunState, label: str, argv: List[str], port: int,
          serial: str) -> str:
     """Boot one guest, run its cases over SSH, stop it. Returns the detail line;
-    raises GuestUpError/SSHError/RemoteError/GuestError on failure."""
+    raises CrashedBoot/NoSSH/SSHError/RemoteError/GuestError on failure."""
     from rxl.guest.ssh import SSHSession, SSHTarget
+    from rxl.guest.sshbase import DEFAULT_CONNECT_TIMEOUT
     from rxl.verify import guestup
     from rxl.verify import remote as R
     tests = {n: str(p) for n, p in st.tests.items()} \
@@ -104,9 +161,10 @@ def _one(opts: RunOptions, st: RunState, label: str, argv: List[str], port: int,
     t0 = time.monotonic()
     proc = guestup.launch(argv, str(Path(opts.out) / f"qemu-{label}.log"))
     session = SSHSession(SSHTarget("127.0.0.1", port, own_host_key=st.host_keys[label],
-                                   name=f"own guest ({label})"))
+                                   name=f"own guest ({label})"),
+                         connect_timeout=min(DEFAULT_CONNECT_TIMEOUT, max(2.0, opts.ssh_wait)))
     try:
-        session.wait_up(guestup.UP_TIMEOUT, interval=2.0)
+        wait_ssh(session, proc, serial, opts.ssh_wait)
         up = time.monotonic() - t0
         st.echo(f"boot: {label}: SSH after {up:.0f} s (port {port})")
         job = R.RemoteJob(out=opts.out, tests=tests, workdir=opts.workdir, label=label,
@@ -123,6 +181,22 @@ def _one(opts: RunOptions, st: RunState, label: str, argv: List[str], port: int,
     finally:
         session.close()
         guestup.stop(proc)
+
+
+def fallback(opts: RunOptions, st: RunState, label: str, why: str) -> Tuple[str, Optional[str]]:
+    """Run boot ``label`` the serial way after its SSH never answered: stage a console
+    root (:func:`rxl.verify.stages.stage_console_root`) in ``<stage dir>/<label>-serial``,
+    boot it with the console watched (``console-<label>.log``); record ``why`` in
+    ``st.fallbacks``. Returns ``(detail, failure or None)``; raises StageFailed."""
+    kernel, tunables = next((k, t) for lb, k, t in boots(opts, st.kernel, st.pristine_kernel)
+                            if lb == label)
+    root = str(st.stage_dir / f"{label}-serial")
+    st.fallbacks[label] = (f"{why}; fell back to the serial console (the rc ran the cases; "
+                           f"the SSH boot's console: serial-{label}.log)")
+    st.echo(f"boot: {label}: {why}; falling back to the serial console")
+    staged = stages.stage_console_root(opts, st, label, kernel, tunables, root)
+    detail, failure = stages.watch_console(opts, st, label, stages.console_argv(opts, root))
+    return f"{label}: {why}; fell back to the serial console ({staged}); {detail}", failure
 
 
 def boot(opts: RunOptions, st: RunState) -> StageRecord:
@@ -148,16 +222,32 @@ def boot(opts: RunOptions, st: RunState) -> StageRecord:
             argv = qemu_mod.build_argv(cfg, firmware=fw)
         except qemu_mod.QemuConfigError as exc:
             raise StageFailed(f"boot: {exc}") from None
-        cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port}: probe, "
-                 f"sftp the programs and run.sh to {opts.workdir}, sh {opts.workdir}/run.sh"]
+        cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port} (waiting up to "
+                 f"{opts.ssh_wait:.0f} s): probe, sftp the programs and run.sh to "
+                 f"{opts.workdir}, sh {opts.workdir}/run.sh",
+                 "# if SSH never answers and the console shows no panic: " + (
+                     f"the serial path (root {st.stage_dir / (label + '-serial')}, the rc "
+                     "runs the cases on the console)" if opts.ssh_fallback
+                     else "a failed boot (--transport ssh: no fallback)")]
         if opts.dry_run:
             continue
         st.echo(f"boot: {label}: QEMU started, serial console {serial}")
         try:
             details.append(_one(opts, st, label, argv, port, serial))
-        except (guestup.GuestUpError, SSHError, R.RemoteError, GuestError) as exc:
-            panic = _panic_line(serial)
-            failures.append(f"{label}: {exc}" + (f"; console: {panic}" if panic else "")
+        except NoSSH as exc:
+            if not opts.ssh_fallback:
+                failures.append(f"{label}: {exc} (--transport ssh: no fallback to the serial "
+                                f"console; serial console {serial})")
+                details.append(f"{label}: failed")
+                continue
+            detail, failure = fallback(opts, st, label, str(exc).split(" (waited")[0])
+            details.append(detail)
+            if failure:
+                failures.append(failure)
+        except (CrashedBoot, guestup.GuestUpError, SSHError, R.RemoteError, GuestError) as exc:
+            panic = crash_line(serial)
+            failures.append(f"{label}: {exc}" + (f"; console: {panic}" if panic and
+                                                 not isinstance(exc, CrashedBoot) else "")
                             + f" (serial console {serial})")
             details.append(f"{label}: failed")
     if opts.dry_run:
@@ -196,6 +286,10 @@ def parse(opts: RunOptions, st: RunState) -> StageRecord:
     if opts.dry_run:
         return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
     for label, log in st.logs.items():
+        if label in st.fallbacks:  # the console log itself: sentinels and kernel messages
+            st.runs[label] = parse_mod.parse_file(log)
+            st.runs[label].notes.insert(0, f"transport: {st.fallbacks[label]}")
+            continue
         st.runs[label] = kernel_messages(parse_mod.parse_file(log),
                                          str(Path(opts.out) / f"serial-{label}.log"))
     detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl.verify import parse as parse_mod
 from rxl.verify import report as report_mod
@@ -209,32 +209,41 @@ def world(opts: RunOptions, st: RunState) -> StageRecord:
 
 def image(opts: RunOptions, st: RunState) -> StageRecord:
     """One guest root per boot under the run's staging directory."""
-    from rxl.guest import image as image_mod
     assert st.world is not None and st.kernel is not None
     details = []
-    progs = {g: str(p) for g, p in st.world.programs.items()}
-    guest_tests = {f"/rxl/tests/{n}": str(p) for n, p in sorted(st.tests.items())}
     for label, kernel, tunables in boots(opts, st.kernel, st.pristine_kernel):
         root = str(st.stage_dir / label)
         st.roots[label] = root
         if opts.dry_run:
             details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'})")
             continue
-        try:
-            dyn = [p for g, p in progs.items() if g != "/libexec/ld-elf.so.1"]
-            libs = image_mod.resolve_libs(dyn, str(st.world.sysroot))
-            acts = image_mod.plan_root(
-                loader_efi=str(st.world.loader_efi), kernel=kernel, programs=progs,
-                libs=libs, tests=guest_tests,
-                loader_rc=image_mod.render_loader_rc(tunables),
-                rc=image_mod.render_rc(label, programs_for(opts, label, guest_tests),
-                                       case_timeout=opts.case_timeout,
-                                       atf_vars=opts.atf_vars))
-            info = image_mod.stage_root(root, acts)
-        except (image_mod.ImageError, ValueError, OSError) as exc:
-            raise StageFailed(f"image: {label}: {exc}") from None
-        details.append(f"{label}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
+        details.append(stage_console_root(opts, st, label, kernel, tunables, root))
     return StageRecord("image", "planned" if opts.dry_run else "ok", detail="; ".join(details))
+
+
+def stage_console_root(opts: RunOptions, st: RunState, label: str, kernel: str,
+                       tunables: Dict[str, str], root: str) -> str:
+    """Stage the root of a boot whose rc runs the cases on the console: the programs
+    of ``st.world`` (the narrowed world, or the sshd userland, a superset, when an SSH
+    boot falls back), ``kernel``, the ATF programs ``st.tests`` under /rxl/tests, the
+    simple loader with ``tunables``. Returns the detail line; raises StageFailed."""
+    from rxl.guest import image as image_mod
+    progs = {g: str(p) for g, p in st.world.programs.items()}
+    guest_tests = {f"/rxl/tests/{n}": str(p) for n, p in sorted(st.tests.items())}
+    try:
+        dyn = [p for g, p in progs.items() if g != "/libexec/ld-elf.so.1"]
+        libs = image_mod.resolve_libs(dyn, str(st.world.sysroot))
+        acts = image_mod.plan_root(
+            loader_efi=str(st.world.loader_efi), kernel=kernel, programs=progs,
+            libs=libs, tests=guest_tests,
+            loader_rc=image_mod.render_loader_rc(tunables),
+            rc=image_mod.render_rc(label, programs_for(opts, label, guest_tests),
+                                   case_timeout=opts.case_timeout,
+                                   atf_vars=opts.atf_vars))
+        info = image_mod.stage_root(root, acts)
+    except (image_mod.ImageError, ValueError, OSError) as exc:
+        raise StageFailed(f"image: {label}: {exc}") from None
+    return f"{label}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)"
 
 
 def programs_for(opts: RunOptions, label: str, guest_tests: Dict[str, str]) -> List[str]:
@@ -248,37 +257,18 @@ def programs_for(opts: RunOptions, label: str, guest_tests: Dict[str, str]) -> L
 def boot(opts: RunOptions, st: RunState) -> StageRecord:
     """QEMU per staged root, its console teed to a log and watched; a guest
     that panics, hangs or times out fails the stage after every boot ran."""
-    from rxl.guest import console as console_mod
-    from rxl.guest import qemu as qemu_mod
-    fw = qemu_mod.find_ovmf()
     cmds, details = [], []
     failures = []
     for label, root in st.roots.items():
-        # snapshot=on: the staged directory is never written. The guest's
-        # root stays read-only anyway (rc.j2 writes no file).
-        cfg = guest_config(root, opts)
-        try:
-            argv = qemu_mod.build_argv(cfg, firmware=fw or "/usr/share/OVMF/OVMF_CODE_4M.fd"
-                                       if opts.dry_run else fw)
-        except qemu_mod.QemuConfigError as exc:
-            raise StageFailed(f"boot: {exc}") from None
+        argv = console_argv(opts, root)
         cmds.append(shlex.join(argv))
-        log = str(Path(opts.out) / f"console-{label}.log")
-        st.logs[label] = log
         if opts.dry_run:
+            st.logs[label] = str(Path(opts.out) / f"console-{label}.log")
             continue
-        st.echo(f"boot: {label}: QEMU started, console {log}")
-        try:
-            res = console_mod.watch(console_mod.SerialTransport(argv), log,
-                                    echo=lambda s, lb=label: st.echo(f"  [{lb}] {s}"))
-            details.append(f"{label}: end marker at {res.end_seen_at:.0f} s, "
-                           f"QEMU exit after {res.seconds:.0f} s")
-        except console_mod.GuestError as exc:
-            # Keep going: the other boots still tell us something; parse reports it.
-            failures.append(f"{label}: guest {exc.kind}: {exc}")
-            details.append(f"{label}: {exc.kind} after {exc.seconds:.0f} s")
-        except FileNotFoundError as exc:
-            raise StageFailed(f"boot: {exc}") from None
+        detail, failure = watch_console(opts, st, label, argv)
+        details.append(detail)
+        if failure:
+            failures.append(failure)
     if opts.dry_run:
         return StageRecord("boot", "planned", commands=cmds)
     rec = StageRecord("boot", "failed" if failures else "ok", commands=cmds,
@@ -286,6 +276,43 @@ def boot(opts: RunOptions, st: RunState) -> StageRecord:
     for f in failures:
         st.echo(f"boot: {f}")
     return rec
+
+
+def console_argv(opts: RunOptions, root: str) -> List[str]:
+    """QEMU's argv for the console boot of ``root``. Raises StageFailed on a bad shape."""
+    from rxl.guest import qemu as qemu_mod
+    fw = qemu_mod.find_ovmf()
+    # snapshot=on: the staged directory is never written. The guest's
+    # root stays read-only anyway (rc.j2 writes no file).
+    cfg = guest_config(root, opts)
+    try:
+        return qemu_mod.build_argv(cfg, firmware=fw or "/usr/share/OVMF/OVMF_CODE_4M.fd"
+                                   if opts.dry_run else fw)
+    except qemu_mod.QemuConfigError as exc:
+        raise StageFailed(f"boot: {exc}") from None
+
+
+def watch_console(opts: RunOptions, st: RunState, label: str,
+                  argv: List[str]) -> Tuple[str, Optional[str]]:
+    """Boot ``argv`` with its console teed to ``<out>/console-<label>.log`` (set in
+    ``st.logs``) and watched to the rc's end marker. Returns ``(detail, failure)``:
+    failure is None, or the one line of a panic, hang or timeout (the log is kept for
+    parse). Raises StageFailed when QEMU cannot be started."""
+    from rxl.guest import console as console_mod
+    log = str(Path(opts.out) / f"console-{label}.log")
+    st.logs[label] = log
+    st.echo(f"boot: {label}: QEMU started, console {log}")
+    try:
+        res = console_mod.watch(console_mod.SerialTransport(argv), log,
+                                echo=lambda s, lb=label: st.echo(f"  [{lb}] {s}"))
+        return (f"{label}: end marker at {res.end_seen_at:.0f} s, "
+                f"QEMU exit after {res.seconds:.0f} s"), None
+    except console_mod.GuestError as exc:
+        # Keep going: the other boots still tell us something; parse reports it.
+        return (f"{label}: {exc.kind} after {exc.seconds:.0f} s",
+                f"{label}: guest {exc.kind}: {exc}")
+    except FileNotFoundError as exc:
+        raise StageFailed(f"boot: {exc}") from None
 
 
 def parse(opts: RunOptions, st: RunState) -> StageRecord:
@@ -315,7 +342,7 @@ def report(opts: RunOptions, st: RunState) -> StageRecord:
                                   "the must-fail-on-pristine rule is unchecked")
     (out / "report.json").write_text(json_text(st))
     (out / "junit.xml").write_text(report_mod.to_junit(st.runs))
-    (out / "report.txt").write_text(report_mod.table(st.runs, st.verdict))
+    (out / "report.txt").write_text(report_mod.table(st.runs, st.verdict, st.fallbacks))
     return StageRecord("report", "ok", log=str(out / "report.txt"),
                        detail=f"{out}/report.json, {out}/junit.xml, {out}/report.txt")
 

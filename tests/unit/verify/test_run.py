@@ -182,6 +182,9 @@ def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
         assert "secure/usr.sbin/sshd" in res.output and f"{tmp_path}/w/obj-ssh" in res.output
         assert all("hostfwd=tcp:127.0.0.1:" in q and "-no-reboot" not in q for q in qemu)
         assert res.output.count("sh /var/tmp/rxl/run.sh") == 4
+        assert res.output.count("(waiting up to 300 s)") == 4
+        # asked for by name: no fallback to the serial console (docs/design.md)
+        assert res.output.count("a failed boot (--transport ssh: no fallback)") == 4
     else:
         assert "secure/usr.sbin/sshd" not in res.output
         assert all("hostfwd" not in q and "-no-reboot" in q for q in qemu)
