@@ -59,10 +59,12 @@ class Need:
     ``name``: the program (argv[0] basename), header or file; ``check``:
     ``bin:PROG`` (on PATH), ``path:ABS`` (a file), ``ovmf`` (any of
     rxl.guest.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable),
-    ``ebpf:privilege`` / ``ebpf:kernel`` (rxl.verify.ebpf_host); ``package``:
+    ``ebpf:privilege`` / ``ebpf:kernel`` (rxl.verify.ebpf_host), ``kyua:registry``
+    (the SQLite amalgamation's npm tarball cached or the registry reachable,
+    rxl.tree.kyuaworld.registry_problem); ``package``:
     the Debian package (``pip:NAME`` for a Python package, ``pkg:NAME`` a
     FreeBSD package, ``base:`` FreeBSD's base system, ``sys:`` no package:
-    how the host runs); ``stages``: who
+    how the host runs or what it reaches); ``stages``: who
     needs it; ``why``: a few words; ``mode``: the way to run that needs it
     (:data:`MODES`).
     """
@@ -168,8 +170,9 @@ NEEDS: Tuple[Need, ...] = (
          "OpenSSH's config.h for the guest's sshd (autoheader, autoconf)", mode="qemu"),
     Need("aclocal", "bin:aclocal", "automake", ("guest up", "run --transport ssh"),
          "OpenSSH's m4 macros for its configure", mode="qemu"),
-    Need("npm", "bin:npm", "npm", ("guest up --kyua",),
-         "npm pack: the SQLite amalgamation for kyua", mode="qemu"),
+    Need("SQLite amalgamation", "kyua:registry", "sys:network", ("guest up --kyua",),
+         "kyua's sqlite3.c: better-sqlite3's npm tarball over HTTPS (or cached)",
+         mode="qemu"),
     Need("bhyve", "bin:bhyve", "base:bhyve", ("vm",), "FreeBSD's hypervisor", mode="bhyve"),
     Need("bhyvectl", "bin:bhyvectl", "base:bhyvectl", ("vm",), "", mode="bhyve"),
     Need("BHYVE_UEFI.fd", "path:/usr/local/share/uefi-firmware/BHYVE_UEFI.fd",
@@ -242,6 +245,8 @@ class Result:
             return "run as root (or grant CAP_BPF and CAP_NET_ADMIN)"
         if pkg == "sys:kernel":
             return "boot Linux 5.12 or later"
+        if pkg == "sys:network":
+            return "allow HTTPS to registry.npmjs.org, or copy the tarball (above) there"
         return f"apt-get install -y {pkg}"
 
 
@@ -249,9 +254,12 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
           which: Callable[[str], Optional[str]] = shutil.which,
           isfile: Callable[[str], bool] = os.path.isfile,
           qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version,
-          ovmf: Optional[Callable[[], Optional[str]]] = None) -> List[Result]:
+          ovmf: Optional[Callable[[], Optional[str]]] = None,
+          registry: Optional[Callable[[], Optional[str]]] = None) -> List[Result]:
     """Check every need (default: those of ``mode``, :func:`for_mode`); a present
-    QEMU older than :data:`QEMU_MIN` counts as missing. ``ovmf`` finds the
+    QEMU older than :data:`QEMU_MIN` counts as missing. ``registry``: None when
+    kyua's SQLite amalgamation can be had, else why not (default
+    rxl.tree.kyuaworld.registry_problem). ``ovmf`` finds the
     firmware (default rxl.guest.qemu.find_ovmf: the path, or None)."""
     if ovmf is None:
         from rxl.guest.qemu import find_ovmf as ovmf
@@ -270,6 +278,11 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
             from rxl.verify import ebpf_host
             why = (ebpf_host.privilege_problem() if n.check == "ebpf:privilege"
                    else ebpf_host.kernel_problem())
+            ok, note = why is None, why or ""
+        elif n.check == "kyua:registry":
+            if registry is None:
+                from rxl.tree.kyuaworld import registry_problem as registry
+            why = registry()
             ok, note = why is None, why or ""
         elif n.check.startswith("py:"):
             try:

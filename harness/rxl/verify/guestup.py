@@ -135,7 +135,7 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
     if kyua:
         from rxl.tree import kyuaworld
         try:
-            kyuaworld.fetch_amalgamation(src, str(logdir / "kyua-deps"), echo=echo)
+            kyuaworld.fetch_amalgamation(src, kyuaworld.default_cache(), echo=echo)
         except kyuaworld.KyuaError as exc:
             raise GuestUpError(str(exc)) from None
     lock = build_mod.DEFAULT_LOCK if lock is None else (lock or None)

@@ -4,12 +4,22 @@ import ast
 import os
 from pathlib import Path
 
+import pytest
+
 from rxl.verify import doctor as D
 
 HARNESS = Path(D.__file__).resolve().parents[1]
 
 #: Wrappers whose argument list starts another program: (name, args before it).
 WRAPPERS = {"flock": 1, "env": None}
+
+
+@pytest.fixture(autouse=True)
+def _registry_offline(monkeypatch):
+    """No test here talks to the npm registry: kyua's amalgamation counts as available
+    unless a test says otherwise (rxl.tree.kyuaworld's own tests use a real server)."""
+    from rxl.tree import kyuaworld
+    monkeypatch.setattr(kyuaworld, "registry_problem", lambda *a, **k: None)
 
 
 def _programs(argv):
@@ -192,8 +202,9 @@ def test_modes_bhyve_alone_ssh_without_qemu():
     # the own guest boots QEMU and talks SSH to it; a target needs SSH, no QEMU
     assert "python: paramiko" in guest and "python: paramiko" in ssh
     # the own guest's sshd userland also needs OpenSSH's configure (autoconf,
-    # aclocal) and, for kyua, npm; an SSH target needs none of them
-    own = ("qemu-system-x86_64", "OVMF", "autoconf", "aclocal", "npm")
+    # aclocal) and, for kyua, the SQLite amalgamation (no npm: a plain HTTPS
+    # fetch); an SSH target needs none of them
+    own = ("qemu-system-x86_64", "OVMF", "autoconf", "aclocal", "SQLite amalgamation")
     assert all(n in guest for n in own) and not any(n in ssh for n in own)
     assert ssh == [n for n in guest if n not in own]
     bhyve = D.check(mode="bhyve", which=lambda n: None, isfile=lambda p: False)
@@ -269,3 +280,20 @@ def test_a_host_without_time_is_told_to_install_it():
         qemu_ver=lambda: (7, 2), ovmf=lambda: "/fw")}
     assert not res["time"].ok and res["time"].install_line() == "apt-get install -y time"
     assert ["apt-get", "install", "-y", "time"] == D.install_commands([res["time"]])[1]
+
+
+def test_kyua_amalgamation_is_checked_and_not_an_apt_package():
+    """guest up --kyua needs better-sqlite3's tarball (cached or the registry
+    reachable): the reason is the note, the advice is not an apt-get line."""
+    why = "GET https://registry.npmjs.org/better-sqlite3/12.9.0 failed: refused; or put ..."
+    res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
+                                           isfile=lambda p: True, qemu_ver=lambda: (7, 2),
+                                           ovmf=lambda: "/fw", registry=lambda: why)}
+    r = res["SQLite amalgamation"]
+    assert not r.ok and r.note == why
+    assert "registry.npmjs.org" in r.install_line()
+    assert D.install_commands([r]) == []
+    assert "npm" not in D.tool_names()          # no npm program is needed any more
+    ok = D.check([D.NEEDS[[n.name for n in D.NEEDS].index("SQLite amalgamation")]],
+                 registry=lambda: None)
+    assert ok[0].ok
