@@ -4,7 +4,8 @@ A target the harness did not boot (a bhyve VM, a test box; or the own guest
 once it is up) is driven through :class:`rxl.guest.ssh.SSHSession` (or
 :class:`rxl.guest.ssh.DryRun`, which only records). The pure parts are here and
 unit-tested: what the probe prints and how it is read, the kernel's version
-line, the install plan, the Kyuafile, kyua's JUnit -> case results.
+line, the install plan; the kyua path (the Kyuafile, the kyua commands, kyua's JUnit
+-> case results) is in :mod:`rxl.verify.remote_kyua`.
 
 What is touched on the target (and how to undo it) is :func:`touched`, the
 text ``--dry-run`` and the README print:
@@ -31,10 +32,12 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
+
+from rxl.verify.remote_kyua import (KYUA_LOG, cases_from_kyua_junit,  # noqa: F401
+                                    kyua_commands, kyuafile)
 
 #: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
 #: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
@@ -172,58 +175,6 @@ def install_plan(data: bytes, boot_dir: str = "/boot") -> InstallPlan:
     ])
 
 
-def kyuafile(programs: Sequence[str]) -> str:
-    """A Kyuafile (syntax 2) listing ATF test ``programs`` (basenames in its directory)."""
-    lines = ["syntax(2)", "", 'test_suite("rxl")', ""]
-    for p in sorted(programs):
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", p):
-            raise ValueError(f"{p!r}: not a plain program name")
-        lines.append(f'atf_test_program{{name="{p}"}}')
-    return "\n".join(lines) + "\n"
-
-
-def kyua_commands(workdir: str) -> List[str]:
-    """``kyua test`` over the work directory's Kyuafile, then ``kyua report-junit``."""
-    tests = f"{workdir}/tests"
-    db = f"{workdir}/kyua.db"
-    return [f"cd {tests} && kyua test --kyuafile={tests}/Kyuafile --results-file={db}",
-            f"kyua report-junit --results-file={db} --output={workdir}/kyua-junit.xml"]
-
-
-#: JUnit child element -> ATF status (kyua report-junit: failed -> failure,
-#: broken -> error, skipped -> skipped; passed and expected_failure have none).
-_KYUA_STATUS = {"failure": "failed", "error": "broken", "skipped": "skipped"}
-
-
-def cases_from_kyua_junit(xml_text: str, tests_dir: str):
-    """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
-
-    kyua names a case's class after its program path relative to the
-    Kyuafile, dots for slashes. Raises RemoteError on XML that does not parse.
-    """
-    from rxl.verify.parse import CaseResult
-    try:
-        root = ET.fromstring(xml_text)
-    except ET.ParseError as exc:
-        raise RemoteError(f"kyua's JUnit does not parse: {exc}") from None
-    out = []
-    for tc in root.iter("testcase"):
-        prog = (tc.get("classname") or "").replace(".", "/")
-        status, reason = "passed", ""
-        for child in tc:
-            if child.tag in _KYUA_STATUS:
-                status = _KYUA_STATUS[child.tag]
-                reason = (child.get("message") or "").strip()
-                break
-        try:
-            secs = int(round(float(tc.get("time") or 0)))
-        except ValueError:
-            secs = None
-        out.append(CaseResult(prog=f"{tests_dir}/{prog}", case=tc.get("name") or "",
-                              status=status, reason=reason, seconds=secs))
-    return out
-
-
 def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:
     """Lines saying what a run changes on the target and how to undo each."""
     out = [f"work directory {workdir} (tests, run.sh, Kyuafile, results); "
@@ -347,7 +298,9 @@ class RemoteRun:
         if not self.dry:
             out.mkdir(parents=True, exist_ok=True)
         for fname, text in (("run.sh", self.script(kyua)),
-                            ("Kyuafile", kyuafile(list(self.job.tests)) if kyua else None)):
+                            ("Kyuafile", kyuafile(list(self.job.tests),
+                                                  timeout=self.job.case_timeout)
+                             if kyua else None)):
             if text is None:
                 continue
             local = out / f"target-{fname}"
@@ -363,6 +316,7 @@ class RemoteRun:
         Returns the rxl.verify.parse.RunResult (None in a dry run).
         """
         from rxl.guest import console
+        from rxl.guest.ssh import SSHError
         from rxl.verify import parse
         w = self.job.workdir
         kyua = self.use_kyua()
@@ -378,6 +332,10 @@ class RemoteRun:
                 if r.rc not in (0, 1):
                     raise RemoteError(f"{c}: exit {r.rc}: {r.stderr.strip()[-200:]}")
             self.s.get(f"{w}/kyua-junit.xml", str(Path(self.job.out) / "kyua-junit.xml"))
+            try:
+                self.s.get(f"{w}/{KYUA_LOG}", str(Path(self.job.out) / KYUA_LOG))
+            except SSHError:
+                pass  # the log is for reading; the results are in the JUnit file
         if self.dry:
             return None
         res = parse.parse_file(log)

@@ -73,11 +73,27 @@ def test_kernel_version_and_plan():
 
 def test_kyuafile():
     text = R.kyuafile(["b_test", "a_test"])
-    assert text.splitlines() == ["syntax(2)", "", 'test_suite("rxl")', "",
-                                 'atf_test_program{name="a_test"}',
-                                 'atf_test_program{name="b_test"}']
+    assert text.splitlines() == [
+        "syntax(2)", "", 'test_suite("rxl")', "",
+        'atf_test_program{name="a_test", is_exclusive=true, required_user="root"}',
+        'atf_test_program{name="b_test", is_exclusive=true, required_user="root"}']
+    assert R.kyuafile(["a_test"], timeout=400).splitlines()[-1] == \
+        'atf_test_program{name="a_test", is_exclusive=true, required_user="root", timeout=400}'
     with pytest.raises(ValueError):
         R.kyuafile(["../x"])
+    with pytest.raises(ValueError, match="at least 1 s"):
+        R.kyuafile(["a_test"], timeout=0)
+
+
+def test_kyua_runs_one_case_at_a_time_and_logs_in_the_work_directory():
+    test, junit = R.kyua_commands("/var/tmp/rxl")
+    assert test == ("cd /var/tmp/rxl/tests && rm -f /var/tmp/rxl/kyua.db && "
+                    "kyua --logfile=/var/tmp/rxl/kyua.log --variable=parallelism=1 test "
+                    "--kyuafile=/var/tmp/rxl/tests/Kyuafile "
+                    "--results-file=/var/tmp/rxl/kyua.db")
+    assert junit == ("kyua --logfile=/var/tmp/rxl/kyua.log report-junit "
+                     "--results-file=/var/tmp/rxl/kyua.db "
+                     "--output=/var/tmp/rxl/kyua-junit.xml")
 
 
 def test_kyua_junit_to_cases():

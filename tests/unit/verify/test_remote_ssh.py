@@ -162,8 +162,15 @@ def test_kyua_path(box):
     (tmp_path / "state" / "series").touch()
     (tmp_path / "bin" / "kyua").write_text(textwrap.dedent("""\
         #!/bin/sh
+        # kyua's global options come before the command, as kyua(1) parses them
+        while case "$1" in --*) true;; *) false;; esac; do
+            case "$1" in --logfile=*) log=${1#--logfile=};; esac
+            echo "$1" >> "$log.options"; shift
+        done
+        echo "kyua $1" >> "$log"
         case "$1" in
-        test) ls Kyuafile lb_test >/dev/null || exit 2; exit 1;;
+        test) ls Kyuafile lb_test >/dev/null || exit 2; [ ! -e "${3#--results-file=}" ] || exit 3
+            : > "${3#--results-file=}"; exit 1;;
         report-junit) out=${3#--output=}
             printf '<testsuite><testcase classname="lb_test" name="works" time="2.0"/>' > $out
             printf '<testcase classname="lb_test" name="breaks" time="1"><failure message="x"/>' >> $out
@@ -180,7 +187,13 @@ def test_kyua_path(box):
         ("lb_test:works", "passed", 2), ("lb_test:breaks", "failed", 1)]
     assert any("kyua" in n for n in res.notes)
     assert (tmp_path / "target-work" / "tests" / "Kyuafile").read_text() == \
-        R.kyuafile(["lb_test"])
+        R.kyuafile(["lb_test"], timeout=run.job.case_timeout)
+    # one case at a time whatever the target's kyua.conf says; the log copied back
+    assert "--variable=parallelism=1" in \
+        (tmp_path / "target-work" / "kyua.log.options").read_text().split()
+    assert (tmp_path / "out" / "kyua.log").read_text() == "kyua test\nkyua report-junit\n"
+    # a second run in the same work directory starts a new results file
+    run.run_tests(str(tmp_path / "out" / "console-patched2.log"))
 
 
 def test_dry_run_lists_every_remote_action(tmp_path):
@@ -291,7 +304,8 @@ def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
     kid = R.kernel_id(kernel.read_bytes())
     for want in ["# target: planned", R.PROBE_COMMAND, f"nextboot -k kernel.rxl-{kid}",
                  "shutdown -r now", "# tests: planned", "sh /var/tmp/rxl/run.sh",
-                 "kyua report-junit", "undo: rm -rf /var/tmp/rxl", "nextboot -D"]:
+                 "report-junit --results-file=/var/tmp/rxl/kyua.db",
+                 "undo: rm -rf /var/tmp/rxl", "nextboot -D"]:
         assert want in res.output, want
     assert not (tmp_path / "out").exists()
 

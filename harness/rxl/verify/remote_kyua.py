@@ -1,0 +1,97 @@
+"""The kyua path of ``rxl run --target``: the Kyuafile, the kyua commands, kyua's JUnit.
+
+Used by :class:`rxl.verify.remote.RemoteRun` when the target has kyua (or
+``--kyua``): the programs are copied with a Kyuafile (:func:`kyuafile`), kyua
+runs them one at a time and logs in the work directory (:func:`kyua_commands`),
+and ``kyua report-junit``'s file becomes the run's cases
+(:func:`cases_from_kyua_junit`). Run for real on the own guest with the
+snapshot's kyua 0.13 (docs/results/ssh.md, session 6).
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from typing import List, Optional, Sequence
+
+
+#: The Kyuafile's metadata for every program (kyuafile(5); a test case's own
+#: metadata overrides it): the series' cases change global sysctls and listen on
+#: fixed ports, so none runs beside another (``is_exclusive``), and they set
+#: sysctls and tunables, so root (``required_user``). The snapshot's kyua 0.13 does
+#: not accept the ATF head variable ``is.exclusive`` (engine/atf_list.cpp knows
+#: only descr, has.cleanup, require.*, timeout and X-*), so a Kyuafile (as
+#: FreeBSD's TEST_METADATA makes one) is the place that says it.
+KYUAFILE_METADATA = 'is_exclusive=true, required_user="root"'
+
+
+def kyuafile(programs: Sequence[str], *, timeout: Optional[int] = None) -> str:
+    """A Kyuafile (syntax 2) listing ATF test ``programs`` (basenames in its directory),
+    each with :data:`KYUAFILE_METADATA` and, when given, ``timeout`` (seconds per
+    case, as the rc loop's ``--case-timeout``; a case's own ``timeout`` wins).
+    Raises ValueError for a name that is not a plain file name or a timeout < 1."""
+    if timeout is not None and timeout < 1:
+        raise ValueError(f"timeout {timeout}: must be at least 1 s")
+    meta = KYUAFILE_METADATA + (f", timeout={timeout}" if timeout else "")
+    lines = ["syntax(2)", "", 'test_suite("rxl")', ""]
+    for p in sorted(programs):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", p):
+            raise ValueError(f"{p!r}: not a plain program name")
+        lines.append(f'atf_test_program{{name="{p}", {meta}}}')
+    return "\n".join(lines) + "\n"
+
+
+#: kyua(1)'s log, in the work directory (the default, ``~/.kyua/logs``, is
+#: outside it, and is copied back as ``<out>/kyua.log``).
+KYUA_LOG = "kyua.log"
+#: kyua.conf(5) ``parallelism`` for the run, given on the command line so a
+#: target's own /etc/kyua/kyua.conf cannot raise it: one case at a time (the
+#: default of kyua 0.13 too, engine/config.cpp).
+KYUA_PARALLELISM = 1
+
+
+def kyua_commands(workdir: str) -> List[str]:
+    """``kyua test`` over the work directory's Kyuafile (one case at a time,
+    :data:`KYUA_PARALLELISM`; a results file of an earlier run removed first), then
+    ``kyua report-junit``; both log to ``WORKDIR/kyua.log``."""
+    tests = f"{workdir}/tests"
+    db = f"{workdir}/kyua.db"
+    glob = f"kyua --logfile={workdir}/{KYUA_LOG}"
+    return [f"cd {tests} && rm -f {db} && {glob} --variable=parallelism={KYUA_PARALLELISM} "
+            f"test --kyuafile={tests}/Kyuafile --results-file={db}",
+            f"{glob} report-junit --results-file={db} --output={workdir}/kyua-junit.xml"]
+
+
+#: JUnit child element -> ATF status (kyua report-junit: failed -> failure,
+#: broken -> error, skipped -> skipped; passed and expected_failure have none).
+_KYUA_STATUS = {"failure": "failed", "error": "broken", "skipped": "skipped"}
+
+
+def cases_from_kyua_junit(xml_text: str, tests_dir: str):
+    """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
+
+    kyua names a case's class after its program path relative to the
+    Kyuafile, dots for slashes. Raises RemoteError on XML that does not parse.
+    """
+    from rxl.verify.parse import CaseResult
+    from rxl.verify.remote import RemoteError
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise RemoteError(f"kyua's JUnit does not parse: {exc}") from None
+    out = []
+    for tc in root.iter("testcase"):
+        prog = (tc.get("classname") or "").replace(".", "/")
+        status, reason = "passed", ""
+        for child in tc:
+            if child.tag in _KYUA_STATUS:
+                status = _KYUA_STATUS[child.tag]
+                reason = (child.get("message") or "").strip()
+                break
+        try:
+            secs = int(round(float(tc.get("time") or 0)))
+        except ValueError:
+            secs = None
+        out.append(CaseResult(prog=f"{tests_dir}/{prog}", case=tc.get("name") or "",
+                              status=status, reason=reason, seconds=secs))
+    return out
