@@ -10,7 +10,7 @@ host needs between sentinel lines that start with :data:`MARK`::
     ==RXL== SYSCTL <name>: <value>            (sysctl output, prefixed)
     ==RXL== ATF BEGIN
     ==RXL== LIST <prog> <case>                (one per case from `prog -l`)
-    ==RXL== CASE <prog> <case> rc=<exit> t=<seconds> <resfile first line>
+    ==RXL== CASE <prog> <case> rc=<exit> t=<seconds> <last line of the result>
     ==RXL== ATF END
     ==RXL== END <label>
 
@@ -27,6 +27,10 @@ Rules (the report's trust depends on them):
   * ``rc=124`` (timeout(1)'s exit status) -> status ``timeout``;
   * ATF result words: passed, failed, skipped, expected_failure, broken;
     anything unreadable -> ``broken``;
+  * a reason of several lines (atf-c writes ``atf_tc_fail``'s newlines as
+    they are, and the rc sees only the last line) is rebuilt from the
+    console lines since the previous sentinel: from the last one that
+    starts with a result word, joined with `` / `` (:func:`_whole_result`);
   * nothing raises: an unreadable line (a number too long for the field, a
     stray token) and a topology block the topology parser refuses
     (:func:`rxl.decide.topology.parse_spec`) become ``notes``.
@@ -35,8 +39,9 @@ Rules (the report's trust depends on them):
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rxl.decide.cpugroup import Group, TopologyError
 from rxl.decide.topology import parse_spec
@@ -159,6 +164,26 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
     return CaseResult(prog, case, status, reason, rc_i, int(secs))
 
 
+#: Console lines kept between sentinels for a multi-line result.
+RESULT_LINES = 200
+
+
+def _whole_result(line: str, since: Sequence[str]) -> str:
+    """A CASE line whose result is the last line of a multi-line reason,
+    with the reason's head found in ``since`` (the console lines after the
+    previous sentinel) put back; the line unchanged when it needs nothing."""
+    m = _CASE_RE.match(line[len(MARK):].strip())
+    if not m or m.group(5).strip().partition(":")[0].strip() in ATF_STATUSES:
+        return line
+    for i in range(len(since) - 1, -1, -1):
+        word = since[i].partition(":")[0].strip()
+        if word in ATF_STATUSES and since[i].startswith(word):
+            parts = [p.strip() for p in since[i:] + [m.group(5)] if p.strip()]
+            prog, case, rc, secs = m.group(1, 2, 3, 4)
+            return f"{MARK} CASE {prog} {case} rc={rc} t={secs} " + " / ".join(parts)
+    return line
+
+
 def parse_console(lines: Iterable[str]) -> RunResult:
     """Parse console ``lines`` (str, with or without line endings) into a RunResult.
 
@@ -171,12 +196,19 @@ def parse_console(lines: Iterable[str]) -> RunResult:
     reported: Dict[Tuple[str, str], CaseResult] = {}
     in_topo = atf_open = False
     topo: List[str] = []
+    since: Deque[str] = deque(maxlen=RESULT_LINES)
     for raw in lines:
         line = raw.rstrip("\r\n").replace("\r", "")
         if line.strip():
             r.last_line = line
+        if not line.startswith(MARK):
+            since.append(line)
+            line_in = line
+        else:
+            line_in = _whole_result(line, list(since)) if atf_open else line
+            since.clear()
         try:
-            in_topo, atf_open = _line(r, line, in_topo, atf_open, topo, listed, reported)
+            in_topo, atf_open = _line(r, line_in, in_topo, atf_open, topo, listed, reported)
         except (ValueError, OverflowError) as exc:
             r.notes.append(f"unreadable line ({exc.__class__.__name__}): {_quote(line)}")
     if in_topo:

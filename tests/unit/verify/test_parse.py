@@ -163,3 +163,43 @@ def test_real_experimental_boot_mostly_passes():
     bad = [(c.name, c.status) for c in r.cases if c.status != "passed"]
     assert bad == [("so_reuseport_lb_cpu_test:untagged_share", "failed")]
     assert "got no connection" in [c for c in r.cases if c.status == "failed"][0].reason
+
+
+# The mutant kernel's resize_rebuild failure (session 6, docs/results/
+# commits-2-3-review.md): atf_tc_fail's message had newlines, so the rc saw
+# only its last line as the result.
+MULTI = """==RXL== BEGIN patched
+==RXL== ATF BEGIN
+==RXL== LIST /rxl/tests/p resize_rebuild
+==RXL== LIST /rxl/tests/p other
+p: WARNING: Running test cases outside of kyua(1) is unsupported
+resize_window: 24 rounds of 40 joins
+failed: a dealt map was not rebuilt within 5 s:
+group port 36212 af inet members 9 gen 15 map 112 dirty 1 rebuilds 13 allocfail 0
+member 7 tag 0 explicit slots 0
+==RXL== CASE /rxl/tests/p resize_rebuild rc=1 t=6 cpu 6 offset 96 slots 16
+failed: not a result of this case: the sentinel above ended it
+==RXL== CASE /rxl/tests/p other rc=1 t=0 cpu 1 offset 16 slots 16
+==RXL== ATF END
+==RXL== END patched
+"""
+
+
+def test_a_multi_line_reason_is_put_back_together():
+    r = parse_console(MULTI.splitlines())
+    c = r.cases[0]
+    assert (c.status, c.exit_code, c.seconds) == ("failed", 1, 6)
+    assert c.reason == ("a dealt map was not rebuilt within 5 s: / group port 36212 af inet "
+                        "members 9 gen 15 map 112 dirty 1 rebuilds 13 allocfail 0 / "
+                        "member 7 tag 0 explicit slots 0 / cpu 6 offset 96 slots 16")
+    # Only lines after the previous sentinel count: 'other' has its own
+    # result-word line, so it is rebuilt from that, never from the first case's.
+    assert r.cases[1].status == "failed"
+    assert r.cases[1].reason.startswith("not a result of this case")
+    assert r.outcome == "completed"
+
+
+def test_a_result_without_any_result_word_stays_broken():
+    lines = MULTI.replace("failed: a dealt", "oops: a dealt").splitlines()
+    c = parse_console(lines).cases[0]
+    assert c.status == "broken" and c.reason == "cpu 6 offset 96 slots 16"
