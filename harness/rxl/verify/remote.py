@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from rxl.verify.remote_kyua import (KYUA_LOG, cases_from_kyua_junit,  # noqa: F401
-                                    kyua_commands, kyuafile)
+from rxl.verify.remote_kyua import (KYUA_LOGS, cases_from_kyua_junit,  # noqa: F401
+                                    kyua_commands, kyuafile, listing_notes)
 
 #: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
 #: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
@@ -332,10 +332,11 @@ class RemoteRun:
                 if r.rc not in (0, 1):
                     raise RemoteError(f"{c}: exit {r.rc}: {r.stderr.strip()[-200:]}")
             self.s.get(f"{w}/kyua-junit.xml", str(Path(self.job.out) / "kyua-junit.xml"))
-            try:
-                self.s.get(f"{w}/{KYUA_LOG}", str(Path(self.job.out) / KYUA_LOG))
-            except SSHError:
-                pass  # the log is for reading; the results are in the JUnit file
+            for name in KYUA_LOGS:
+                try:
+                    self.s.get(f"{w}/{name}", str(Path(self.job.out) / name))
+                except SSHError:
+                    pass  # the logs are for reading; the results are in the JUnit file
         if self.dry:
             return None
         res = parse.parse_file(log)
@@ -344,4 +345,5 @@ class RemoteRun:
                 (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
                 f"{w}/tests")
             res.notes.append(f"cases run by kyua ({self.info.kyua if self.info else 'kyua'})")
+            res.notes.extend(listing_notes(res.cases))
         return res

@@ -41,9 +41,10 @@ def kyuafile(programs: Sequence[str], *, timeout: Optional[int] = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: kyua(1)'s log, in the work directory (the default, ``~/.kyua/logs``, is
-#: outside it, and is copied back as ``<out>/kyua.log``).
-KYUA_LOG = "kyua.log"
+#: kyua(1)'s logs of ``kyua test`` and ``kyua report-junit``, in the work directory
+#: (the default, ``~/.kyua/logs``, is outside it; root's home does not exist on the
+#: own guest), copied back to ``<out>``. One per command: kyua truncates its log.
+KYUA_LOGS = ("kyua-test.log", "kyua-report.log")
 #: kyua.conf(5) ``parallelism`` for the run, given on the command line so a
 #: target's own /etc/kyua/kyua.conf cannot raise it: one case at a time (the
 #: default of kyua 0.13 too, engine/config.cpp).
@@ -53,13 +54,15 @@ KYUA_PARALLELISM = 1
 def kyua_commands(workdir: str) -> List[str]:
     """``kyua test`` over the work directory's Kyuafile (one case at a time,
     :data:`KYUA_PARALLELISM`; a results file of an earlier run removed first), then
-    ``kyua report-junit``; both log to ``WORKDIR/kyua.log``."""
+    ``kyua report-junit``; each logs to its file of :data:`KYUA_LOGS` in ``workdir``."""
     tests = f"{workdir}/tests"
     db = f"{workdir}/kyua.db"
-    glob = f"kyua --logfile={workdir}/{KYUA_LOG}"
-    return [f"cd {tests} && rm -f {db} && {glob} --variable=parallelism={KYUA_PARALLELISM} "
+    test_log, report_log = (f"{workdir}/{n}" for n in KYUA_LOGS)
+    return [f"cd {tests} && rm -f {db} && kyua --logfile={test_log} "
+            f"--variable=parallelism={KYUA_PARALLELISM} "
             f"test --kyuafile={tests}/Kyuafile --results-file={db}",
-            f"{glob} report-junit --results-file={db} --output={workdir}/kyua-junit.xml"]
+            f"kyua --logfile={report_log} report-junit --results-file={db} "
+            f"--output={workdir}/kyua-junit.xml"]
 
 
 #: JUnit child element -> ATF status (kyua report-junit: failed -> failure,
@@ -94,4 +97,26 @@ def cases_from_kyua_junit(xml_text: str, tests_dir: str):
             secs = None
         out.append(CaseResult(prog=f"{tests_dir}/{prog}", case=tc.get("name") or "",
                               status=status, reason=reason, seconds=secs))
+    return out
+
+
+#: The case kyua reports when a program's case list cannot be read (kyua 0.13:
+#: engine/atf_list.cpp; the program's cases are then not run at all).
+LIST_CASE = "__test_cases_list__"
+
+
+def listing_notes(cases) -> List[str]:
+    """Report notes for the programs kyua could not list (a ``__test_cases_list__``
+    case that did not pass; ``cases``: rxl.verify.parse.CaseResult list): which
+    program and kyua's reason, and for kyua 0.13's ``Unknown test case metadata
+    property 'is.exclusive'`` (2026-12-01 on the own guest) what to do."""
+    out = []
+    for c in cases:
+        if c.case != LIST_CASE or c.status == "passed":
+            continue
+        note = f"kyua could not list {c.prog.rsplit('/', 1)[-1]}: {c.reason or c.status}"
+        if "is.exclusive" in c.reason:
+            note += ("; this kyua does not know the ATF head variable is.exclusive: drop "
+                     "it from the test's head (the Kyuafile sets is_exclusive), or --no-kyua")
+        out.append(note)
     return out

@@ -88,10 +88,10 @@ def test_kyuafile():
 def test_kyua_runs_one_case_at_a_time_and_logs_in_the_work_directory():
     test, junit = R.kyua_commands("/var/tmp/rxl")
     assert test == ("cd /var/tmp/rxl/tests && rm -f /var/tmp/rxl/kyua.db && "
-                    "kyua --logfile=/var/tmp/rxl/kyua.log --variable=parallelism=1 test "
+                    "kyua --logfile=/var/tmp/rxl/kyua-test.log --variable=parallelism=1 test "
                     "--kyuafile=/var/tmp/rxl/tests/Kyuafile "
                     "--results-file=/var/tmp/rxl/kyua.db")
-    assert junit == ("kyua --logfile=/var/tmp/rxl/kyua.log report-junit "
+    assert junit == ("kyua --logfile=/var/tmp/rxl/kyua-report.log report-junit "
                      "--results-file=/var/tmp/rxl/kyua.db "
                      "--output=/var/tmp/rxl/kyua-junit.xml")
 
@@ -116,6 +116,24 @@ def test_kyua_junit_to_cases():
     assert cases[3].prog == "/var/tmp/rxl/tests/sub/x_test"
     with pytest.raises(R.RemoteError, match="does not parse"):
         R.cases_from_kyua_junit("<testsuite>", "/t")
+
+
+def test_a_program_kyua_cannot_list_is_named_with_the_way_out():
+    """kyua 0.13 on the own guest (2026-12-01): both series programs set the ATF head
+    variable is.exclusive, which it does not know; their JUnit is one broken case."""
+    xml = """<testsuite>
+<testcase classname="so_reuseport_lb_cpu_test" name="__test_cases_list__" time="0.0">
+<error message="Unknown test case metadata property &apos;is.exclusive&apos;"/></testcase>
+<testcase classname="x_test" name="__test_cases_list__" time="0.0">
+<error message="Permission denied"/></testcase>
+<testcase classname="so_reuseport_lb_test" name="basic_ipv4" time="32.1"/>
+</testsuite>"""
+    notes = R.listing_notes(R.cases_from_kyua_junit(xml, "/var/tmp/rxl/tests"))
+    assert notes == [
+        "kyua could not list so_reuseport_lb_cpu_test: Unknown test case metadata property "
+        "'is.exclusive'; this kyua does not know the ATF head variable is.exclusive: drop it "
+        "from the test's head (the Kyuafile sets is_exclusive), or --no-kyua",
+        "kyua could not list x_test: Permission denied"]
 
 
 def test_touched_names_undo():

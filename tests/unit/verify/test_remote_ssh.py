@@ -167,7 +167,7 @@ def test_kyua_path(box):
             case "$1" in --logfile=*) log=${1#--logfile=};; esac
             echo "$1" >> "$log.options"; shift
         done
-        echo "kyua $1" >> "$log"
+        echo "kyua $1" > "$log"  # kyua truncates its log
         case "$1" in
         test) ls Kyuafile lb_test >/dev/null || exit 2; [ ! -e "${3#--results-file=}" ] || exit 3
             : > "${3#--results-file=}"; exit 1;;
@@ -190,8 +190,9 @@ def test_kyua_path(box):
         R.kyuafile(["lb_test"], timeout=run.job.case_timeout)
     # one case at a time whatever the target's kyua.conf says; the log copied back
     assert "--variable=parallelism=1" in \
-        (tmp_path / "target-work" / "kyua.log.options").read_text().split()
-    assert (tmp_path / "out" / "kyua.log").read_text() == "kyua test\nkyua report-junit\n"
+        (tmp_path / "target-work" / "kyua-test.log.options").read_text().split()
+    assert (tmp_path / "out" / "kyua-test.log").read_text() == "kyua test\n"
+    assert (tmp_path / "out" / "kyua-report.log").read_text() == "kyua report-junit\n"
     # a second run in the same work directory starts a new results file
     run.run_tests(str(tmp_path / "out" / "console-patched2.log"))
 
