@@ -328,6 +328,9 @@ class RemoteRun:
         if kyua:
             for c in kyua_commands(w):
                 r = self.s.run(c, timeout=self.job.kyua_timeout)
+                if not self.dry:  # kyua's own lines (a case per line, its summary)
+                    with open(Path(self.job.out) / "kyua.out", "a") as fh:
+                        fh.write(f"$ {c}\n{r.stdout}{r.stderr}[exit {r.rc}]\n")
                 # kyua test exits 1 when a case failed: that is a result, not an error
                 if r.rc not in (0, 1):
                     raise RemoteError(f"{c}: exit {r.rc}: {r.stderr.strip()[-200:]}")
