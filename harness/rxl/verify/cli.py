@@ -279,7 +279,7 @@ def guest_up(src, kernel, build, kyua, atf_dir, dry_run):
     """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
     from rxl.verify import guestup
     if dry_run:
-        p = guestup.plan(os.path.abspath(src), os.path.abspath(kernel))
+        p = guestup.plan(os.path.abspath(src), os.path.abspath(kernel), kyua=build and kyua)
         for line in p["world"] + [shlex.join(p["argv"])]:
             click.echo(line)
         click.echo(f"# then wait for ssh://root@127.0.0.1:{p['port']} (the root's host key)")

@@ -66,9 +66,12 @@ def own_host_key(host: str, port: int) -> Optional[str]:
     return None
 
 
-def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0) -> Dict:
+def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
+         kyua: bool = False) -> Dict:
     """What ``up`` would run: ``{"world": [shell lines], "root", "argv", "port", "log"}``. Pure
-    apart from choosing a free port when ``port`` is 0."""
+    apart from choosing a free port when ``port`` is 0. ``kyua``: the world with kyua,
+    after a comment line saying where the SQLite amalgamation comes from
+    (:func:`rxl.tree.kyuaworld.fetch_amalgamation`)."""
     from rxl.guest import qemu, sshguest
     from rxl.tree import sshworld
     port = port or sshguest.free_port()
@@ -79,7 +82,14 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0) -> Dic
                            mgmt_nic=sshguest.MGMT_NIC_MODEL,
                            no_reboot=False)
     argv = qemu.build_argv(cfg, firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
-    return {"world": [s.shell() for s in sshworld.plan_ssh_world(src)], "root": root,
+    world = [s.shell() for s in sshworld.plan_ssh_world(src, kyua=kyua)]
+    if kyua:
+        from rxl.tree import kyuaworld as K
+        world.insert(0, f"# kyua: unless {src}/contrib/sqlite3/sqlite3.c exists: GET "
+                        f"{K.metadata_url(K.SQLITE_NPM)} -> dist.tarball, checked against "
+                        f"dist.integrity, into {K.default_cache()}; its deps/sqlite3/sqlite3.c "
+                        f"and sqlite3.h into {src}/contrib/sqlite3")
+    return {"world": world, "root": root,
             "argv": argv, "port": port, "log": log, "kernel": kernel}
 
 

@@ -1,7 +1,7 @@
 """rxl guest up/down (verify.guestup): dry run, state, stopping only our QEMU.
 
-The real `up` needs the sshd userland, which has not been built; these
-tests cover the plan, the state file and `down`.
+The real `up` needs the sshd userland (built and booted for real:
+docs/results/ssh.md); these tests cover the plan, the state file and `down`.
 """
 
 import json
@@ -27,6 +27,24 @@ def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
                                   "--dry-run"])
     assert r.exit_code == 0 and "hostfwd=tcp:127.0.0.1:" in r.output
     assert not (tmp_path / "guest").exists()  # a dry run writes nothing
+
+
+def test_dry_run_with_kyua_shows_the_amalgamation_and_kyua(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    k = tmp_path / "kernel"
+    k.write_bytes(b"k")
+    r = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
+                                  "--build", "--kyua", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    first = r.output.splitlines()[0]
+    assert first.startswith("# kyua: unless /src/contrib/sqlite3/sqlite3.c exists: GET "
+                            "https://registry.npmjs.org/better-sqlite3/12.9.0")
+    assert f"into {tmp_path}/guest/up/kyua-deps" in first
+    assert "usr.bin/kyua" in r.output and "lib/libsqlite3" in r.output
+    plain = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
+                                      "--dry-run"])
+    assert "usr.bin/kyua" not in plain.output and "# kyua" not in plain.output
+    assert not (tmp_path / "guest").exists()
 
 
 def test_up_refuses_without_the_sshd_userland(tmp_path, monkeypatch):
