@@ -1793,6 +1793,69 @@ ATF_TC_BODY(resize_rebuild, tc)
 	lb_group_close(&g);
 }
 
+/*
+ * A tag set while the task retries a group in back-off (review 5, R5-1).
+ * A rebuild that fails for want of memory (fail point
+ * in_pcblb_map_alloc, once) leaves the group dirty, and the task retries
+ * it after 1 s.  The retry's unlocked deal is held for 1.5 s
+ * (in_pcblb_deal, once); as soon as the retry is in it, the second
+ * member's tag changes.  setsockopt(2) leaves a group in back-off to the
+ * task, and the retry, finding the inputs changed, drops its map: the
+ * task must still rebuild the group, which settles with both members
+ * dealt on the new tag.
+ */
+ATF_TC_WITH_CLEANUP(backoff_retag);
+ATF_TC_HEAD(backoff_retag, tc)
+{
+	lb_fp_head(tc);
+}
+ATF_TC_CLEANUP(backoff_retag, tc)
+{
+	lb_fp_restore();
+}
+ATF_TC_BODY(backoff_retag, tc)
+{
+	static char buf[1 << 20];
+	struct lbgroup g;
+	char fp[256], line[64], sec[4096];
+	int cpus[2], i, tags[2];
+	unsigned port;
+
+	if (lb_cpus(cpus, 2) < 2)
+		atf_tc_skip("needs two CPUs");
+	tags[0] = tags[1] = cpus[0];
+	lb_group(&g, AF_INET, 2, tags, false);
+	port = ntohs(((struct sockaddr_in *)&g.addr)->sin_port);
+	lb_fp_set("in_pcblb_map_alloc", "1*return");
+	lb_setcpu(g.sds[0], cpus[1]);
+	lb_groups(buf, sizeof(buf));
+	lb_section(buf, port, sec, sizeof(sec));
+	ATF_REQUIRE_MSG(strstr(sec, " dirty 1 ") != NULL &&
+	    strstr(sec, " allocfail 1\n") != NULL,
+	    "the rebuild did not fail for want of memory:\n%s", sec);
+	lb_fp_set("in_pcblb_deal", "1*return(1500000)");
+	/* The fail point fires once: then the retry is in its deal. */
+	for (i = 0; i < 300; i++) {
+		lb_fp_get("in_pcblb_deal", fp, sizeof(fp));
+		if (strstr(fp, "return") == NULL)
+			break;
+		usleep(10000);
+	}
+	ATF_REQUIRE_MSG(i < 300, "the retry did not deal within 3 s");
+	lb_setcpu(g.sds[1], cpus[1]);
+	lb_fp_restore();
+	lb_settle();
+	lb_groups(buf, sizeof(buf));
+	lb_section(buf, port, sec, sizeof(sec));
+	for (i = 0; i < 2; i++) {
+		snprintf(line, sizeof(line), "member %d tag %d explicit "
+		    "slots 16\n", i, cpus[1]);
+		ATF_REQUIRE_MSG(strstr(sec, line) != NULL,
+		    "member %d is not dealt on its new tag:\n%s", i, sec);
+	}
+	lb_group_close(&g);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 	ATF_TP_ADD_TC(tp, steering_ipv4);
@@ -1810,6 +1873,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, zero_window);
 	ATF_TP_ADD_TC(tp, resize_window);
 	ATF_TP_ADD_TC(tp, resize_rebuild);
+	ATF_TP_ADD_TC(tp, backoff_retag);
 
 	return (atf_no_error());
 }
