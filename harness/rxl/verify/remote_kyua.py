@@ -70,11 +70,25 @@ def kyua_commands(workdir: str) -> List[str]:
 _KYUA_STATUS = {"failure": "failed", "error": "broken", "skipped": "skipped"}
 
 
+#: kyua report-junit's stderr block for a result without a message attribute
+#: (``<skipped/>``, drivers/report_junit.cpp): "Skipped result details", a dashed
+#: line, a blank line, the reason, a blank line.
+_DETAILS = re.compile(r"^\w+ result details\n-+\n\n(.*?)\n\n", re.S | re.M)
+
+
+def _details(system_err: str) -> str:
+    """The reason in kyua's "... result details" block of ``system_err``, or ""."""
+    m = _DETAILS.search(system_err)
+    return " ".join(m.group(1).split()) if m else ""
+
+
 def cases_from_kyua_junit(xml_text: str, tests_dir: str):
     """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
 
     kyua names a case's class after its program path relative to the
-    Kyuafile, dots for slashes. Raises RemoteError on XML that does not parse.
+    Kyuafile, dots for slashes. A result without a ``message`` (kyua writes
+    ``<skipped/>`` bare) takes its reason from the system-err details block.
+    Raises RemoteError on XML that does not parse.
     """
     from rxl.verify.parse import CaseResult
     from rxl.verify.remote import RemoteError
@@ -91,6 +105,8 @@ def cases_from_kyua_junit(xml_text: str, tests_dir: str):
                 status = _KYUA_STATUS[child.tag]
                 reason = (child.get("message") or "").strip()
                 break
+        if status != "passed" and not reason:
+            reason = _details(tc.findtext("system-err") or "")
         try:
             secs = int(round(float(tc.get("time") or 0)))
         except ValueError:

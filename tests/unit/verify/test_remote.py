@@ -118,6 +118,31 @@ def test_kyua_junit_to_cases():
         R.cases_from_kyua_junit("<testsuite>", "/t")
 
 
+def test_a_skipped_case_keeps_its_reason():
+    """kyua 0.13's JUnit for a skipped case (the own guest, 2026-12-01): no message
+    attribute, the reason only in system-err."""
+    xml = """<testsuite>
+<testcase classname="so_reuseport_lb_cpu_test" name="close_tagged" time="0.194">
+<skipped />
+<system-err>Skipped result details
+----------------------
+
+none of 64 handshakes ran on a tagged CPU: nothing was checked
+
+Test case metadata
+------------------
+
+is_exclusive = false
+</system-err>
+</testcase>
+<testcase classname="x_test" name="bare" time="1"><skipped /></testcase>
+</testsuite>"""
+    a, b = R.cases_from_kyua_junit(xml, "/t")
+    assert (a.status, a.reason) == ("skipped",
+                                    "none of 64 handshakes ran on a tagged CPU: nothing was checked")
+    assert (b.status, b.reason) == ("skipped", "")
+
+
 def test_a_program_kyua_cannot_list_is_named_with_the_way_out():
     """kyua 0.13 on the own guest (2026-12-01): both series programs set the ATF head
     variable is.exclusive, which it does not know; their JUnit is one broken case."""
