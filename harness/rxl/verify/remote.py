@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from rxl.verify.remote_kyua import (KYUA_LOGS, cases_from_kyua_junit,  # noqa: F401
-                                    kyua_commands, kyuafile, listing_notes)
+                                    kyua_commands, kyuafile, listing_notes,
+                                    LIST_CASE, unlisted_programs)
 
 #: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
 #: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
@@ -277,11 +278,13 @@ class RemoteRun:
             return self.job.kyua
         return bool(self.info and self.info.kyua)
 
-    def script(self, kyua: bool) -> str:
+    def script(self, kyua: bool, programs: Optional[List[str]] = None) -> str:
         """The run script: the guest rc's collection and ATF loop, without lo0
-        setup or power-off; with kyua, collection only (kyua runs the cases)."""
+        setup or power-off; with kyua, collection only (kyua runs the cases).
+        ``programs``: the loop's programs (default: all of the job's)."""
         from rxl.guest.image import render_rc
-        progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in sorted(self.job.tests)]
+        names = sorted(self.job.tests if programs is None else programs)
+        progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in names]
         return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
                          atf_vars=self.job.atf_vars,
                          poweroff=False, setup_lo=False, cwd=self.job.workdir,
@@ -348,5 +351,26 @@ class RemoteRun:
                 (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
                 f"{w}/tests")
             res.notes.append(f"cases run by kyua ({self.info.kyua if self.info else 'kyua'})")
-            res.notes.extend(listing_notes(res.cases))
+            unlisted = unlisted_programs(res.cases)
+            fallback = bool(unlisted) and self.job.kyua is None
+            res.notes.extend(listing_notes(res.cases, fallback=fallback))
+            if fallback:
+                res.cases = [c for c in res.cases if c.case != LIST_CASE
+                             or Path(c.prog).name not in unlisted]
+                res.cases += self._direct(unlisted, log)
         return res
+
+    def _direct(self, programs: List[str], log: str):
+        """Run ``programs`` with run.sh's loop (``run-direct.sh``, streamed to
+        ``<log>-direct.log``): kyua could not list them and was not asked for by
+        name (``--kyua``). Returns their rxl.verify.parse.CaseResult list."""
+        from rxl.guest import console
+        from rxl.verify import parse
+        w = self.job.workdir
+        local = Path(self.job.out) / "target-run-direct.sh"
+        local.write_text(self.script(False, programs))
+        self.s.put(str(local), f"{w}/run-direct.sh")
+        dlog = str(Path(log).with_name(Path(log).stem + "-direct.log"))
+        console.watch(self.s.stream(f"sh {w}/run-direct.sh"), dlog, poweroff_grace=10,
+                      echo=lambda s: self.echo(f"  [{self.job.label} direct] {s}"))
+        return parse.parse_file(dlog).cases

@@ -121,11 +121,19 @@ def cases_from_kyua_junit(xml_text: str, tests_dir: str):
 LIST_CASE = "__test_cases_list__"
 
 
-def listing_notes(cases) -> List[str]:
-    """Report notes for the programs kyua could not list (a ``__test_cases_list__``
-    case that did not pass; ``cases``: rxl.verify.parse.CaseResult list): which
-    program and kyua's reason, and for kyua 0.13's ``Unknown test case metadata
-    property 'is.exclusive'`` (2026-12-01 on the own guest) what to do."""
+def unlisted_programs(cases) -> List[str]:
+    """Basenames of the programs kyua could not list (a ``__test_cases_list__``
+    case that did not pass), in order."""
+    return [c.prog.rsplit("/", 1)[-1] for c in cases
+            if c.case == LIST_CASE and c.status != "passed"]
+
+
+def listing_notes(cases, *, fallback: bool = False) -> List[str]:
+    """Report notes for the programs kyua could not list (``cases``:
+    rxl.verify.parse.CaseResult list): which program and kyua's reason, and for
+    kyua 0.13's ``Unknown test case metadata property 'is.exclusive'``
+    (2026-12-01 on the own guest) what to do. ``fallback``: their cases ran
+    directly instead (:meth:`rxl.verify.remote.RemoteRun.run_tests`)."""
     out = []
     for c in cases:
         if c.case != LIST_CASE or c.status == "passed":
@@ -133,6 +141,9 @@ def listing_notes(cases) -> List[str]:
         note = f"kyua could not list {c.prog.rsplit('/', 1)[-1]}: {c.reason or c.status}"
         if "is.exclusive" in c.reason:
             note += ("; this kyua does not know the ATF head variable is.exclusive: drop "
-                     "it from the test's head (the Kyuafile sets is_exclusive), or --no-kyua")
+                     "it from the test's head (the Kyuafile sets is_exclusive)")
+            note += "" if fallback else ", or --no-kyua"
+        if fallback:
+            note += "; its cases ran directly (run.sh's loop, console-*-direct.log)"
         out.append(note)
     return out

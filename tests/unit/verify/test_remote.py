@@ -159,6 +159,11 @@ def test_a_program_kyua_cannot_list_is_named_with_the_way_out():
         "'is.exclusive'; this kyua does not know the ATF head variable is.exclusive: drop it "
         "from the test's head (the Kyuafile sets is_exclusive), or --no-kyua",
         "kyua could not list x_test: Permission denied"]
+    cases = R.cases_from_kyua_junit(xml, "/var/tmp/rxl/tests")
+    assert R.unlisted_programs(cases) == ["so_reuseport_lb_cpu_test", "x_test"]
+    assert R.listing_notes(cases, fallback=True)[0].endswith(
+        "(the Kyuafile sets is_exclusive); its cases ran directly (run.sh's loop, "
+        "console-*-direct.log)")
 
 
 def test_touched_names_undo():

@@ -200,6 +200,46 @@ def test_kyua_path(box):
     run.run_tests(str(tmp_path / "out" / "console-patched2.log"))
 
 
+UNLISTABLE_KYUA = textwrap.dedent("""\
+    #!/bin/sh
+    # kyua 0.13 with a program whose head sets is.exclusive: the listing is broken
+    while case "$1" in --*) true;; *) false;; esac; do shift; done
+    case "$1" in
+    test) : > "${3#--results-file=}"; exit 1;;
+    report-junit) out=${3#--output=}
+        printf '<testsuite><testcase classname="lb_test" name="__test_cases_list__" ' > $out
+        printf 'time="0.01"><error message="Unknown test case metadata property ' >> $out
+        printf '&apos;is.exclusive&apos;"/></testcase></testsuite>' >> $out;;
+    esac
+    """)
+
+
+@pytest.mark.parametrize("asked", [None, True])
+def test_a_program_kyua_cannot_list_runs_directly_unless_kyua_was_asked_for(box, asked):
+    """Auto (the target has kyua): the program kyua cannot list runs with run.sh's loop
+    and its cases are the run's; with --kyua the broken listing stays the result."""
+    tmp_path, srv, prog = box
+    (tmp_path / "state" / "series").touch()
+    (tmp_path / "bin" / "kyua").write_text(UNLISTABLE_KYUA)
+    (tmp_path / "bin" / "kyua").chmod(0o755)
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog, kyua=asked))
+        run.probe()
+        run.upload()
+        res = run.run_tests(str(tmp_path / "out" / "console-patched.log"))
+    got = [(c.name, c.status) for c in res.cases]
+    note = next(n for n in res.notes if n.startswith("kyua could not list lb_test"))
+    direct = tmp_path / "out" / "console-patched-direct.log"
+    if asked is None:
+        assert got == [("lb_test:works", "passed"), ("lb_test:breaks", "failed")]
+        assert note.endswith("its cases ran directly (run.sh's loop, console-*-direct.log)")
+        assert "CASE" in direct.read_text()
+        assert (tmp_path / "target-work" / "run-direct.sh").is_file()
+    else:
+        assert got == [("lb_test:__test_cases_list__", "broken")]
+        assert note.endswith(", or --no-kyua") and not direct.exists()
+
+
 def test_dry_run_lists_every_remote_action(tmp_path):
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
