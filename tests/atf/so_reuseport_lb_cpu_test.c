@@ -775,14 +775,10 @@ ATF_TC_BODY(udp_refused, tc)
 /*
  * A set that leaves the tag as it was rebuilds nothing: 10,000 of them
  * on a member of a group with every CPU tagged add 10,000 to the no-op
- * counter and nothing to the rebuild counter.  Exclusive: the counters
- * are global.
+ * counter and nothing to the rebuild counter.  The counters are global:
+ * the Makefile makes this program exclusive.
  */
-ATF_TC(noop_set);
-ATF_TC_HEAD(noop_set, tc)
-{
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+ATF_TC_WITHOUT_HEAD(noop_set);
 ATF_TC_BODY(noop_set, tc)
 {
 	struct lbgroup g;
@@ -879,8 +875,8 @@ lb_section(const char *buf, unsigned port, char *sec, size_t size)
 }
 
 /*
- * A member bound but not listening yet is not dealt in (review 2, m-3):
- * it could not take the connections of its slots.  Two members tagged
+ * A member bound but not listening yet is not dealt in: it could not
+ * take the connections of its slots.  Two members tagged
  * before bind(2), only the first listening: the map has the first one's
  * 16 slots and none of the second's.  listen(2) on the second deals it
  * in: 32 slots, 16 each.
@@ -1013,13 +1009,10 @@ lb_churn_end(struct lb_churn *ch)
  * (it was given to a member that then closed); none may hang.  The
  * rebuilds the churn causes are rate-limited: at most one per group per
  * 10 ms, so fewer than the elapsed time allows plus a few.  Afterwards
- * the map steers exactly again.  Exclusive: the counters are global.
+ * the map steers exactly again.  The counters are global (the program
+ * is exclusive).
  */
-ATF_TC(join_leave);
-ATF_TC_HEAD(join_leave, tc)
-{
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+ATF_TC_WITHOUT_HEAD(join_leave);
 ATF_TC_BODY(join_leave, tc)
 {
 	struct lbgroup g;
@@ -1503,23 +1496,18 @@ static void
 lb_fp_head(atf_tc_t *tc)
 {
 	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
 }
 
 /*
  * The rebuild task's cost is bounded by the groups that have work, not
- * by the number of groups (review M1).  With 64 other tagged groups
+ * by the number of groups.  With 64 other tagged groups
  * idle, a member joins and leaves a tagged group in a loop for 2 s: each
  * task run visits only groups with work (at most the churned group and
  * one of its rebuilds re-armed, so at most two per run), and the runs
- * are bounded by the joins and leaves that queue them.  Exclusive: the
- * counters are global.
+ * are bounded by the joins and leaves that queue them.  The counters are
+ * global (the program is exclusive).
  */
-ATF_TC(task_bounded);
-ATF_TC_HEAD(task_bounded, tc)
-{
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
-}
+ATF_TC_WITHOUT_HEAD(task_bounded);
 ATF_TC_BODY(task_bounded, tc)
 {
 	static struct lbgroup idle[64];
@@ -1716,14 +1704,14 @@ ATF_TC_BODY(resize_window, tc)
 }
 
 /*
- * A resize while a rebuild deals without the lock (review 3, R3-0): the
- * rebuild finds its group replaced and drops its map, and the new group,
- * dirty, must still be rebuilt.  Seven tagged members listen and an
- * eighth is bound (8 of 8 entries); a child makes the eighth listen,
- * which rebuilds in the child's thread, with the in_pcblb_deal fail
- * point busy-waiting 200 ms in the unlocked deal; meanwhile a ninth
- * member binds, which grows the group to 16 entries.  The group must
- * settle (no rebuild left pending) with the eighth member dealt in.
+ * A resize while a rebuild deals without the lock: the rebuild finds its
+ * group replaced and drops its map, and the new group, dirty, must still
+ * be rebuilt.  Seven tagged members listen and an eighth is bound (8 of 8
+ * entries); a child makes the eighth listen, which rebuilds in the
+ * child's thread, with the in_pcblb_deal fail point busy-waiting 200 ms
+ * in the unlocked deal; meanwhile a ninth member binds, which grows the
+ * group to 16 entries.  The group must settle (no rebuild left pending)
+ * with the eighth member dealt in.
  */
 ATF_TC_WITH_CLEANUP(resize_rebuild);
 ATF_TC_HEAD(resize_rebuild, tc)
@@ -1794,15 +1782,16 @@ ATF_TC_BODY(resize_rebuild, tc)
 }
 
 /*
- * A tag set while the task retries a group in back-off (review 5, R5-1).
- * A rebuild that fails for want of memory (fail point
- * in_pcblb_map_alloc, once) leaves the group dirty, and the task retries
- * it after 1 s.  The retry's unlocked deal is held for 1.5 s
- * (in_pcblb_deal, once); as soon as the retry is in it, the second
- * member's tag changes.  setsockopt(2) leaves a group in back-off to the
- * task, and the retry, finding the inputs changed, drops its map: the
- * task must still rebuild the group, which settles with both members
- * dealt on the new tag.
+ * A tag set while the task retries a group in back-off.  A rebuild that
+ * fails for want of memory (fail point in_pcblb_map_alloc, once) leaves
+ * the group dirty, and the task retries it after 1 s.  The retry's
+ * unlocked deal, the second deal from here, is held for 1.5 s
+ * (in_pcblb_deal); as soon as the retry is in it, the second member's
+ * tag changes.  setsockopt(2) leaves a group in back-off to the task,
+ * and the retry, finding the inputs changed, drops its map uncounted:
+ * the task must still rebuild the group, once, and it settles with both
+ * members dealt on the new tag.  Two rebuilds counted instead of one
+ * would mean the tag changed after the retry, not during it.
  */
 ATF_TC_WITH_CLEANUP(backoff_retag);
 ATF_TC_HEAD(backoff_retag, tc)
@@ -1818,8 +1807,9 @@ ATF_TC_BODY(backoff_retag, tc)
 	static char buf[1 << 20];
 	struct lbgroup g;
 	char fp[256], line[64], sec[4096];
+	const char *p;
 	int cpus[2], i, tags[2];
-	unsigned port;
+	unsigned allocfail, port, rebuilds0, rebuilds1;
 
 	if (lb_cpus(cpus, 2) < 2)
 		atf_tc_skip("needs two CPUs");
@@ -1827,14 +1817,16 @@ ATF_TC_BODY(backoff_retag, tc)
 	lb_group(&g, AF_INET, 2, tags, false);
 	port = ntohs(((struct sockaddr_in *)&g.addr)->sin_port);
 	lb_fp_set("in_pcblb_map_alloc", "1*return");
+	lb_fp_set("in_pcblb_deal", "1*off->1*return(1500000)");
 	lb_setcpu(g.sds[0], cpus[1]);
 	lb_groups(buf, sizeof(buf));
 	lb_section(buf, port, sec, sizeof(sec));
-	ATF_REQUIRE_MSG(strstr(sec, " dirty 1 ") != NULL &&
-	    strstr(sec, " allocfail 1\n") != NULL,
+	p = strstr(sec, " rebuilds ");
+	ATF_REQUIRE_MSG(strstr(sec, " dirty 1 ") != NULL && p != NULL &&
+	    sscanf(p, " rebuilds %u allocfail %u", &rebuilds0,
+	    &allocfail) == 2 && allocfail == 1,
 	    "the rebuild did not fail for want of memory:\n%s", sec);
-	lb_fp_set("in_pcblb_deal", "1*return(1500000)");
-	/* The fail point fires once: then the retry is in its deal. */
+	/* The return fires once: then the retry is in its deal. */
 	for (i = 0; i < 300; i++) {
 		lb_fp_get("in_pcblb_deal", fp, sizeof(fp));
 		if (strstr(fp, "return") == NULL)
@@ -1847,6 +1839,11 @@ ATF_TC_BODY(backoff_retag, tc)
 	lb_settle();
 	lb_groups(buf, sizeof(buf));
 	lb_section(buf, port, sec, sizeof(sec));
+	p = strstr(sec, " rebuilds ");
+	ATF_REQUIRE(p != NULL && sscanf(p, " rebuilds %u", &rebuilds1) == 1);
+	ATF_REQUIRE_MSG(rebuilds1 == rebuilds0 + 1, "%u rebuilds after the "
+	    "failure, not 1: the tag changed after the retry's deal:\n%s",
+	    rebuilds1 - rebuilds0, sec);
 	for (i = 0; i < 2; i++) {
 		snprintf(line, sizeof(line), "member %d tag %d explicit "
 		    "slots 16\n", i, cpus[1]);

@@ -35,10 +35,11 @@
  * CPU to expect is chosen by the test.  Handshakes over loopback carry no
  * NIC hash and are not counted, so the counting cases turn on
  * net.inet.tcp.reuseport_lb.learn_unhashed, which counts them too, and
- * shorten the windows with net.inet.tcp.reuseport_lb.window_ms.  Every
- * case that changes a sysctl is exclusive and puts back the value it
- * found, in its body and in its cleanup (a body that fails early leaves
- * the cleanup to do it).
+ * shorten the windows with net.inet.tcp.reuseport_lb.window_ms.  The
+ * sysctls are global, so the Makefile makes the program exclusive, and
+ * every case that changes one puts back the value it found, in its body
+ * and in its cleanup (a body that fails early leaves the cleanup to do
+ * it).
  */
 
 #include <sys/param.h>
@@ -171,12 +172,11 @@ knobs_restore(void)
 	(void)unlink(SAVED);
 }
 
-/* A case that changes sysctls: root, and exclusive. */
+/* A case that changes sysctls runs as root (the program is exclusive). */
 static void
 learn_head(atf_tc_t *tc)
 {
 	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "is.exclusive", "true");
 }
 
 /*
@@ -961,7 +961,7 @@ lb_allocfailed(const struct sockaddr_storage *ss, char *buf, size_t size)
  * fp), a group with every CPU tagged has no map and selects by the hash:
  * the view shows map 0, the failure and the group still dirty, the
  * global counter counts it, and every connection is accepted.  The task
- * retries it after a back-off of 1 s (review 2, m-5), not every 10 ms:
+ * retries it after a back-off of 1 s, not every 10 ms:
  * over 2.5 s, 1 to 4 retries (about 2; without the back-off, about 250).
  * Once the fail point is off, a retry builds the map with no change to
  * the group.
