@@ -339,6 +339,27 @@ lb_in(const int *cpus, int n, int cpu)
 }
 
 /*
+ * Pin the calling thread to cpu, or to its root set if cpu is -1.  Over
+ * loopback the handshake runs on the connecting thread's CPU.
+ */
+static void
+lb_pin(int cpu)
+{
+	cpuset_t mask;
+
+	if (cpu < 0) {
+		ATF_REQUIRE(cpuset_getaffinity(CPU_LEVEL_ROOT, CPU_WHICH_PID,
+		    -1, sizeof(mask), &mask) == 0);
+	} else {
+		CPU_ZERO(&mask);
+		CPU_SET(cpu, &mask);
+	}
+	ATF_REQUIRE_MSG(cpuset_setaffinity(CPU_LEVEL_WHICH, CPU_WHICH_TID, -1,
+	    sizeof(mask), &mask) == 0,
+	    "pinning the thread to CPU %d failed: %s", cpu, strerror(errno));
+}
+
+/*
  * Skip the case if none of its connections was checked: their handshakes
  * all ran on CPUs it did not tag (more CPUs than a group has members, or
  * the loopback path ran elsewhere), so it would pass without checking.
@@ -812,7 +833,9 @@ ATF_TC_BODY(noop_set, tc)
  * on another tagged CPU still goes to that CPU's member or to the
  * untagged one, which every CPU's range feeds.  The closed member's CPU
  * no longer stands in (no explicit tag names it), so its handshakes are
- * hashed over the remaining members.
+ * hashed over the remaining members.  The test connects from each other
+ * tagged CPU in turn, so that the check never depends on where the
+ * scheduler left it.
  */
 ATF_TC_WITHOUT_HEAD(close_tagged);
 ATF_TC_BODY(close_tagged, tc)
@@ -840,6 +863,7 @@ ATF_TC_BODY(close_tagged, tc)
 	ATF_REQUIRE_MSG(strstr(buf, line) != NULL,
 	    "no group line with \"%s\" in:\n%s", line, buf);
 	for (c = checked = 0; c < MAX(32, 8 * ncpu); c++) {
+		lb_pin(cpus[1 + c % (ncpu - 1)]);
 		idx = lb_connect(&g, &hcpu);
 		if (hcpu == cpus[closed] || !lb_in(cpus, ncpu, hcpu))
 			continue;
@@ -849,6 +873,7 @@ ATF_TC_BODY(close_tagged, tc)
 		    "%d tagged with CPU %d", c, hcpu, idx, g.tags[idx]);
 		checked++;
 	}
+	lb_pin(-1);
 	lb_group_close(&g);
 	lb_checked(checked, c);
 }
