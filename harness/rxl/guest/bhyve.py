@@ -140,8 +140,11 @@ def build_argv(cfg: VMConfig, *, numa_supported: bool = False) -> List[str]:
 
 
 def setup_commands(cfg: VMConfig) -> List[List[str]]:
-    """What the host needs before :func:`build_argv` (each an argv): vmm and the tap."""
-    return [["kldload", "-n", "vmm"], ["ifconfig", cfg.tap, "create"]]
+    """What the host needs before :func:`build_argv` (each an argv): vmm, the
+    tap, and taps that come up when bhyve opens them (the handbook's
+    ``net.link.tap.up_on_open=1``)."""
+    return [["kldload", "-n", "vmm"], ["sysctl", "net.link.tap.up_on_open=1"],
+            ["ifconfig", cfg.tap, "create"]]
 
 
 def teardown_commands(cfg: VMConfig) -> List[List[str]]:
@@ -157,7 +160,15 @@ def describe(cfg: VMConfig, argv: Sequence[str], numa_note: Optional[str] = None
     lines += [shlex.join(c) for c in setup_commands(cfg)]
     lines.append(shlex.join(argv))
     lines += [shlex.join(c) for c in teardown_commands(cfg)]
-    lines += ["# then, once the guest runs sshd: rxl run --target ssh://root@GUEST-ADDRESS",
+    lines += ["# the tap reaches nothing by itself: bridge it to a host NIC on a LAN with DHCP,",
+              f"#   ifconfig bridge0 create addm <host NIC> addm {cfg.tap} up",
+              "# in the guest (its console is this terminal): sysrc ifconfig_vtnet0=DHCP "
+              "sshd_enable=YES;",
+              "#   PermitRootLogin prohibit-password in /etc/ssh/sshd_config; the line "
+              "`rxl targets --key` prints",
+              "#   in ~root/.ssh/authorized_keys; service netif restart; service sshd start;",
+              "#   GUEST-ADDRESS is vtnet0's inet address (ifconfig vtnet0)",
+              "# then: rxl run --target ssh://root@GUEST-ADDRESS",
               "# commit 1 (iflib spread) cannot be shown in bhyve: no multi-queue iflib NIC;",
               "# commits 2 and 3 are tested over loopback."]
     if numa_note:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import shutil
@@ -73,8 +74,20 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
 @click.command("targets")
 @click.option("--targets", "path", default=None,
               help="Targets file [default: $RXL_WORK/targets.yaml].")
-def targets(path):
+@click.option("--key", "show_key", is_flag=True,
+              help="Print the harness's public key (made if absent) for a target's "
+                   "authorized_keys, and how to let root log in with it; then stop.")
+def targets(path, show_key):
     """Check the targets file (every mistake, one line each) and list its targets."""
+    if show_key:
+        from rxl.guest import sshbase
+        key = sshbase.harness_key()
+        click.echo(sshbase.public_line(key))
+        click.echo(f"# {key}.pub: append the line above to ~root/.ssh/authorized_keys on the "
+                   "target, and allow root's key login there: PermitRootLogin "
+                   "prohibit-password in /etc/ssh/sshd_config, then service sshd restart",
+                   err=True)
+        return
     try:
         ts = targets_mod.load(path)
     except targets_mod.TargetsError as exc:
@@ -91,5 +104,8 @@ def targets(path):
                      f"{s.threads} threads, {s.numa_nodes} NUMA nodes, {s.memory_mib} MiB, "
                      f"{s.nic}")
         else:
-            where = f"{t.kind}: {t.ssh_target().url}" + (f" key {t.key}" if t.key else "")
+            where = f"{t.kind}: {t.ssh_target().url}"
+            if t.key:
+                where += f" key {t.key}" + ("" if os.path.isfile(t.key) else
+                                            " (no such file yet: needed when it is used)")
         click.echo(f"{t.name:16s} {where}")

@@ -40,12 +40,16 @@ from typing import Any, Dict, List, Optional
 
 from rxl import paths
 from rxl.guest import qemu
+from rxl.guest.yamlfile import read_yaml
 
 KINDS = ("qemu", "bhyve", "box")
 #: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
 SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic")
 SSH_FIELDS = ("host", "port", "user", "key")
 TARGET_FIELDS = ("kind", "shape", "description") + SSH_FIELDS + SHAPE_FIELDS
+#: Most vCPUs a shape may have: QEMU's q35 machine takes at most 288
+#: (``max_cpus`` in QEMU 7.2's hw/i386/pc_q35.c).
+MAX_VCPUS = 288
 #: The own guest's default shape: the two-socket guest of docs/results/guest-boot.md
 #: (2 sockets x 2 cores x 2 SMT threads, 2 NUMA nodes, 1 GiB, e1000e -> em0 with 2 rxqs).
 DEFAULT_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes": 2,
@@ -62,10 +66,18 @@ BUILTIN_TARGETS = {"guest": "two-socket", "guest-2l3": "two-l3"}
 
 
 class TargetsError(ValueError):
-    """A targets file with mistakes; ``errors`` holds one line per mistake."""
+    """A targets file with mistakes; ``errors`` holds one line per mistake.
 
-    def __init__(self, errors: List[str]):
-        super().__init__("\n".join(errors))
+    ``str()`` is one line (the CLI's errors are): the first mistake and how
+    many more there are, which ``rxl targets`` lists one per line.
+    """
+
+    def __init__(self, errors: List[str], path: Optional[str] = None):
+        more = len(errors) - 1
+        where = f" --targets {path}" if path else ""
+        super().__init__(errors[0] if more <= 0 else
+                         f"{errors[0]} (and {more} more mistake{'s' * (more > 1)}: "
+                         f"rxl targets{where} lists them)")
         self.errors = errors
 
 
@@ -128,12 +140,20 @@ class Targets:
     targets: Dict[str, Target] = field(default_factory=dict)
 
     def get(self, name: str) -> Target:
-        """The target ``name``; KeyError with the known names otherwise."""
+        """The target ``name``. KeyError with the known names when there is no
+        such target; TargetsError when its ``key:`` file does not exist (a
+        key is checked when its target is used, not when the file is read)."""
         try:
-            return self.targets[name]
+            t = self.targets[name]
         except KeyError:
             known = ", ".join(sorted(self.targets)) or "none"
-            raise KeyError(f"{name}: no such target in {self.path} (known: {known})") from None
+            where = self.path if Path(self.path).is_file() else \
+                f"{self.path} (no such file: only the built-in targets)"
+            raise KeyError(f"{name}: no such target in {where} (known: {known})") from None
+        if t.key is not None and not Path(t.key).is_file():
+            raise TargetsError([f"{self.path}: targets.{name}.key: {t.key}: no such file"],
+                               self.path)
+        return t
 
 
 def default_path() -> Path:
@@ -171,6 +191,10 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
     if bad:
         return None
     s = Shape(**vals)
+    if s.vcpus > MAX_VCPUS:
+        errs.append(f"{where}: {s.vcpus} vCPUs (sockets x dies x cores x threads); "
+                    f"QEMU's q35 machine takes at most {MAX_VCPUS}")
+        return None
     if s.numa_nodes and s.sockets % s.numa_nodes:
         errs.append(f"{where}.numa_nodes: {s.numa_nodes} does not divide sockets={s.sockets} "
                     "(each NUMA node holds whole sockets)")
@@ -184,9 +208,11 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
 
 
 def _unknown(where: str, d: Dict[str, Any], allowed, errs: List[str]) -> None:
+    """Unknown keys of ``d``; ``where`` "" for the file's top level."""
     for k in d:
         if k not in allowed:
-            errs.append(f"{where}: unknown field {k!r} (one of {', '.join(allowed)})")
+            errs.append(f"{where + ': ' if where else ''}unknown field {k!r} "
+                        f"(one of {', '.join(allowed)})")
 
 
 def parse(doc: Any, path: str = "<targets>") -> Targets:
@@ -196,11 +222,12 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise TargetsError([f"{path}: must be a mapping with 'targets:' (and 'shapes:')"])
-    _unknown(path, doc, ("shapes", "targets"), errs)
+        raise TargetsError([f"{path}: must be a mapping with 'targets:' (and 'shapes:')"],
+                           path)
+    _unknown("", doc, ("shapes", "targets"), errs)
     shapes = doc.get("shapes") or {}
     if not isinstance(shapes, dict):
-        errs.append(f"{path}: shapes: must be a mapping of name -> shape")
+        errs.append("shapes: must be a mapping of name -> shape")
         shapes = {}
     for name, d in shapes.items():
         where = f"shapes.{name}"
@@ -213,7 +240,7 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             out.shapes[str(name)] = s
     targets = doc.get("targets") or {}
     if not isinstance(targets, dict):
-        errs.append(f"{path}: targets: must be a mapping of name -> target")
+        errs.append("targets: must be a mapping of name -> target")
         targets = {}
     for name, d in targets.items():
         where = f"targets.{name}"
@@ -259,9 +286,11 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
                 errs.append(f"{where}.{k}: only the own guest (kind qemu) has a shape; "
                             f"a {kind} target's topology is read from it")
         host = d.get("host")
+        if host is None:
+            errs.append(f"{where}.host: required for kind {kind} (a name or address)")
+            continue
         if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
-            errs.append(f"{where}.host: required for kind {kind} (a name or address), "
-                        f"got {host!r}")
+            errs.append(f"{where}.host: must be a name or address, got {host!r}")
             continue
         port = d.get("port", 22)
         if not _is_int(port) or not 1 <= port <= 65535:
@@ -279,13 +308,10 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             key = os.path.expanduser(key)
             if not os.path.isabs(key):
                 key = str(Path(path).parent / key)
-            if not Path(key).is_file():
-                errs.append(f"{where}.key: {key}: no such file")
-                continue
         out.targets[str(name)] = Target(str(name), kind, host=host, port=port, user=user,
                                         key=key, description=str(d.get("description", "")))
     if errs:
-        raise TargetsError([f"{path}: {e}" for e in errs])
+        raise TargetsError([f"{path}: {e}" for e in errs], path)
     return out
 
 
@@ -306,7 +332,7 @@ def load(path: Optional[str] = None) -> Targets:
             raise TargetsError([f"{p}: no such file"])
         return _with_builtins(Targets(path=str(p)))
     try:
-        doc = yaml.safe_load(p.read_text())
+        doc = read_yaml(p.read_text(), str(p), TargetsError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -340,4 +366,7 @@ def resolve(spec: str, path: Optional[str] = None) -> Target:
         from rxl.guest.ssh import parse_url
         t = parse_url(spec)
         return Target(spec, "box", host=t.host, port=t.port, user=t.user)
+    if "@" in spec or "://" in spec:
+        raise ValueError(f"{spec}: not a target name; an SSH target is "
+                         "ssh://user@host[:port]")
     return load(path).get(spec)

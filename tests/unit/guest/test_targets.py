@@ -91,7 +91,6 @@ def test_every_mistake_one_line(tmp_path):
         "targets.d.sockets: only the own guest (kind qemu) has a shape",
         "targets.e.shape: 'nosuch' is not a shape of this file (known: s1, s2)",
         "targets.f.host: not for kind qemu",
-        "targets.g.key: /no/such/key: no such file",
         "targets.h: give shape: or the shape fields (cores), not both",
         "targets.i.user: must be a login name",
         "targets.j.memory_mib: 100 must be >= 128 per NUMA node",
@@ -100,6 +99,62 @@ def test_every_mistake_one_line(tmp_path):
     for want in expect:
         assert sum(want in e for e in errs) == 1, (want, errs)
     assert all("\n" not in e and e.startswith(path + ": ") for e in errs)
+    # str() is one line: the first mistake and how many more (issue 13, F12)
+    assert str(ei.value) == f"{errs[0]} (and {len(errs) - 1} more mistakes: rxl targets " \
+        f"--targets {path} lists them)"
+
+
+def test_a_key_is_checked_when_its_target_is_used(tmp_path):
+    """A missing key file fails only the target that names it (fresh6 F11)."""
+    ts = T.load(write(tmp_path, """\
+        targets:
+          g: {kind: box, host: h, key: /no/such/key}
+          ok: {kind: box, host: h2}
+        """))
+    assert ts.get("ok").host == "h2"
+    with pytest.raises(T.TargetsError, match=r"targets.g.key: /no/such/key: no such file$"):
+        ts.get("g")
+
+
+def test_a_name_given_twice_is_a_mistake(tmp_path):
+    """PyYAML keeps the last of two equal keys; the file says which lines (F10)."""
+    path = write(tmp_path, """\
+        targets:
+          a: {kind: box, host: h}
+          a: {kind: box, host: h2}
+          b: {kind: box, host: h, host: h3}
+        """)
+    with pytest.raises(T.TargetsError) as ei:
+        T.load(path)
+    assert ei.value.errors == [
+        f"{path}: line 3: 'a' given again (first on line 2); only one may be there",
+        f"{path}: line 4: 'host' given again (first on line 4); only one may be there"]
+
+
+def test_top_level_mistakes_name_the_file_once(tmp_path):
+    path = write(tmp_path, "extra: 1\ntargets: 5\n")
+    with pytest.raises(T.TargetsError) as ei:
+        T.load(path)
+    assert ei.value.errors == [
+        f"{path}: unknown field 'extra' (one of shapes, targets)",
+        f"{path}: targets: must be a mapping of name -> target"]
+
+
+def test_a_shape_over_qemus_vcpu_limit(tmp_path):
+    with pytest.raises(T.TargetsError, match=r"g: 720000 vCPUs .* at most 288$"):
+        T.load(write(tmp_path, "targets:\n  g: {kind: qemu, sockets: 300, cores: 300, "
+                               "threads: 8}\n"))
+    assert T.load(write(tmp_path, "targets:\n  g: {kind: qemu, sockets: 2, cores: 72, "
+                                  "threads: 2}\n")).get("g").shape.vcpus == 288
+
+
+def test_a_name_that_looks_like_an_address_points_at_ssh_urls(tmp_path):
+    for spec in ("root@host", "http://root@host"):
+        with pytest.raises(ValueError, match="an SSH target is ssh://user@host"):
+            T.resolve(spec, str(write(tmp_path, "targets: {}\n")))
+    missing = tmp_path / "none.yaml"
+    with pytest.raises(KeyError, match="no such file: only the built-in targets"):
+        T.Targets(path=str(missing)).get("x")
 
 
 def test_bool_is_not_an_int(tmp_path):
@@ -157,3 +212,18 @@ def test_rxl_targets_lists_and_reports_every_mistake(tmp_path):
     r = CliRunner().invoke(main, ["targets", "--targets", str(bad)])
     assert r.exit_code == 1
     assert len([ln for ln in r.output.splitlines() if ln.startswith(str(bad))]) == 2
+
+
+def test_targets_key_makes_and_prints_the_harness_key(tmp_path, monkeypatch):
+    """rxl targets --key: the public line a target's authorized_keys needs,
+    made on first use, the same line the second time (fresh6 F16)."""
+    from click.testing import CliRunner
+    from rxl.guest.cli import targets as targets_cmd
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    first = CliRunner().invoke(targets_cmd, ["--key"])
+    assert first.exit_code == 0, first.output
+    line = first.stdout.strip()
+    assert line.startswith("ssh-ed25519 AAAA") and "\n" not in line
+    assert (tmp_path / "ssh" / "id_ed25519.pub").read_text().strip() == line
+    assert "PermitRootLogin prohibit-password" in first.stderr
+    assert CliRunner().invoke(targets_cmd, ["--key"]).stdout.strip() == line
