@@ -46,7 +46,7 @@ from rxl.guest.sshbase import (BOOT_ID_COMMAND, DEFAULT_COMMAND_TIMEOUT,
                                DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, REBOOT_COMMAND,
                                AuthFailed, CommandFailed, CommandKilled, CommandResult,
                                DryRun, HostKeyChanged, Refused, SSHError, SSHTarget,
-                               TargetError, TimedOut, fingerprint, generate_ed25519,
+                               TargetError, TimedOut, Unresolved, fingerprint, generate_ed25519,
                                harness_key, key_from_line, last_line, load_key, parse_url,
                                public_line, RecordPolicy, short, ssh_dir, SSHStream)
 
@@ -54,10 +54,11 @@ from rxl.guest.sshbase import (BOOT_ID_COMMAND, DEFAULT_COMMAND_TIMEOUT,
 
 #: What callers use from one module: the session and sshbase's names.
 __all__ = ["SSHSession", "SSHStream", "DryRun", "SSHTarget", "CommandResult", "parse_url",
-           "SSHError", "Refused", "TimedOut", "AuthFailed", "HostKeyChanged", "CommandKilled",
-           "CommandFailed", "TargetError", "harness_key", "generate_ed25519", "public_line",
-           "fingerprint", "key_from_line", "ssh_dir", "BOOT_ID_COMMAND", "REBOOT_COMMAND",
-           "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_POLL_INTERVAL"]
+           "SSHError", "Refused", "TimedOut", "Unresolved", "AuthFailed", "HostKeyChanged",
+           "CommandKilled", "CommandFailed", "TargetError", "harness_key", "generate_ed25519",
+           "public_line", "fingerprint", "key_from_line", "ssh_dir", "BOOT_ID_COMMAND",
+           "REBOOT_COMMAND", "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT",
+           "DEFAULT_POLL_INTERVAL"]
 
 #: Keeps paramiko's own log records (tracebacks of refused banners while a guest
 #: boots) off stderr: errors reach the caller as SSHError.
@@ -189,6 +190,9 @@ class SSHSession:
                 raise self._err(TimedOut, f"no SSH banner/handshake within {to:.0f} s "
                                           f"({msg})") from None
             raise self._err(SSHError, f"SSH handshake failed: {msg}") from None
+        except socket.gaierror as exc:  # waiting does not make a name resolve
+            client.close()
+            raise self._err(Unresolved, f"cannot resolve {t.host}: {exc.strerror}") from None
         except OSError as exc:
             client.close()
             raise self._err(SSHError, f"cannot connect: {exc.strerror or exc}") from None
@@ -335,8 +339,8 @@ class SSHSession:
                 probe: str = "true") -> float:
         """Retry connecting (and running ``probe``) until it works; return seconds waited.
 
-        Refused, timed out and dropped connections are retried; AuthFailed and
-        HostKeyChanged are raised at once (retrying cannot fix them). After
+        Refused, timed out and dropped connections are retried (``echo`` says
+        so once); AuthFailed, HostKeyChanged and Unresolved are raised at once. After
         ``timeout`` s raises TimedOut naming the last error.
         """
         t0 = self.clock()
@@ -346,9 +350,11 @@ class SSHSession:
                 self.connect()
                 self.run(probe, timeout=max(self.connect_timeout, 5.0), check=True)
                 return self.clock() - t0
-            except (AuthFailed, HostKeyChanged):
+            except (AuthFailed, HostKeyChanged, Unresolved):
                 raise
             except (SSHError, EOFError, OSError) as exc:
+                if last == "no attempt":
+                    self.echo(f"{exc}; retrying for up to {timeout:.0f} s")
                 last = str(exc)
                 self.close()
             if self.clock() - t0 + interval > timeout:

@@ -67,6 +67,12 @@ class TimedOut(SSHError):
     kind = "timeout"
 
 
+class Unresolved(SSHError):
+    """The target's host name does not resolve (not retried)."""
+
+    kind = "unresolved"
+
+
 class AuthFailed(SSHError):
     kind = "auth"
 

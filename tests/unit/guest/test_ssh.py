@@ -348,3 +348,27 @@ def test_dry_run_records_every_action():
                           ssh.BOOT_ID_COMMAND,
                           "shutdown -r now  # then wait up to 900 s for a new "
                           "sysctl -n kern.boottime"]
+
+
+def test_wait_up_fails_at_once_on_a_name_that_does_not_resolve(work, monkeypatch):
+    """fresh6 F20: 'Name or service not known' is not retried for a minute."""
+    def no_such_name(*_a, **_k):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    said = []
+    s = ssh.SSHSession(ssh.SSHTarget("nosuchhost.invalid", 22), connect_timeout=1,
+                       echo=said.append)
+    t0 = time.monotonic()
+    with pytest.raises(ssh.Unresolved, match="cannot resolve nosuchhost.invalid: Name or "
+                                           "service not known"):
+        s.wait_up(30, interval=0.2)
+    assert time.monotonic() - t0 < 5 and said == []
+
+
+def test_wait_up_says_once_that_it_retries(work):
+    said = []
+    s = ssh.SSHSession(ssh.SSHTarget("127.0.0.1", free_port()), connect_timeout=1,
+                       echo=said.append)
+    with pytest.raises(ssh.TimedOut):
+        s.wait_up(1.0, interval=0.2)
+    assert len(said) == 1 and "refused" in said[0] and "retrying for up to 1 s" in said[0]
