@@ -87,10 +87,11 @@ test-deep: setup core
 	RXL_HYPOTHESIS=deep $(PY) -m pytest -p no:cacheprovider \
 	    $$(find tests/unit -name test_properties.py)
 
-# SRC and the options are checked before anything is installed or built.
+# SRC and the options are checked before anything is installed or built;
+# a run against an ssh:// target needs what --for ssh checks, not QEMU.
 run: setup
 	$(RXL) run --check-only $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
-	$(RXL) doctor --install
+	$(RXL) doctor --install $(if $(findstring ssh://,$(RUN_ARGS)),--for ssh)
 	$(RXL) run $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
 
 doctor: setup

@@ -9,6 +9,8 @@ the kernels and trees given, and ``--src`` itself (rxl.tree.base.classify).
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -31,7 +33,9 @@ def check_options(opts: RunOptions) -> Optional[str]:
     --test sources, names given to --new-program, --kernel, --pristine-kernel and
     --pristine-src, and --src (rxl.tree.base.classify: no such directory, not a
     FreeBSD tree, the base commit missing, a plain tree without a pristine
-    kernel). Returns what --src is (rxl.tree.base.SrcKind), None without it."""
+    kernel), and with an SSH target its --workdir (:func:`check_workdir`).
+    Returns what --src is (rxl.tree.base.SrcKind), "target" with an SSH
+    target, None without --src."""
     from rxl.decide import checks
     from rxl.guest import qemu as qemu_mod
     from rxl.tree import base as base_mod
@@ -81,7 +85,9 @@ def check_options(opts: RunOptions) -> Optional[str]:
             raise click.BadParameter(str(exc).partition(" ")[2],
                                      param_hint="'--pristine-src'") from None
     if opts.target is not None:
-        return None  # an SSH target's stages check the tree they use (remote_stages)
+        check_workdir(opts.workdir)
+        # An SSH target's stages check the tree they use (remote_stages).
+        return "target"
     if opts.src is None:
         if shutil.which("git") is None:
             raise click.ClickException("git is not installed, so the base cannot be "
@@ -100,8 +106,36 @@ def check_options(opts: RunOptions) -> Optional[str]:
     return kind
 
 
-#: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind).
+#: Characters a target's work directory may hold: it goes into remote shell
+#: commands and into the printed undo (``rm -rf WORKDIR``).
+_WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
+#: Directories a work directory may not be or be under: the whole system, and
+#: the kernels --install-kernel adds to.
+_WORKDIR_REFUSED = ("/", "/boot", "/etc", "/bin", "/sbin", "/lib", "/libexec", "/usr",
+                    "/dev", "/proc", "/root", "/home", "/tmp", "/var", "/var/tmp",
+                    "/usr/local", "/var/db", "/var/log")
+
+
+def check_workdir(workdir: str) -> None:
+    """Refuse (click.BadParameter, exit 2) a ``--workdir`` that is not an
+    absolute path of plain characters (:data:`_WORKDIR_CHARS`), or that is one
+    of :data:`_WORKDIR_REFUSED` or under /boot: everything in it is removed by
+    the printed undo. /var/tmp/rxl (the default) and /tmp/x are fine."""
+    hint = "'--workdir'"
+    if not workdir.startswith("/") or not _WORKDIR_CHARS.fullmatch(workdir):
+        raise click.BadParameter(f"{workdir!r}: must be an absolute path of letters, digits "
+                                 "and . _ / - (it goes into remote commands)", param_hint=hint)
+    norm = os.path.normpath(workdir)
+    if norm in _WORKDIR_REFUSED or norm.startswith("/boot/") or norm.count("/") < 2:
+        raise click.BadParameter(f"{workdir}: the undo would be rm -rf {norm}; give a "
+                                 "directory of its own, e.g. /var/tmp/rxl", param_hint=hint)
+
+
+#: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind),
+#: and of a --src whose run goes to an SSH target.
 CHECKED = {"applied": "the series is applied; it is built as it is",
            "base": "holds the base; the series will be applied in a work clone under "
                    "$RXL_WORK (the tree itself is not touched)",
-           "plain": "not a git tree; the series' files are there; built as it is"}
+           "plain": "not a git tree; the series' files are there; built as it is",
+           "target": "the test programs are built from it (or --programs); the target's "
+                     "kernel runs them"}

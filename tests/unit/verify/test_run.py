@@ -487,3 +487,41 @@ def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
                 "--new-program", "mine", "--case-timeout", "1", "--memory", "256")
     assert res.exit_code == 0, res.output
     assert f"{src}" in res.output and "-m 256M" in res.output
+
+
+# ------------------------------------------------------- an SSH target's options
+def test_check_only_with_an_ssh_target(tmp_path, monkeypatch):
+    """make run SRC=DIR RUN_ARGS='--target ssh://...' starts with --check-only:
+    it said nothing useful and crashed (KeyError: None; fresh6 F32)."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--check-only",
+                                    "--target", "ssh://root@192.0.2.10"])
+    assert res.exit_code == 0, res.output
+    assert f"--src {tmp_path}: the test programs are built from it" in res.output
+    assert "options checked: nothing run" in res.output
+
+
+@pytest.mark.parametrize("workdir,why", [
+    ("/", "rm -rf /;"), ("/boot", "rm -rf /boot;"), ("/boot/rxl", "rm -rf /boot/rxl;"),
+    ("/var/tmp/rxl/../..", "rm -rf /var;"), ("/tmp", "rm -rf /tmp;"),
+    ("/tmp/x;reboot", "must be an absolute path"), ("rel/dir", "must be an absolute path"),
+    ("/tmp/a b", "must be an absolute path"), ("/tmp/$(reboot)", "must be an absolute path"),
+])
+def test_a_workdir_that_the_undo_would_wreck_is_refused(tmp_path, monkeypatch, workdir, why):
+    """--workdir goes into remote commands and into 'undo: rm -rf WORKDIR'
+    (fresh6 F21/F22): refused before anything runs, exit 2."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    for extra in (["--check-only"], ["--dry-run", "--programs", str(tmp_path)]):
+        res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--target",
+                                        "ssh://root@192.0.2.10", "--workdir", workdir, *extra])
+        assert res.exit_code == 2 and "--workdir" in res.output and why in res.output, \
+            res.output
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_workdir_of_its_own_is_fine(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--target",
+                                    "ssh://root@192.0.2.10", "--workdir", "/var/tmp/rxl-2",
+                                    "--check-only"])
+    assert res.exit_code == 0, res.output
