@@ -134,6 +134,10 @@ def to_junit(runs: Mapping[str, RunResult]) -> str:
             "name": label, "tests": str(len(cases) + (1 if boot_bad else 0)),
             "failures": str(fails), "errors": str(errors + (1 if boot_bad else 0)),
             "skipped": str(skipped)})
+        if run.notes:  # what ran where: target, kyua, kernel switch (issue 13)
+            props = ET.SubElement(suite, "properties")
+            for note in run.notes:
+                ET.SubElement(props, "property", {"name": "note", "value": note})
         if boot_bad:
             tc = ET.SubElement(suite, "testcase", {"classname": label, "name": "boot"})
             msg = f"guest {run.outcome}"
@@ -189,6 +193,9 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None,
         note = r.panic_lines[0] if r.panic_lines else (r.notes[0] if r.notes else "")
         rows.append([label, r.outcome, str(len(r.cases)), str(passed), note[:60]])
     out += ["Runs", _fmt_rows(rows), ""]
+    notes = [(label, n) for label in labels for n in runs[label].notes]
+    if notes:  # in full: a target's notes say where and how the cases ran
+        out += ["Notes"] + [f"  {label}: {n}" for label, n in notes] + [""]
     if fallbacks:
         out += ["Transport: over SSH, except"]
         out += [f"  {label}: {why}" for label, why in fallbacks.items()] + [""]

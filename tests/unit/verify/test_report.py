@@ -98,3 +98,21 @@ def test_verdict_cases_the_patched_boot_never_reached():
     assert "so_reuseport_lb_test:basic_ipv4: not run on patched" in v.reasons
     assert "so_reuseport_lb_learn_test:capture: not run on patched" in v.reasons
     assert "so_reuseport_lb_cpu_test:option: crashed on patched, must pass" in v.reasons
+
+
+def test_a_targets_notes_are_in_the_text_and_the_junit(tmp_path):
+    """report.txt showed only a run's first note ("poweroff disabled"); where
+    the cases ran, by what and on which kernel must be readable there and
+    in junit.xml (issue 13: the report shows the switch; fresh6 F25)."""
+    r = runs(patched="synthetic-pass.log")
+    notes = ["poweroff disabled", "cases run by kyua (/usr/bin/kyua)",
+             "target: ssh://root@192.0.2.10:22",
+             "kernel: /boot/kernel.rxl-0123456789ab/kernel (FreeBSD 14.0-STABLE #1)",
+             "kernel before --install-kernel: /boot/kernel/kernel (FreeBSD 14.0-RELEASE)"]
+    r["patched"].notes[:] = notes
+    text = table(r)
+    body = text.split("Notes\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert body == [f"  patched: {n}" for n in notes]
+    props = ET.fromstring(to_junit(r)).findall(
+        "testsuite[@name='patched']/properties/property")
+    assert [(p.get("name"), p.get("value")) for p in props] == [("note", n) for n in notes]
