@@ -525,3 +525,20 @@ def test_a_workdir_of_its_own_is_fine(tmp_path, monkeypatch):
                                     "ssh://root@192.0.2.10", "--workdir", "/var/tmp/rxl-2",
                                     "--check-only"])
     assert res.exit_code == 0, res.output
+
+
+def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch):
+    """--install-kernel without --kernel installs the kernel the build stage
+    makes; its dry run failed hashing a file that does not exist yet (F23)."""
+    src, _ = _fake_series(tmp_path, monkeypatch, applied=True)
+    progs = tmp_path / "progs"
+    progs.mkdir()
+    (progs / "so_reuseport_lb_test").write_text("")
+    (progs / "so_reuseport_lb_test").chmod(0o755)
+    res = CliRunner().invoke(main, ["run", "--src", str(src), "--target",
+                                    "ssh://root@192.0.2.10", "--programs", str(progs),
+                                    "--objdir", str(tmp_path / "o"), "--install-kernel",
+                                    "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "nextboot -k kernel.rxl-<id>" in res.output
+    assert f"# sftp put {tmp_path / 'o'}" in res.output
