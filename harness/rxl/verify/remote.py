@@ -196,8 +196,7 @@ class RemoteJob:
     """One run on a target. ``tests``: program name -> local FreeBSD binary;
     ``label``: the run's name in the reports (``patched``); ``kyua``: None = use
     it when the target has it; ``case_timeout``: seconds per ATF case;
-    ``atf_vars``: (name, value) ATF variables for every case of the rc loop
-    (not passed to kyua)."""
+    ``atf_vars``: (name, value) ATF variables for every case (rc loop or kyua)."""
 
     out: str
     tests: Dict[str, str]
@@ -332,7 +331,7 @@ class RemoteRun:
             console.watch(stream, log, poweroff_grace=10,
                           echo=lambda s: self.echo(f"  [{self.job.label}] {s}"))
         if kyua:
-            for c in kyua_commands(w):
+            for c in kyua_commands(w, self.job.atf_vars):
                 r = self.s.run(c, timeout=self.job.kyua_timeout)
                 if not self.dry:  # kyua's own lines (a case per line, its summary)
                     with open(Path(self.job.out) / "kyua.out", "a") as fh:

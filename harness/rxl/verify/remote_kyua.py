@@ -11,8 +11,9 @@ snapshot's kyua 0.13 (docs/results/ssh.md, session 6).
 from __future__ import annotations
 
 import re
+import shlex
 import xml.etree.ElementTree as ET
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 
 #: The Kyuafile's metadata for every program (kyuafile(5); a test case's own
@@ -25,6 +26,10 @@ from typing import List, Optional, Sequence
 KYUAFILE_METADATA = 'is_exclusive=true, required_user="root"'
 
 
+#: The test suite the Kyuafile declares; --atf-var values are its variables.
+SUITE = "rxl"
+
+
 def kyuafile(programs: Sequence[str], *, timeout: Optional[int] = None) -> str:
     """A Kyuafile (syntax 2) listing ATF test ``programs`` (basenames in its directory),
     each with :data:`KYUAFILE_METADATA` and, when given, ``timeout`` (seconds per
@@ -33,7 +38,7 @@ def kyuafile(programs: Sequence[str], *, timeout: Optional[int] = None) -> str:
     if timeout is not None and timeout < 1:
         raise ValueError(f"timeout {timeout}: must be at least 1 s")
     meta = KYUAFILE_METADATA + (f", timeout={timeout}" if timeout else "")
-    lines = ["syntax(2)", "", 'test_suite("rxl")', ""]
+    lines = ["syntax(2)", "", f'test_suite("{SUITE}")', ""]
     for p in sorted(programs):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", p):
             raise ValueError(f"{p!r}: not a plain program name")
@@ -51,15 +56,19 @@ KYUA_LOGS = ("kyua-test.log", "kyua-report.log")
 KYUA_PARALLELISM = 1
 
 
-def kyua_commands(workdir: str) -> List[str]:
+def kyua_commands(workdir: str, atf_vars: Sequence[Tuple[str, str]] = ()) -> List[str]:
     """``kyua test`` over the work directory's Kyuafile (one case at a time,
     :data:`KYUA_PARALLELISM`; a results file of an earlier run removed first), then
-    ``kyua report-junit``; each logs to its file of :data:`KYUA_LOGS` in ``workdir``."""
+    ``kyua report-junit``; each logs to its file of :data:`KYUA_LOGS` in ``workdir``.
+    ``atf_vars`` (``--atf-var NAME=VALUE``) become the suite's configuration
+    variables, which kyua hands to every ATF case as ``-v NAME=VALUE``."""
     tests = f"{workdir}/tests"
     db = f"{workdir}/kyua.db"
     test_log, report_log = (f"{workdir}/{n}" for n in KYUA_LOGS)
+    suite = "".join(" " + shlex.quote(f"--variable=test_suites.{SUITE}.{k}={v}")
+                    for k, v in atf_vars)
     return [f"cd {tests} && rm -f {db} && kyua --logfile={test_log} "
-            f"--variable=parallelism={KYUA_PARALLELISM} "
+            f"--variable=parallelism={KYUA_PARALLELISM}{suite} "
             f"test --kyuafile={tests}/Kyuafile --results-file={db}",
             f"kyua --logfile={report_log} report-junit --results-file={db} "
             f"--output={workdir}/kyua-junit.xml"]

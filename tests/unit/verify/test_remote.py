@@ -96,6 +96,16 @@ def test_kyua_runs_one_case_at_a_time_and_logs_in_the_work_directory():
                      "--output=/var/tmp/rxl/kyua-junit.xml")
 
 
+
+def test_atf_vars_reach_kyua_as_the_suites_variables():
+    """--atf-var on the kyua path (fresh6 F29): kyua hands a test suite's
+    variables to every ATF case as -v NAME=VALUE; the suite is the Kyuafile's."""
+    test, _ = R.kyua_commands("/w", (("churn_seconds", "5"), ("x", "a b")))
+    assert " --variable=test_suites.rxl.churn_seconds=5 '--variable=test_suites.rxl.x=a b' " \
+        "test --kyuafile=/w/tests/Kyuafile" in test
+    assert 'test_suite("rxl")' in R.kyuafile(["a_test"])
+
+
 def test_kyua_junit_to_cases():
     xml = """<?xml version="1.0" encoding="iso-8859-1"?>
 <testsuite>
