@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -278,15 +277,15 @@ def guest():
 def guest_up(src, kernel, build, kyua, atf_dir, dry_run):
     """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
     from rxl.verify import guestup
+    src, kernel = os.path.abspath(src), os.path.abspath(kernel)
+    bad = guestup.check_up(src, kernel, build=build, kyua=kyua)
+    if bad:
+        raise click.BadParameter(bad[1], param_hint=f"'{bad[0]}'")
     if dry_run:
-        p = guestup.plan(os.path.abspath(src), os.path.abspath(kernel), kyua=build and kyua)
-        for line in p["world"] + [shlex.join(p["argv"])]:
-            click.echo(line)
-        click.echo(f"# then wait for ssh://root@127.0.0.1:{p['port']} (the root's host key)")
+        click.echo("\n".join(guestup.dry_run_lines(src, kernel, build=build, kyua=kyua)))
         return
     from rxl.tree import sshworld
     from rxl.tree import world as world_mod
-    src = os.path.abspath(src)
     tests_dir = Path(paths.GUEST) / "up" / "tests"
     try:
         if build:
@@ -295,7 +294,7 @@ def guest_up(src, kernel, build, kyua, atf_dir, dry_run):
                                       logdir=str(tests_dir),
                                       extra_sources=series_tests(atf_dir),
                                       echo=echo_err)
-        st = guestup.up(src, os.path.abspath(kernel), echo=echo_err,
+        st = guestup.up(src, kernel, echo=echo_err,
                         tests={n: str(b) for n, b in built.items()})
     except (guestup.GuestUpError, RuntimeError, OSError) as exc:
         raise click.ClickException(str(exc)) from None

@@ -30,7 +30,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
 
@@ -91,6 +91,40 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
                         f"and sqlite3.h into {src}/contrib/sqlite3")
     return {"world": world, "root": root,
             "argv": argv, "port": port, "log": log, "kernel": kernel}
+
+
+def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tuple[str, str]]:
+    """What ``rxl guest up`` refuses before any work, as (option, one-line reason),
+    or None: a missing kernel, a --src that is not a FreeBSD tree, --kyua without
+    --build, and (without --build) a tree whose sshd userland is not built."""
+    from rxl.tree import sshworld
+    if kyua and not build:
+        return "--kyua", "only with --build (kyua is built into the sshd userland)"
+    if not Path(kernel).is_file():
+        return "--kernel", f"{kernel}: no such kernel"
+    if not (Path(src) / "tools/build/make.py").is_file():
+        return "--src", f"{src}: not a FreeBSD source tree (no tools/build/make.py)"
+    missing = sshworld.ssh_world_outputs(src).missing()
+    if missing and not build:
+        return "--src", (f"no sshd userland for {src} in {sshworld.default_objdir()} "
+                         f"({missing[0]} missing): add --build (about 25 minutes once)")
+    return None
+
+
+def dry_run_lines(src: str, kernel: str, *, build: bool, kyua: bool) -> List[str]:
+    """What ``rxl guest up --dry-run`` prints: the sshd userland's build (only with
+    ``build``), the test programs, the staged root and the QEMU argv."""
+    import shlex
+
+    from rxl.tree import sshworld
+    p = plan(src, kernel, kyua=build and kyua)
+    lines = p["world"] if build else [f"# sshd userland: built in "
+                                      f"{sshworld.default_objdir()} (no --build: not rebuilt)"]
+    tests = paths.work_root() / "guest" / "up" / "tests"
+    return lines + [f"# the ATF programs: compiled against that userland into {tests}",
+                    f"# the root: staged in {p['root']} ({kernel} as its kernel)",
+                    shlex.join(p["argv"]),
+                    f"# then wait for ssh://root@127.0.0.1:{p['port']} (the root's host key)"]
 
 
 def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,

@@ -23,26 +23,62 @@ def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
     assert "hostfwd=tcp:127.0.0.1:2222-:22" in argv
     assert f"-serial file:{tmp_path}/guest/up/console-up.log" in argv
     assert p["world"][1].endswith(" _build-tools") and "secure/usr.sbin/sshd" in p["world"][-1]
-    r = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
-                                  "--dry-run"])
+    src = _tree(tmp_path)
+    r = CliRunner().invoke(main, ["guest", "up", "--src", src, "--kernel", str(k),
+                                  "--build", "--dry-run"])
     assert r.exit_code == 0 and "hostfwd=tcp:127.0.0.1:" in r.output
+    assert "secure/usr.sbin/sshd" in r.output           # --build: the world's lines
     assert not (tmp_path / "guest").exists()  # a dry run writes nothing
+
+
+def _tree(tmp_path):
+    """A directory that passes for a FreeBSD tree (tools/build/make.py)."""
+    src = tmp_path / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("")
+    return str(src)
+
+
+def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
+    """fresh6 F1-F4: a dry run without --build lists no world build; a missing
+    kernel or tree, --kyua without --build and a tree without the sshd userland
+    are usage errors (exit 2) before anything is compiled, dry run or not."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    k = tmp_path / "kernel"
+    k.write_bytes(b"k")
+    src = _tree(tmp_path)
+    for args, opt, why in (
+            (["--kernel", str(tmp_path / "nokernel")], "--kernel", "no such kernel"),
+            (["--src", str(tmp_path / "nosrc")], "--src", "not a FreeBSD source tree"),
+            (["--kyua"], "--kyua", "only with --build"),
+            ([], "--src", "add --build")):
+        for dry in ([], ["--dry-run"]):
+            argv = ["guest", "up", "--src", src, "--kernel", str(k), *args, *dry]
+            r = CliRunner().invoke(main, argv)
+            assert r.exit_code == 2 and opt in r.output and why in r.output, (argv, r.output)
+    assert not (tmp_path / "work").exists()
+    monkeypatch.setattr("rxl.tree.sshworld.ssh_world_outputs",
+                        lambda *a, **k: type("O", (), {"missing": lambda self: []})())
+    r = CliRunner().invoke(main, ["guest", "up", "--src", src, "--kernel", str(k), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "buildworld" not in r.output and "# sshd userland: built in" in r.output
 
 
 def test_dry_run_with_kyua_shows_the_amalgamation_and_kyua(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     k = tmp_path / "kernel"
     k.write_bytes(b"k")
-    r = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
+    src = _tree(tmp_path)
+    r = CliRunner().invoke(main, ["guest", "up", "--src", src, "--kernel", str(k),
                                   "--build", "--kyua", "--dry-run"])
     assert r.exit_code == 0, r.output
     first = r.output.splitlines()[0]
-    assert first.startswith("# kyua: unless /src/contrib/sqlite3/sqlite3.c exists: GET "
+    assert first.startswith(f"# kyua: unless {src}/contrib/sqlite3/sqlite3.c exists: GET "
                             "https://registry.npmjs.org/better-sqlite3/12.9.0")
     assert f"into {tmp_path}/guest/up/kyua-deps" in first
     assert "usr.bin/kyua" in r.output and "lib/libsqlite3" in r.output
-    plain = CliRunner().invoke(main, ["guest", "up", "--src", "/src", "--kernel", str(k),
-                                      "--dry-run"])
+    plain = CliRunner().invoke(main, ["guest", "up", "--src", src, "--kernel", str(k),
+                                      "--build", "--dry-run"])
     assert "usr.bin/kyua" not in plain.output and "# kyua" not in plain.output
     assert not (tmp_path / "guest").exists()
 
