@@ -312,6 +312,8 @@ class RemoteRun:
             if not self.dry:
                 local.write_text(text)
             self.s.put(str(local), f"{w}/{fname}" if fname == "run.sh" else f"{w}/tests/{fname}")
+            if self.dry:  # what the file holds: a dry run writes nothing locally
+                self.s.commands += [f"#   {line}" for line in text.splitlines()]
         return (f"{len(self.job.tests)} programs, run.sh" + (", Kyuafile" if kyua else "")
                 + f" in {w}")
 

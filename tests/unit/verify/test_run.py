@@ -542,3 +542,6 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
     assert "nextboot -k kernel.rxl-<id>" in res.output
     assert f"# sftp put {tmp_path / 'o'}" in res.output
+    # run.sh's body is printed too: the test loop and the sysctls it reads (F8)
+    assert "#   sysctl -n kern.sched.topology_spec" in res.output
+    assert "#   echo \"$M END patched\"" in res.output
