@@ -278,6 +278,8 @@ class RemoteRun:
     def use_kyua(self) -> bool:
         if self.job.kyua is not None:
             return self.job.kyua
+        if self.dry and self.info is None:  # not probed: plan the usual path
+            return True
         return bool(self.info and self.info.kyua)
 
     def script(self, kyua: bool, programs: Optional[List[str]] = None) -> str:
@@ -296,6 +298,9 @@ class RemoteRun:
         """Make the work directory and copy the programs, run.sh and a Kyuafile."""
         w = self.job.workdir
         kyua = self.use_kyua()
+        if self.dry and self.job.kyua is None:
+            self.s.commands.append("# the kyua path, taken when the probe finds kyua (FreeBSD "
+                                   "14's base has it); else run.sh's loop (--no-kyua shows it)")
         self.s.run(f"mkdir -p {w}/tests", timeout=60, check=True)
         for name, local in sorted(self.job.tests.items()):
             self.s.put(local, f"{w}/tests/{name}", mode=0o755)

@@ -545,3 +545,6 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
     # run.sh's body is printed too: the test loop and the sysctls it reads (F8)
     assert "#   sysctl -n kern.sched.topology_spec" in res.output
     assert "#   echo \"$M END patched\"" in res.output
+    # not probed, the dry run plans the kyua path and says when it is taken (F9)
+    assert "# the kyua path, taken when the probe finds kyua" in res.output
+    assert "report-junit" in res.output and "#   syntax(2)" in res.output
