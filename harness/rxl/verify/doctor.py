@@ -192,7 +192,13 @@ def for_mode(mode: str, needs: Sequence[Need] = NEEDS) -> List[Need]:
     if mode == "bench":
         return [n for n in needs if n.mode in ("guest", "qemu", "bench")]
     own = "qemu" if mode == "guest" else mode
-    return [n for n in needs if n.mode in ("guest", own)]
+    return [n for n in needs if n.mode in ("guest", own)
+            and not (mode == "ssh" and set(n.stages) <= NOT_FOR_TARGET)]
+
+
+#: Stages a run against an SSH target never reaches: ``--for ssh`` leaves out
+#: the needs that serve only these (gdb, valgrind, mandoc, libbpf ...).
+NOT_FOR_TARGET = frozenset({"kcount", "series check", "bench-core", "bench accept eBPF"})
 
 
 def tool_names(needs: Sequence[Need] = NEEDS) -> set:

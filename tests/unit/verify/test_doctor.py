@@ -206,7 +206,10 @@ def test_modes_bhyve_alone_ssh_without_qemu():
     # fetch); an SSH target needs none of them
     own = ("qemu-system-x86_64", "OVMF", "autoconf", "aclocal", "SQLite amalgamation")
     assert all(n in guest for n in own) and not any(n in ssh for n in own)
-    assert ssh == [n for n in guest if n not in own]
+    # ... nor what only kcount, the series check and the benches use
+    assert ssh == [n for n in guest if n not in own
+                   and not set(D.NEEDS[[x.name for x in D.NEEDS].index(n)].stages)
+                   <= D.NOT_FOR_TARGET]
     bhyve = D.check(mode="bhyve", which=lambda n: None, isfile=lambda p: False)
     assert [r.need.name for r in bhyve] == ["bhyve", "bhyvectl", "BHYVE_UEFI.fd"]
     assert not any(r.ok for r in bhyve)
@@ -297,3 +300,14 @@ def test_kyua_amalgamation_is_checked_and_not_an_apt_package():
     ok = D.check([D.NEEDS[[n.name for n in D.NEEDS].index("SQLite amalgamation")]],
                  registry=lambda: None)
     assert ok[0].ok
+
+
+def test_for_ssh_checks_what_a_target_run_needs_only():
+    """fresh6 F17: --for ssh checked gdb, valgrind, mandoc and libbpf, which a run
+    against a target never uses; it keeps the build tools and paramiko."""
+    from rxl.verify import doctor as D
+    names = {n.name for n in D.for_mode("ssh")}
+    assert {"python: paramiko", "clang-16", "bmake", "git"} <= names
+    assert not names & {"gdb", "nm", "valgrind", "mandoc", "perl", "libbpf.h",
+                        "qemu-system-x86_64", "OVMF", "autoconf"}
+    assert {"gdb", "valgrind", "mandoc"} <= {n.name for n in D.for_mode("guest")}
