@@ -111,6 +111,16 @@ def integrity_matches(data: bytes, integrity: str) -> bool:
     return False
 
 
+def _cached(package: str, cache: str) -> Optional[Path]:
+    """The tarball of ``package`` in ``cache`` when it is the pinned release
+    (:data:`SQLITE_NPM` matching :data:`SQLITE_NPM_INTEGRITY`), else None."""
+    dest = Path(cache) / tarball_name(package)
+    if package == SQLITE_NPM and dest.is_file() \
+            and integrity_matches(dest.read_bytes(), SQLITE_NPM_INTEGRITY):
+        return dest
+    return None
+
+
 def _get(url: str, urlopen: Callable, timeout: float = HTTP_TIMEOUT) -> bytes:
     try:
         with urlopen(url, timeout=timeout) as r:
@@ -133,8 +143,8 @@ def fetch_tarball(package: str, cache: str, *, registry: str = NPM_REGISTRY,
     that does not match."""
     pinned = SQLITE_NPM_INTEGRITY if package == SQLITE_NPM else None
     dest = Path(cache) / tarball_name(package)
-    if pinned and dest.is_file() and integrity_matches(dest.read_bytes(), pinned):
-        echo(f"kyua: {dest} (integrity {pinned[:19]}... as pinned)")
+    if _cached(package, cache):
+        echo(f"kyua: {dest} (integrity {SQLITE_NPM_INTEGRITY[:19]}... as pinned)")
         return dest
     url = metadata_url(package, registry)
     try:
@@ -203,9 +213,7 @@ def registry_problem(cache: Optional[str] = None, *, package: str = SQLITE_NPM,
     is in ``cache``, or the registry answers for ``package``), else a one-line
     reason saying how to provide it. ``cache``: default :func:`default_cache`."""
     cache = cache or default_cache()
-    dest = Path(cache) / tarball_name(package)
-    if package == SQLITE_NPM and dest.is_file() \
-            and integrity_matches(dest.read_bytes(), SQLITE_NPM_INTEGRITY):
+    if _cached(package, cache):
         return None
     try:
         _get(metadata_url(package, registry), urlopen, timeout=DOCTOR_TIMEOUT)

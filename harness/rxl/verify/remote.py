@@ -327,16 +327,11 @@ class RemoteRun:
 
         Returns the rxl.verify.parse.RunResult (None in a dry run).
         """
-        from rxl.guest import console
         from rxl.guest.ssh import SSHError
         from rxl.verify import parse
         w = self.job.workdir
         kyua = self.use_kyua()
-        cmd = f"sh {w}/run.sh"
-        stream = self.s.stream(cmd)
-        if stream is not None:
-            console.watch(stream, log, poweroff_grace=10,
-                          echo=lambda s: self.echo(f"  [{self.job.label}] {s}"))
+        self._watch(f"sh {w}/run.sh", log, self.job.label)
         if kyua:
             for c in kyua_commands(w, self.job.atf_vars):
                 r = self.s.run(c, timeout=self.job.kyua_timeout)
@@ -373,13 +368,21 @@ class RemoteRun:
         """Run ``programs`` with run.sh's loop (``run-direct.sh``, streamed to
         ``<log>-direct.log``): kyua could not list them and was not asked for by
         name (``--kyua``). Returns their rxl.verify.parse.CaseResult list."""
-        from rxl.guest import console
         from rxl.verify import parse
         w = self.job.workdir
         local = Path(self.job.out) / "target-run-direct.sh"
         local.write_text(self.script(False, programs))
         self.s.put(str(local), f"{w}/run-direct.sh")
         dlog = str(Path(log).with_name(Path(log).stem + "-direct.log"))
-        console.watch(self.s.stream(f"sh {w}/run-direct.sh"), dlog, poweroff_grace=10,
-                      echo=lambda s: self.echo(f"  [{self.job.label} direct] {s}"))
+        self._watch(f"sh {w}/run-direct.sh", dlog, f"{self.job.label} direct")
         return parse.parse_file(dlog).cases
+
+    def _watch(self, command: str, log: str, tag: str) -> None:
+        """Stream ``command``'s output into ``log``, watched like a guest console
+        (rxl.guest.console.watch), each line echoed as ``[tag]``; nothing in a dry
+        run (the session streams nothing)."""
+        from rxl.guest import console
+        stream = self.s.stream(command)
+        if stream is not None:
+            console.watch(stream, log, poweroff_grace=10,
+                          echo=lambda s: self.echo(f"  [{tag}] {s}"))
