@@ -201,7 +201,7 @@ def build(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
                 p.unlink()
         if st.name == "world-ssh-build" and sshworld.openssh_config_missing(src):
             openssh_config(src, objdir, str(logdir), echo)
-        echo(f"{st.name}: started, log {logdir / (st.name + '.log')}")
+        echo(f"{st.name}: log {logdir / (st.name + '.log')}")  # run_stage says started
         try:
             build_mod.run_stage(st, str(logdir), echo)
             if st.name == "kernel-toolchain":
