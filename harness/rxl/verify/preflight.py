@@ -109,18 +109,17 @@ def check_options(opts: RunOptions) -> Optional[str]:
 #: Characters a target's work directory may hold: it goes into remote shell
 #: commands and into the printed undo (``rm -rf WORKDIR``).
 _WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
-#: Directories a work directory may not be or be under: the whole system, and
-#: the kernels --install-kernel adds to.
-_WORKDIR_REFUSED = ("/", "/boot", "/etc", "/bin", "/sbin", "/lib", "/libexec", "/usr",
-                    "/dev", "/proc", "/root", "/home", "/tmp", "/var", "/var/tmp",
-                    "/usr/local", "/var/db", "/var/log")
+#: Shared directories two levels deep a work directory may not be (any top-level
+#: directory, the root and all of /boot are refused by :func:`check_workdir` itself).
+_WORKDIR_REFUSED = ("/var/tmp", "/usr/local", "/var/db", "/var/log")
 
 
 def check_workdir(workdir: str) -> None:
     """Refuse (click.BadParameter, exit 2) a ``--workdir`` that is not an
-    absolute path of plain characters (:data:`_WORKDIR_CHARS`), or that is one
-    of :data:`_WORKDIR_REFUSED` or under /boot: everything in it is removed by
-    the printed undo. /var/tmp/rxl (the default) and /tmp/x are fine."""
+    absolute path of plain characters (:data:`_WORKDIR_CHARS`), or that is /, a
+    top-level directory, one of :data:`_WORKDIR_REFUSED` or under /boot:
+    everything in it is removed by the printed undo. /var/tmp/rxl (the default)
+    and /tmp/x are fine."""
     hint = "'--workdir'"
     if not workdir.startswith("/") or not _WORKDIR_CHARS.fullmatch(workdir):
         raise click.BadParameter(f"{workdir!r}: must be an absolute path of letters, digits "
