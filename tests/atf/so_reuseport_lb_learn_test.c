@@ -957,14 +957,13 @@ lb_allocfailed(const struct sockaddr_storage *ss, char *buf, size_t size)
 }
 
 /*
- * With an allocation of a map rebuild failing every time (fail point
- * fp), a group with every CPU tagged has no map and selects by the hash:
- * the view shows map 0, the failure and the group still dirty, the
- * global counter counts it, and every connection is accepted.  The task
- * retries it after a back-off of 1 s, not every 10 ms:
- * over 2.5 s, 1 to 4 retries (about 2; without the back-off, about 250).
- * Once the fail point is off, a retry builds the map with no change to
- * the group.
+ * With an allocation of a map rebuild failing every time (fail point fp),
+ * a group with every CPU tagged has no map and selects by the hash: the
+ * view shows map 0, the failure and the group still dirty, the global
+ * counter counts it, and every connection is accepted.  The task retries
+ * it after a back-off of 1 s, not every 10 ms: over 2.5 s, 1 to 4 retries
+ * (about 2; without the back-off, about 250).  Once the fail point is off,
+ * a retry builds the map with no change to the group.
  */
 static void
 allocfail_body(const char *fp)
