@@ -1,5 +1,5 @@
 """``python -m rxl``: the same as the ``rxl`` console script."""
 
-from rxl.cli import main
+from rxl.cli.main import main
 
 main(prog_name="rxl")

@@ -266,7 +266,7 @@ def _killpg(p: subprocess.Popen) -> None:
 
 
 def new_host_key(path: Path):
-    """A fresh Ed25519 host key (written with rxl.guest.ssh.generate_ed25519, read by paramiko)."""
-    from rxl.guest.ssh import generate_ed25519
+    """A fresh Ed25519 host key (written with rxl.guest.sshkeys.generate_ed25519, read by paramiko)."""
+    from rxl.guest.sshkeys import generate_ed25519
     generate_ed25519(path)
     return paramiko.Ed25519Key.from_private_key_file(str(path))

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from fakefreebsd import _git, _series, _tree
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.tree import series as S
 from rxl.tree.patch import SeriesError
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
+from rxl.errors import DataError
 from rxl.bench.knobs import Knobs, finite
 
 SOURCE = Path(__file__).with_name("acceptd.c")
@@ -103,7 +104,7 @@ MAX_REORDER_EVERY = 1000000
 DEADLINE_SLACK_MS = 5000
 
 
-class BenchError(Exception):
+class BenchError(DataError):
     """A one-line, user-facing error of the accept rig."""
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from rxl.cli.surface import command, group
+from rxl.errors import UsageError
 from rxl.bench import accept as A
 from rxl.bench import accept_output as AO
 from rxl.bench import accept_run as AR
@@ -21,11 +23,10 @@ from rxl.bench import kcount_record as KR
 from rxl.bench import kcount_sites, lbsetsock
 from rxl.bench import knobs as KN
 from rxl.bench import tables as AT
-from rxl.decide.checks import BadInput
 from rxl.decide.topology import TopologyError
 
 
-@click.group("bench")
+@group("bench")
 def bench():
     """Benchmarks that run on this machine (no guest needed)."""
 
@@ -219,7 +220,7 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
                               knobs, order, kill_first_at, reorder_every, pin, client_cpu,
                               topo, numa_map, as_json, plot, raw_dir, build_dir, cc, dry_run)
     except (A.BenchError, ValueError, TopologyError) as e:
-        raise BadInput(str(e)) from None
+        raise UsageError(str(e)) from None
     try:  # this machine and the runs: a failure at run time (exit 1)
         if not dry_run:
             A.check_platform(req.setups)
@@ -296,7 +297,7 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
                       numa_map=numa_map)
 
 
-@click.group("kcount")
+@group("kcount")
 def kcount() -> None:
     """Count a guest kernel's instructions, locks and atomics per call through QEMU's gdbstub."""
 
@@ -378,9 +379,9 @@ def table(traces, out):
     docs: dict = {}
     for case, variant, path in traces:
         if case not in K.CASES:
-            raise BadInput(f"--trace: case {case!r}: one of {', '.join(K.CASES)}")
+            raise UsageError(f"--trace: case {case!r}: one of {', '.join(K.CASES)}")
         if variant not in K.VARIANTS:
-            raise BadInput(f"--trace: variant {variant!r}: one of {', '.join(K.VARIANTS)}")
+            raise UsageError(f"--trace: variant {variant!r}: one of {', '.join(K.VARIANTS)}")
         try:
             docs.setdefault((case, variant), []).append(K.load(path))
         except (K.KcountError, OSError) as exc:

@@ -41,7 +41,7 @@ TARGETS = {"steered": 1.15, "untagged": 1.02, "rebuild_us": 20.0}
 
 def build() -> Path:
     src = core.ROOT / "lib/userspace/bench_core.c"
-    out = core.build_dir() / f"bench_core-{core._digest()}"
+    out = core.build_dir() / f"bench_core-{core.sources_digest()}"
     if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
         return out
     core.make_build_dir(out.parent)

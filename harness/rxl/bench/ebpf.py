@@ -29,6 +29,8 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from rxl.bench import ebpf_host
+from rxl.errors import HostError
 from rxl.decide import distance, model, topology
 from rxl.decide.topology import Topology, TopologyError
 
@@ -57,7 +59,7 @@ BPF_CFLAGS = ("-O2", "-g", "-target", "bpf", "-mcpu=v3")
 PACKAGES = ("clang", "libbpf-dev")
 
 
-class Unavailable(Exception):
+class Unavailable(HostError):
     """The eBPF setups cannot run here; the message says why (one line)."""
 
 
@@ -66,11 +68,10 @@ def unavailable(system: Optional[str] = None, euid: Optional[int] = None,
     """Why the eBPF setups cannot run on this machine, or None.
 
     Checks the OS and kernel (Linux >= 5.12), privilege (root, or CAP_BPF
-    and CAP_NET_ADMIN: rxl.verify.ebpf_host), clang and the libbpf headers.
+    and CAP_NET_ADMIN: rxl.bench.ebpf_host), clang and the libbpf headers.
     A kernel without the program type is found only when loading: acceptd
     then exits 5 and says so.
     """
-    from rxl.verify import ebpf_host
     why = (ebpf_host.kernel_problem(system or platform.system(), release)
            or ebpf_host.privilege_problem(euid))
     if why:

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from rxl.errors import DataError
 from rxl.bench import kcount_gdb, kcount_ops
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
@@ -92,7 +93,7 @@ GDB_CAS_SRC, GDB_SCRIPT = kcount_gdb.GDB_CAS_SRC, kcount_gdb.GDB_SCRIPT
 GDB_SYN = kcount_gdb.GDB_SYN
 
 
-class KcountError(ValueError):
+class KcountError(DataError):
     """A trace file that is not what ``record`` writes (one-line message)."""
 
 

@@ -28,6 +28,7 @@ import shlex
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from rxl.errors import DataError
 from rxl.guest.protocol import MARK
 
 #: Issue 10's numbers: calls, members (INPCBLBGROUP_SIZMAX in
@@ -47,7 +48,7 @@ PREFIX = MARK + " LBSET "
 _KV = re.compile(r"(\w+)=(\S+)")
 
 
-class LbsetError(ValueError):
+class LbsetError(DataError):
     """Bad input or output of the setsockopt run (one-line message)."""
 
 

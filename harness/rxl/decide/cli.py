@@ -14,9 +14,10 @@ from typing import Dict, List, Optional
 
 import click
 
-from rxl.decide.checks import BadInput
+from rxl.cli.surface import command, group
+from rxl.errors import UsageError
 
-from rxl.decide import distance, model, outcomes, topology
+from rxl.decide import core, distance, model, outcomes, topology
 from rxl.decide import report as R
 from rxl.decide.cpugroup import Topology, TopologyError
 
@@ -30,7 +31,6 @@ TOPOLOGY_HELP = ("Built-in name, LxCxT, or a kern.sched.topology_spec dump "
 
 def _impl(name: str):
     if name == "c":
-        from rxl.decide import core
         return core
     return model
 
@@ -43,8 +43,8 @@ def _friendly(fn):
         try:
             return fn(*args, **kwargs)
         except (TopologyError, ValueError) as e:
-            raise BadInput(str(e))
-        except RuntimeError as e:  # core.CoreError: one line by design
+            raise UsageError(str(e))
+        except core.CoreError as e:  # one line by design
             raise click.ClickException(str(e).splitlines()[0])
         except MemoryError:
             raise click.ClickException("input too large")
@@ -94,7 +94,7 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
     click.echo(json.dumps(doc, indent=2) if as_json else text)
 
 
-@click.command()
+@command()
 @click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--members", required=True,
               help="Member tags in member order: CPU, '-' untagged, CPU+L learned.")
@@ -116,7 +116,7 @@ def deal(topo_spec, members, counts, impl, as_json):
     _emit(as_json, doc, R.deal_text(doc))
 
 
-@click.command()
+@command()
 @click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--intr-cpus", required=True,
               help="The interrupt-eligible CPU set, e.g. 0-30:2.")
@@ -157,7 +157,7 @@ def spread(topo_spec, intr_cpus, queues, domain, mode, no_spread, impl,
     _emit(as_json, doc, R.spread_text(doc))
 
 
-@click.command(name="outcomes")
+@command(name="outcomes")
 @click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--workers", required=True, help="Worker CPUs, e.g. 0-31.")
 @click.option("--rx-cpus", required=True, help="Receiving CPUs.")

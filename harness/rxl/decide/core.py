@@ -24,6 +24,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cffi
 
+from rxl.errors import HostError
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
 
@@ -73,7 +74,7 @@ TAG_NONE = 0xFFFF
 TAG_LEARNED = 0x8000
 
 
-class CoreError(RuntimeError):
+class CoreError(HostError):
     """The C library could not be built or loaded, or refused its input."""
 
 
@@ -96,7 +97,9 @@ def make_build_dir(path: Optional[Path] = None) -> Path:
     return d
 
 
-def _digest() -> str:
+def sources_digest() -> str:
+    """12 hex digits of the SHA-256 of the cores' sources, headers and glue and of the compiler
+    flags: what names a built library, so a change to any rebuilds it."""
     h = hashlib.sha256()
     for rel in CORE_SOURCES + CORE_HEADERS + GLUE:
         path = ROOT / rel
@@ -111,7 +114,7 @@ def _digest() -> str:
 
 def library_path() -> Path:
     """Where the library for the current sources lives (built or not)."""
-    return build_dir() / f"librxlcore-{_digest()}.so"
+    return build_dir() / f"librxlcore-{sources_digest()}.so"
 
 
 def cc_argv() -> List[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from rxl.errors import DataError
+
 
 # Cache levels and flags: sys/sys/smp.h (FreeBSD 14.0).
 CG_SHARE_NONE = 0
@@ -36,7 +38,7 @@ CPU_MAXSIZE = 1024
 MAX_DEPTH = 8
 
 
-class TopologyError(ValueError):
+class TopologyError(DataError):
     """A topology (name, spec string or XML) that cannot be used."""
 
 

@@ -43,6 +43,8 @@ from typing import Dict, List, Optional, Sequence
 
 from . import core
 
+from rxl.errors import HostError
+
 #: The targets, one C file each under tests/fuzz/.
 TARGETS = ("deal", "spread", "learn")
 FUZZ_DIR = core.ROOT / "tests" / "fuzz"
@@ -62,7 +64,7 @@ MAX_LEN = 1024
 INSTALL = "apt-get install -y clang-16 libclang-rt-16-dev"
 
 
-class FuzzError(RuntimeError):
+class FuzzError(HostError):
     """A fuzz target could not be built or run, or found a bug."""
 
 

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
+from rxl.errors import DataError
+
 #: Where the ``edk2-bhyve`` package installs the UEFI firmware (FreeBSD ports).
 DEFAULT_FIRMWARE = "/usr/local/share/uefi-firmware/BHYVE_UEFI.fd"
 #: bhyve's NUMA domain limit (libvirt's bhyve driver enforces the same 8).
@@ -39,7 +41,7 @@ DISK_MODELS = ("virtio-blk", "nvme", "ahci-hd")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}")
 
 
-class BhyveConfigError(ValueError):
+class BhyveConfigError(DataError):
     """A VM configuration that cannot give a valid bhyve command line."""
 
 

@@ -1,4 +1,5 @@
-"""``rxl vm`` (a bhyve command line) and ``rxl targets`` (the targets file)."""
+"""``rxl vm`` (a bhyve command line), ``rxl targets`` (the targets file) and
+``rxl guest up / down`` (the own guest kept running as an SSH target)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
+from rxl import paths
+from rxl.cli.surface import command, group
+from rxl.errors import RxlError
+from rxl.guest import sshkeys
+from rxl.guest import up as guest_up
+from rxl.tree import sshworld
+from rxl.tree import world as tree_world
 from rxl.guest import bhyve as bhyve_mod
 from rxl.guest import targets as targets_mod
 
 
-@click.command("vm")
+@command("vm")
 @click.option("--image", required=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
               help="FreeBSD VM disk image (raw), e.g. FreeBSD-14.x-RELEASE-amd64.raw.")
@@ -71,7 +80,7 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     sys.exit(rc)
 
 
-@click.command("targets")
+@command("targets")
 @click.option("--targets", "path", default=None,
               help="Targets file [default: $RXL_WORK/targets.yaml].")
 @click.option("--key", "show_key", is_flag=True,
@@ -80,9 +89,8 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
 def targets(path, show_key):
     """Check the targets file (every mistake, one line each) and list its targets."""
     if show_key:
-        from rxl.guest import sshbase
-        key = sshbase.harness_key()
-        click.echo(sshbase.public_line(key))
+        key = sshkeys.harness_key()
+        click.echo(sshkeys.public_line(key))
         click.echo(f"# {key}.pub: append the line above to ~root/.ssh/authorized_keys on the "
                    "target, and allow root's key login there: PermitRootLogin "
                    "prohibit-password in /etc/ssh/sshd_config, then service sshd restart",
@@ -109,3 +117,51 @@ def targets(path, show_key):
                 where += f" key {t.key}" + ("" if os.path.isfile(t.key) else
                                             " (no such file yet: needed when it is used)")
         click.echo(f"{t.name:16s} {where}")
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@group("guest")
+def guest():
+    """The own QEMU guest left running as an SSH target (needs the sshd userland)."""
+
+
+@guest.command("up")
+@click.option("--src", default="/usr/src", show_default=True, help="FreeBSD source tree.")
+@click.option("--kernel", required=True, help="Kernel to boot.")
+@click.option("--build", is_flag=True, help="Build the sshd userland first (under the lock).")
+@click.option("--kyua", is_flag=True, help="With --build: kyua too (lutok, lua, sqlite3, libc++).")
+@click.option("--atf-dir", default=str(tree_world.REPO_ATF_DIR), show_default=True,
+              help="The series' ATF tests put in the guest ('' for FreeBSD's own only).")
+@click.option("--dry-run", is_flag=True, help="Print what would run.")
+def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
+    """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
+    src, kernel = os.path.abspath(src), os.path.abspath(kernel)
+    bad = guest_up.check_up(src, kernel, build=build, kyua=kyua)
+    if bad:
+        raise click.BadParameter(bad[1], param_hint=f"'{bad[0]}'")
+    if dry_run:
+        click.echo("\n".join(guest_up.dry_run_lines(src, kernel, build=build, kyua=kyua)))
+        return
+    tests_dir = Path(paths.GUEST) / "up" / "tests"
+    extra = tree_world.series_tests(atf_dir)
+    try:
+        if build:
+            sshworld.build_ssh_world(src, echo=_echo_err, kyua=kyua)
+        built = tree_world.build_tests(src, sshworld.default_objdir(), str(tests_dir),
+                                       logdir=str(tests_dir), extra_sources=extra,
+                                       echo=_echo_err)
+        st = guest_up.up(src, kernel, echo=_echo_err,
+                         tests={n: str(b) for n, b in built.items()})
+    except (RxlError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{st['url']}  (SSH after {st['boot_to_ssh_seconds']} s; console {st['log']})")
+
+
+@guest.command("down")
+def down_cmd():
+    """Stop the guest `rxl guest up` started."""
+    for line in guest_up.down():
+        click.echo(line)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
 
+from rxl.errors import MachineError
 from rxl.guest.protocol import MARK, PANIC_PATTERNS
 
 #: Seconds of console silence that count as a hang. TCG boots of an
@@ -39,7 +40,7 @@ PANIC_GRACE = 5.0
 POWEROFF_GRACE = 60.0
 
 
-class GuestError(RuntimeError):
+class GuestError(MachineError):
     """Base of the console errors: ``log``, ``seconds`` (wall), ``last_line``."""
 
     kind = "error"

@@ -30,6 +30,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 import jinja2
 
+from rxl.errors import MachineError
 from rxl.guest.protocol import MARK
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -61,7 +62,7 @@ GUEST_LIBDIRS = ("/lib", "/usr/lib")
 FAT_LIMIT_BYTES = 500 * 1024 * 1024
 
 
-class ImageError(RuntimeError):
+class ImageError(MachineError):
     """A guest root that cannot be staged (missing input, too large, bad lib)."""
 
 

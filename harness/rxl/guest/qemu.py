@@ -22,8 +22,12 @@ so ``tcg`` is the default; ``kvm`` is accepted but never chosen silently.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass, field
-from typing import Optional, Sequence, Tuple
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from rxl.errors import DataError
 
 #: Debian's ``ovmf`` package paths, newest layout first; the 4M build is the
 #: one Debian 12 ships as the default ``OVMF_CODE`` (package ovmf 2022.11).
@@ -41,7 +45,7 @@ NIC_MODELS = ("e1000e", "e1000", "igb", "virtio-net-pci")
 ACCELS = ("tcg", "kvm")
 
 
-class QemuConfigError(ValueError):
+class QemuConfigError(DataError):
     """A guest configuration that cannot produce a valid QEMU command line."""
 
 
@@ -208,3 +212,21 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
         argv += ["-no-reboot"]
     argv += list(cfg.extra)
     return argv
+
+
+def launch(argv: List[str], qemu_log: str) -> subprocess.Popen:
+    """Start QEMU ``argv`` in its own session, its stdout and stderr to ``qemu_log``."""
+    Path(qemu_log).parent.mkdir(parents=True, exist_ok=True)
+    with open(qemu_log, "wb") as qlog:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a QEMU :func:`launch` started: SIGTERM, SIGKILL after 10 s; reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -16,11 +16,19 @@ machine they did not necessarily boot:
   (:class:`rxl.guest.console.Transport`: start / read / alive / stop), so
   :func:`rxl.guest.console.watch` and the sentinel parser work unchanged over SSH.
 
-Host keys (``$RXL_WORK/ssh/known_hosts``; the client key and the errors are
-:mod:`rxl.guest.sshbase`'s, re-exported here):
+Where to connect is an :class:`SSHTarget` (:func:`parse_url` reads
+``ssh://[user@]host[:port]``); :class:`DryRun` stands in for the session under
+``--dry-run`` and only records the remote actions.  Every error is one line
+naming the target (``ssh://user@host:port``): :class:`Refused`,
+:class:`TimedOut` (connect, banner or command), :class:`Unresolved`,
+:class:`AuthFailed`, :class:`HostKeyChanged`, :class:`CommandKilled` (no exit
+status: a signal, or the connection dropped), :class:`CommandFailed` (a
+non-zero exit where ``check=True``).
 
-* ``known_hosts``: OpenSSH format; a target's host key is recorded on first
-  contact and checked on every later one. A different key is
+Host keys (``$RXL_WORK/ssh/known_hosts``; the keys are :mod:`rxl.guest.sshkeys`'s):
+
+* a target's host key is recorded on first contact and checked on every
+  later one. A different key is
   :class:`HostKeyChanged`, naming the target and both fingerprints; nothing
   is overwritten. The harness's own QEMU guest is the exception: its host key
   is the one the harness generated at image time (``SSHTarget.own_host_key``),
@@ -34,31 +42,252 @@ import errno
 import io
 import logging
 import os
+import re
 import select
 import shlex
 import socket
 import stat
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from rxl.guest.sshbase import (BOOT_ID_COMMAND, DEFAULT_COMMAND_TIMEOUT,
-                               DEFAULT_CONNECT_TIMEOUT, DEFAULT_POLL_INTERVAL, REBOOT_COMMAND,
-                               AuthFailed, CommandFailed, CommandKilled, CommandResult,
-                               DryRun, HostKeyChanged, Refused, SSHError, SSHTarget,
-                               TargetError, TimedOut, Unresolved, fingerprint, generate_ed25519,
-                               harness_key, key_from_line, last_line, load_key, parse_url,
-                               public_line, RecordPolicy, short, ssh_dir, SSHStream)
+from rxl.errors import DataError, MachineError
+from rxl.guest.sshkeys import RecordPolicy, fingerprint, harness_key, key_from_line, load_key, ssh_dir
 
-# ------------------------------------------------------------------ session
+#: Seconds for the TCP connect, the SSH banner and authentication.
+DEFAULT_CONNECT_TIMEOUT = 10.0
+#: Default seconds one remote command may run (an ATF case is given 300 s by
+#: the rc, rxl.guest.image.DEFAULT_CASE_TIMEOUT; a whole program more).
+DEFAULT_COMMAND_TIMEOUT = 900.0
+#: How often :meth:`SSHSession.wait_up` retries, seconds.
+DEFAULT_POLL_INTERVAL = 2.0
+#: What identifies one boot of a FreeBSD machine: ``{ sec = N, usec = M } ...``.
+BOOT_ID_COMMAND = "sysctl -n kern.boottime"
+#: How a target is rebooted by default: ``shutdown -r now`` runs rc.shutdown
+#: (unlike ``reboot``), so a one-shot ``nextboot -k`` is honoured the same way.
+REBOOT_COMMAND = "shutdown -r now"
 
-#: What callers use from one module: the session and sshbase's names.
-__all__ = ["SSHSession", "SSHStream", "DryRun", "SSHTarget", "CommandResult", "parse_url",
-           "SSHError", "Refused", "TimedOut", "Unresolved", "AuthFailed", "HostKeyChanged",
-           "CommandKilled", "CommandFailed", "TargetError", "harness_key", "generate_ed25519",
-           "public_line", "fingerprint", "key_from_line", "ssh_dir", "BOOT_ID_COMMAND",
-           "REBOOT_COMMAND", "DEFAULT_COMMAND_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT",
-           "DEFAULT_POLL_INTERVAL"]
+_URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:]+\]|[^@/:\s\[\]]+)"
+                  r"(?::(?P<port>[0-9]+))?/?")
+
+
+class SSHError(MachineError):
+    """Base of the transport's errors; ``target`` is the ``ssh://`` name, ``kind`` a word."""
+
+    kind = "error"
+
+    def __init__(self, target: str, message: str):
+        super().__init__(f"{target}: {message}")
+        self.target = target
+
+
+class Refused(SSHError):
+    kind = "refused"
+
+
+class TimedOut(SSHError):
+    kind = "timeout"
+
+
+class Unresolved(SSHError):
+    """The target's host name does not resolve (not retried)."""
+
+    kind = "unresolved"
+
+
+class AuthFailed(SSHError):
+    kind = "auth"
+
+
+class HostKeyChanged(SSHError):
+    kind = "hostkey"
+
+
+class CommandKilled(SSHError):
+    kind = "killed"
+
+
+class CommandFailed(SSHError):
+    kind = "failed"
+
+
+class TargetError(DataError):
+    """A target that cannot be named (bad ``ssh://`` URL, port, user)."""
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Where to connect.
+
+    host: name or address (IPv6 without brackets); port: TCP port (1-65535);
+    user: login name; key: private key file (None: the harness key,
+    :func:`harness_key`); own_host_key: for the harness's own guest, the
+    public host key line (``ssh-ed25519 AAAA...``) generated at image time,
+    else None; name: how errors and logs call it (default the URL).
+    """
+
+    host: str
+    port: int = 22
+    user: str = "root"
+    key: Optional[str] = None
+    own_host_key: Optional[str] = None
+    name: str = ""
+
+    @property
+    def url(self) -> str:
+        """``ssh://user@host:port`` (IPv6 hosts in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"ssh://{self.user}@{host}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return self.name or self.url
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The host's name in ``known_hosts``: ``host`` on port 22, else ``[host]:port``."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
+
+def parse_url(url: str, *, default_user: str = "root", key: Optional[str] = None) -> SSHTarget:
+    """``ssh://[user@]host[:port]`` -> :class:`SSHTarget` (port 22, ``default_user``).
+
+    Raises :class:`TargetError` with a one-line reason.
+    """
+    m = _URL.fullmatch(url.strip())
+    if not m:
+        raise TargetError(f"{url!r}: not an ssh://[user@]host[:port] address")
+    port = int(m.group("port") or 22)
+    if not 1 <= port <= 65535:
+        raise TargetError(f"{url!r}: port {port} is not in 1..65535")
+    host = m.group("host").strip("[]")
+    return SSHTarget(host=host, port=port, user=m.group("user") or default_user, key=key)
+
+
+@dataclass
+class CommandResult:
+    """One remote command: ``rc`` exit status, output as text, ``seconds`` wall."""
+
+    command: str
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+def last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def short(command: str, width: int = 120) -> str:
+    one = " ".join(command.split())
+    return one if len(one) <= width else one[: width - 3] + "..."
+
+
+class SSHStream:
+    """A remote command read like the serial console (rxl.guest.console.Transport).
+
+    stdout and stderr are merged. ``read`` returns bytes (maybe empty on
+    timeout) or None at end of stream; ``alive`` is False once the command
+    exited; ``stop`` closes the channel and returns the exit status (None if
+    there was none).
+    """
+
+    def __init__(self, session, command: str):
+        self.session, self.command = session, command
+        self.chan = None
+
+    def start(self) -> None:
+        self.session.echo(f"$ {self.command}  (streamed)")
+        self.chan = self.session._open("session")
+        self.chan.set_combine_stderr(True)
+        self.chan.exec_command(self.command)
+        self.chan.shutdown_write()
+
+    def read(self, timeout: float) -> Optional[bytes]:
+        assert self.chan is not None
+        if not self.chan.recv_ready():
+            if self.chan.eof_received or self.chan.closed:
+                return None
+            select.select([self.chan], [], [], max(timeout, 0.0))
+            if not self.chan.recv_ready():
+                return None if (self.chan.eof_received or self.chan.closed) else b""
+        data = self.chan.recv(65536)
+        return data if data else None
+
+    def alive(self) -> bool:
+        return self.chan is not None and not self.chan.exit_status_ready()
+
+    def stop(self) -> Optional[int]:
+        if self.chan is None:
+            return None
+        rc = None
+        if self.chan.exit_status_ready() and self.chan.exit_status != -1:
+            rc = self.chan.exit_status
+        self.chan.close()
+        return rc
+
+
+@dataclass
+class DryRun:
+    """Stands in for :class:`SSHSession` under ``--dry-run``: records, runs nothing.
+
+    ``commands`` collects each remote action as a line (``$ cmd``, ``put a ->
+    b``, ``get a -> b``, ``reboot``). ``run`` returns rc 0 and empty output, so
+    callers must not branch on output in a dry run.
+    """
+
+    target: SSHTarget
+    commands: List[str] = field(default_factory=list)
+
+    def run(self, command: str, **_kw) -> CommandResult:
+        self.commands.append(command)
+        return CommandResult(command, 0, "", "", 0.0)
+
+    def put(self, local: str, remote: str, *, mode: Optional[int] = None) -> int:
+        self.commands.append(f"# sftp put {local} {remote}" + (f" (mode {mode:o})"
+                                                               if mode is not None else ""))
+        return 0
+
+    def get(self, remote: str, local: str) -> int:
+        self.commands.append(f"# sftp get {remote} {local}")
+        return 0
+
+    def exists(self, remote: str) -> bool:
+        return False
+
+    def is_dir(self, remote: str) -> bool:
+        return False
+
+    def wait_up(self, timeout: float, **_kw) -> float:
+        self.commands.append(f"# wait for {self.target.label} (up to {timeout:.0f} s)")
+        return 0.0
+
+    def reboot(self, *, command: str = REBOOT_COMMAND, timeout: float = 900.0, **_kw) -> float:
+        self.commands.append(BOOT_ID_COMMAND)
+        self.commands.append(f"{command}  # then wait up to {timeout:.0f} s for a new "
+                             f"{BOOT_ID_COMMAND}")
+        return 0.0
+
+    def stream(self, command: str):
+        self.commands.append(command)
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
 
 #: Keeps paramiko's own log records (tracebacks of refused banners while a guest
 #: boots) off stderr: errors reach the caller as SSHError.
@@ -132,7 +361,8 @@ class SSHSession:
         # the session raises its own one-line SSHError instead
         logging.getLogger("paramiko").addHandler(_QUIET)
         client = paramiko.SSHClient()
-        policy = RecordPolicy(self)
+        policy = RecordPolicy(self.known_hosts, t.label, own_host_key=bool(t.own_host_key),
+                              recorded=self.recorded, echo=self.echo)
         if t.own_host_key:
             try:
                 expected = key_from_line(t.own_host_key)

@@ -1,4 +1,4 @@
-"""The own QEMU guest as an SSH target: what the image needs for sshd. Pure parts.
+"""The own QEMU guest as an SSH target: what its root needs for sshd, and staging it.
 
 Booted with sshd on 2026-12-01 (docs/results/ssh.md): the rc lines, the sshd
 files, the lua loader (:func:`boot_files`, :func:`loader_conf`) and a
@@ -10,7 +10,7 @@ What the guest needs, and where each piece comes from:
   sshd userland's plan (``rxl.tree.sshworld``, its own objdir);
 * files staged at image time on the build host (:func:`image_files`):
   ``/etc/ssh/sshd_config`` (:func:`sshd_config`), the guest's Ed25519 host
-  key (generated per staged root with rxl.guest.ssh.generate_ed25519; its public
+  key (generated per staged root with rxl.guest.sshkeys.generate_ed25519; its public
   line is what the harness trusts, ``SSHTarget.own_host_key``), root's
   authorized key (the harness key's public line), ``/etc/master.passwd`` and
   ``/etc/group`` with root and the privilege-separation user ``sshd``;
@@ -39,7 +39,12 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Dict, List, Mapping
+from typing import Dict, List, Mapping, Optional
+
+from rxl.errors import MachineError
+from rxl.guest import image
+from rxl.guest.sshkeys import generate_ed25519, harness_key, public_line
+from rxl.tree import kyuaworld, sshworld
 
 #: QEMU user networking's fixed addresses (QEMU docs, "Network options": guest
 #: 10.0.2.15, gateway/host 10.0.2.2, DNS 10.0.2.3).
@@ -177,7 +182,6 @@ def stage_ssh(root: str, client_pub: str) -> str:
     this guest (``SSHTarget.own_host_key``). Raises OSError if ``root`` is
     not writable.
     """
-    from rxl.guest.sshbase import generate_ed25519
     r = Path(root)
     for rel, text in image_files("", client_pub).items():
         if rel.endswith(".pub"):
@@ -187,3 +191,37 @@ def stage_ssh(root: str, client_pub: str) -> str:
     for d in ("tmp", "var", "etc/ssh"):
         (r / d).mkdir(parents=True, exist_ok=True)
     return generate_ed25519(r / "etc/ssh/ssh_host_ed25519_key", comment="rxl-guest")
+
+
+class NoSSHWorld(MachineError):
+    """An SSH guest's root cannot be staged: the sshd userland is not built."""
+
+
+def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
+                   label: str = "up", tunables: Optional[Dict[str, str]] = None) -> str:
+    """Stage an SSH guest's root in ``root``: the sshd userland of ``src``, ``kernel``, the
+    ATF programs ``tests`` (name -> file) under /rxl/tests, the lua loader with its
+    scripts and ``tunables``, nextboot(8), an rc that starts sshd and holds, the sshd
+    files and a new host key. Returns the host key's public line. Raises NoSSHWorld
+    when the userland is not built, OSError/ImageError on a file that cannot be staged."""
+    kyua = (sshworld.ssh_world_outputs(src).objtop / kyuaworld.KYUA_PROGRAMS["/usr/bin/kyua"])
+    out = sshworld.ssh_world_outputs(src, kyua=kyua.is_file())
+    lua = out.objtop / "stand/efi/loader_lua/loader_lua.efi"
+    missing = out.missing() + ([] if lua.is_file() else [str(lua)])
+    if missing:
+        raise NoSSHWorld(f"the sshd userland is not built ({missing[0]} missing): "
+                           "rxl guest up --build")
+    progs = {g: str(x) for g, x in out.programs.items()}
+    libs = image.resolve_libs([x for g, x in progs.items() if g != "/libexec/ld-elf.so.1"],
+                              str(out.sysroot))
+    guest_tests = {f"/rxl/tests/{n}": x for n, x in tests.items()}
+    rc = image.render_rc(label, [], poweroff=False, sshd_lines=rc_lines(), hold=True)
+    acts = image.plan_root(loader_efi=str(lua), kernel=kernel, programs=progs, libs=libs,
+                           tests=guest_tests, loader_rc=image.render_loader_rc(), rc=rc)
+    acts += [image.Action(rel, source=host) for rel, host in boot_files(src).items()]
+    if kyua.is_file():
+        acts += [image.Action(rel, source=host)
+                 for rel, host in kyuaworld.guest_files(src).items()]
+    acts.append(image.Action("boot/loader.conf", data=loader_conf(tunables or {})))
+    image.stage_root(root, acts)
+    return stage_ssh(root, public_line(harness_key()))

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from rxl.errors import DataError
 from rxl import paths
 from rxl.guest import qemu
 from rxl.guest.yamlfile import read_yaml
@@ -65,7 +66,7 @@ BUILTIN_SHAPES = {"two-socket": DEFAULT_SHAPE,
 BUILTIN_TARGETS = {"guest": "two-socket", "guest-2l3": "two-l3"}
 
 
-class TargetsError(ValueError):
+class TargetsError(DataError):
     """A targets file with mistakes; ``errors`` holds one line per mistake.
 
     ``str()`` is one line (the CLI's errors are): the first mistake and how

@@ -35,6 +35,7 @@ printed as MET/MISS (measured, not asserted).
 
 from __future__ import annotations
 
+from rxl.cli.surface import command, group
 from rxl import paths
 
 import json
@@ -44,8 +45,8 @@ from typing import Optional, Sequence
 
 import click
 
-from rxl.decide import checks
-from rxl.decide.checks import FiniteFloat
+from rxl.cli.options import FiniteFloat, check_input
+from rxl.errors import UsageError
 from rxl.learn import groups as G
 from rxl.learn import metrics as M
 from rxl.learn import plan as L
@@ -80,7 +81,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     return 1 if errors or not metrics else 0
 
 
-@click.command("learn")
+@command("learn")
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD tree with the series.")
 @click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
 @click.option("--out", default=None, help="Logs and reports [default: $RXL_WORK/logs/learn-<time>].")
@@ -165,7 +166,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         chk = S.check(req)
         if logs:
             for p in logs:
-                checks.check_input(p, "'--log'")
+                check_input(p, "--log")
             analyses = [analyze_log(p, topo_spec) for p in logs]
             sys.exit(report(analyses, out, as_json))
         setup = S.prepare(req, chk)
@@ -175,7 +176,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
             sys.exit(0)
         analyses = S.execute(req, chk, setup, echo=lambda s: click.echo(s, err=True))
     except S.LearnUsage as exc:
-        raise checks.BadInput(str(exc)) from None
+        raise UsageError(str(exc)) from None
     except S.LearnFailed as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(report(analyses, setup.out, as_json))

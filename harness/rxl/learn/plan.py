@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from rxl.errors import DataError
 from rxl.guest.protocol import MARK
 
 #: Length of one learning window, seconds, and how many are kept (seed 000,
@@ -81,7 +82,7 @@ SPREAD_VALUE = "2"
 GROUPS_MS = WINDOW_S * 1000 // 2
 
 
-class LearnError(ValueError):
+class LearnError(DataError):
     """Bad input to the learning harness (one-line message)."""
 
 

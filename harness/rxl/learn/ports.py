@@ -35,6 +35,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import click
 
+from rxl.errors import DataError
 from rxl.learn import plan as L
 from rxl.learn import results as R
 from rxl.learn import drive as D
@@ -48,7 +49,7 @@ T32 = 1 << 32
 NOBS = 80
 
 
-class PortsError(ValueError):
+class PortsError(DataError):
     """A log or run that cannot be analysed (one-line message)."""
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from rxl.errors import RxlError
+from rxl.cli.options import check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
 from rxl.learn import plan as L
 
-class LearnFailed(Exception):
+class LearnFailed(RxlError):
     """A refused option or a failed step of ``rxl learn``; the message is one line."""
 
 
@@ -127,10 +129,9 @@ def check(req: LearnRequest) -> Checked:
                                                memory_mib=req.memory_mib, **topo_kw))
     except qemu_mod.QemuConfigError as exc:
         raise LearnUsage(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
-    from rxl.decide import checks  # usage errors (exit 2) naming the option
-    checks.check_guest(sockets * cores * threads, req.memory_mib)
+    check_guest(sockets * cores * threads, req.memory_mib)
     if req.out:
-        checks.check_out_dir(req.out)
+        check_out_dir(req.out)
     if req.nic_reinit < 0:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from rxl import paths
+from rxl.errors import RxlError
 from rxl.learn import drive as D
 from rxl.learn import plan as L
 from rxl.learn.job import (Conductor, analyze_log, build_guest_world, qemu_extra, single_thread,
@@ -214,7 +215,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         echo(f"== world: missing {missing[0]}; building the guest userland")
         try:
             build_guest_world(s.src, s.objdir, str(Path(out) / "world"), echo)
-        except (build_mod.BuildError, RuntimeError, OSError) as exc:
+        except (RxlError, OSError) as exc:
             raise LearnFailed(f"world: {exc}") from None
         timings["world"] = time.monotonic() - t0
         echo(f"== world: done in {timings['world']:.0f} s")
@@ -255,7 +256,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
                                      groups_ms=int(round(req.groups_every * 1000)),
                                      guest_sysctls=chk.gsys))
             info = image_mod.stage_root(root, acts)
-        except (image_mod.ImageError, L.LearnError, ValueError, OSError) as exc:
+        except (RxlError, ValueError, OSError) as exc:
             raise LearnFailed(f"image: {b.name}: {exc}") from None
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = D.free_port()

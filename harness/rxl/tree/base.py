@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from rxl.errors import SourceError
 from rxl.tree import patch as patch_mod
 from rxl.tree import series as series_mod
 
@@ -58,7 +59,7 @@ STAMP = "rxl-series"
 MAKE_PY = "tools/build/make.py"
 
 
-class TreeError(RuntimeError):
+class TreeError(SourceError):
     """A one-line, user-facing error about the source tree (nothing was changed)."""
 
 

@@ -24,6 +24,7 @@ Facts this module relies on, and where they come from:
 
 from __future__ import annotations
 
+from rxl.errors import HostError
 from rxl import paths
 
 import os
@@ -226,7 +227,7 @@ def _default_signals() -> None:
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
-class BuildError(RuntimeError):
+class BuildError(HostError):
     """A stage failed; ``log`` names its full log, ``cause`` the output line
     before bmake's first ``*** [target] Error code`` (None if none), cut to
     200 characters."""
@@ -239,7 +240,7 @@ class BuildError(RuntimeError):
         self.stage, self.rc, self.log, self.cause = stage, rc, log, cause
 
 
-class BuildSetupError(RuntimeError):
+class BuildSetupError(HostError):
     """The build cannot start: a directory it needs cannot be made (one line)."""
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from rxl.cli.surface import command, group
 from rxl import paths
 
 import json
@@ -49,7 +50,7 @@ def _patches(patches_dir: str) -> Path:
     return p
 
 
-@click.group()
+@group()
 def series():
     """The three-commit FreeBSD patch series in patches/."""
 
@@ -160,7 +161,7 @@ def sync_cmd(src, branch, project, lock):
         _fail(str(e))
 
 
-@click.command("build")
+@command("build")
 @click.option("--src", required=True, type=click.Path(file_okay=False),
               help="FreeBSD source tree.")
 @click.option("--objdir", default=B.DEFAULT_OBJDIR, show_default=True,

@@ -31,6 +31,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
+from rxl.errors import HostError
+
 #: The npm package and version that supplies the amalgamation (its deps/sqlite3/):
 #: better-sqlite3 12.9.0 ships SQLite 3.53.0 (docs/results/ssh.md).
 SQLITE_NPM = "better-sqlite3@12.9.0"
@@ -64,7 +66,7 @@ def default_cache() -> str:
     return str(paths.work_root() / "guest" / "up" / "kyua-deps")
 
 
-class KyuaError(RuntimeError):
+class KyuaError(HostError):
     """The amalgamation cannot be had; the message is one line."""
 
 

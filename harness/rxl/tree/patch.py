@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from rxl.errors import SourceError
+
 
 #: Where the series puts the project's ATF tests in a FreeBSD tree.
 ATF_DEST = "tests/sys/netinet"
 
 
-class SeriesError(Exception):
+class SeriesError(SourceError):
     """A one-line, user-facing error (bad patch, dirty tree, git failure)."""
 
 

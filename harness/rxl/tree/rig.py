@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from rxl.errors import SourceError
 from rxl.tree import build as build_mod
 from rxl.tree import series as series_mod
 from rxl.tree import patch as P
@@ -60,7 +61,7 @@ KERNELS = "kernels"
 _HEX = re.compile(r"[0-9a-f]{12,40}")
 
 
-class RigError(RuntimeError):
+class RigError(SourceError):
     """A one-line, user-facing error (dirty tree, git failure, bad patch)."""
 
 

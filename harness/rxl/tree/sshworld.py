@@ -27,10 +27,17 @@ Added to :data:`rxl.tree.world.SUBDIRS` and the narrowed library lists:
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
+from rxl.errors import HostError
+from rxl.tree import build as build_mod
+from rxl.tree import kyuaworld, toolchain
+from rxl.tree import world as world_mod
 from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
 from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs,
                             world_make_vars, world_outputs)
@@ -82,22 +89,17 @@ def default_objdir() -> str:
 def ssh_subdirs(kyua: bool = False) -> Tuple[str, ...]:
     """SUBDIR_OVERRIDE: the narrowed world's directories plus each sshd program's
     (and kyua's, :mod:`rxl.tree.kyuaworld`)."""
-    progs = dict(SSHD_PROGRAMS, **(_kyua().KYUA_PROGRAMS if kyua else {}))
+    progs = dict(SSHD_PROGRAMS, **(kyuaworld.KYUA_PROGRAMS if kyua else {}))
     extra = sorted({str(Path(p).parent) for p in progs.values()})
     return tuple(SUBDIRS) + tuple(d for d in extra if d not in SUBDIRS)
 
 
-def _kyua():
-    from rxl.tree import kyuaworld
-    return kyuaworld
-
-
 def ssh_make_vars(kyua: bool = False) -> Dict[str, Optional[str]]:
     """:func:`rxl.tree.world.world_make_vars` widened for sshd (and kyua), plus the -D knobs."""
-    k = _kyua()
     v = world_make_vars(ssh_subdirs(kyua), PREBUILD_LIBS + SSHD_PREBUILD_LIBS
-                        + (k.KYUA_PREBUILD_LIBS if kyua else ()),
-                        GENERIC_LIBS + SSHD_GENERIC_LIBS + (k.KYUA_GENERIC_LIBS if kyua else ()))
+                        + (kyuaworld.KYUA_PREBUILD_LIBS if kyua else ()),
+                        GENERIC_LIBS + SSHD_GENERIC_LIBS
+                        + (kyuaworld.KYUA_GENERIC_LIBS if kyua else ()))
     v.update({opt: None for opt in SSHD_MAKE_OPTIONS})
     return v
 
@@ -256,5 +258,96 @@ def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
     progs = dict(out.programs)
     progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items()})
     if kyua:
-        progs.update({g: out.objtop / rel for g, rel in _kyua().KYUA_PROGRAMS.items()})
+        progs.update({g: out.objtop / rel for g, rel in kyuaworld.KYUA_PROGRAMS.items()})
     return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)
+
+
+class SSHWorldError(HostError):
+    """The sshd userland cannot be built: a download or OpenSSH's configure failed."""
+
+
+def default_logdir() -> str:
+    """Where the sshd userland's build logs go: ``$RXL_WORK/guest/up``, beside the
+    console log of the guest ``rxl guest up`` keeps running."""
+    return str(paths.work_root() / "guest" / "up")
+
+
+def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
+                    lock: Optional[str] = None, logdir: Optional[str] = None) -> None:
+    """Build the sshd userland (:func:`plan_ssh_world`), a log per stage in ``logdir``
+    (default :func:`default_logdir`). The kernel-toolchain of ``src`` in the sshd objdir comes from the
+    shared store (:func:`rxl.tree.toolchain.seed`) or is built first. ``kyua``: with
+    kyua (:mod:`rxl.tree.kyuaworld`; the SQLite amalgamation fetched first). ``lock``:
+    the build lock of each stage (None: the default; "": none, the caller holds it). Raises
+    rxl.tree.build.BuildError naming the log when a stage fails, SSHWorldError when the
+    amalgamation cannot be fetched or OpenSSH's configure fails."""
+    objdir = default_objdir()
+    logdir = Path(logdir or default_logdir())
+    Path(objdir).mkdir(parents=True, exist_ok=True)
+    if kyua:
+        try:
+            kyuaworld.fetch_amalgamation(src, kyuaworld.default_cache(), echo=echo)
+        except kyuaworld.KyuaError as exc:
+            raise SSHWorldError(str(exc)) from None
+    lock = build_mod.DEFAULT_LOCK if lock is None else (lock or None)
+    stages = plan_ssh_world(src, kyua=kyua, lock=lock)
+    if not (build_mod.toolchain_done(objdir, src) or toolchain.seed(src, objdir, echo)):
+        stages = build_mod.plan_stages(src, objdir, lock=lock)[:1] + stages
+    for st in stages:
+        if st.name == "world-ssh-includes":
+            world_mod.ensure_atf_headers(src, objdir, echo)
+        if st.name == "world-ssh-build-tools":
+            for p in cross_built_tools(world_mod.objtop(src, objdir)):
+                echo(f"{p}: built for FreeBSD, not the host: removed for _build-tools")
+                p.unlink()
+            foreign = foreign_depends(world_mod.objtop(src, objdir), src)
+            if foreign:
+                echo(f"{len(foreign)} dependency files name another tree's sources "
+                     f"(e.g. {foreign[0]}): removed")
+            for p in foreign:
+                p.unlink()
+        if st.name == "world-ssh-build" and openssh_config_missing(src):
+            openssh_config(src, objdir, str(logdir), echo)
+        echo(f"{st.name}: log {logdir / (st.name + '.log')}")  # run_stage says started
+        try:
+            build_mod.run_stage(st, str(logdir), echo)
+            if st.name == "kernel-toolchain":
+                (Path(objdir) / build_mod.TOOLCHAIN_DONE).touch()
+                toolchain.save(src, objdir, echo)
+        except build_mod.BuildError as exc:
+            # as rxl.tree.world: a failed test-includes check alone is not fatal
+            if not st.name.endswith("includes") or world_mod.includes_check_only_failure(
+                    exc.log.read_text(errors="replace"), src) is None:
+                raise
+
+
+def openssh_config(src: str, objdir: str, logdir: str,
+                   echo: Callable[[str], None] = print) -> Path:
+    """Make the tree's missing crypto/openssh/config.h with OpenSSH's own configure, cross
+    (:func:`openssh_configure_argv`), in a copy under ``logdir``, undefine what configure
+    found on the Linux host's file system (:func:`openssh_config_for_freebsd`) and write
+    it into the work tree (a generated file, as on FreeBSD; never into this repository).
+    Log: ``<logdir>/openssh-configure.log``. Returns the file; raises SSHWorldError
+    naming the log when a step fails or a tool is missing."""
+    work = Path(logdir) / "openssh-configure"
+    log = Path(logdir) / "openssh-configure.log"
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.copytree(Path(src) / "crypto/openssh", work, symlinks=True)
+    t0 = time.monotonic()
+    echo(f"openssh-configure: the tree lacks {OPENSSH_CONFIG_H}: running OpenSSH's "
+         f"configure (cross, log {log})")
+    with open(log, "w") as fh:
+        for argv in openssh_configure_argv(str(world_mod.worldtmp(src, objdir))):
+            fh.write(f"$ {' '.join(argv)}\n")
+            fh.flush()
+            try:
+                rc = subprocess.run(argv, cwd=work, stdout=fh, stderr=subprocess.STDOUT).returncode
+            except FileNotFoundError:
+                raise SSHWorldError(f"openssh-configure: {argv[0]} not found (apt-get install "
+                                   "-y autoconf automake; rxl doctor)") from None
+            if rc != 0:
+                raise SSHWorldError(f"openssh-configure: {argv[0]} exited {rc}; log {log}")
+    dest = Path(src) / OPENSSH_CONFIG_H
+    dest.write_text(openssh_config_for_freebsd((work / "config.h").read_text()))
+    echo(f"openssh-configure: {dest} written in {time.monotonic() - t0:.0f} s")
+    return dest

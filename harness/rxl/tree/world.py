@@ -25,6 +25,7 @@ on the include path, and its ``INCS`` install finds ``defs.h`` there too.
 from __future__ import annotations
 
 from rxl import paths
+from rxl.errors import BadOption
 
 import os
 import re
@@ -69,6 +70,29 @@ DEFAULT_CLANG = "/usr/lib/llvm-16/bin/clang"
 BASE_TESTS: Tuple[Tuple[str, str], ...] = (
     ("so_reuseport_lb_test", "tests/sys/netinet/so_reuseport_lb_test.c"),
 )
+
+
+#: The series' own ATF tests in this repository (tests/atf/*_test.c).
+REPO_ATF_DIR = Path(__file__).resolve().parents[3] / "tests" / "atf"
+
+
+def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
+    """(program name, C source) for every ``*_test.c`` in ``atf_dir`` (sorted).
+
+    ``''`` (or None) means no series tests: []. A directory that does not
+    exist or holds no ``*_test.c`` is an error (rxl.errors.BadOption naming
+    ``--atf-dir``): the series' own tests must never drop out of the verdict
+    silently.
+    """
+    if not atf_dir:
+        return []
+    d = Path(atf_dir)
+    if not d.is_dir():
+        raise BadOption(f"{atf_dir}: no such directory ('' for no series tests)", "--atf-dir")
+    found = [(p.stem, str(p)) for p in sorted(d.glob("*_test.c"))]
+    if not found:
+        raise BadOption(f"{atf_dir}: no *_test.c in it ('' for no series tests)", "--atf-dir")
+    return found
 
 
 def objtop(src: str, objdir: str, target: str = "amd64", arch: str = "amd64") -> Path:

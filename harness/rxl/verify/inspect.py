@@ -24,6 +24,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from rxl.errors import DataError
+
 #: Numbers are at most 20 digits (a 64-bit counter); a longer one is a
 #: damaged line, skipped like any other that fits no pattern (Python would
 #: refuse to convert 4,300 digits or more at all).
@@ -37,7 +39,7 @@ _MEMBER = re.compile(
 _CPU = re.compile(r"^cpu (\d{1,20}) offset (\d{1,20}) slots (\d{1,20})\s*$")
 
 
-class InspectError(ValueError):
+class InspectError(DataError):
     """A group's lines contradict each other (one line, for the user)."""
 
 

@@ -15,7 +15,8 @@ import subprocess
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
-from rxl.verify.job import StageFailed, echo_err
+from rxl.tree.patch import SeriesError, parse_base
+from rxl.verify.pipeline import StageFailed, echo_err
 
 
 def git_out(src: str, *args: str) -> str:
@@ -34,9 +35,8 @@ REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
 def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
     """The base commit (40 hex) from ``patches/BASE``, or None if there is none."""
     try:
-        from rxl.tree.patch import SeriesError, parse_base
         return parse_base((Path(patches_dir) / "BASE").read_text()).commit
-    except (OSError, ImportError):
+    except OSError:
         return None
     except SeriesError as exc:
         raise StageFailed(f"series: {exc}") from None
@@ -44,12 +44,6 @@ def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
 
 #: The project's copies of the files the series adds (``sys/...``, issue 3).
 REPO_SYS = REPO_PATCHES.parent / "sys"
-
-
-def is_git_toplevel(src: str) -> bool:
-    """True if ``src`` is the top of a git work tree (not a folder inside one)."""
-    top = git_out(src, "rev-parse", "--show-toplevel").strip()
-    return bool(top) and os.path.realpath(top) == os.path.realpath(src)
 
 
 def unapplied_files(src: str, repo_sys: Path = REPO_SYS) -> List[Tuple[str, str]]:

@@ -5,7 +5,7 @@ once it is up) is driven through :class:`rxl.guest.ssh.SSHSession` (or
 :class:`rxl.guest.ssh.DryRun`, which only records). The pure parts are here and
 unit-tested: what the probe prints and how it is read, the kernel's version
 line, the install plan; the kyua path (the Kyuafile, the kyua commands, kyua's JUnit
--> case results) is in :mod:`rxl.verify.remote_kyua`.
+-> case results) is in :mod:`rxl.verify.kyua`.
 
 What is touched on the target (and how to undo it) is :func:`touched`, the
 text ``--dry-run`` and the README print:
@@ -36,9 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from rxl.verify.remote_kyua import (KYUA_LOGS, cases_from_kyua_junit,  # noqa: F401
-                                    kyua_commands, kyuafile, listing_notes,
-                                    LIST_CASE, unlisted_programs)
+from rxl.errors import MachineError
+from rxl.guest import console
+from rxl.guest.image import render_rc
+from rxl.guest.ssh import SSHError
+from rxl.verify import parse
+from rxl.verify.kyua import (KYUA_LOGS, LIST_CASE, KyuaJUnitError, cases_from_kyua_junit,
+                             kyua_commands, kyuafile, listing_notes, unlisted_programs)
 
 #: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
 #: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
@@ -68,7 +72,7 @@ PROBE_COMMAND = "; ".join([
 ])
 
 
-class RemoteError(RuntimeError):
+class RemoteError(MachineError):
     """A target that cannot run the tests (wrong OS, no series, install failed)."""
 
 
@@ -286,7 +290,6 @@ class RemoteRun:
         """The run script: the guest rc's collection and ATF loop, without lo0
         setup or power-off; with kyua, collection only (kyua runs the cases).
         ``programs``: the loop's programs (default: all of the job's)."""
-        from rxl.guest.image import render_rc
         names = sorted(self.job.tests if programs is None else programs)
         progs = [] if kyua else [f"{self.job.workdir}/tests/{n}" for n in names]
         return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
@@ -327,8 +330,6 @@ class RemoteRun:
 
         Returns the rxl.verify.parse.RunResult (None in a dry run).
         """
-        from rxl.guest.ssh import SSHError
-        from rxl.verify import parse
         w = self.job.workdir
         kyua = self.use_kyua()
         self._watch(f"sh {w}/run.sh", log, self.job.label)
@@ -351,9 +352,12 @@ class RemoteRun:
             return None
         res = parse.parse_file(log)
         if kyua:
-            res.cases = cases_from_kyua_junit(
-                (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
-                f"{w}/tests")
+            try:
+                res.cases = cases_from_kyua_junit(
+                    (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
+                    f"{w}/tests")
+            except KyuaJUnitError as exc:
+                raise RemoteError(str(exc)) from None
             res.notes.append(f"cases run by kyua ({self.info.kyua if self.info else 'kyua'})")
             unlisted = unlisted_programs(res.cases)
             fallback = bool(unlisted) and self.job.kyua is None
@@ -368,7 +372,6 @@ class RemoteRun:
         """Run ``programs`` with run.sh's loop (``run-direct.sh``, streamed to
         ``<log>-direct.log``): kyua could not list them and was not asked for by
         name (``--kyua``). Returns their rxl.verify.parse.CaseResult list."""
-        from rxl.verify import parse
         w = self.job.workdir
         local = Path(self.job.out) / "target-run-direct.sh"
         local.write_text(self.script(False, programs))
@@ -381,7 +384,6 @@ class RemoteRun:
         """Stream ``command``'s output into ``log``, watched like a guest console
         (rxl.guest.console.watch), each line echoed as ``[tag]``; nothing in a dry
         run (the session streams nothing)."""
-        from rxl.guest import console
         stream = self.s.stream(command)
         if stream is not None:
             console.watch(stream, log, poweroff_grace=10,

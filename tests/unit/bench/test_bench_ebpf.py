@@ -106,7 +106,7 @@ def test_model_agreement():
 
 
 def test_unavailable_reasons(monkeypatch):
-    from rxl.verify import ebpf_host
+    from rxl.bench import ebpf_host
     monkeypatch.setattr(ebpf_host, "cap_eff", lambda: 0)
     assert "Linux" in E.unavailable(system="FreeBSD", euid=0)
     assert "root" in E.unavailable(system="Linux", euid=1000, release="6.1.0-18-amd64")

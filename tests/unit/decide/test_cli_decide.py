@@ -7,7 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
+from rxl.cli.main import main
 
 
 def run(*args):

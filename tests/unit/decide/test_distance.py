@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.decide import distance, outcomes, topology
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "topology"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.decide import dump, topology
 from rxl.decide.cpugroup import TopologyError
 

@@ -70,7 +70,7 @@ def test_describe_says_untested_and_commit_1():
 def test_rxl_vm_prints_and_refuses_start_off_freebsd(tmp_path):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     img = tmp_path / "x.raw"
     img.write_bytes(b"")
     r = CliRunner().invoke(main, ["vm", "--image", str(img), "--sockets", "2"])
@@ -85,7 +85,7 @@ def test_rxl_vm_prints_and_refuses_start_off_freebsd(tmp_path):
 def test_rxl_vm_names_the_option_out_of_range(tmp_path, opt, val):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     img = tmp_path / "x.raw"
     img.write_bytes(b"")
     r = CliRunner().invoke(main, ["vm", "--image", str(img), opt, val])
@@ -95,6 +95,6 @@ def test_rxl_vm_names_the_option_out_of_range(tmp_path, opt, val):
 def test_rxl_vm_refuses_a_missing_image(tmp_path):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     r = CliRunner().invoke(main, ["vm", "--image", str(tmp_path / "nope.raw")])
     assert r.exit_code == 2 and "--image" in r.output and "does not exist" in r.output

@@ -9,7 +9,7 @@ import time
 import paramiko
 import pytest
 
-from rxl.guest import console, ssh
+from rxl.guest import console, ssh, sshkeys
 from sshd_fixture import SSHD, new_host_key
 
 
@@ -28,7 +28,7 @@ def root(tmp_path):
 
 @pytest.fixture
 def server(work, root):
-    key = ssh.harness_key()
+    key = sshkeys.harness_key()
     srv = SSHD(str(root), paramiko.Ed25519Key.from_private_key_file(str(key))).start()
     yield srv
     srv.stop()
@@ -53,7 +53,7 @@ def free_port():
 # ------------------------------------------------------------------ keys, URLs
 
 def test_harness_key_made_once_ed25519_0600(work):
-    p = ssh.harness_key()
+    p = sshkeys.harness_key()
     assert p == work / "ssh" / "id_ed25519"
     assert stat.S_IMODE(p.stat().st_mode) == 0o600
     assert stat.S_IMODE((work / "ssh").stat().st_mode) == 0o700
@@ -61,15 +61,15 @@ def test_harness_key_made_once_ed25519_0600(work):
     pub = (work / "ssh" / "id_ed25519.pub").read_text().split()
     assert pub[0] == "ssh-ed25519" and pub[1] == k.get_base64()
     before = p.read_bytes()
-    assert ssh.harness_key() == p and p.read_bytes() == before  # not remade
+    assert sshkeys.harness_key() == p and p.read_bytes() == before  # not remade
 
 
 def test_fingerprint_is_openssh_sha256(work):
-    k = paramiko.Ed25519Key.from_private_key_file(str(ssh.harness_key()))
-    fp = ssh.fingerprint(k)
+    k = paramiko.Ed25519Key.from_private_key_file(str(sshkeys.harness_key()))
+    fp = sshkeys.fingerprint(k)
     # 32-byte digest -> 43 unpadded base64 characters, as `ssh-keygen -l` prints
     assert fp.startswith("SHA256:") and len(fp) == 7 + 43 and not fp.endswith("=")
-    assert ssh.key_from_line(ssh.public_line(ssh.harness_key())) == k
+    assert sshkeys.key_from_line(sshkeys.public_line(sshkeys.harness_key())) == k
 
 
 @pytest.mark.parametrize("url,host,port,user", [
@@ -206,7 +206,7 @@ def test_timed_out_when_no_banner(work):
 
 def test_auth_failed(server, tmp_path):
     other = tmp_path / "other_key"
-    ssh.generate_ed25519(other)
+    sshkeys.generate_ed25519(other)
     s = ssh.SSHSession(target(server, key=str(other)), connect_timeout=5)
     with pytest.raises(ssh.AuthFailed) as ei:
         s.connect()
@@ -235,8 +235,8 @@ def test_host_key_recorded_then_checked(server, work, root):
             ssh.SSHSession(target(srv2), connect_timeout=5).run("true")
         msg = str(ei.value)
         assert msg.startswith(f"ssh://root@127.0.0.1:{port}: HOST KEY CHANGED")
-        assert ssh.fingerprint(srv2.host_key) in msg
-        assert ssh.fingerprint(server.host_key) in msg
+        assert sshkeys.fingerprint(srv2.host_key) in msg
+        assert sshkeys.fingerprint(server.host_key) in msg
         assert kh.read_text() == before
         assert srv2.commands == []
     finally:
@@ -274,7 +274,7 @@ def test_reconnect_after_server_restart(server, root):
 
 
 def test_wait_up_until_the_server_comes(work, root):
-    key = paramiko.Ed25519Key.from_private_key_file(str(ssh.harness_key()))
+    key = paramiko.Ed25519Key.from_private_key_file(str(sshkeys.harness_key()))
     port = free_port()
     srv = SSHD(str(root), key, port=port)
     timer = threading.Timer(1.5, srv.start)
@@ -298,7 +298,7 @@ def test_wait_up_gives_up_naming_last_error(work):
 
 def test_wait_up_does_not_retry_auth(server, tmp_path):
     other = tmp_path / "k2"
-    ssh.generate_ed25519(other)
+    sshkeys.generate_ed25519(other)
     s = ssh.SSHSession(target(server, key=str(other)), connect_timeout=3)
     t0 = time.monotonic()
     with pytest.raises(ssh.AuthFailed):

@@ -201,7 +201,7 @@ def test_resolve_url_and_name(tmp_path):
 def test_rxl_targets_lists_and_reports_every_mistake(tmp_path):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     good = write(tmp_path, GOOD)
     r = CliRunner().invoke(main, ["targets", "--targets", good])
     assert r.exit_code == 0

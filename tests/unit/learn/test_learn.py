@@ -20,7 +20,7 @@ from rxl.learn import results as R
 from rxl.learn import metrics as M
 from rxl.learn import drive as D
 from rxl.decide import topology
-from rxl.cli import main
+from rxl.cli.main import main
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 PATCHED = DATA / "synthetic-patched.log"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.decide import model, topology
 from rxl.learn import drive as D
 from rxl.learn import groups as G

@@ -16,7 +16,7 @@ from rxl.tree import rig
 from rxl.tree import rigrun as rig_run
 from rxl.tree import check as C
 from rxl.tree import patch as P
-from rxl.cli import main
+from rxl.cli.main import main
 
 REPO = Path(__file__).resolve().parents[3]
 GUEST = REPO / "patches" / "guest"

@@ -16,10 +16,13 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import kcount
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.guest.console import GuestCrashed, GuestPanic, watch
-from rxl.verify import pipeline, stages
-from rxl.verify.job import RunOptions, StageRecord
+from rxl.tree.build import BuildError
+from rxl.verify import pipeline
+from rxl.verify.ownguest import SerialGuest
+from rxl.verify.pipeline import StageRecord
+from rxl.verify.request import RunRequest
 from rxl.verify.parse import parse_console, parse_file
 
 from guest.test_console import Clock, Scripted
@@ -171,14 +174,14 @@ def test_watch_keeps_the_log_of_a_guest_that_reboots_or_panics_mid_case(tmp_path
 
 
 def _opts(tmp_path):
-    return RunOptions(src=str(tmp_path), objdir=str(tmp_path / "obj"), out=str(tmp_path / "out"),
+    return RunRequest(src=str(tmp_path), objdir=str(tmp_path / "obj"), out=str(tmp_path / "out"),
                       guest_dir=str(tmp_path / "guest"), kernel=None, pristine_kernel=None,
                       spread=False, case_timeout=60, new_programs=(), extra_tests=(),
                       memory_mib=512, dry_run=False, rebuild_world=False)
 
 
 def _failed_run(tmp_path, steps, name, words):
-    ok, st = pipeline.run(_opts(tmp_path), echo=lambda s: None, steps=steps)
+    ok, st = pipeline.run(_opts(tmp_path), steps, echo=lambda s: None)
     out = tmp_path / "out"
     assert not ok and st.verdict.ok is False
     report = json.loads((out / "report.json").read_text())
@@ -188,7 +191,7 @@ def _failed_run(tmp_path, steps, name, words):
 
 def test_a_failed_build_is_a_failed_verdict_with_its_log(tmp_path):
     def build(opts, st):
-        raise RuntimeError("make.py buildkernel failed (exit 2); log /o/build.log")
+        raise BuildError("buildkernel", 2, Path("/o/build.log"))
     _failed_run(tmp_path, [("build", build)], "build", "buildkernel failed")
 
 
@@ -207,7 +210,7 @@ def test_a_full_disk_while_staging_is_a_failed_verdict(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device", str(dst))
     monkeypatch.setattr(image_mod, "resolve_libs", lambda binaries, sysroot: {})
     monkeypatch.setattr(image_mod.shutil, "copyfile", full)
-    _failed_run(tmp_path, [("world", world), ("image", stages.image)], "image",
+    _failed_run(tmp_path, [("world", world), ("image", SerialGuest().prepare)], "image",
                 "No space left on device")
 
 
@@ -222,8 +225,9 @@ def test_a_bad_boot_gives_a_failed_report_and_keeps_the_console(tmp_path, log):
         path.write_text(text)
         st.logs["patched"] = str(path)
         return StageRecord("boot", "failed" if log == "hang" else "ok", log=str(path))
-    steps = [("boot", boot), ("parse", stages.parse), ("report", stages.report)]
-    ok, st = pipeline.run(_opts(tmp_path), echo=lambda s: None, steps=steps)
+    guest = SerialGuest()
+    steps = [("boot", boot), ("parse", guest.collect), ("report", guest.report)]
+    ok, st = pipeline.run(_opts(tmp_path), steps, echo=lambda s: None)
     out = tmp_path / "out"
     assert not ok or not st.verdict.ok
     verdict = json.loads((out / "report.json").read_text())["verdict"]

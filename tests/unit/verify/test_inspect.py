@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
+from rxl.cli.main import main
 from rxl.verify import inspect as ins
 
 # Two members, two receiving CPUs (the counts of the learning page's

@@ -267,7 +267,7 @@ def test_dry_run_lists_every_remote_action(tmp_path):
 # ------------------------------------------------------------------ the pipeline and the CLI
 
 def _opts(tmp_path, **kw):
-    from rxl.verify.job import RunOptions
+    from rxl.verify.request import RunRequest
     base = dict(src=str(tmp_path / "src"), objdir=str(tmp_path / "obj"),
                 out=str(tmp_path / "out"), guest_dir=str(tmp_path / "g"), kernel=None,
                 pristine_kernel=None, spread=False, case_timeout=30,
@@ -275,18 +275,19 @@ def _opts(tmp_path, **kw):
                 rebuild_world=False, auto_pristine=False,
                 workdir=str(tmp_path / "target-work"))
     base.update(kw)
-    return RunOptions(**base)
+    return RunRequest(**base)
 
 
 def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
     import functools
     import json
 
-    from rxl.verify import pipeline, remote_stages
-    from rxl.verify.job import StageRecord
+    from rxl.verify import pipeline
+    from rxl.verify.pipeline import StageRecord
+    from rxl.verify.target import Target
     tmp_path, srv, prog = box
     (tmp_path / "state" / "series").touch()
-    monkeypatch.setattr(remote_stages.R, "RemoteJob", functools.partial(
+    monkeypatch.setattr(R, "RemoteJob", functools.partial(
         R.RemoteJob, path=f"{tmp_path / 'bin'}:/usr/bin:/bin"))
 
     def world(opts, st):  # the ATF programs, as the world stage would hand them on
@@ -294,8 +295,8 @@ def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
         return StageRecord("world", "ok")
 
     opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
-    steps = (("world", world),) + tuple(s for s in remote_stages.ALL if s[0] != "world")
-    ok, st = pipeline.run(opts, echo=lambda s: None, steps=steps)
+    steps = (("world", world),) + tuple(s for s in Target().stages() if s[0] != "world")
+    ok, st = pipeline.run(opts, steps, echo=lambda s: None)
     assert [r.name for r in st.records] == ["world", "series", "build", "target", "tests",
                                             "report"]
     assert [r.status for r in st.records] == ["ok", "skipped", "skipped", "ok", "ok", "ok"]
@@ -317,8 +318,9 @@ def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
 
 
 def test_pipeline_refuses_a_target_without_the_series(box):
-    from rxl.verify import pipeline, remote_stages
-    from rxl.verify.job import StageRecord
+    from rxl.verify import pipeline
+    from rxl.verify.pipeline import StageRecord
+    from rxl.verify.target import Target
     tmp_path, srv, prog = box
 
     def world(opts, st):
@@ -326,8 +328,8 @@ def test_pipeline_refuses_a_target_without_the_series(box):
         return StageRecord("world", "ok")
 
     opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
-    steps = (("world", world),) + tuple(s for s in remote_stages.ALL if s[0] != "world")
-    ok, st = pipeline.run(opts, echo=lambda s: None, steps=steps)
+    steps = (("world", world),) + tuple(s for s in Target().stages() if s[0] != "world")
+    ok, st = pipeline.run(opts, steps, echo=lambda s: None)
     assert not ok and st.records[-1].name == "target"
     assert "lacks the series" in st.records[-1].detail
     assert not (tmp_path / "target-work").exists()  # nothing was copied
@@ -336,7 +338,7 @@ def test_pipeline_refuses_a_target_without_the_series(box):
 def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
@@ -362,15 +364,15 @@ def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
 def test_cli_target_refusals(tmp_path, monkeypatch, args, msg):
     from click.testing import CliRunner
 
-    from rxl.cli import main
+    from rxl.cli.main import main
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--dry-run"] + args)
     assert res.exit_code != 0 and msg in res.output
 
 
 def test_programs_dir_replaces_the_world_stage(tmp_path):
-    from rxl.verify import remote_stages
-    from rxl.verify.job import RunState
+    from rxl.verify.pipeline import RunState, StageFailed
+    from rxl.verify.target import Target
     d = tmp_path / "progs"
     d.mkdir()
     (d / "a_test").write_text("#!/bin/sh\n")
@@ -378,8 +380,8 @@ def test_programs_dir_replaces_the_world_stage(tmp_path):
     (d / "notes.txt").write_text("not a program")
     opts = _opts(tmp_path, programs_dir=str(d))
     st = RunState.start(opts, lambda s: None)
-    rec = remote_stages.world(opts, st)
+    rec = Target().world(opts, st)
     assert rec.status == "skipped" and list(st.tests) == ["a_test"]
     (d / "a_test").chmod(0o644)
-    with pytest.raises(remote_stages.StageFailed, match="no executable files"):
-        remote_stages.world(opts, RunState.start(opts, lambda s: None))
+    with pytest.raises(StageFailed, match="no executable files"):
+        Target().world(opts, RunState.start(opts, lambda s: None))

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rxl.cli import main
-from rxl.verify.job import RunOptions, boots
+from rxl.cli.main import main
+from rxl.verify.ownguest import boots
+from rxl.verify.request import RunRequest
 from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
                        includes_check_only_failure, world_make_vars, world_outputs)
@@ -138,7 +139,7 @@ def _opts(**kw):
                 pristine_kernel=None, spread=True, case_timeout=60, new_programs=(),
                 extra_tests=(), memory_mib=1024, dry_run=True, rebuild_world=False)
     base.update(kw)
-    return RunOptions(**base)
+    return RunRequest(**base)
 
 
 def test_boots_patched_spread_pristine():
@@ -224,7 +225,7 @@ def test_parse_cli_table_json_and_exit_status():
 
 
 def test_series_tests_found_in_atf_dir(tmp_path):
-    from rxl.verify.cli import series_tests
+    from rxl.tree.world import series_tests
     (tmp_path / "b_test.c").write_text("")
     (tmp_path / "a_test.c").write_text("")
     (tmp_path / "helper.c").write_text("")
@@ -250,15 +251,15 @@ def test_atf_dir_missing_or_empty_is_an_error(fake_tree, tmp_path):
 
 
 def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path, monkeypatch):
-    from rxl.verify import stages
-    from rxl.verify.job import StageFailed
+    from rxl.verify.machine import Machine
+    from rxl.verify.pipeline import StageFailed
     out = tmp_path / "out"
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"k")
 
-    def lost(opts, st):  # the kernel passed the preflight, then went away
+    def lost(self, opts, st):  # the kernel passed the preflight, then went away
         raise StageFailed(f"build: --kernel {opts.kernel}: no such file")
-    monkeypatch.setattr(stages, "_build_patched", lost)
+    monkeypatch.setattr(Machine, "build_patched", lost)
     res = CliRunner().invoke(main, ["run", "--src", str(fake_tree), "--kernel",
                                     str(kernel), "--out", str(out), *PK(tmp_path)])
     assert res.exit_code == 1, res.output
@@ -296,7 +297,7 @@ def _fake_series(tmp_path, monkeypatch, applied):
     run pointed at them; with ``applied`` the series is committed in the tree."""
     import subprocess
     from rxl.tree import base as base_mod
-    from rxl.verify import stages
+    from rxl.verify import kernels
     from fakefreebsd import _series, _tree
     src = tmp_path / "src"
     base = _tree(src)
@@ -305,7 +306,7 @@ def _fake_series(tmp_path, monkeypatch, applied):
         subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(src),
                         "am", "-q", *map(str, sorted(patches.glob("0*.patch")))], check=True)
     monkeypatch.setattr(base_mod, "REPO_PATCHES", patches)
-    monkeypatch.setattr(stages, "series_base", lambda: base)
+    monkeypatch.setattr(kernels, "series_base", lambda: base)
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     return src, base
 
@@ -548,3 +549,47 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
     # not probed, the dry run plans the kyua path and says when it is taken (F9)
     assert "# the kyua path, taken when the probe finds kyua" in res.output
     assert "report-junit" in res.output and "#   syntax(2)" in res.output
+
+
+@pytest.mark.parametrize("args,option,why", [
+    (["--target", "ssh://root@h:2222", "--memory", "2048"], "'--memory'",
+     "only for the own QEMU guest, not with an SSH target (ssh://root@h:2222)"),
+    (["--target", "ssh://root@h:2222", "--no-spread"], "'--spread'",
+     "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--pristine-kernel", "/k"], "'--pristine-kernel'",
+     "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--transport", "ssh"], "'--transport'",
+     "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--kernel", "/k"], "'--kernel'",
+     "with an SSH target only with --install-kernel"),
+    (["--programs", "/p"], "'--programs'", "only with an SSH target (--target)"),
+    (["--targets", "/t.yaml"], "'--targets'", "only with --target NAME"),
+    (["--transport", "serial", "--workdir", "/var/tmp/x"], "'--workdir'",
+     "not with --transport serial"),
+    (["--transport", "serial", "--ssh-wait", "10"], "'--ssh-wait'",
+     "not with --transport serial"),
+    (["--transport", "serial", "--kyua"], "'--kyua'",
+     "not with --transport serial"),
+])
+def test_an_option_of_another_machine_is_refused_not_ignored(tmp_path, monkeypatch, args,
+                                                            option, why):
+    """Each machine takes only its option groups: one of another is a usage error
+    naming it, before anything is checked out, built or planned."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--dry-run", *args])
+    assert res.exit_code == 2, res.output
+    assert f"Invalid value for {option}: " in res.output and why in res.output
+    assert "# series" not in res.output and not (tmp_path / "work").exists()
+
+
+def test_a_named_shape_refuses_memory_and_the_default_is_not_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--dry-run",
+                                    "--target", "guest-2l3", "--memory", "2048"])
+    assert res.exit_code == 2 and "'--memory'" in res.output
+    assert "is a guest shape: its memory_mib sets the guest's memory" in res.output
+    # The options' defaults are no choice: the same run without them is not refused
+    # for them (it goes on to the tree checks).
+    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--check-only",
+                                    "--target", "guest-2l3"])
+    assert "Invalid value for '--memory'" not in res.output

@@ -1,17 +1,13 @@
-"""Checks every command makes on its options before any slow stage, and its one error surface.
+"""Option types and the checks every command makes on its inputs before any slow stage.
 
-Errors: every ``rxl`` command reports an error as one line on stderr,
-``Error: <message>`` (click's prefix), exit status 2 for a usage error (a
-bad option value: :class:`click.BadParameter` / :class:`click.UsageError`)
-and 1 for a runtime failure (:class:`click.ClickException`); ``--json``
-changes only what a *successful* command prints. Messages name the option
-and the cause, and quote input through :func:`show` (escaped, cut).
-
-Option types here: :class:`FiniteFloat` (a float range that refuses
-``nan`` and ``inf``, which pass every ``<``/``>`` test), :data:`PORT`;
-path checks: :func:`check_out_dir` (an output directory that can be made:
-no file on its way), :func:`check_input` (a readable input: a file, ``-``
-for stdin, a FIFO such as ``<(...)``; a directory is said to be one).
+Option types: :class:`FiniteFloat` (a float range that refuses ``nan`` and
+``inf``, which pass every ``<``/``>`` test), :data:`PORT`.  Checks, each
+raising :class:`rxl.errors.BadOption` naming the option and changing
+nothing: :func:`check_out_dir` (an output directory that can be made: no
+file on its way), :func:`check_input` (a readable input: a file, ``-`` for
+stdin, a FIFO such as ``<(...)``; a directory is said to be one),
+:func:`check_guest` (a guest QEMU would boot).  Messages quote input
+through :func:`rxl.errors.show` (escaped, cut).
 
 Limits of the guest (measured on this host, QEMU 7.2.22):
 ``qemu-system-x86_64 -machine q35 -smp 300`` says "Invalid SMP CPUs 300.
@@ -32,27 +28,10 @@ from typing import Optional
 
 import click
 
+from rxl.errors import BadOption, show
+
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
-#: Messages quote at most this many characters of user input.
-SHOW_MAX = 80
-
-
-def show(value: object, limit: int = SHOW_MAX) -> str:
-    """``value`` quoted for a one-line message: control and non-ASCII-printable
-    characters escaped (``repr`` style), cut to ``limit`` characters with the
-    number left off said. Bytes are decoded as UTF-8 with escapes."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="backslashreplace")
-    text = str(value)
-    esc = "".join(c if c.isprintable() and c != "\\" else
-                  (c.encode("unicode_escape").decode("ascii") if c != "\\" else "\\\\")
-                  for c in text)
-    if len(esc) > limit:
-        return f"{esc[:limit]}... ({len(esc) - limit} more characters)"
-    return esc
-
-
 class FiniteFloat(click.ParamType):
     """A float in a range; ``nan``, ``inf`` and ``-inf`` are refused.
 
@@ -88,13 +67,6 @@ class FiniteFloat(click.ParamType):
         return f"FiniteFloat({self.min}, {self.max})"
 
 
-def finite(value: float, option: str) -> float:
-    """``value`` if finite, else :class:`click.BadParameter` naming ``option``."""
-    if not math.isfinite(value):
-        raise click.BadParameter(f"{show(value)}: not a finite number", param_hint=f"'{option}'")
-    return value
-
-
 #: A TCP/UDP port: 1-65535.
 PORT = click.IntRange(1, 65535)
 
@@ -112,12 +84,12 @@ def check_guest(vcpus: int, memory_mib: int, *, smp_option: str = "--smp",
     """Refuse a guest QEMU would refuse at boot: more than :data:`QEMU_Q35_MAX_CPUS`
     vCPUs, or more memory than the host has (usage error naming the option)."""
     if vcpus > QEMU_Q35_MAX_CPUS:
-        raise click.BadParameter(f"{vcpus} vCPUs: QEMU 7.2's q35 machine takes at most "
-                                 f"{QEMU_Q35_MAX_CPUS}", param_hint=f"'{smp_option}'")
+        raise BadOption(f"{vcpus} vCPUs: QEMU 7.2's q35 machine takes at most "
+                        f"{QEMU_Q35_MAX_CPUS}", smp_option)
     host = host_memory_mib() if host_mib is None else host_mib
     if host is not None and memory_mib > host:
-        raise click.BadParameter(f"{memory_mib} MiB: more than this host's {host} MiB of RAM",
-                                 param_hint=f"'{memory_option}'")
+        raise BadOption(f"{memory_mib} MiB: more than this host's {host} MiB of RAM",
+                        memory_option)
 
 
 def check_out_dir(path: str, option: str = "--out") -> None:
@@ -129,39 +101,37 @@ def check_out_dir(path: str, option: str = "--out") -> None:
     p = Path(os.path.abspath(path))
     if p.exists():
         if not p.is_dir():
-            raise click.BadParameter(f"{show(path)}: a file, not a directory",
-                                     param_hint=f"'{option}'")
+            raise BadOption(f"{show(path)}: a file, not a directory", option)
         anc = p
     else:
         anc = p.parent
         while not anc.exists():
             anc = anc.parent
         if not anc.is_dir():
-            raise click.BadParameter(f"{show(path)}: cannot be created, {anc} is a file",
-                                     param_hint=f"'{option}'")
+            raise BadOption(f"{show(path)}: cannot be created, {anc} is a file", option)
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise click.BadParameter(f"{show(path)}: {anc} is not writable",
-                                 param_hint=f"'{option}'")
+        raise BadOption(f"{show(path)}: {anc} is not writable", option)
 
 
 def check_input(path: str, what: str = "LOG") -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 
     A FIFO (``<(...)``) or character device passes; a directory is "is a
-    directory", a missing path "no such file". Usage error naming ``what``.
+    directory", a missing path "no such file". ``what``: the option (``--log``)
+    or argument (``LOG``) it was given as.
     """
     if path == "-":
         return
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise click.BadParameter(f"{show(path)}: no such file", param_hint=what) from None
+        raise BadOption(f"{show(path)}: no such file", what) from None
     except OSError as exc:
-        raise click.BadParameter(f"{show(path)}: {exc.strerror}", param_hint=what) from None
+        raise BadOption(f"{show(path)}: {exc.strerror}", what) from None
     if stat.S_ISDIR(st.st_mode):
-        raise click.BadParameter(f"{show(path)}: is a directory, not a file", param_hint=what)
+        raise BadOption(f"{show(path)}: is a directory, not a file", what)
     if not os.access(path, os.R_OK):
-        raise click.BadParameter(f"{show(path)}: not readable", param_hint=what)
+        raise BadOption(f"{show(path)}: not readable", what)
 
 
 def read_input(path: str) -> str:
@@ -172,27 +142,3 @@ def read_input(path: str) -> str:
         with open(path, "rb") as fh:
             data = fh.read()
     return data.decode("utf-8", errors="replace")
-
-
-class BadInput(click.ClickException):
-    """Bad input (a usage error, exit 2) shown as one ``Error:`` line, without the
-    usage text: for values whose fault is found while parsing them (a topology,
-    a CPU list), where the message already names the option."""
-
-    exit_code = 2
-
-
-class Group(click.Group):
-    """The ``rxl`` group: every error through one surface.
-
-    A :class:`click.ClickException` escaping a command has its message made
-    one line (newlines folded) and escaped/cut by :func:`show` (limit 400)
-    before click prints it; exit codes stay click's (2 usage, 1 runtime).
-    """
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except click.ClickException as exc:
-            exc.message = show(" ".join(str(exc.message).split()), limit=400)
-            raise

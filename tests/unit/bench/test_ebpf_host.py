@@ -1,6 +1,6 @@
-"""rxl.verify.ebpf_host: privilege and kernel checks of the eBPF selectors."""
+"""rxl.bench.ebpf_host: privilege and kernel checks of the eBPF selectors."""
 
-from rxl.verify import ebpf_host as H
+from rxl.bench import ebpf_host as H
 
 STATUS = "Name:\tpython3\nCapInh:\t0000000000000000\nCapEff:\t{}\nCapBnd:\t000001ffffffffff\n"
 

@@ -1,18 +1,20 @@
 """The ``rxl`` command line: the root group only.
 
 Each package's ``cli`` module holds its commands (they parse options, call
-the package and print); this module only gathers them under one group.
+the package and print); this module only gathers them under one group,
+whose error surface is :mod:`rxl.cli.surface`'s.
 """
 
 import click
 
 from rxl.bench.cli import bench, kcount
-from rxl.decide.checks import Group
+from rxl.cli.surface import Group
 from rxl.decide.cli import deal, outcomes_cmd, spread
-from rxl.guest.cli import targets, vm
+from rxl.guest.cli import guest, targets, vm
+from rxl.host.cli import doctor_cmd
 from rxl.learn.cli import learn
 from rxl.tree.cli import build, series
-from rxl.verify.cli import doctor, guest, inspect_cmd, parse, run
+from rxl.verify.cli import inspect_cmd, parse_cmd, run
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,8 +30,9 @@ def main():
 
 for _command in (deal, spread, outcomes_cmd,   # decide
                  series, build,                # tree
-                 vm, targets,                  # guest
-                 run, parse, doctor, inspect_cmd, guest,  # verify
+                 vm, targets, guest,           # guest
+                 run, parse_cmd, inspect_cmd,  # verify
                  learn,                        # learn
-                 bench, kcount):               # bench
+                 bench, kcount,                # bench
+                 doctor_cmd):                  # host
     main.add_command(_command)

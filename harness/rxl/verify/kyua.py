@@ -15,6 +15,8 @@ import shlex
 import xml.etree.ElementTree as ET
 from typing import List, Optional, Sequence, Tuple
 
+from rxl.errors import MachineError
+from rxl.verify.parse import CaseResult
 
 #: The Kyuafile's metadata for every program (kyuafile(5); a test case's own
 #: metadata overrides it): the series' cases change global sysctls and listen on
@@ -91,20 +93,22 @@ def _details(system_err: str) -> str:
     return " ".join(m.group(1).split()) if m else ""
 
 
-def cases_from_kyua_junit(xml_text: str, tests_dir: str):
+class KyuaJUnitError(MachineError):
+    """kyua's JUnit file of a target's run does not parse."""
+
+
+def cases_from_kyua_junit(xml_text: str, tests_dir: str) -> List[CaseResult]:
     """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
 
     kyua names a case's class after its program path relative to the
     Kyuafile, dots for slashes. A result without a ``message`` (kyua writes
     ``<skipped/>`` bare) takes its reason from the system-err details block.
-    Raises RemoteError on XML that does not parse.
+    Raises KyuaJUnitError on XML that does not parse.
     """
-    from rxl.verify.parse import CaseResult
-    from rxl.verify.remote import RemoteError
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
-        raise RemoteError(f"kyua's JUnit does not parse: {exc}") from None
+        raise KyuaJUnitError(f"kyua's JUnit does not parse: {exc}") from None
     out = []
     for tc in root.iter("testcase"):
         prog = (tc.get("classname") or "").replace(".", "/")

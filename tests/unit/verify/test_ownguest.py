@@ -1,4 +1,4 @@
-"""rxl.verify.sshrun: the own guest over SSH. The SSH stream carries the sentinel
+"""rxl.verify.ownguest: the own guest over SSH. The SSH stream carries the sentinel
 lines, the serial log the kernel's messages; together they must read as the
 console did (real console logs of earlier guest runs, tests/data/console)."""
 
@@ -8,7 +8,9 @@ import pytest
 
 from rxl.guest.protocol import MARK
 from rxl.verify import parse
-from rxl.verify.sshrun import kernel_messages
+from rxl.tree import sshworld
+from rxl.verify import ownguest
+from rxl.verify.ownguest import kernel_messages
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 
@@ -42,19 +44,17 @@ def test_missing_serial_log_is_said(tmp_path):
 def test_auto_transport_is_ssh_only_with_the_userland_built(tmp_path, monkeypatch):
     """--transport auto: serial without a tree or with any sshd userland product
     missing (it is not built implicitly), ssh once every product is there."""
-    from rxl.tree import sshworld
-    from rxl.verify import sshrun
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     src = str(tmp_path / "src")
-    assert sshrun.choose(None)[0] == "serial"
-    got, why = sshrun.choose(src)
+    assert ownguest.choose(None)[0] == "serial"
+    got, why = ownguest.choose(src)
     assert got == "serial" and "--transport ssh builds it" in why
     out = sshworld.ssh_world_outputs(src)
     for p in [out.loader_efi, *out.programs.values()][:-1]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"")
-    assert sshrun.choose(src)[0] == "serial"  # one program still missing
+    assert ownguest.choose(src)[0] == "serial"  # one program still missing
     last = list(out.programs.values())[-1]
     last.parent.mkdir(parents=True, exist_ok=True)
     last.write_bytes(b"")
-    assert sshrun.choose(src) == ("ssh", f"the sshd userland of {src} is built")
+    assert ownguest.choose(src) == ("ssh", f"the sshd userland of {src} is built")

@@ -32,7 +32,7 @@ Where the list comes from:
   e1000e of QEMU 7.2 (Debian 12's); q35 takes at most 288 vCPUs there.
 * ``--for bench`` adds what no package installs for the eBPF setups of
   ``rxl bench accept``: root (or CAP_BPF and CAP_NET_ADMIN) and Linux >= 5.12
-  (:mod:`rxl.verify.ebpf_host`).
+  (:mod:`rxl.bench.ebpf_host`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Tuple
+
+from rxl.bench import ebpf_host
+from rxl.guest import qemu
+from rxl.tree import kyuaworld
 
 #: Oldest QEMU the guest runs on (the version of every recorded run).
 QEMU_MIN: Tuple[int, int] = (7, 2)
@@ -59,7 +63,7 @@ class Need:
     ``name``: the program (argv[0] basename), header or file; ``check``:
     ``bin:PROG`` (on PATH), ``path:ABS`` (a file), ``ovmf`` (any of
     rxl.guest.qemu.OVMF_CANDIDATES), ``py:MODULE`` (importable),
-    ``ebpf:privilege`` / ``ebpf:kernel`` (rxl.verify.ebpf_host), ``kyua:registry``
+    ``ebpf:privilege`` / ``ebpf:kernel`` (rxl.bench.ebpf_host), ``kyua:registry``
     (the SQLite amalgamation's npm tarball cached or the registry reachable,
     rxl.tree.kyuaworld.registry_problem); ``package``:
     the Debian package (``pip:NAME`` for a Python package, ``pkg:NAME`` a
@@ -267,8 +271,8 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
     kyua's SQLite amalgamation can be had, else why not (default
     rxl.tree.kyuaworld.registry_problem). ``ovmf`` finds the
     firmware (default rxl.guest.qemu.find_ovmf: the path, or None)."""
-    if ovmf is None:
-        from rxl.guest.qemu import find_ovmf as ovmf
+    ovmf = ovmf or qemu.find_ovmf
+    registry = registry or kyuaworld.registry_problem
     needs = for_mode(mode) if needs is None else needs
     out = []
     for n in needs:
@@ -281,13 +285,10 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
             fw = ovmf()
             ok, note = fw is not None, fw or ""
         elif n.check in ("ebpf:privilege", "ebpf:kernel"):
-            from rxl.verify import ebpf_host
             why = (ebpf_host.privilege_problem() if n.check == "ebpf:privilege"
                    else ebpf_host.kernel_problem())
             ok, note = why is None, why or ""
         elif n.check == "kyua:registry":
-            if registry is None:
-                from rxl.tree.kyuaworld import registry_problem as registry
             why = registry()
             ok, note = why is None, why or ""
         elif n.check.startswith("py:"):

@@ -1,4 +1,4 @@
-"""rxl.verify.sshrun: a boot whose SSH never answers falls back to the serial path.
+"""rxl.verify.ownguest: an SSH guest boot whose SSH never answers falls back to the serial path.
 
 Real processes throughout: the "QEMU" of the SSH boot is a shell that writes a
 boot (or a panic) to the serial log QEMU's argv names and stays up with nothing
@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 
 from rxl.guest import qemu as qemu_mod
-from rxl.guest.sshbase import TimedOut, generate_ed25519
-from rxl.verify import guestup, sshrun, stages
-from rxl.verify.job import RunOptions, RunState
+from rxl.guest.ssh import TimedOut
+from rxl.guest.sshkeys import generate_ed25519
+from rxl.verify import ownguest
+from rxl.verify.ownguest import SerialGuest, SSHGuest
+from rxl.verify.pipeline import RunState
+from rxl.verify.request import RunRequest
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 BOOT = "---<<BOOT>>---\nFreeBSD 14.0-STABLE #0\nTrying to mount root from msdosfs\n"
@@ -29,12 +32,12 @@ def _opts(tmp_path, **kw):
                 case_timeout=60, new_programs=(), extra_tests=(), memory_mib=1024,
                 dry_run=False, rebuild_world=False, ssh_wait=1.0)
     base.update(kw)
-    return RunOptions(**base)
+    return RunRequest(**base)
 
 
 @pytest.fixture
 def guest(tmp_path, monkeypatch):
-    """(run, staged): ``run(console, **opts)`` runs sshrun's boot, parse and the report
+    """(run, staged): ``run(console, **opts)`` runs the SSH guest's boot, parse and report
     with a QEMU stand-in that writes ``console`` to its serial log; ``staged`` lists
     the fallback roots staged."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
@@ -48,16 +51,16 @@ def guest(tmp_path, monkeypatch):
         procs.append(p)
         return p
 
-    monkeypatch.setattr(guestup, "launch", launch)
+    monkeypatch.setattr(qemu_mod, "launch", launch)
     staged = []
 
-    def stage(opts, st, label, kernel, tunables, root):
+    def stage(self, opts, st, label, kernel, tunables, root):
         staged.append((label, kernel, root))
         return f"{label}: {root} (staged)"
 
-    monkeypatch.setattr(stages, "stage_console_root", stage)
-    monkeypatch.setattr(stages, "console_argv",
-                        lambda opts, root: ["cat", str(DATA / "synthetic-pass.log")])
+    monkeypatch.setattr(SerialGuest, "stage_console_root", stage)
+    monkeypatch.setattr(SerialGuest, "console_argv",
+                        lambda self, opts, root: ["cat", str(DATA / "synthetic-pass.log")])
 
     def run(console, **kw):
         launch.console = console
@@ -67,9 +70,10 @@ def guest(tmp_path, monkeypatch):
         st.kernel = opts.kernel
         st.roots = {"patched": str(st.stage_dir / "patched")}
         st.host_keys = {"patched": generate_ed25519(tmp_path / "hostkey")}
-        rec = sshrun.boot(opts, st)
-        sshrun.parse(opts, st)
-        stages.report(opts, st)
+        machine = SSHGuest()
+        rec = machine.run_cases(opts, st)
+        machine.collect(opts, st)
+        machine.report(opts, st)
         return rec, st
     yield run, staged
     for p in procs:
@@ -139,16 +143,16 @@ def test_wait_ssh_tries_in_steps_and_checks_the_console_between(tmp_path):
     serial = tmp_path / "serial.log"
     serial.write_text(BOOT)
     s = _Session(answer_after=25)
-    assert sshrun.wait_ssh(s, _Proc(), str(serial), 300, step=10, clock=_clock(s),
+    assert ownguest.wait_ssh(s, _Proc(), str(serial), 300, step=10, clock=_clock(s),
                            sleep=lambda x: None) == 30
     assert s.calls == [10, 10, 10]
     s = _Session()
-    with pytest.raises(sshrun.NoSSH, match=r"within 25 s \(waited 25 s; last: refused\)"):
-        sshrun.wait_ssh(s, _Proc(), str(serial), 25, step=10, clock=_clock(s),
+    with pytest.raises(ownguest.NoSSH, match=r"within 25 s \(waited 25 s; last: refused\)"):
+        ownguest.wait_ssh(s, _Proc(), str(serial), 25, step=10, clock=_clock(s),
                         sleep=lambda x: None)
     assert s.calls == [10, 10, 5]
-    with pytest.raises(sshrun.CrashedBoot, match="QEMU exited with code 1"):
-        sshrun.wait_ssh(_Session(), _Proc(1), str(serial), 25)
+    with pytest.raises(ownguest.CrashedBoot, match="QEMU exited with code 1"):
+        ownguest.wait_ssh(_Session(), _Proc(1), str(serial), 25)
     serial.write_text(BOOT + "Fatal trap 12: page fault while in kernel mode\n")
-    with pytest.raises(sshrun.CrashedBoot, match="Fatal trap 12"):
-        sshrun.wait_ssh(_Session(), _Proc(), str(serial), 25)
+    with pytest.raises(ownguest.CrashedBoot, match="Fatal trap 12"):
+        ownguest.wait_ssh(_Session(), _Proc(), str(serial), 25)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rxl.verify import doctor as D
+from rxl.host import doctor as D
 
 HARNESS = Path(D.__file__).resolve().parents[1]
 
@@ -169,29 +169,29 @@ def _fake_check(missing):
 def test_cli_json_and_table_name_packages_and_exit_by_missing(monkeypatch):
     import json
     from click.testing import CliRunner
-    from rxl.verify import cli
+    from rxl.host import cli
     monkeypatch.setattr(D, "check", _fake_check({"lex", "bmake"}))
-    r = CliRunner().invoke(cli.doctor, ["--json"])
+    r = CliRunner().invoke(cli.doctor_cmd, ["--json"])
     assert r.exit_code == 1
     doc = {d["name"]: d for d in json.loads(r.stdout)}
     assert doc["lex"] == {"name": "lex", "ok": False, "package": "flex",
                           "stages": ["build", "world"], "note": "",
                           "install": "apt-get install -y flex"}
     assert doc["git"]["ok"] is True
-    r = CliRunner().invoke(cli.doctor, [])
+    r = CliRunner().invoke(cli.doctor_cmd, [])
     assert r.exit_code == 1
     assert "install: apt-get update && apt-get install -y bmake flex" in r.stderr
     assert r.stderr.strip().splitlines()[-1] == "Error: 2 missing: bmake, lex"
     monkeypatch.setattr(D, "check", _fake_check(set()))
-    assert CliRunner().invoke(cli.doctor, []).exit_code == 0
+    assert CliRunner().invoke(cli.doctor_cmd, []).exit_code == 0
 
 
 def test_cli_install_not_root_says_the_sudo_lines(monkeypatch):
     from click.testing import CliRunner
-    from rxl.verify import cli
+    from rxl.host import cli
     monkeypatch.setattr(D, "check", _fake_check({"yacc"}))
     monkeypatch.setattr(D.os, "geteuid", lambda: 1000)
-    r = CliRunner().invoke(cli.doctor, ["--install"])
+    r = CliRunner().invoke(cli.doctor_cmd, ["--install"])
     assert r.exit_code == 1
     assert "sudo apt-get update  &&  sudo apt-get install -y bison" in r.stderr
 
@@ -249,7 +249,7 @@ def test_install_missing_installs_then_checks_again():
 
 
 def test_bench_mode_adds_privilege_and_kernel(monkeypatch):
-    from rxl.verify import ebpf_host as H
+    from rxl.bench import ebpf_host as H
     names = {n.name for n in D.for_mode("bench")}
     assert {"BPF privilege", "Linux >= 5.12", "libbpf.h", "bmake"} <= names
     assert "BPF privilege" not in {n.name for n in D.for_mode("guest")}
@@ -305,7 +305,7 @@ def test_kyua_amalgamation_is_checked_and_not_an_apt_package():
 def test_for_ssh_checks_what_a_target_run_needs_only():
     """fresh6 F17: --for ssh checked gdb, valgrind, mandoc and libbpf, which a run
     against a target never uses; it keeps the build tools and paramiko."""
-    from rxl.verify import doctor as D
+    from rxl.host import doctor as D
     names = {n.name for n in D.for_mode("ssh")}
     assert {"python: paramiko", "clang-16", "bmake", "git"} <= names
     assert not names & {"gdb", "nm", "valgrind", "mandoc", "perl", "libbpf.h",

@@ -1,4 +1,4 @@
-"""rxl guest up/down (verify.guestup): dry run, state, stopping only our QEMU.
+"""rxl guest up/down (rxl.guest.up): dry run, state, stopping only our QEMU.
 
 The real `up` needs the sshd userland (built and booted for real:
 docs/results/ssh.md); these tests cover the plan, the state file and `down`.
@@ -10,8 +10,9 @@ import time
 
 from click.testing import CliRunner
 
-from rxl.cli import main
-from rxl.verify import guestup
+from rxl.cli.main import main
+from rxl.guest import up as guestup
+from rxl.guest.sshguest import NoSSHWorld
 
 
 def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
@@ -89,7 +90,7 @@ def test_up_refuses_without_the_sshd_userland(tmp_path, monkeypatch):
     k.write_bytes(b"k")
     try:
         guestup.up("/nonexistent-src", str(k), tests={}, echo=lambda s: None)
-    except guestup.GuestUpError as exc:
+    except NoSSHWorld as exc:
         assert "the sshd userland is not built" in str(exc) and "--build" in str(exc)
     else:
         raise AssertionError("up without the userland must fail")
@@ -137,7 +138,7 @@ def test_run_target_uses_the_up_guests_key(tmp_path, monkeypatch):
     guestup.state_path().write_text(json.dumps(
         {"pid": 1, "port": 40022, "root": "/x", "url": "ssh://root@127.0.0.1:40022",
          "own_host_key": "ssh-ed25519 AAAA"}))
-    from rxl.verify.cli import _target
+    from rxl.verify.cli import resolve_target as _target
     st, shape = _target("ssh://root@127.0.0.1:40022", None, False)
     assert st.own_host_key == "ssh-ed25519 AAAA" and st.label.startswith("own guest")
     st, _ = _target("ssh://root@127.0.0.1:40023", None, False)

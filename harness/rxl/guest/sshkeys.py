@@ -1,0 +1,135 @@
+"""SSH keys: the harness's client key, host-key fingerprints, and ``known_hosts``.
+
+All under ``$RXL_WORK/ssh`` (:mod:`rxl.paths`):
+
+* ``id_ed25519`` / ``id_ed25519.pub``: the harness's client key, an Ed25519
+  key made on first use (:func:`harness_key`), mode 0600;
+* ``known_hosts``: OpenSSH format.  A target's host key is recorded on first
+  contact (:class:`RecordPolicy`) and checked on every later one by the
+  session (:class:`rxl.guest.ssh.SSHSession`); a different key stops it.
+
+Fingerprints are OpenSSH's ``SHA256:...`` (:func:`fingerprint`); key lines
+and key files are read with paramiko (:func:`key_from_line`, :func:`load_key`;
+paramiko is imported on use: it is an optional dependency, ``rxl[guest]``).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from rxl import paths
+
+
+def ssh_dir(work: Optional[Path] = None) -> Path:
+    """``$RXL_WORK/ssh`` (made 0700 on demand by the functions that write there)."""
+    return Path(work if work is not None else paths.work_root()) / "ssh"
+
+
+def generate_ed25519(path: Path, comment: str = "rxl") -> str:
+    """Write a new Ed25519 private key (OpenSSH format, 0600) to ``path`` and its
+    public line to ``path.pub``; return the public line (``ssh-ed25519 B64 comment``).
+
+    The private key is written with ``cryptography`` (paramiko's own
+    dependency; paramiko cannot generate Ed25519 keys). sshd and paramiko
+    both read this format. Raises OSError if ``path`` cannot be written.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    priv = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                             serialization.NoEncryption())
+    pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                        serialization.PublicFormat.OpenSSH).decode()
+    line = f"{pub} {comment}\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(str(path) + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(priv)
+    os.replace(str(path) + ".tmp", path)
+    Path(str(path) + ".pub").write_text(line)
+    return line.strip()
+
+
+def harness_key(work: Optional[Path] = None) -> Path:
+    """The harness's client key ``$RXL_WORK/ssh/id_ed25519``, made on first use. Returns its path."""
+    d = ssh_dir(work)
+    path = d / "id_ed25519"
+    if not path.is_file():
+        d.mkdir(parents=True, exist_ok=True)
+        os.chmod(d, 0o700)
+        generate_ed25519(path, comment=f"rxl@{socket.gethostname()}")
+    return path
+
+
+def public_line(private_key: Path) -> str:
+    """The ``ssh-ed25519 AAAA...`` line of a private key (from ``.pub`` if present)."""
+    pub = Path(str(private_key) + ".pub")
+    if pub.is_file():
+        return pub.read_text().strip()
+    k = load_key(str(private_key))
+    return f"{k.get_name()} {k.get_base64()}"
+
+
+def fingerprint(key) -> str:
+    """OpenSSH's ``SHA256:...`` fingerprint of a paramiko key (unpadded base64 of SHA-256)."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def key_from_line(line: str):
+    """A paramiko public key from an OpenSSH line ``TYPE BASE64 [comment]``. ValueError if bad."""
+    import paramiko
+    parts = line.split()
+    if len(parts) < 2:
+        raise ValueError(f"{line!r}: not an OpenSSH public key line")
+    try:
+        return paramiko.PKey.from_type_string(parts[0], base64.b64decode(parts[1]))
+    except (paramiko.SSHException, ValueError, TypeError) as exc:
+        raise ValueError(f"{parts[0]} key: {exc}") from None
+
+
+def load_key(path: str):
+    import paramiko
+    for cls in (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey):
+        try:
+            return cls.from_private_key_file(path)
+        except paramiko.SSHException:
+            continue
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{path}: no such key file") from None
+    raise ValueError(f"{path}: not an Ed25519, ECDSA or RSA private key (or encrypted)")
+
+
+class RecordPolicy:
+    """paramiko MissingHostKeyPolicy: record a first-contact host key in ``known_hosts``.
+
+    ``label``: the target's name in the message; ``recorded``: each message is
+    appended there and given to ``echo``.  A target whose host key the harness
+    generated (``own_host_key``) never has a missing key: refused.
+    """
+
+    def __init__(self, known_hosts: str, label: str, *, own_host_key: bool = False,
+                 recorded: Optional[List[str]] = None,
+                 echo: Callable[[str], None] = lambda s: None):
+        self.known_hosts, self.label, self.own_host_key = known_hosts, label, own_host_key
+        self.recorded = recorded if recorded is not None else []
+        self.echo = echo
+
+    def missing_host_key(self, client, hostname, key) -> None:
+        import paramiko
+        if self.own_host_key:  # the expected key is always present for the own guest
+            raise paramiko.SSHException(f"{hostname}: unexpected missing host key")
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        # Append, never rewrite: lines of other targets stay as they are.
+        with open(self.known_hosts, "a") as fh:
+            fh.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+        msg = (f"{self.label}: host key {fingerprint(key)} recorded in {self.known_hosts} "
+               "(first contact)")
+        self.recorded.append(msg)
+        self.echo(msg)

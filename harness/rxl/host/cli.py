@@ -1,0 +1,47 @@
+"""``rxl doctor``: what every stage needs on this host, and how to install it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from rxl.cli.surface import command
+from rxl.errors import HostError
+from rxl.host import doctor
+
+
+@command("doctor")
+@click.option("--install", is_flag=True,
+              help="Install every missing host package: apt-get update once, then one "
+                   "apt-get install (as root); otherwise print the exact commands.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print [{"name", "ok", "package", "stages", "note", "install"}] as JSON '
+                   "(exit 1 if any is missing).")
+@click.option("--for", "mode", type=click.Choice(doctor.MODES), default="guest",
+              show_default=True,
+              help="guest: rxl run with the own QEMU guest; ssh: rxl run --target (adds "
+                   "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only); bench: "
+                   "rxl bench accept's eBPF setups (adds root and Linux >= 5.12).")
+def doctor_cmd(install, as_json, mode):
+    """Check what every stage needs on the host; print how to install what is missing."""
+    results = doctor.check(mode=mode)
+    if install:
+        results, why = doctor.install_missing(results, mode=mode,
+                                              echo=lambda s: click.echo(s, err=True))
+        if why:
+            raise HostError(why)
+    missing = [r for r in results if not r.ok]
+    if as_json:
+        click.echo(json.dumps([{"name": r.need.name, "ok": r.ok, "package": r.need.package,
+                                "stages": list(r.need.stages), "note": r.note,
+                                "install": r.install_line()} for r in results], indent=2))
+        sys.exit(1 if missing else 0)
+    for r in results:
+        click.echo(doctor.row(r))
+    if not missing:
+        return
+    for line in doctor.advice(missing, python=sys.executable):
+        click.echo(line, err=True)
+    raise HostError(f"{len(missing)} missing: " + ", ".join(r.need.name for r in missing))

@@ -1,0 +1,487 @@
+"""The own QEMU guest, two of the run interface's machines: the serial console and SSH.
+
+Both boot the same guests (:func:`boots`: patched, the spread boots with
+commit 1's tunable, pristine), one QEMU per staged root
+(:func:`rxl.guest.qemu.build_argv` of :func:`guest_config`).
+
+:class:`SerialGuest` (``--transport serial``): the guest's rc runs the cases
+on the console and powers off.
+
+    image   one root per boot (:mod:`rxl.guest.image`): the kernel, the narrowed
+            userland, the ATF programs, an rc that runs them between sentinel lines
+    boot    QEMU per root, the console teed to ``console-<label>.log`` and watched
+            (:func:`rxl.guest.console.watch`) to the rc's end marker, a panic or a hang
+    parse   each console log -> results (:mod:`rxl.verify.parse`)
+
+:class:`SSHGuest` (``--transport ssh``; run on real guests on 2026-12-01,
+docs/results/ssh.md, its verdicts compared with the serial run's there):
+
+    world   the sshd userland (:mod:`rxl.tree.sshworld`, own objdir; built when a
+            product is missing) and the ATF programs linked against its sysroot
+    image   one root per boot (:func:`rxl.guest.sshguest.stage_ssh_root`): sshd, its
+            files and a new host key, an rc that starts sshd and holds; no tests in
+            the image (they are copied over SFTP)
+    boot    per boot: QEMU with the serial console to ``serial-<label>.log`` (the boot
+            and panic watch) and a free loopback port forwarded to the guest's port
+            22; wait for SSH; then what a target gets (:class:`rxl.verify.remote.RemoteRun`:
+            probe, copy the programs and run.sh, run it streamed to
+            ``console-<label>.log``); stop QEMU
+    parse   the SSH stream's sentinel lines as the console's, with the kernel's own
+            messages from the serial log (panics, WITNESS warnings, known lock order
+            reversals: :func:`kernel_messages`), which never reach the SSH stream
+
+``report`` is the same for both, so their verdicts compare one to one.  While
+it waits for SSH (``--ssh-wait``) a boot watches the serial log and QEMU
+(:func:`wait_ssh`): a panic, trap or debugger entry there
+(:data:`rxl.guest.protocol.PANIC_PATTERNS`), or QEMU exiting, is a crashed
+boot and fails it at once, naming the line and the log.  When SSH never
+answers and the console shows no crash, that boot runs again the serial way
+(``--transport auto``, :meth:`SSHGuest.fallback`; the sshd userland is a
+superset of the serial root's programs); the run's notes and report.txt say
+which boot fell back and why.  With ``--transport ssh`` it is a failed boot
+instead (docs/design.md says why).  ``--transport auto`` takes SSH when the
+tree's sshd userland is built (:func:`choose`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from rxl.errors import MachineError, RxlError
+from rxl.guest import console, image, qemu, sshguest
+from rxl.guest.protocol import PANIC_PATTERNS
+from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
+from rxl.guest.targets import Shape
+from rxl.tree import sshworld
+from rxl.tree import world as tree_world
+from rxl.verify import parse, remote
+from rxl.verify import report as report_mod
+from rxl.verify.machine import BASE_PROGRAMS, Machine, planned_tests, quiet, test_cc_lines
+from rxl.verify.pipeline import RunState, StageFailed, StageRecord
+from rxl.verify.request import BuildRequest, CasesRequest, GuestRequest, RunRequest
+
+#: Loader tunable that turns on commit 1's spread for the guest's em0
+#: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
+SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
+#: The boots with commit 1's tunable and its value: spread (core_spread=1,
+#: the L3 groups of the local domain) and spread2 (2, across domains).
+SPREAD_BOOTS = {"spread": "1", "spread2": "2"}
+
+
+def boots(req: BuildRequest, patched_kernel: str,
+          pristine_kernel: Optional[str] = None) -> List[Tuple[str, str, Dict[str, str]]]:
+    """The guest boots of a run: (label, kernel path, loader tunables). Pure.
+
+    ``pristine_kernel``: the base's kernel (default ``req.pristine_kernel``);
+    none means no pristine boot.
+    """
+    pristine_kernel = pristine_kernel or req.pristine_kernel
+    out = [("patched", patched_kernel, {})]
+    if req.spread:
+        for label, value in SPREAD_BOOTS.items():
+            out.append((label, patched_kernel, {SPREAD_TUNABLE[0]: value}))
+    if pristine_kernel:
+        out.append(("pristine", pristine_kernel, {}))
+    return out
+
+
+def guest_config(root: str, req: GuestRequest) -> qemu.GuestConfig:
+    """The QEMU guest of one boot (its shape, else the default one of ``--memory``)."""
+    return (req.shape or Shape(memory_mib=req.memory_mib)).config(root)
+
+
+def programs_for(req: RunRequest, label: str, guest_tests: Dict[str, str]) -> List[str]:
+    """ATF programs a boot runs: all, except on the spread boots (placement only)
+    unless --tests-on-spread (TCG: the suite costs minutes per boot)."""
+    if label in SPREAD_BOOTS and not req.tests_on_spread:
+        return []
+    return sorted(guest_tests)
+
+
+class SerialGuest(Machine):
+    """The own guest whose rc runs the cases on the serial console."""
+
+    PREPARE, RUN, COLLECT = "image", "boot", "parse"
+
+    def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
+        """One guest root per boot under the run's staging directory."""
+        assert st.world is not None and st.kernel is not None
+        details = []
+        for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
+            root = str(st.stage_dir / label)
+            st.roots[label] = root
+            if req.dry_run:
+                details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'})")
+                continue
+            details.append(self.stage_console_root(req, st, label, kernel, tunables, root))
+        return StageRecord("image", "planned" if req.dry_run else "ok",
+                           detail="; ".join(details))
+
+    def stage_console_root(self, req: RunRequest, st: RunState, label: str, kernel: str,
+                           tunables: Dict[str, str], root: str) -> str:
+        """Stage the root of a boot whose rc runs the cases on the console: the programs
+        of ``st.world`` (the narrowed world, or the sshd userland, a superset, when an SSH
+        boot falls back), ``kernel``, the ATF programs ``st.tests`` under /rxl/tests, the
+        simple loader with ``tunables``. Returns the detail line; raises StageFailed."""
+        progs = {g: str(p) for g, p in st.world.programs.items()}
+        guest_tests = {f"/rxl/tests/{n}": str(p) for n, p in sorted(st.tests.items())}
+        try:
+            dyn = [p for g, p in progs.items() if g != "/libexec/ld-elf.so.1"]
+            libs = image.resolve_libs(dyn, str(st.world.sysroot))
+            acts = image.plan_root(
+                loader_efi=str(st.world.loader_efi), kernel=kernel, programs=progs,
+                libs=libs, tests=guest_tests,
+                loader_rc=image.render_loader_rc(tunables),
+                rc=image.render_rc(label, programs_for(req, label, guest_tests),
+                                   case_timeout=req.case_timeout, atf_vars=req.atf_vars))
+            info = image.stage_root(root, acts)
+        except (RxlError, ValueError, OSError) as exc:
+            raise StageFailed(f"image: {label}: {exc}") from None
+        return f"{label}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)"
+
+    def run_cases(self, req: RunRequest, st: RunState) -> StageRecord:
+        """QEMU per staged root, its console teed to a log and watched; a guest
+        that panics, hangs or times out fails the stage after every boot ran."""
+        cmds, details = [], []
+        failures = []
+        for label, root in st.roots.items():
+            argv = self.console_argv(req, root)
+            cmds.append(shlex.join(argv))
+            if req.dry_run:
+                st.logs[label] = str(Path(req.out) / f"console-{label}.log")
+                continue
+            detail, failure = self.watch_console(req, st, label, argv)
+            details.append(detail)
+            if failure:
+                failures.append(failure)
+        if req.dry_run:
+            return StageRecord("boot", "planned", commands=cmds)
+        rec = StageRecord("boot", "failed" if failures else "ok", commands=cmds,
+                          detail="; ".join(details), log=", ".join(st.logs.values()))
+        for f in failures:
+            st.echo(f"boot: {f}")
+        return rec
+
+    def console_argv(self, req: RunRequest, root: str) -> List[str]:
+        """QEMU's argv for the console boot of ``root``. Raises StageFailed on a bad shape."""
+        fw = qemu.find_ovmf()
+        # snapshot=on: the staged directory is never written. The guest's
+        # root stays read-only anyway (rc.j2 writes no file).
+        cfg = guest_config(root, req)
+        try:
+            return qemu.build_argv(cfg, firmware=fw or qemu.OVMF_CANDIDATES[0]
+                                   if req.dry_run else fw)
+        except qemu.QemuConfigError as exc:
+            raise StageFailed(f"boot: {exc}") from None
+
+    def watch_console(self, req: RunRequest, st: RunState, label: str,
+                      argv: List[str]) -> Tuple[str, Optional[str]]:
+        """Boot ``argv`` with its console teed to ``<out>/console-<label>.log`` (set in
+        ``st.logs``) and watched to the rc's end marker. Returns ``(detail, failure)``:
+        failure is None, or the one line of a panic, hang or timeout (the log is kept for
+        parse). Raises StageFailed when QEMU cannot be started."""
+        log = str(Path(req.out) / f"console-{label}.log")
+        st.logs[label] = log
+        st.echo(f"boot: {label}: QEMU started, console {log}")
+        try:
+            res = console.watch(console.SerialTransport(argv), log,
+                                echo=lambda s, lb=label: st.echo(f"  [{lb}] {s}"))
+            return (f"{label}: end marker at {res.end_seen_at:.0f} s, "
+                    f"QEMU exit after {res.seconds:.0f} s"), None
+        except console.GuestError as exc:
+            # Keep going: the other boots still tell us something; parse reports it.
+            return (f"{label}: {exc.kind} after {exc.seconds:.0f} s",
+                    f"{label}: guest {exc.kind}: {exc}")
+        except FileNotFoundError as exc:
+            raise StageFailed(f"boot: {exc}") from None
+
+    def collect(self, req: RunRequest, st: RunState) -> StageRecord:
+        """Each console log -> :class:`rxl.verify.parse.RunResult`."""
+        if req.dry_run:
+            return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
+        for label, log in st.logs.items():
+            st.runs[label] = parse.parse_file(log)
+        detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
+        return StageRecord("parse", "ok", detail=detail)
+
+    def verdict(self, req: CasesRequest, st: RunState) -> report_mod.Verdict:
+        """Every rule: new cases pass patched and fail pristine, base cases pass on
+        both, the spread boots place their queues, every run completed."""
+        v = report_mod.verdict(
+            st.runs, pristine="pristine" if "pristine" in st.runs else None,
+            placements={label: int(value) for label, value in SPREAD_BOOTS.items()
+                        if label in st.runs},
+            new_programs=req.new_programs, base_programs=BASE_PROGRAMS)
+        if "pristine" not in st.runs:
+            v.ok = False
+            v.reasons.append("pristine: no pristine kernel given (--pristine-kernel); "
+                             "the must-fail-on-pristine rule is unchecked")
+        return v
+
+
+class CrashedBoot(MachineError):
+    """The guest crashed before SSH answered (a panic line, QEMU gone): no fallback."""
+
+
+class NoSSH(MachineError):
+    """SSH never answered within the wait, and the console shows no crash."""
+
+    def __init__(self, wait: float, waited: float, last: str):
+        super().__init__(f"ssh never answered within {wait:.0f} s (waited {waited:.0f} s; "
+                         f"last: {last})")
+        self.wait, self.waited = wait, waited
+
+
+def crash_line(serial: str) -> str:
+    """The first line of the serial log ``serial`` that matches a panic pattern
+    (:data:`rxl.guest.protocol.PANIC_PATTERNS`: panic, fatal trap, KDB entry), or ""."""
+    try:
+        text = Path(serial).read_text(errors="replace")
+    except OSError:
+        return ""
+    return next((ln.strip() for ln in text.splitlines()
+                 if any(p.search(ln) for p in PANIC_PATTERNS)), "")
+
+
+def wait_ssh(session, proc, serial: str, wait: float, *, step: float = 10.0,
+             interval: float = 2.0, clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> float:
+    """Wait up to ``wait`` s for ``session`` (rxl.guest.ssh.SSHSession) to run a
+    command, checking the serial log ``serial`` and QEMU (``proc``, a Popen) before
+    each try of at most ``step`` s. Returns the seconds waited. Raises CrashedBoot
+    (a panic pattern in the log, or QEMU exited), NoSSH (the wait is over), and
+    lets AuthFailed / HostKeyChanged through (sshd answered: no reason to fall back)."""
+    t0 = clock()
+    last = "no attempt"
+    while True:
+        crash = crash_line(serial)
+        if crash:
+            raise CrashedBoot(f"the console shows {crash!r} before SSH answered")
+        code = proc.poll()
+        if code is not None:
+            raise CrashedBoot(f"QEMU exited with code {code} before SSH answered")
+        left = wait - (clock() - t0)
+        if left <= 0:
+            raise NoSSH(wait, clock() - t0, last)
+        tried = clock()
+        try:
+            session.wait_up(min(step, left), interval=interval)
+            return clock() - t0
+        except TimedOut as exc:
+            last = str(exc).split("(last: ", 1)[-1].rstrip(")")
+        if clock() - tried < interval:
+            sleep(min(interval, max(0.0, wait - (clock() - t0))))
+
+
+def kernel_messages(res: parse.RunResult, serial: str) -> parse.RunResult:
+    """Add the panics, WITNESS warnings and known-LOR notes of the serial log ``serial``
+    (its lines without the sentinel mark) to ``res`` and set its outcome as the
+    console parser would. Returns ``res``."""
+    try:
+        text = Path(serial).read_text(errors="replace")
+    except OSError:
+        res.notes.append(f"no serial console log {serial}: kernel messages unchecked")
+        return res
+    k = parse.parse_console(ln for ln in text.splitlines()
+                            if not ln.replace("\r", "").startswith(parse.MARK))
+    res.panic_lines += k.panic_lines
+    res.witness_lines += k.witness_lines
+    res.notes += [n for n in k.notes if n.startswith("known lock order reversal")]
+    if res.panic_lines:
+        res.outcome = "panic"
+    elif res.witness_lines and res.outcome == "completed":
+        res.outcome = "witness"
+    return res
+
+
+class SSHGuest(SerialGuest):
+    """The own guest with sshd: the cases over SSH once it answers; a boot whose
+    SSH never does falls back to :class:`SerialGuest`'s way (``ssh_fallback``)."""
+
+    def world(self, req: RunRequest, st: RunState) -> StageRecord:
+        """The sshd userland (built if a product is missing) and the ATF programs."""
+        src, objdir = st.src, sshworld.default_objdir()
+        out = sshworld.ssh_world_outputs(src, objdir)
+        tests_out = str(st.stage_dir / "tests")
+        cmds = [s.shell() for s in sshworld.plan_ssh_world(src, objdir)] + \
+            test_cc_lines(req, src, objdir, tests_out)
+        st.world = out
+        if req.dry_run:
+            st.tests = planned_tests(req, tests_out)
+            return StageRecord("world", "planned", commands=cmds,
+                               detail=f"sshd userland in {objdir}")
+        missing = out.missing()
+        if missing:
+            st.echo(f"world: sshd userland incomplete ({missing[0]} missing): building it")
+            sshworld.build_ssh_world(src, echo=quiet(st.echo))
+        st.tests = tree_world.build_tests(src, objdir, tests_out, logdir=req.out,
+                                          extra_sources=req.extra_tests, echo=quiet(st.echo))
+        return StageRecord("world", "ok", commands=cmds,
+                           detail=("built" if missing else "sshd userland present, not rebuilt")
+                           + f" ({objdir}); {len(st.tests)} programs")
+
+    def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
+        """One SSH guest root per boot; the host key of each goes to ``st.host_keys``."""
+        details = []
+        for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
+            root = str(st.stage_dir / label)
+            st.roots[label] = root
+            if req.dry_run:
+                details.append(f"{label}: {root} (kernel {kernel}, tunables {tunables or '-'}, "
+                               "sshd)")
+                continue
+            try:
+                st.host_keys[label] = sshguest.stage_ssh_root(root, st.src, kernel, {},
+                                                              label=label, tunables=tunables)
+            except (RxlError, ValueError, OSError) as exc:
+                raise StageFailed(f"image: {label}: {exc}") from None
+            details.append(f"{label}: {root} (sshd, host key "
+                           f"{st.host_keys[label].split()[1][:16]}...)")
+        return StageRecord("image", "planned" if req.dry_run else "ok", detail="; ".join(details))
+
+    def run_cases(self, req: RunRequest, st: RunState) -> StageRecord:
+        """Per staged root: QEMU, SSH, the cases over SSH, QEMU stopped. A guest whose
+        SSH never answers, or whose run fails, fails the stage after every boot ran."""
+        fw = qemu.find_ovmf() or (qemu.OVMF_CANDIDATES[0] if req.dry_run else None)
+        cmds: List[str] = []
+        details: List[str] = []
+        failures: List[str] = []
+        for label, root in st.roots.items():
+            port = sshguest.free_port()
+            serial = str(Path(req.out) / f"serial-{label}.log")
+            cfg = dataclasses.replace(guest_config(root, req), hostfwd=(sshguest.hostfwd(port),),
+                                      mgmt_nic=sshguest.MGMT_NIC_MODEL,
+                                      serial=f"file:{serial}", no_reboot=False)
+            try:
+                argv = qemu.build_argv(cfg, firmware=fw)
+            except qemu.QemuConfigError as exc:
+                raise StageFailed(f"boot: {exc}") from None
+            cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port} (waiting up to "
+                     f"{req.ssh_wait:.0f} s): probe, sftp the programs and run.sh to "
+                     f"{req.workdir}, sh {req.workdir}/run.sh",
+                     "# if SSH never answers and the console shows no panic: " + (
+                         f"the serial path (root {st.stage_dir / (label + '-serial')}, the rc "
+                         "runs the cases on the console)" if req.ssh_fallback
+                         else "a failed boot (--transport ssh: no fallback)")]
+            if req.dry_run:
+                continue
+            st.echo(f"boot: {label}: QEMU started, serial console {serial}")
+            try:
+                details.append(self.boot_one(req, st, label, argv, port, serial))
+            except NoSSH as exc:
+                if not req.ssh_fallback:
+                    failures.append(f"{label}: {exc} (--transport ssh: no fallback to the "
+                                    f"serial console; serial console {serial})")
+                    details.append(f"{label}: failed")
+                    continue
+                detail, failure = self.fallback(req, st, label, str(exc).split(" (waited")[0])
+                details.append(detail)
+                if failure:
+                    failures.append(failure)
+            except (CrashedBoot, SSHError, remote.RemoteError, console.GuestError) as exc:
+                panic = crash_line(serial)
+                failures.append(f"{label}: {exc}" + (f"; console: {panic}" if panic and
+                                                     not isinstance(exc, CrashedBoot) else "")
+                                + f" (serial console {serial})")
+                details.append(f"{label}: failed")
+        if req.dry_run:
+            return StageRecord("boot", "planned", commands=cmds)
+        for f in failures:
+            st.echo(f"boot: {f}")
+        return StageRecord("boot", "failed" if failures else "ok", commands=cmds,
+                           detail="; ".join(details + failures), log=", ".join(st.logs.values()))
+
+    def boot_one(self, req: RunRequest, st: RunState, label: str, argv: List[str], port: int,
+                 serial: str) -> str:
+        """Boot one guest, run its cases over SSH, stop it. Returns the detail line;
+        raises CrashedBoot/NoSSH/SSHError/RemoteError/GuestError on failure."""
+        tests = {n: str(p) for n, p in st.tests.items()} \
+            if programs_for(req, label, {n: "" for n in st.tests}) else {}
+        t0 = time.monotonic()
+        proc = qemu.launch(argv, str(Path(req.out) / f"qemu-{label}.log"))
+        session = SSHSession(SSHTarget("127.0.0.1", port, own_host_key=st.host_keys[label],
+                                       name=f"own guest ({label})"),
+                             connect_timeout=min(DEFAULT_CONNECT_TIMEOUT, max(2.0, req.ssh_wait)))
+        try:
+            wait_ssh(session, proc, serial, req.ssh_wait)
+            up = time.monotonic() - t0
+            st.echo(f"boot: {label}: SSH after {up:.0f} s (port {port})")
+            job = remote.RemoteJob(out=req.out, tests=tests, workdir=req.workdir, label=label,
+                                   kyua=bool(req.kyua), case_timeout=req.case_timeout,
+                                   atf_vars=req.atf_vars)
+            run = remote.RemoteRun(session, job, echo=st.echo)
+            info = run.probe()
+            run.upload()
+            log = str(Path(req.out) / f"console-{label}.log")
+            st.logs[label] = log
+            run.run_tests(log)
+            return (f"{label}: SSH after {up:.0f} s, cases done at {time.monotonic() - t0:.0f} s "
+                    f"({info.bootfile if info else '?'})")
+        finally:
+            session.close()
+            qemu.stop(proc)
+
+    def fallback(self, req: RunRequest, st: RunState, label: str,
+                 why: str) -> Tuple[str, Optional[str]]:
+        """Run boot ``label`` the serial way after its SSH never answered: stage a
+        console root (:meth:`SerialGuest.stage_console_root`) in ``<stage
+        dir>/<label>-serial``, boot it with the console watched (``console-<label>.log``);
+        record ``why`` in ``st.fallbacks``. Returns ``(detail, failure or None)``;
+        raises StageFailed."""
+        kernel, tunables = next((k, t) for lb, k, t in boots(req, st.kernel, st.pristine_kernel)
+                                if lb == label)
+        root = str(st.stage_dir / f"{label}-serial")
+        st.fallbacks[label] = (f"{why}; fell back to the serial console (the rc ran the cases; "
+                               f"the SSH boot's console: serial-{label}.log)")
+        st.echo(f"boot: {label}: {why}; falling back to the serial console")
+        staged = self.stage_console_root(req, st, label, kernel, tunables, root)
+        detail, failure = self.watch_console(req, st, label, self.console_argv(req, root))
+        return f"{label}: {why}; fell back to the serial console ({staged}); {detail}", failure
+
+    def collect(self, req: RunRequest, st: RunState) -> StageRecord:
+        """Each SSH stream log -> RunResult, with the kernel messages of its serial log."""
+        if req.dry_run:
+            return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
+        for label, log in st.logs.items():
+            if label in st.fallbacks:  # the console log itself: sentinels and kernel messages
+                st.runs[label] = parse.parse_file(log)
+                st.runs[label].notes.insert(0, f"transport: {st.fallbacks[label]}")
+                continue
+            st.runs[label] = kernel_messages(parse.parse_file(log),
+                                             str(Path(req.out) / f"serial-{label}.log"))
+        detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
+        return StageRecord("parse", "ok", detail=detail)
+
+
+def choose(src: Optional[str], objdir: Optional[str] = None) -> Tuple[str, str]:
+    """``--transport auto``: ("ssh", why) when the sshd userland of ``src`` is built in
+    ``objdir`` (default rxl.tree.sshworld.default_objdir()) and paramiko imports, else
+    ("serial", why). The SSH run matched the serial run's verdicts on 2026-12-01
+    (docs/results/ssh.md); the userland is not built implicitly (about 25 minutes on 2
+    cores, autoconf and automake needed): ``--transport ssh`` or ``rxl guest up --build``
+    builds it."""
+    if not src:
+        return "serial", "no --src: the sshd userland needs a tree"
+    missing = sshworld.ssh_world_outputs(src, objdir).missing()
+    if missing:
+        return "serial", (f"no sshd userland for {src} ({missing[0]} missing); "
+                          "--transport ssh builds it")
+    try:
+        import paramiko  # noqa: F401  (an optional dependency: rxl[guest])
+    except ImportError:
+        return "serial", "paramiko is not installed"
+    return "ssh", f"the sshd userland of {src} is built"
+
+
+def resolve(transport: str, src: Optional[str], echo: Callable[[str], None] = print) -> str:
+    """``--transport`` (auto, ssh, serial) -> ssh or serial; auto by :func:`choose`,
+    its choice and reason told to ``echo``."""
+    if transport != "auto":
+        return transport
+    chosen, why = choose(src)
+    echo(f"transport: {chosen} ({why})")
+    return chosen
