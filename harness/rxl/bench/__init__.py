@@ -6,8 +6,11 @@ server ``acceptd.c``), which measures the design's Linux neighbours
 workload; the userspace cost of the cores under callgrind (``core``,
 ``python -m rxl.bench.core``, ``make bench-core``); and the instructions,
 lock acquisitions and atomics per call of a booted kernel via QEMU's
-gdbstub (``kcount``, ``rxl kcount``; ``kcount_ops`` classifies the
-instructions of a trace, ``kcount_record`` runs gdb).  Commands live in ``cli``.
+gdbstub (``kcount``, ``rxl kcount``: recording, counting, the table, the
+sites; ``kcount_ops`` says which instructions of a trace are locks and
+atomics; ``kcount_gdb`` is the script gdb's own interpreter runs); the
+setsockopt cost in the guest (``lbsetsock``); whether this host can load the
+eBPF selectors (``ebpf_host``).  Commands live in ``cli``.
 
 May import: every other package (``decide``, ``tree``, ``guest``,
 ``verify``, ``learn``) and ``rxl.paths``.

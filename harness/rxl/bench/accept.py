@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
-from rxl.errors import DataError
 from rxl.bench.knobs import Knobs, finite
+from rxl.errors import DataError
 
 SOURCE = Path(__file__).with_name("acceptd.c")
 

@@ -18,7 +18,6 @@ from rxl.bench import tables
 from rxl.bench.accept import BenchError
 from rxl.bench.accept_stats import Summary
 
-
 SUMMARY_COLUMNS = ("setup", "accepts", "wakeups", "empty", "sleeps",
                    "cpu ms", "first", "last", "top", "local")
 

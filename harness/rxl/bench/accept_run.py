@@ -17,20 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from rxl.bench import accept as A
-from rxl.bench import accept_stats as AS
-from rxl.bench import ebpf
+from rxl.bench import accept, accept_stats, ebpf
+from rxl.decide import topology
 
 
 @dataclass
 class Request:
-    """What to run.  ``setups`` are canonical names (A.unique_setups);
+    """What to run.  ``setups`` are canonical names (accept.unique_setups);
     ``topology`` a spec for :func:`rxl.decide.topology.load` or None for
     the host's (sysfs); ``numa_map`` a ``CPU:NODE,...`` string or None for
     the host's nodes."""
 
     setups: Sequence[str]
-    cfgs: Sequence[A.RunConfig]
+    cfgs: Sequence[accept.RunConfig]
     repetitions: int
     build_dir: Path
     cc: List[str]
@@ -51,14 +50,14 @@ class _Ebpf:
     index: Optional[List[int]] = None      # numa-rr: rank -> sockarray
 
 
-def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
+def _ebpf_prepare(req: Request, cfg: accept.RunConfig, echo) -> Optional[_Ebpf]:
     """Build and write the maps for cfg's worker count; None (with
     req.skipped filled) when the eBPF setups cannot run here."""
-    want = [s for s in req.setups if s in A.EBPF_SETUPS]
+    want = [s for s in req.setups if s in accept.EBPF_SETUPS]
     if not want:
         return None
     if "ebpf-deal" in want and cfg.connections > ebpf.LOG_ENTRIES:
-        raise A.BenchError(f"ebpf-deal checks every connection against the "
+        raise accept.BenchError(f"ebpf-deal checks every connection against the "
                            f"model from a log of {ebpf.LOG_ENTRIES}: use "
                            f"--connections <= {ebpf.LOG_ENTRIES}")
     why = None if req.dry_run else ebpf.unavailable()
@@ -68,7 +67,7 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
     try:
         if why is None:
             server, obj = ebpf.build(req.build_dir, req.cc,
-                                     list(A.CFLAGS),
+                                     list(accept.CFLAGS),
                                      dry_run=req.dry_run, echo=echo)
     except ebpf.Unavailable as e:
         why = str(e)
@@ -76,8 +75,7 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
         for s in want:
             req.skipped[s] = why
         return None
-    from rxl.decide import topology as T
-    topo = (T.load(req.topology) if req.topology is not None
+    topo = (topology.load(req.topology) if req.topology is not None
             else ebpf.host_topology())
     # acceptd pins rank r to CPU r mod (this host's CPUs), whatever the
     # topology says: the map must be dealt for those CPUs.
@@ -100,17 +98,17 @@ def _ebpf_prepare(req: Request, cfg: A.RunConfig, echo) -> Optional[_Ebpf]:
     return _Ebpf(server, obj, maps, d, ebpf.numa_layout(cpus, nodes)[0])
 
 
-def _argv(req: Request, binary: Path, setup: str, cfg: A.RunConfig,
+def _argv(req: Request, binary: Path, setup: str, cfg: accept.RunConfig,
           eb: Optional[_Ebpf]) -> List[str]:
-    argv = A.server_argv(binary, setup, cfg)
-    if setup in A.EBPF_SETUPS and eb is not None:
+    argv = accept.server_argv(binary, setup, cfg)
+    if setup in accept.EBPF_SETUPS and eb is not None:
         argv[0] = str(eb.server)
         argv += ["-B", f"{eb.obj}:{ebpf.PROGRAMS[setup]}",
                  "-b", str(eb.maps[setup]), "-C"]
     return argv
 
 
-def _keep_raw(req: Request, setup: str, cfg: A.RunConfig, rep: int,
+def _keep_raw(req: Request, setup: str, cfg: accept.RunConfig, rep: int,
               out: str, warn) -> None:
     if not req.raw_dir:
         return
@@ -123,19 +121,19 @@ def _keep_raw(req: Request, setup: str, cfg: A.RunConfig, rep: int,
 
 
 def _run_setup(req: Request, argv: List[str], setup: str,
-               cfg: A.RunConfig, eb: Optional[_Ebpf],
-               warn) -> Optional[AS.Summary]:
+               cfg: accept.RunConfig, eb: Optional[_Ebpf],
+               warn) -> Optional[accept_stats.Summary]:
     """Run one setup ``req.repetitions`` times; its summary, or None
     (with ``req.skipped`` filled) when acceptd cannot load its BPF."""
     runs = []
     try:
         for rep in range(req.repetitions):
-            out = A.run_server(argv, A.deadline_ms(cfg) / 1000.0 + 15)
+            out = accept.run_server(argv, accept.deadline_ms(cfg) / 1000.0 + 15)
             _keep_raw(req, setup, cfg, rep, out, warn)
-            run = AS.parse_run(out)
+            run = accept_stats.parse_run(out)
             # acceptd names the mode ("ebpf"); label by setup.
             run.setup = run.raw["setup"] = setup
-            if setup in A.EBPF_SETUPS:
+            if setup in accept.EBPF_SETUPS:
                 run.raw["ebpf_summary"] = ebpf.summary(
                     run.raw, eb.index if setup == "ebpf-numa-rr"
                     and eb is not None else None)
@@ -143,26 +141,26 @@ def _run_setup(req: Request, argv: List[str], setup: str,
                 run.raw["model_agreement"] = ebpf.model_agreement(
                     run.raw, eb.deal)
             runs.append(run)
-            for w in AS.run_warnings(run):
+            for w in accept_stats.run_warnings(run):
                 warn(f"warning: {run.label} run {rep + 1}: {w}")
             if not req.quiet:
                 warn(f"{run.label} run {rep + 1}/{req.repetitions}:"
                      f" {run.accepts}")
-    except A.Unloadable as e:
+    except accept.Unloadable as e:
         req.skipped[setup] = str(e)
         return None
-    return AS.summarise(runs)
+    return accept_stats.summarise(runs)
 
 
 def run_all(req: Request, echo: Callable[[str], None],
-            warn: Callable[[str], None]) -> Tuple[List[AS.Summary],
+            warn: Callable[[str], None]) -> Tuple[List[accept_stats.Summary],
                                                   Dict[str, str]]:
     """Run everything; returns (summaries, {skipped setup: reason}).
 
     ``echo`` gets the dry run's commands, ``warn`` progress and warnings.
     Raises BenchError on a failed build or run (other than an eBPF load).
     """
-    binary = A.ensure_built(req.build_dir, cc=req.cc, dry_run=req.dry_run,
+    binary = accept.ensure_built(req.build_dir, cc=req.cc, dry_run=req.dry_run,
                             echo=echo)
     summaries = []
     for cfg in req.cfgs:

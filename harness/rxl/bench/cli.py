@@ -11,19 +11,18 @@ import sys
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-from rxl.cli.surface import command, group
-from rxl.errors import UsageError
-from rxl.bench import accept as A
-from rxl.bench import accept_output as AO
-from rxl.bench import accept_run as AR
-from rxl.bench import ebpf
-from rxl.bench import kcount as K
-from rxl.bench import kcount_record as KR
-from rxl.bench import kcount_sites, lbsetsock
-from rxl.bench import knobs as KN
-from rxl.bench import tables as AT
+from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
+from rxl.bench import knobs as accept_knobs
+from rxl.bench import lbsetsock, tables
+from rxl.cli.surface import group
+from rxl.decide import topology
 from rxl.decide.topology import TopologyError
+from rxl.errors import UsageError
+from rxl.learn.request import LearnUsage, name_values
 
 
 @group("bench")
@@ -32,15 +31,8 @@ def bench():
 
 
 def _print_tables(tables, use_rich: bool) -> None:
-    if use_rich:
-        try:
-            from rich.console import Console
-            from rich.table import Table
-            from rich.text import Text
-        except ImportError:
-            use_rich = False
     if not use_rich:
-        click.echo("\n\n".join(AO.plain_table(h, r) for h, r in tables))
+        click.echo("\n\n".join(accept_output.plain_table(h, r) for h, r in tables))
         return
     # Wide enough for eight workers' cells when stdout is not a tty;
     # Text() because "[u]" and "[E]" would otherwise be markup.
@@ -57,16 +49,16 @@ def _print_tables(tables, use_rich: bool) -> None:
 def _echo_tables(summaries, use_rich: bool) -> None:
     dhead = ["setup", "accepts by registration rank: mean (min-max)",
              "median run"]
-    _print_tables([(list(AO.SUMMARY_COLUMNS), AO.summary_rows(summaries)),
-                   (list(AT.IMBALANCE_COLUMNS),
-                    AT.imbalance_rows(summaries)),
-                   (dhead, AO.distribution_rows(summaries)),
-                   (list(AT.WORKER_COLUMNS), AT.worker_rows(summaries)),
-                   (list(AT.CLIENT_COLUMNS), AT.client_rows(summaries))],
+    _print_tables([(list(accept_output.SUMMARY_COLUMNS), accept_output.summary_rows(summaries)),
+                   (list(tables.IMBALANCE_COLUMNS),
+                    tables.imbalance_rows(summaries)),
+                   (dhead, accept_output.distribution_rows(summaries)),
+                   (list(tables.WORKER_COLUMNS), tables.worker_rows(summaries)),
+                   (list(tables.CLIENT_COLUMNS), tables.client_rows(summaries))],
                   use_rich)
-    for line in AT.ebpf_lines(summaries):
+    for line in tables.ebpf_lines(summaries):
         click.echo(line)
-    for note in AO.COLUMN_NOTES + AT.NOTES:
+    for note in accept_output.COLUMN_NOTES + tables.NOTES:
         click.echo("  " + note)
     click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "
                "listener, [k] killed worker.")
@@ -95,19 +87,19 @@ def _parsed(fn):
 
 @bench.command("accept")
 @click.option("--setup", "setups", multiple=True,
-              type=click.Choice(list(A.SETUPS) + list(A.ALIASES)),
+              type=click.Choice(list(accept.SETUPS) + list(accept.ALIASES)),
               help="Setup to measure; repeatable (a repeat runs once). "
                    "Default: all but the eBPF ones.")
-@click.option("--workers", type=int, default=A.DEFAULT_WORKERS,
+@click.option("--workers", type=int, default=accept.DEFAULT_WORKERS,
               show_default=True, help="Worker processes.")
-@click.option("--connections", type=int, default=A.DEFAULT_CONNECTIONS,
+@click.option("--connections", type=int, default=accept.DEFAULT_CONNECTIONS,
               show_default=True, help="Connections per run.")
-@click.option("--spacing-ms", type=float, default=A.DEFAULT_SPACING_MS,
+@click.option("--spacing-ms", type=float, default=accept.DEFAULT_SPACING_MS,
               show_default=True, callback=_finite("--spacing-ms"),
               help="Gap between connections, ms (open-loop client).")
-@click.option("--repetitions", type=int, default=A.DEFAULT_REPETITIONS,
+@click.option("--repetitions", type=int, default=accept.DEFAULT_REPETITIONS,
               show_default=True, help="Runs per setup.")
-@click.option("--server", "server", type=click.Choice(KN.SERVERS),
+@click.option("--server", "server", type=click.Choice(accept_knobs.SERVERS),
               default="loop", show_default=True,
               help="loop: each worker an event loop that keeps accepting "
                    "while it holds connections; serial: accept, work, hold, "
@@ -116,46 +108,46 @@ def _parsed(fn):
               callback=_finite("--work-ms"),
               help="Work per connection, ms; repeatable to make a matrix. "
                    "Default 0.")
-@click.option("--work-kind", type=click.Choice(KN.WORK_KINDS),
+@click.option("--work-kind", type=click.Choice(accept_knobs.WORK_KINDS),
               default="sleep", show_default=True,
               help="sleep, or cpu: a busy loop until that much CPU time "
                    "is used.")
 @click.option("--hold-ms", "hold", default="0", show_default=True,
-              callback=_parsed(KN.parse_hold),
+              callback=_parsed(accept_knobs.parse_hold),
               help="Keep each connection open this long after the "
                    "response, or 'client': until the client closes (the "
                    "client closes at the end of the run). No cap but the "
                    "run's deadline (one hour).")
 @click.option("--accepts-per-wakeup", "batch", default="unlimited",
-              show_default=True, callback=_parsed(KN.parse_batch),
+              show_default=True, callback=_parsed(accept_knobs.parse_batch),
               help="Accept at most this many per wakeup, then serve "
                    "(multi_accept off = 1), or 'unlimited' (drain, <= 64).")
-@click.option("--client", "client", type=click.Choice(KN.CLIENTS),
+@click.option("--client", "client", type=click.Choice(accept_knobs.CLIENTS),
               default="open", show_default=True,
               help="open: one connection every --spacing-ms; closed: "
                    "--concurrency connections in flight, each followed by "
                    "the next as soon as it is answered.")
-@click.option("--concurrency", type=int, default=KN.DEFAULT_CONCURRENCY,
+@click.option("--concurrency", type=int, default=accept_knobs.DEFAULT_CONCURRENCY,
               show_default=True, help="Closed-loop connections in flight.")
 @click.option("--abort-share", type=float, default=0.0, show_default=True,
               callback=_finite("--abort-share"),
               help="Share (0..1) of clients that close with a reset at "
                    "once, spread evenly over the run.")
-@click.option("--abort-kind", type=click.Choice(KN.ABORT_KINDS),
+@click.option("--abort-kind", type=click.Choice(accept_knobs.ABORT_KINDS),
               default="reset", show_default=True,
               help="reset: after the handshake; handshake: right after "
                    "connect(2) (over loopback the handshake is done by "
                    "then: see aborted_established).")
 @click.option("--untagged", default="last", show_default=True,
-              callback=_parsed(KN.parse_untagged),
+              callback=_parsed(accept_knobs.parse_untagged),
               help="incoming-cpu: the rank left without SO_INCOMING_CPU, "
                    "'last' or 'none'.")
-@click.option("--lag-ms", type=float, default=KN.DEFAULT_LAG_MS,
+@click.option("--lag-ms", type=float, default=accept_knobs.DEFAULT_LAG_MS,
               show_default=True, callback=_finite("--lag-ms"),
               help="handoff-lc: how often the acceptor re-reads the "
                    "workers' open connection counts.")
 @click.option("--mutex-delay-ms", type=float,
-              default=KN.DEFAULT_MUTEX_DELAY_MS, show_default=True,
+              default=accept_knobs.DEFAULT_MUTEX_DELAY_MS, show_default=True,
               callback=_finite("--mutex-delay-ms"),
               help="accept-mutex: nginx's accept_mutex_delay.")
 @click.option("--order", default="forward", show_default=True,
@@ -164,7 +156,7 @@ def _parsed(fn):
 @click.option("--kill-first-at", type=int, default=None,
               help="SIGKILL the first registrant after this many "
                    "connections.")
-@click.option("--reorder-every", type=int, default=A.DEFAULT_REORDER_EVERY,
+@click.option("--reorder-every", type=int, default=accept.DEFAULT_REORDER_EVERY,
               show_default=True, help="reorder: accepts between DEL+ADD.")
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="Pin the worker of rank r to CPU r mod ncpu.")
@@ -209,23 +201,23 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
     accepts over the workers (idle workers, top-k share, CV), per-worker
     CPU and open connections, and the client's rate and latencies.
     """
-    knobs = KN.Knobs(server=server, work_kind=work_kind, hold_ms=hold,
+    knobs = accept_knobs.Knobs(server=server, work_kind=work_kind, hold_ms=hold,
                      accepts_per_wakeup=batch, client=client,
                      concurrency=concurrency, abort_share=abort_share,
                      abort_kind=abort_kind, untagged=untagged,
                      lag_ms=lag_ms, mutex_delay_ms=mutex_delay_ms)
-    works = work_ms or (A.DEFAULT_WORK_MS,)
+    works = work_ms or (accept.DEFAULT_WORK_MS,)
     try:  # every option value, before any build: a usage error (exit 2)
         req = _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
                               knobs, order, kill_first_at, reorder_every, pin, client_cpu,
                               topo, numa_map, as_json, plot, raw_dir, build_dir, cc, dry_run)
-    except (A.BenchError, ValueError, TopologyError) as e:
+    except (accept.BenchError, ValueError, TopologyError) as e:
         raise UsageError(str(e)) from None
     try:  # this machine and the runs: a failure at run time (exit 1)
         if not dry_run:
-            A.check_platform(req.setups)
-        summaries, skipped = AR.run_all(req, click.echo, lambda m: click.echo(m, err=True))
-    except (A.BenchError, ValueError, TopologyError) as e:
+            accept.check_platform(req.setups)
+        summaries, skipped = accept_run.run_all(req, click.echo, lambda m: click.echo(m, err=True))
+    except (accept.BenchError, ValueError, TopologyError) as e:
         raise click.ClickException(str(e)) from None
     if dry_run:
         return
@@ -237,13 +229,13 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
               "client_cpu": client_cpu, "knobs": dataclasses.asdict(knobs),
               "argv": sys.argv[1:]}
     if as_json:
-        doc = AO.results_json(summaries, config)
+        doc = accept_output.results_json(summaries, config)
         doc["skipped"] = skipped
         click.echo(json.dumps(doc, indent=1))
     elif summaries:
         _echo_tables(summaries, use_rich=not plain)
     if plot and summaries:
-        AO.plot_shares(summaries, plot)
+        accept_output.plot_shares(summaries, plot)
         if not as_json:
             click.echo(f"plot: {plot}")
 
@@ -251,17 +243,17 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
 def _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
                     knobs, order, kill_first_at, reorder_every, pin, client_cpu,
                     topo, numa_map, as_json, plot, raw_dir, build_dir, cc,
-                    dry_run) -> "AR.Request":
-    """The options, checked (errors name the option) -> AR.Request."""
+                    dry_run) -> accept_run.Request:
+    """The options, checked (errors name the option) -> accept_run.Request."""
     if repetitions < 1:
-        raise A.BenchError(f"--repetitions must be >= 1, got {repetitions}")
-    if not 1 <= workers <= A.MAX_WORKERS:
-        raise A.BenchError(f"--workers must be 1..{A.MAX_WORKERS}, "
+        raise accept.BenchError(f"--repetitions must be >= 1, got {repetitions}")
+    if not 1 <= workers <= accept.MAX_WORKERS:
+        raise accept.BenchError(f"--workers must be 1..{accept.MAX_WORKERS}, "
                            f"got {workers}")
-    setups = A.unique_setups(setups or A.DEFAULT_SETUPS)
-    cfgs = [A.RunConfig(workers=workers, connections=connections,
+    setups = accept.unique_setups(setups or accept.DEFAULT_SETUPS)
+    cfgs = [accept.RunConfig(workers=workers, connections=connections,
                         spacing_ms=spacing_ms, work_ms=w,
-                        order=A.parse_order(order, workers),
+                        order=accept.parse_order(order, workers),
                         kill_first_at=kill_first_at,
                         reorder_every=reorder_every, pin=pin,
                         client_rotate=client_cpu == "rotate", knobs=knobs)
@@ -269,74 +261,71 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
     for c in cfgs:
         c.validate()
         for s in setups:
-            A.server_argv("acceptd", s, c)      # refuse before any run
+            accept.server_argv("acceptd", s, c)      # refuse before any run
     # An option no setup reads is refused.
     if topo is not None:
         if "ebpf-deal" not in setups:
-            raise A.BenchError("--topology is read only by --setup ebpf-deal")
-        from rxl.decide import topology as T
-        ebpf.pinned_cpus(workers, T.load(topo))
+            raise accept.BenchError("--topology is read only by --setup ebpf-deal")
+        ebpf.pinned_cpus(workers, topology.load(topo))
     if numa_map is not None:
         if "ebpf-numa-rr" not in setups:
-            raise A.BenchError("--numa-map is read only by --setup "
+            raise accept.BenchError("--numa-map is read only by --setup "
                                "ebpf-numa-rr")
         ebpf.parse_node_map(numa_map)
     if plot:
         # Fail before minutes of runs, not after them.
-        AO.check_plot_target(plot)
+        accept_output.check_plot_target(plot)
     if raw_dir:
-        A.check_dir(raw_dir, "--raw-dir", create=not dry_run)
-    bdir = Path(build_dir) if build_dir else A.default_build_dir()
+        accept.check_dir(raw_dir, "--raw-dir", create=not dry_run)
+    bdir = Path(build_dir) if build_dir else accept.default_build_dir()
     what = ("--build-dir" if build_dir else "build directory (from $RXL_BUILD_DIR)"
             if os.environ.get("RXL_BUILD_DIR") else "build directory")
-    A.check_dir(bdir, what, create=not dry_run)
-    return AR.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
-                      build_dir=bdir, cc=A.cc_words(cc),
+    accept.check_dir(bdir, what, create=not dry_run)
+    return accept_run.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
+                      build_dir=bdir, cc=accept.cc_words(cc),
                       raw_dir=Path(raw_dir) if raw_dir else None,
                       dry_run=dry_run, quiet=as_json, topology=topo,
                       numa_map=numa_map)
 
 
 @group("kcount")
-def kcount() -> None:
+def kcount_group() -> None:
     """Count a guest kernel's instructions, locks and atomics per call through QEMU's gdbstub."""
 
 
-@kcount.command()
+@kcount_group.command()
 @click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The kernel the guest booted (symbols).")
 @click.option("--port", default=1234, show_default=True, type=click.IntRange(1, 65535),
               help="QEMU -gdb tcp:127.0.0.1:PORT.")
 @click.option("--samples", default=40, show_default=True, type=click.IntRange(min=1), help="Calls to record.")
-@click.option("--outer", default=K.OUTER, show_default=True,
+@click.option("--outer", default=kcount.OUTER, show_default=True,
               help="Function to trace (kern_accept4: accept(2); tcp_input: a segment).")
-@click.option("--inner", multiple=True, default=K.INNER, show_default=True,
+@click.option("--inner", multiple=True, default=kcount.INNER, show_default=True,
               help="Functions whose frames are counted inside it (repeatable); "
                    "the outer's marks are added.")
 @click.option("--out", required=True, help="Trace file (JSON).")
 @click.option("--only-syn", is_flag=True,
               help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
 @click.option("--others-run", is_flag=True, help="Let the other vCPUs run while stepping.")
-@click.option("--limit", default=K.STEP_LIMIT, show_default=True, help="Steps per call at most.")
+@click.option("--limit", default=kcount.STEP_LIMIT, show_default=True, help="Steps per call at most.")
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
 def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if not Path(out).resolve().parent.is_dir():  # checked before gdb attaches
         raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
-    names = KR.record_names(outer, inner)
+    names = kcount.record_names(outer, inner)
     kw = dict(only_syn=only_syn, others_run=others_run, limit=limit)
     try:
         if dry_run:
-            click.echo("\n".join(KR.dry_run_lines(kernel, port, samples, outer, names, out, **kw)))
+            click.echo("\n".join(kcount.dry_run_lines(kernel, port, samples, outer, names, out, **kw)))
         else:
-            KR.record(kernel, port, samples, outer, names, out, **kw)
-    except K.KcountError as exc:
-        raise click.ClickException(str(exc))
+            kcount.record(kernel, port, samples, outer, names, out, **kw)
     except OSError as exc:  # nm or gdb missing (rxl doctor names their packages)
         raise click.ClickException(f"{exc.filename}: {exc.strerror}; see rxl doctor") from None
 
 
-@kcount.command()
+@kcount_group.command()
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True)
@@ -344,13 +333,10 @@ def analyze(traces, as_json):
     """Instructions (locks, atomics) per function over each trace's marked calls (-: stdin)."""
     rows = {}
     for t in traces:
-        try:
-            doc = K.load(t)
-            samples = K.samples_of(doc)
-        except K.KcountError as exc:
-            raise click.ClickException(str(exc))
-        for mark in K.MARKS.get(doc["outer"], (K.GROUP_MARK,)):
-            rows[f"{t} [{mark}]"] = K.summarize(samples, mark)
+        doc = kcount.load(t)
+        samples = kcount.samples_of(doc)
+        for mark in kcount.MARKS.get(doc["outer"], (kcount.GROUP_MARK,)):
+            rows[f"{t} [{mark}]"] = kcount.summarize(samples, mark)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -363,11 +349,11 @@ def analyze(traces, as_json):
                        f"max {st['max']:>5}  (n={st['n']})")
 
 
-@kcount.command()
+@kcount_group.command()
 @click.option("--trace", "traces", multiple=True, required=True, nargs=3,
               metavar="CASE VARIANT FILE",
-              help=f"A trace of CASE ({', '.join(K.CASES)}) on VARIANT "
-                   f"({', '.join(K.VARIANTS)}); repeatable.")
+              help=f"A trace of CASE ({', '.join(kcount.CASES)}) on VARIANT "
+                   f"({', '.join(kcount.VARIANTS)}); repeatable.")
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write the JSON here (default: stdout).")
 def table(traces, out):
@@ -378,18 +364,15 @@ def table(traces, out):
     """
     docs: dict = {}
     for case, variant, path in traces:
-        if case not in K.CASES:
-            raise UsageError(f"--trace: case {case!r}: one of {', '.join(K.CASES)}")
-        if variant not in K.VARIANTS:
-            raise UsageError(f"--trace: variant {variant!r}: one of {', '.join(K.VARIANTS)}")
+        if case not in kcount.CASES:
+            raise UsageError(f"--trace: case {case!r}: one of {', '.join(kcount.CASES)}")
+        if variant not in kcount.VARIANTS:
+            raise UsageError(f"--trace: variant {variant!r}: one of {', '.join(kcount.VARIANTS)}")
         try:
-            docs.setdefault((case, variant), []).append(K.load(path))
-        except (K.KcountError, OSError) as exc:
+            docs.setdefault((case, variant), []).append(kcount.load(path))
+        except (kcount.KcountError, OSError) as exc:
             raise click.ClickException(f"{path}: {exc}")
-    try:
-        ordered = K.table_doc(docs)
-    except K.KcountError as exc:
-        raise click.ClickException(str(exc))
+    ordered = kcount.table_doc(docs)
     text = json.dumps(ordered, indent=2) + "\n"
     if out:
         Path(out).write_text(text)
@@ -397,5 +380,88 @@ def table(traces, out):
         click.echo(text, nl=False)
 
 
-for _cmd in (lbsetsock.command(), kcount_sites.command(), kcount_sites.diff_command()):
-    kcount.add_command(_cmd)
+@kcount_group.command("sites")
+@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
+@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="The kernel the trace was recorded on (symbols).")
+@click.option("--mark", help="Which marked calls (default: the outer's first mark).")
+def sites_cmd(trace, kernel, mark):
+    """Atomics and locks per function in the median marked call of TRACE."""
+    doc = kcount.load(trace)
+    if doc.get("asm") is None:
+        raise kcount.KcountError("trace has no disassembly")
+    mark = mark or kcount.MARKS.get(doc["outer"], ("",))[0]
+    i = kcount.median_sample(doc, mark)
+    got = kcount.sites(doc["samples"][i], doc["asm"],
+                       kcount.symbolizer(kcount.kernel_symbols(kernel)))
+    click.echo(f"{trace}: sample {i + 1} (median of the calls entering {mark})")
+    for f, (a, lk) in got.items():
+        click.echo(f"  {f:36} atomics {a:3}  locks {lk:3}")
+    click.echo(f"  {'total':36} atomics {sum(a for a, _ in got.values()):3}  "
+               f"locks {sum(lk for _, lk in got.values()):3}")
+
+
+@kcount_group.command("diff")
+@click.argument("base", type=click.Path(exists=True, dir_okay=False))
+@click.argument("base_kernel", type=click.Path(exists=True, dir_okay=False))
+@click.argument("other", type=click.Path(exists=True, dir_okay=False))
+@click.argument("other_kernel", type=click.Path(exists=True, dir_okay=False))
+@click.option("--mark", help="Which marked calls (default: the outer's first mark).")
+@click.option("--top", default=25, show_default=True, help="Rows to print.")
+def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
+    """Per function, the median own instructions of the marked calls of
+    BASE (on BASE_KERNEL) and OTHER: the functions that differ."""
+    da, db = kcount.load(base), kcount.load(other)
+    mark = mark or kcount.MARKS.get(da["outer"], ("",))[0]
+    a = kcount.self_counts(da, mark, kcount.symbolizer(kcount.kernel_symbols(base_kernel)))
+    b = kcount.self_counts(db, mark, kcount.symbolizer(kcount.kernel_symbols(other_kernel)))
+    rows = kcount.self_diff(a, b)
+    click.echo(f"{'function':36} {'base':>7} {'other':>7} {'delta':>7}  ({mark})")
+    for f, x, y in rows[:top]:
+        click.echo(f"{f:36} {x:7} {y:7} {y - x:+7}")
+    click.echo(f"{'sum of the medians':36} {sum(a.values()):7} {sum(b.values()):7} "
+               f"{sum(b.values()) - sum(a.values()):+7}")
+
+
+@kcount_group.command("setsockopt")
+@click.option("--kernel", required=True, help="The series' kernel to boot.")
+@click.option("--src", required=True, help="FreeBSD tree whose world the root takes.")
+@click.option("--objdir", required=True, help="MAKEOBJDIRPREFIX of that world.")
+@click.option("--out", required=True, help="Directory for the binary, root and log.")
+@click.option("--calls", default=lbsetsock.CALLS, show_default=True,
+              type=click.IntRange(1, 2**31 - 1), help="setsockopt calls.")
+@click.option("--members", default=lbsetsock.MEMBERS, show_default=True,
+              type=click.IntRange(1, lbsetsock.MEMBERS), help="Group members.")
+@click.option("--rounds", default=2000, show_default=True,
+              type=click.IntRange(1, lbsetsock.MAX_ROUNDS),
+              help="Idle bystander connect+accept rounds, over all blocks.")
+@click.option("--blocks", default=10, show_default=True,
+              type=click.IntRange(1, lbsetsock.MAX_ROUNDS),
+              help="Blocks of idle, control and loop, interleaved.")
+@click.option("--tunable", "tunables", multiple=True, metavar="NAME=VALUE",
+              help="Loader tunable for the boot (repeatable), e.g. "
+                   "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
+@click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
+def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, tunables, dry_run):
+    """Issue 10: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
+    MEMBERS group: rebuilds (target 0) and a bystander's connect+accept
+    latency against idle (target <= 1.2x). Hold /work/build.lock around it."""
+    if not 1 <= blocks <= min(rounds, calls):
+        raise click.BadParameter("must be from 1 to min(--rounds, --calls)",
+                                 param_hint="--blocks")
+    args = ["-n", str(members), "-c", str(calls), "-r", str(rounds), "-P", str(blocks)]
+    try:
+        tun = dict(name_values(tunables, "--tunable"))
+    except LearnUsage as exc:
+        raise click.BadParameter(str(exc), param_hint="--tunable")
+    v = lbsetsock.run(kernel, src, objdir, out, args, tunables=tun, dry_run=dry_run,
+                      echo=click.echo)
+    if v:
+        click.echo(json.dumps(v, indent=2))
+        click.echo(f"rebuilds {v['rebuilds']} (target 0): "
+                   f"{'met' if v['rebuilds_ok'] else 'NOT met'}; latency "
+                   f"{v['ratio']}x idle (target <= {lbsetsock.MAX_RATIO}x): "
+                   f"{'met' if v['ratio_ok'] else 'NOT met'}")
+        if "loop_vs_control" in v:
+            click.echo(f"control loop (SO_SNDBUF): {v['control_ratio']}x idle; "
+                       f"the series' loop is {v['loop_vs_control']}x the control")

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.bench import ebpf_host
-from rxl.errors import HostError
-from rxl.decide import distance, model, topology
+from rxl.decide import core, distance, model, topology
 from rxl.decide.topology import Topology, TopologyError
+from rxl.errors import HostError
 
 HERE = Path(__file__).parent
 BPF_SOURCE = HERE / "reuseport_sel.bpf.c"
@@ -241,7 +241,6 @@ def deal_lines(topo: Topology, cpus: Sequence[int], deal_fn=None) \
     if max(cpus) >= MAX_CPUS:
         raise ValueError(f"CPU {max(cpus)} past the map's {MAX_CPUS}")
     if deal_fn is None:
-        from rxl.decide import core
         deal_fn = core.deal
     d = deal_fn(topo, [model.Tag(c) for c in cpus], {})
     if d is None:

@@ -15,9 +15,11 @@ before every 64-bit ``lock cmpxchg``, and the current thread, from which
 :mod:`rxl.bench.kcount_ops` counts lock acquisitions and atomics (its docstring
 defines both).
 
-Three halves:
+Four parts:
 
-* ``record`` (runs gdb; ``--dry-run`` prints its argv) writes a JSON trace
+* ``record`` (:func:`record`: ``nm -P`` for the entries, then gdb with
+  :data:`rxl.bench.kcount_gdb.GDB_SCRIPT`; ``--dry-run`` prints its argv,
+  :func:`dry_run_lines`) writes a JSON trace
   file: ``{"kernel", "outer", "entries": {name: address}, "asm": {address:
   text}, "samples": [{"pc": [...], "sp": [...], "cas": [[step, rax, src],
   ...], "curthread": N}]}``;
@@ -26,9 +28,15 @@ Three halves:
   the instructions from its entry up to and including its ``ret``, callees
   included (a function the compiler inlined is never entered and counts
   nothing), and locks and atomics per invocation of the outer function;
-* ``table`` (pure, :func:`case_value`, :func:`handshake_value`) writes issue 10's
+* ``table`` (pure, :func:`case_value`, :func:`handshake_value`) writes
   ``docs/results/kcount-accept.json`` from traces named per case and
-  kernel.
+  kernel;
+* ``sites`` and ``diff`` (:func:`sites`, :func:`self_counts`): in which
+  functions a traced call's locks and atomics are (:func:`symbolizer` maps a
+  pc to the kernel text symbol holding it; an inlined lock counts in the
+  function it was inlined into), and which functions' own instruction counts
+  differ between two traces, so a pristine and a patched trace can be
+  compared function by function.
 
 Which invocations count is decided by a *mark*, a function the invocation
 must enter (:data:`MARKS`): a lookup that reached a listening group
@@ -46,15 +54,20 @@ Usage (``rxl kcount`` is the same as ``python -m rxl.bench.kcount``)::
 
 from __future__ import annotations
 
+import bisect
 import json
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from rxl.errors import DataError
 from rxl.bench import kcount_gdb, kcount_ops
+from rxl.errors import DataError
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -88,9 +101,6 @@ VARIANTS = ("pristine", "patched", "patched-old")
 
 _MASK = (1 << 64) - 1
 
-#: The gdb side (rxl.bench.kcount_gdb), re-exported for record.
-GDB_CAS_SRC, GDB_SCRIPT = kcount_gdb.GDB_CAS_SRC, kcount_gdb.GDB_SCRIPT
-GDB_SYN = kcount_gdb.GDB_SYN
 
 
 class KcountError(DataError):
@@ -361,7 +371,7 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
 
     ``kernel``: the booted kernel file; ``entries``: ``{function:
     address}``, ``outer`` among them; ``remote``: ``HOST:PORT`` of QEMU's
-    gdbstub; ``script``: a file holding :data:`GDB_SCRIPT`; ``only_syn``:
+    gdbstub; ``script``: a file holding :data:`rxl.bench.kcount_gdb.GDB_SCRIPT`; ``only_syn``:
     step only the segments with SYN set and ACK clear (``outer`` must be
     ``tcp_input``, whose arguments the filter reads); ``others_run``: let
     the other vCPUs run while one is stepped (gdb's ``scheduler-locking
@@ -387,6 +397,134 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
             + ["-x", script])
 
 
+def record_names(outer: str, inner: Sequence[str]) -> List[str]:
+    """``outer`` first, then ``inner`` and the outer's marks, each once."""
+    return [outer] + [n for n in dict.fromkeys(list(inner) + list(MARKS.get(outer, ())))
+                      if n != outer]
+
+
+def dry_run_lines(kernel: str, port: int, samples: int, outer: str, names: Sequence[str],
+                  out: str, only_syn: bool = False, **kw) -> List[str]:
+    """The nm and gdb command lines :func:`record` would run (addresses shown as 0)."""
+    script = str(Path(tempfile.gettempdir()) / "rxl-kcount-XXXXXX.py")
+    return [shlex.join(["nm", "-P", kernel]),
+            f"# {script}: rxl.bench.kcount_gdb.GDB_SCRIPT; <addresses> from nm",
+            shlex.join(gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()),
+                                  script, samples=samples, outer=outer,
+                                  entries={n: 0 for n in names}, only_syn=only_syn,
+                                  **kw))]
+
+
+def record(kernel: str, port: int, samples: int, outer: str, names: Sequence[str],
+           out: str, only_syn: bool = False, **kw) -> None:
+    """Record ``samples`` invocations of ``outer`` into ``out`` (JSON).
+
+    ``only_syn``: step only SYN segments; ``kw``: ``limit``, ``others_run``
+    (:func:`gdb_argv`).
+    Raises KcountError when nm fails, a name is not in the kernel, or gdb
+    exits non-zero or leaves no trace.
+    """
+    r = subprocess.run(["nm", "-P", kernel], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise KcountError(f"nm -P {kernel} failed: {r.stderr.strip()}")
+    entries = symbol_addresses(r.stdout, names, kcount_ops.RM_READ_ENTRIES)
+    with tempfile.NamedTemporaryFile("w", prefix="rxl-kcount-", suffix=".py") as f:
+        f.write(kcount_gdb.GDB_SCRIPT)
+        f.flush()
+        argv = gdb_argv(kernel, f"127.0.0.1:{port}", str(Path(out).resolve()), f.name,
+                          samples=samples, outer=outer, entries=entries,
+                          only_syn=only_syn, **kw)
+        r = subprocess.run(argv)
+    if r.returncode != 0 or not Path(out).is_file():
+        raise KcountError(f"gdb exited {r.returncode}; no trace in {out}")
+
+
+def symbolizer(nm_output: str) -> Callable[[int], str]:
+    """A function mapping a pc to the name of the text symbol holding it,
+    from ``nm -P`` output. Pure.
+
+    Only text symbols (``T``/``t``/``W``/``w``) count; a pc below the
+    first one maps to ``"?"``.  Of two symbols at one address the first
+    listed wins.
+    """
+    syms: Dict[int, str] = {}
+    for line in nm_output.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[1] in "TtWw":
+            try:
+                syms.setdefault(int(f[2], 16), f[0])
+            except ValueError:
+                continue
+    addrs = sorted(syms)
+
+    def name(pc: int) -> str:
+        i = bisect.bisect_right(addrs, pc) - 1
+        return syms[addrs[i]] if i >= 0 else "?"
+
+    return name
+
+
+def sites(sample: dict, asm: Dict[int, str], name: Callable[[int], str]) -> Dict[str, Tuple[int, int]]:
+    """``{function: (atomics, locks)}`` of one recorded invocation.
+
+    ``sample``: a trace sample (``pc``, ``cas``, ``curthread``); ``asm``:
+    the trace's parsed disassembly. rmlock reads are not listed (they take
+    no atomic; see kcount_ops). Raises KeyError for a pc without
+    disassembly.
+    """
+    pcs = [int(p) & ((1 << 64) - 1) for p in sample["pc"]]
+    atom: Counter = Counter(name(pc) for pc in pcs if kcount_ops.is_atomic(asm[pc]))
+    lock: Counter = Counter()
+    td = sample.get("curthread")
+    for step, rax, src in kcount_ops.parse_cas(sample.get("cas")):
+        if kcount_ops.acquisition(rax, src, None if td is None else int(td)):
+            lock[name(pcs[step])] += 1
+    return {f: (atom[f], lock[f]) for f in sorted(set(atom) | set(lock))}
+
+
+def self_counts(doc: dict, mark: str, name: Callable[[int], str]) -> Dict[str, int]:
+    """``{function: instructions}``: per function, the low median over the
+    complete samples that entered ``mark`` of the instructions executed
+    with the pc inside that function (its own, callees not included; a
+    sample that never ran it counts 0). Raises KcountError if no sample
+    entered ``mark``."""
+    samples = samples_of(doc)
+    idx = [i for i, s in enumerate(samples) if s.complete and mark in s.marks]
+    if not idx:
+        raise KcountError(f"no complete sample entered {mark}")
+    per = [Counter(name(int(p) & ((1 << 64) - 1)) for p in doc["samples"][i]["pc"])
+           for i in idx]
+    funcs = set().union(*per)
+    return {f: statistics.median_low([c.get(f, 0) for c in per]) for f in sorted(funcs)}
+
+
+def self_diff(a: Dict[str, int], b: Dict[str, int]) -> List[Tuple[str, int, int]]:
+    """``(function, a, b)`` for every function whose count differs, largest
+    difference first (ties by name). Pure."""
+    rows = [(f, a.get(f, 0), b.get(f, 0)) for f in set(a) | set(b)
+            if a.get(f, 0) != b.get(f, 0)]
+    return sorted(rows, key=lambda r: (-abs(r[2] - r[1]), r[0]))
+
+
+def median_sample(doc: dict, mark: str) -> int:
+    """Index of the complete sample that entered ``mark`` whose instruction
+    count is the low median of those samples. Raises KcountError if none."""
+    samples = samples_of(doc)
+    idx = [i for i, s in enumerate(samples) if s.complete and mark in s.marks]
+    if not idx:
+        raise KcountError(f"no complete sample entered {mark}")
+    med = statistics.median_low([samples[i].total for i in idx])
+    return next(i for i in idx if samples[i].total == med)
+
+
+def kernel_symbols(kernel: str) -> str:
+    """``nm -P`` of ``kernel`` (what :func:`symbolizer` reads). Raises KcountError."""
+    r = subprocess.run(["nm", "-P", kernel], capture_output=True, text=True)
+    if r.returncode:
+        raise KcountError(f"nm -P {kernel}: {r.stderr.strip()}")
+    return r.stdout
+
+
 if __name__ == "__main__":  # pragma: no cover
-    from rxl.bench.cli import kcount
-    sys.exit(kcount())
+    from rxl.bench.cli import kcount_group  # the command line imports this module
+    sys.exit(kcount_group())

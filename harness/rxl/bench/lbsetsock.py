@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 from rxl.errors import DataError
+from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
+from rxl.tree import world as tree_world
 
 #: Issue 10's numbers: calls, members (INPCBLBGROUP_SIZMAX in
 #: sys/netinet/in_pcb.h is 256 too), rebuilds allowed, latency ratio.
@@ -181,22 +184,16 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     Raises LbsetError for a missing file, a failed compile or boot, or as
     :func:`verdict`.
     """
-    import subprocess
-
-    from rxl.guest import console as console_mod
-    from rxl.guest import image as image_mod
-    from rxl.guest import qemu as qemu_mod
-    from rxl.tree import world as world_mod
 
     outp = Path(out).resolve()
-    wout = world_mod.world_outputs(src, objdir)
+    wout = tree_world.world_outputs(src, objdir)
     binary, root, log = outp / "lbsetsock", outp / "root", outp / "console.log"
     cc = cc_argv(str(binary), str(wout.sysroot))
-    cfg = qemu_mod.GuestConfig(root_dir=str(root))
-    fw = qemu_mod.find_ovmf()
+    cfg = qemu.GuestConfig(root_dir=str(root))
+    fw = qemu.find_ovmf()
     try:
-        argv = qemu_mod.build_argv(cfg, firmware=fw or "OVMF_CODE.fd")
-    except qemu_mod.QemuConfigError as exc:
+        argv = qemu.build_argv(cfg, firmware=fw or "OVMF_CODE.fd")
+    except qemu.QemuConfigError as exc:
         raise LbsetError(f"qemu: {exc}") from None
     if dry_run:
         echo(shlex.join(cc))
@@ -218,75 +215,22 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
         raise LbsetError(f"cc exited {p.returncode}: {(p.stderr or p.stdout).strip()[:300]}")
     progs = {g: str(pth) for g, pth in wout.programs.items()}
     try:
-        libs = image_mod.resolve_libs([pth for g, pth in progs.items()
+        libs = image.resolve_libs([pth for g, pth in progs.items()
                                        if g != "/libexec/ld-elf.so.1"], str(wout.sysroot))
-        acts = image_mod.plan_root(loader_efi=str(wout.loader_efi), kernel=kernel,
+        acts = image.plan_root(loader_efi=str(wout.loader_efi), kernel=kernel,
                                    programs=progs, libs=libs, tests={GUEST_BIN: str(binary)},
-                                   loader_rc=image_mod.render_loader_rc(tunables or {}),
+                                   loader_rc=image.render_loader_rc(tunables or {}),
                                    rc=render_rc(args))
-        image_mod.stage_root(str(root), acts)
-    except (image_mod.ImageError, ValueError, OSError) as exc:
+        image.stage_root(str(root), acts)
+    except (image.ImageError, ValueError, OSError) as exc:
         raise LbsetError(f"image: {exc}") from None
     echo(f"boot: {shlex.join(argv)}\n  console {log}")
     try:
-        console_mod.watch(console_mod.SerialTransport(argv), str(log), echo=echo,
+        console.watch(console.SerialTransport(argv), str(log), echo=echo,
                           total_timeout=3600, idle_timeout=1900)
-    except console_mod.GuestError as exc:
+    except console.GuestError as exc:
         raise LbsetError(f"guest {exc.kind}: {exc}") from None
     res = parse(log.read_text(errors="replace").splitlines())
     v = verdict(res)
     (outp / "result.json").write_text(json.dumps({"parsed": res, "verdict": v}, indent=2))
     return v
-
-
-def command():
-    """The click command ``rxl kcount setsockopt`` (built here, added in rxl.bench.cli)."""
-    import click
-
-    @click.command("setsockopt")
-    @click.option("--kernel", required=True, help="The series' kernel to boot.")
-    @click.option("--src", required=True, help="FreeBSD tree whose world the root takes.")
-    @click.option("--objdir", required=True, help="MAKEOBJDIRPREFIX of that world.")
-    @click.option("--out", required=True, help="Directory for the binary, root and log.")
-    @click.option("--calls", default=CALLS, show_default=True, type=click.IntRange(1, 2**31 - 1),
-                  help="setsockopt calls.")
-    @click.option("--members", default=MEMBERS, show_default=True,
-                  type=click.IntRange(1, MEMBERS), help="Group members.")
-    @click.option("--rounds", default=2000, show_default=True, type=click.IntRange(1, MAX_ROUNDS),
-                  help="Idle bystander connect+accept rounds, over all blocks.")
-    @click.option("--blocks", default=10, show_default=True, type=click.IntRange(1, MAX_ROUNDS),
-                  help="Blocks of idle, control and loop, interleaved.")
-    @click.option("--tunable", "tunables", multiple=True, metavar="NAME=VALUE",
-                  help="Loader tunable for the boot (repeatable), e.g. "
-                       "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
-    @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
-    def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, tunables,
-                   dry_run):
-        """Issue 10: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
-        MEMBERS group: rebuilds (target 0) and a bystander's connect+accept
-        latency against idle (target <= 1.2x). Hold /work/build.lock around it."""
-        if not 1 <= blocks <= min(rounds, calls):
-            raise click.BadParameter("must be from 1 to min(--rounds, --calls)",
-                                     param_hint="--blocks")
-        args = ["-n", str(members), "-c", str(calls), "-r", str(rounds), "-P", str(blocks)]
-        from rxl.learn.request import LearnUsage, name_values
-        try:
-            tun = dict(name_values(tunables, "--tunable"))
-        except LearnUsage as exc:
-            raise click.BadParameter(str(exc), param_hint="--tunable")
-        try:
-            v = run(kernel, src, objdir, out, args, tunables=tun, dry_run=dry_run,
-                    echo=click.echo)
-        except LbsetError as exc:
-            raise click.ClickException(str(exc))
-        if v:
-            click.echo(json.dumps(v, indent=2))
-            click.echo(f"rebuilds {v['rebuilds']} (target 0): "
-                       f"{'met' if v['rebuilds_ok'] else 'NOT met'}; latency "
-                       f"{v['ratio']}x idle (target <= {MAX_RATIO}x): "
-                       f"{'met' if v['ratio_ok'] else 'NOT met'}")
-            if "loop_vs_control" in v:
-                click.echo(f"control loop (SO_SNDBUF): {v['control_ratio']}x idle; "
-                           f"the series' loop is {v['loop_vs_control']}x the control")
-
-    return setsockopt

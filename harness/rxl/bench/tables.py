@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from typing import List, Optional, Sequence
 
-from . import dispersion
+from rxl.bench import dispersion
 
 #: Above this many workers a per-rank list is summarised, not printed.
 WIDE = 16

@@ -7,10 +7,10 @@ whose error surface is :mod:`rxl.cli.surface`'s.
 
 import click
 
-from rxl.bench.cli import bench, kcount
+from rxl.bench.cli import bench, kcount_group
 from rxl.cli.surface import Group
 from rxl.decide.cli import deal, outcomes_cmd, spread
-from rxl.guest.cli import guest, targets, vm
+from rxl.guest.cli import guest, targets_cmd, vm
 from rxl.host.cli import doctor_cmd
 from rxl.learn.cli import learn
 from rxl.tree.cli import build, series
@@ -30,9 +30,9 @@ def main():
 
 for _command in (deal, spread, outcomes_cmd,   # decide
                  series, build,                # tree
-                 vm, targets, guest,           # guest
+                 vm, targets_cmd, guest,       # guest
                  run, parse_cmd, inspect_cmd,  # verify
                  learn,                        # learn
-                 bench, kcount,                # bench
+                 bench, kcount_group,          # bench
                  doctor_cmd):                  # host
     main.add_command(_command)

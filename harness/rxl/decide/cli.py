@@ -14,12 +14,10 @@ from typing import Dict, List, Optional
 
 import click
 
-from rxl.cli.surface import command, group
-from rxl.errors import UsageError
-
-from rxl.decide import core, distance, model, outcomes, topology
-from rxl.decide import report as R
+from rxl.cli.surface import command
+from rxl.decide import core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import Topology, TopologyError
+from rxl.errors import UsageError
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -112,8 +110,8 @@ def deal(topo_spec, members, counts, impl, as_json):
                                  f"group at {LBGROUP_MAX} (INPCBLBGROUP_SIZMAX)",
                                  param_hint="'--members'")
     d = _impl(impl).deal(topo, tags, parse_counts(counts, topo))
-    doc = R.deal_doc(topo, tags, d)
-    _emit(as_json, doc, R.deal_text(doc))
+    doc = report.deal_doc(topo, tags, d)
+    _emit(as_json, doc, report.deal_text(doc))
 
 
 @command()
@@ -153,8 +151,8 @@ def spread(topo_spec, intr_cpus, queues, domain, mode, no_spread, impl,
     if no_spread:
         mode = model.SPREAD_OFF
     order = _impl(impl).spread_order(topo, eligible, local, mode)
-    doc = R.spread_doc(topo, order, queues, mode=mode)
-    _emit(as_json, doc, R.spread_text(doc))
+    doc = report.spread_doc(topo, order, queues, mode=mode)
+    _emit(as_json, doc, report.spread_text(doc))
 
 
 @command(name="outcomes")
@@ -200,5 +198,5 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     except ValueError:
         raise TopologyError(f"malformed --cost-ladder {cost_ladder!r}")
     ladder = distance.ladder(costs)
-    doc = R.outcomes_doc(topo, wl, rx, policy or outcomes.POLICIES, ladder, _impl(impl).deal)
-    _emit(as_json, doc, R.outcomes_text(doc))
+    doc = report.outcomes_doc(topo, wl, rx, policy or outcomes.POLICIES, ladder, _impl(impl).deal)
+    _emit(as_json, doc, report.outcomes_text(doc))

@@ -24,9 +24,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cffi
 
-from rxl.errors import HostError
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
+from rxl.errors import HostError
 
 ROOT = Path(__file__).resolve().parents[3]
 

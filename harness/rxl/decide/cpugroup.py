@@ -15,7 +15,6 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from rxl.errors import DataError
 
-
 # Cache levels and flags: sys/sys/smp.h (FreeBSD 14.0).
 CG_SHARE_NONE = 0
 CG_SHARE_L1 = 1

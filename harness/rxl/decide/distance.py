@@ -28,9 +28,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple
 
-from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_THREAD, CG_SHARE_L1,
-                                 CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
-                                 Group, Topology)
+from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_THREAD, CG_SHARE_L1, CG_SHARE_L2,
+                                 CG_SHARE_L3, CG_SHARE_NONE, Group, Topology)
 
 DISTANCES = ("exact", "smt", "l3", "node", "far", "remote")
 CLASSES = DISTANCES + ("any",)

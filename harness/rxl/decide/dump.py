@@ -34,8 +34,7 @@ from typing import List, Optional, Tuple
 from xml.parsers import expat
 
 from rxl.decide import cpugroup
-from rxl.decide.cpugroup import (CPU_MAXSIZE, MAX_DEPTH, Group, Topology,
-                                 TopologyError)
+from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
 
 #: Flag names the kernel prints (sys/kern/sched_ule.c) and their CG_FLAG_*
 #: bits (sys/sys/smp.h).  THREAD is printed for HTT or SMT groups; on its

@@ -29,6 +29,7 @@ build, or a finding.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -41,8 +42,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from . import core
-
+from rxl.decide import core
 from rxl.errors import HostError
 
 #: The targets, one C file each under tests/fuzz/.
@@ -266,7 +266,6 @@ def record(path: Path, results: Dict[str, Dict[str, object]]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m rxl.decide.fuzz build|run|replay|merge|case [--seconds S] [--runs N] [--record FILE]
     [--skip-missing] [--dry-run] [TARGET...]``."""
-    import argparse
 
     ap = argparse.ArgumentParser(prog="python -m rxl.decide.fuzz")
     ap.add_argument("action", choices=("build", "run", "replay", "merge", "case"))

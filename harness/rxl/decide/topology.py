@@ -28,9 +28,8 @@ import re
 from typing import Dict, Iterable, List, Tuple
 
 from rxl.decide import distance, dump
-from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3,
-                                  CG_SHARE_NONE, CPU_MAXSIZE, Group, Topology,
-                                  TopologyError, cpu_ranges)
+from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
+                                 CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
 
 
 def regular(name: str, l3_groups: int, cores: int, threads: int,

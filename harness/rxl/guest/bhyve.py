@@ -27,6 +27,7 @@ What bhyve can and cannot show of the series:
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
@@ -156,7 +157,6 @@ def teardown_commands(cfg: VMConfig) -> List[List[str]]:
 
 def describe(cfg: VMConfig, argv: Sequence[str], numa_note: Optional[str] = None) -> str:
     """Text printed by ``rxl vm``: the commands and what the guest can show."""
-    import shlex
     lines = ["# UNTESTED ON HARDWARE: built from bhyve(8), never run by rxl's authors.",
              "# as root on a FreeBSD host:"]
     lines += [shlex.join(c) for c in setup_commands(cfg)]

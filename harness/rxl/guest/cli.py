@@ -16,12 +16,10 @@ import click
 from rxl import paths
 from rxl.cli.surface import command, group
 from rxl.errors import RxlError
-from rxl.guest import sshkeys
+from rxl.guest import bhyve, sshkeys, targets
 from rxl.guest import up as guest_up
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
-from rxl.guest import bhyve as bhyve_mod
-from rxl.guest import targets as targets_mod
 
 
 @command("vm")
@@ -35,12 +33,12 @@ from rxl.guest import targets as targets_mod
 @click.option("--threads", default=2, show_default=True, type=click.IntRange(1, 8),
               help="Threads per core.")
 @click.option("--numa-nodes", default=0, show_default=True,
-              type=click.IntRange(0, bhyve_mod.MAX_NUMA_DOMAINS),
+              type=click.IntRange(0, bhyve.MAX_NUMA_DOMAINS),
               help="NUMA domains (needs a bhyve with -n; not FreeBSD 14's).")
 @click.option("--memory", "memory_mib", default=2048, show_default=True,
               type=click.IntRange(128, 16 * 1024 * 1024), help="MiB.")
 @click.option("--tap", default="tap0", show_default=True, help="Host tap interface.")
-@click.option("--firmware", default=bhyve_mod.DEFAULT_FIRMWARE, show_default=True,
+@click.option("--firmware", default=bhyve.DEFAULT_FIRMWARE, show_default=True,
               help="UEFI firmware (edk2-bhyve package).")
 @click.option("--start", is_flag=True, help="Run it (FreeBSD host, as root); default: print.")
 def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmware, start):
@@ -55,27 +53,27 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     if shutil.which("bhyve"):
         p = subprocess.run(["bhyve", "-h"], capture_output=True, text=True)
         usage = p.stdout + p.stderr
-        numa_ok = bhyve_mod.supports_numa(usage)
-    cfg = bhyve_mod.VMConfig(image=image, name=name, sockets=sockets, cores=cores,
+        numa_ok = bhyve.supports_numa(usage)
+    cfg = bhyve.VMConfig(image=image, name=name, sockets=sockets, cores=cores,
                              threads=threads, numa_nodes=numa_nodes, memory_mib=memory_mib,
                              tap=tap, firmware=firmware)
     try:
-        argv = bhyve_mod.build_argv(cfg, numa_supported=numa_ok or (not usage and not start))
-    except bhyve_mod.BhyveConfigError as exc:
+        argv = bhyve.build_argv(cfg, numa_supported=numa_ok or (not usage and not start))
+    except bhyve.BhyveConfigError as exc:
         raise click.BadParameter(str(exc)) from None
     note = None if usage else "no bhyve on this host: -n (NUMA) support not checked"
     if not start:
-        click.echo(bhyve_mod.describe(cfg, argv, note))
+        click.echo(bhyve.describe(cfg, argv, note))
         return
     if platform.system() != "FreeBSD" or not usage:
         raise click.ClickException("--start needs a FreeBSD host with bhyve (this is "
                                    f"{platform.system()}); drop --start to print the commands")
-    for cmd in bhyve_mod.setup_commands(cfg):
+    for cmd in bhyve.setup_commands(cfg):
         click.echo(f"running: {shlex.join(cmd)}", err=True)
         subprocess.run(cmd)  # kldload -n / an existing tap: not errors
     click.echo(f"running: {shlex.join(argv)}", err=True)
     rc = subprocess.run(argv).returncode
-    for cmd in bhyve_mod.teardown_commands(cfg):
+    for cmd in bhyve.teardown_commands(cfg):
         subprocess.run(cmd)
     sys.exit(rc)
 
@@ -86,7 +84,7 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
 @click.option("--key", "show_key", is_flag=True,
               help="Print the harness's public key (made if absent) for a target's "
                    "authorized_keys, and how to let root log in with it; then stop.")
-def targets(path, show_key):
+def targets_cmd(path, show_key):
     """Check the targets file (every mistake, one line each) and list its targets."""
     if show_key:
         key = sshkeys.harness_key()
@@ -97,8 +95,8 @@ def targets(path, show_key):
                    err=True)
         return
     try:
-        ts = targets_mod.load(path)
-    except targets_mod.TargetsError as exc:
+        ts = targets.load(path)
+    except targets.TargetsError as exc:
         for line in exc.errors:
             click.echo(line, err=True)
         sys.exit(1)

@@ -19,10 +19,13 @@ The log is always kept: it is what ``rxl parse`` re-reads.
 
 from __future__ import annotations
 
+import termios
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence
+
+import pexpect
 
 from rxl.errors import MachineError
 from rxl.guest.protocol import MARK, PANIC_PATTERNS
@@ -90,7 +93,6 @@ class Transport:
 
 def _no_onlcr() -> None:
     """In the child, before exec: no newline translation on the pty (stdin is it)."""
-    import termios
     attrs = termios.tcgetattr(0)
     attrs[1] &= ~termios.ONLCR
     termios.tcsetattr(0, termios.TCSANOW, attrs)
@@ -114,7 +116,6 @@ class SerialTransport(Transport):
         self.proc = None  # pexpect.spawn
 
     def start(self) -> None:
-        import pexpect
         try:
             self.proc = pexpect.spawn(self.argv[0], self.argv[1:], env=self.env, echo=False,
                                       timeout=None, maxread=65536, preexec_fn=_no_onlcr)
@@ -123,7 +124,6 @@ class SerialTransport(Transport):
                                     "(apt-get install -y qemu-system-x86)") from None
 
     def read(self, timeout: float) -> Optional[bytes]:
-        import pexpect
         assert self.proc is not None
         try:
             return self.proc.read_nonblocking(65536, timeout=max(timeout, 0.0))

@@ -53,7 +53,8 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl.errors import DataError, MachineError
-from rxl.guest.sshkeys import RecordPolicy, fingerprint, harness_key, key_from_line, load_key, ssh_dir
+from rxl.guest.sshkeys import (RecordPolicy, fingerprint, harness_key, key_from_line, load_key,
+                               ssh_dir)
 
 #: Seconds for the TCP connect, the SSH banner and authentication.
 DEFAULT_CONNECT_TIMEOUT = 10.0

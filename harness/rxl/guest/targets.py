@@ -36,12 +36,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
-from rxl.errors import DataError
+import yaml
+
 from rxl import paths
+from rxl.errors import DataError
 from rxl.guest import qemu
-from rxl.guest.yamlfile import read_yaml
+from rxl.guest.qemu import NIC_MODELS
+from rxl.guest.ssh import SSHTarget, parse_url
 
 KINDS = ("qemu", "bhyve", "box")
 #: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
@@ -125,7 +128,6 @@ class Target:
 
     def ssh_target(self):
         """The rxl.guest.ssh.SSHTarget of a bhyve/box target. ValueError for ``qemu``."""
-        from rxl.guest.ssh import SSHTarget
         if self.kind == "qemu":
             raise ValueError(f"{self.name}: the own guest has no fixed address; "
                              "rxl guest up prints it")
@@ -167,7 +169,6 @@ def _is_int(v: Any) -> bool:
 
 
 def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Shape]:
-    from rxl.guest.qemu import NIC_MODELS
     vals = dict(DEFAULT_SHAPE)
     bad = False
     for k in SHAPE_FIELDS:
@@ -316,6 +317,46 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
     return out
 
 
+def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]) -> Any:
+    """``text`` (the contents of ``path``) as YAML, safe types only.
+
+    A key given twice in one mapping, which PyYAML would settle silently by
+    keeping the last, raises ``error(lines, path)``, one line per such key
+    (``PATH: line N: 'KEY' given again (first on line M); ...``). Raises
+    yaml.YAMLError for text that is not YAML.
+    """
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that records duplicated mapping keys."""
+
+    dups: List[str] = []
+
+    def mapping(loader, node, deep=False):
+        seen: Dict[Any, int] = {}
+        for knode, _ in node.value:
+            key = loader.construct_object(knode, deep=True)
+            line = knode.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the constructor below says so
+                continue
+            if first is None:
+                seen[key] = line
+            else:
+                dups.append(f"{path}: line {line}: {key!r} given again (first on line "
+                            f"{first}); only one may be there")
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    loader = Loader(text)
+    try:
+        doc = loader.get_single_data()
+    finally:
+        loader.dispose()
+    if dups:
+        raise error(dups, path)
+    return doc
+
+
 def load(path: Optional[str] = None) -> Targets:
     """Read and validate the targets file (default :func:`default_path`).
 
@@ -324,7 +365,6 @@ def load(path: Optional[str] = None) -> Targets:
     nested past Python's recursion limit) or invalid contents raise
     TargetsError.
     """
-    import yaml
     p = Path(path) if path else default_path()
     if p.is_dir():
         raise TargetsError([f"{p}: is a directory, not a targets file"])
@@ -364,7 +404,6 @@ def resolve(spec: str, path: Optional[str] = None) -> Target:
     ValueError: the URL itself is malformed, a usage error), TargetsError (the
     targets file has mistakes) or KeyError (no such name), each one line."""
     if spec.startswith("ssh://"):
-        from rxl.guest.ssh import parse_url
         t = parse_url(spec)
         return Target(spec, "box", host=t.host, port=t.port, user=t.user)
     if "@" in spec or "://" in spec:

@@ -35,9 +35,6 @@ printed as MET/MISS (measured, not asserted).
 
 from __future__ import annotations
 
-from rxl.cli.surface import command, group
-from rxl import paths
-
 import json
 import sys
 from pathlib import Path
@@ -45,31 +42,30 @@ from typing import Optional, Sequence
 
 import click
 
+from rxl import paths
 from rxl.cli.options import FiniteFloat, check_input
+from rxl.cli.surface import command
 from rxl.errors import UsageError
-from rxl.learn import groups as G
-from rxl.learn import metrics as M
-from rxl.learn import plan as L
-from rxl.learn import session as S
-from rxl.learn.job import analyze_log
+from rxl.learn import groups, metrics, plan, request, session
+from rxl.learn.metrics import analyze_log
 
 DEFAULT_GUEST_DIR = paths.GUEST_LEARN
 
 
 def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     """Print (and save under ``out``) the table or JSON; return the exit status."""
-    metrics = [m for a in analyses for m in a["metrics"]]
+    run_metrics = [m for a in analyses for m in a["metrics"]]
     rxq_by_run = {m.label: a["rxq"] for a in analyses for m in a["metrics"]}
     topo_names = sorted({a["topology"] for a in analyses})
-    text = M.table(metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
+    text = metrics.table(run_metrics, topo_name=", ".join(topo_names), rxq_by_run=rxq_by_run)
     views = {lbl: v for a in analyses for lbl, v in a.get("views", {}).items()}
-    text += "".join("\n".join(G.render(lbl, views[lbl])) + "\n" for lbl in sorted(views))
+    text += "".join("\n".join(groups.render(lbl, views[lbl])) + "\n" for lbl in sorted(views))
     errors = [e for a in analyses for e in a["errors"]]
     doc = {"logs": [{k: v for k, v in a.items() if k not in ("metrics", "views")}
                     for a in analyses],
-           "views": {lbl: G.as_json(v) for lbl, v in views.items()},
-           "runs": [m.to_dict() for m in metrics],
-           "targets": [t.__dict__ for m in metrics for t in M.targets(m)],
+           "views": {lbl: groups.as_json(v) for lbl, v in views.items()},
+           "runs": [m.to_dict() for m in run_metrics],
+           "targets": [t.__dict__ for m in run_metrics for t in metrics.targets(m)],
            "errors": errors}
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
@@ -78,7 +74,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     click.echo(json.dumps(doc, indent=2, default=str) if as_json else text, nl=not as_json)
     for e in errors:
         click.echo(f"Error: {e}", err=True)
-    return 1 if errors or not metrics else 0
+    return 1 if errors or not run_metrics else 0
 
 
 @command("learn")
@@ -93,9 +89,9 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--pristine-kernel", default=None,
               help="Kernel of the base, for 'pristine' [default: a rig kernel built from "
                    "patches/BASE with patches/guest/ applied].")
-@click.option("--config", "configs", multiple=True, type=click.Choice(L.CONFIGS),
+@click.option("--config", "configs", multiple=True, type=click.Choice(plan.CONFIGS),
               help="Configurations to run (repeatable) [default: all].")
-@click.option("--workers", "worker_sets", multiple=True, type=click.Choice(L.WORKER_SETS),
+@click.option("--workers", "worker_sets", multiple=True, type=click.Choice(plan.WORKER_SETS),
               help="Worker sets: rxq (one pinned per rxq CPU), all (one pinned per CPU), "
                    "free (one per rxq CPU, unpinned) (repeatable) [default: rxq, all].")
 @click.option("--warmup", default=25.0, show_default=True, type=FiniteFloat(),
@@ -117,7 +113,7 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--handshake-cpu-opt", default=None,
               help="Value of SO_HANDSHAKE_CPU (the accepted socket's handshake CPU) for "
                    "learnd [default: from the tree's sys/sys/socket.h]; e.g. 0x1031.")
-@click.option("--groups-every", default=L.GROUPS_MS / 1000, show_default=True,
+@click.option("--groups-every", default=plan.GROUPS_MS / 1000, show_default=True,
               type=FiniteFloat(),
               help="learnd copies net.inet.tcp.reuseport_lb.groups every this many "
                    "seconds (0: never); the report shows each copy.")
@@ -152,7 +148,7 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
           client_ports, lb_cpu_opt, handshake_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
           nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
-    req = S.LearnRequest(
+    req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
         pristine_kernel=pristine_kernel, configs=configs, worker_sets=worker_sets,
         warmup=warmup, measured=measured, min_conns=min_conns, concurrency=concurrency,
@@ -163,20 +159,20 @@ def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_
         guest_sysctls=guest_sysctls, nic_reinit=nic_reinit, qemu_args=qemu_args,
         per_connection=per_connection, pcap=pcap, dry_run=dry_run)
     try:
-        chk = S.check(req)
+        chk = request.check(req)
         if logs:
             for p in logs:
                 check_input(p, "--log")
             analyses = [analyze_log(p, topo_spec) for p in logs]
             sys.exit(report(analyses, out, as_json))
-        setup = S.prepare(req, chk)
+        setup = session.prepare(req, chk)
         if dry_run:
-            for line in S.dry_run_lines(req, chk, setup):
+            for line in session.dry_run_lines(req, chk, setup):
                 click.echo(line)
             sys.exit(0)
-        analyses = S.execute(req, chk, setup, echo=lambda s: click.echo(s, err=True))
-    except S.LearnUsage as exc:
+        analyses = session.execute(req, chk, setup, echo=lambda s: click.echo(s, err=True))
+    except request.LearnUsage as exc:
         raise UsageError(str(exc)) from None
-    except S.LearnFailed as exc:
+    except request.LearnFailed as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(report(analyses, setup.out, as_json))

@@ -3,18 +3,23 @@
 :func:`drive_phase` / :func:`drive_run` open connections to learnd through
 QEMU's ``hostfwd`` on 127.0.0.1, bounded in count and time, one phase
 (warm-up, measured) after another; :func:`port_connector` chooses the
-client source ports (QEMU hands them to the guest as the foreign port).
+client source ports (QEMU hands them to the guest as the foreign port);
+:class:`Conductor` starts a run's connections when the guest says it is ready.
 """
 
 from __future__ import annotations
 
+import queue
+import random
+import re
 import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from rxl.learn.plan import LOOPBACK_HOSTS, LearnError, PHASE_BYTES, Phase
+from rxl.guest.protocol import MARK
+from rxl.learn.plan import LOOPBACK_HOSTS, PHASE_BYTES, LearnError, Phase
 
 
 @dataclass
@@ -89,7 +94,6 @@ def port_connector(mode: str = "random", *, seed: int = 6,
     lo, hi = port_range
     if not 0 < lo < hi <= 65536:
         raise LearnError(f"bad client port range {port_range}")
-    import random
     order = list(range(lo, hi))
     random.Random(seed).shuffle(order)
     pos = [0]
@@ -202,3 +206,58 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+#: The guest's learnd says a run is ready for connections (templates/learn-rc.j2).
+READY = re.compile(re.escape(MARK) + r" LEARN READY (\S+)")
+
+
+class Conductor:
+    """Drives the host's connections whenever the guest prints ``LEARN READY <label>``.
+
+    ``on_line`` is given to :func:`rxl.guest.console.watch` as its ``echo``; a
+    daemon thread waits (bounded by ``wait_s`` per run) for the next ready
+    label and runs :func:`drive_run` against ``port``.
+    """
+
+    def __init__(self, port: int, phases: Sequence[Phase], nruns: int, *,
+                 concurrency: int, wait_s: float, echo: Callable[[str], None],
+                 connect: Callable[[int, str], bool] = connect_once):
+        self.port, self.phases, self.nruns = port, list(phases), nruns
+        self.connect = connect
+        self.concurrency, self.wait_s, self.echo = concurrency, wait_s, echo
+        self.q: "queue.Queue[Optional[str]]" = queue.Queue()
+        self.results: Dict[str, List[PhaseResult]] = {}
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def on_line(self, line: str) -> None:
+        self.echo(f"  {line}")
+        m = READY.match(line)
+        if m:
+            self.q.put(m.group(1))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.q.put(None)
+        self.thread.join(30)
+
+    def _loop(self) -> None:
+        for _ in range(self.nruns):
+            try:
+                label = self.q.get(timeout=self.wait_s)
+            except queue.Empty:
+                self.echo("  driver: no LEARN READY line in time; stopping the driver")
+                return
+            if label is None:
+                return
+            before = getattr(self.connect, "retries", 0)
+            res = drive_run(self.port, self.phases, concurrency=self.concurrency,
+                              connect=self.connect)
+            self.results[label] = res
+            retried = getattr(self.connect, "retries", 0) - before
+            self.echo("  driver: " + label + ": " + "; ".join(
+                f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
+                + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res)
+                + f"; {retried} tries retried on a fresh client port")

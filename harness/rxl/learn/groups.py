@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.verify import inspect as inspect_mod
+from rxl.decide import model
+from rxl.verify import inspect
 
 #: learnd's port in the guest (plan.GUEST_PORT; repeated to keep this
 #: module free of the plan's imports).
@@ -45,7 +46,7 @@ class View:
     phase: str
     err: int
     counts: Counts
-    group: Optional[inspect_mod.Group] = None
+    group: Optional[inspect.Group] = None
     notes: List[str] = field(default_factory=list)
 
 
@@ -81,8 +82,8 @@ def views(raw: Sequence[Mapping], port: int = PORT) -> List[View]:
         if bad:
             v.notes.append(bad)
         try:
-            groups = inspect_mod.parse(r.get("lines", []))
-        except inspect_mod.InspectError as exc:
+            groups = inspect.parse(r.get("lines", []))
+        except inspect.InspectError as exc:
             v.notes.append(str(exc))
             groups = []
         mine = [g for g in groups if g.port == port]
@@ -91,7 +92,7 @@ def views(raw: Sequence[Mapping], port: int = PORT) -> List[View]:
     return out
 
 
-def exact_slots(g: inspect_mod.Group) -> Dict[int, int]:
+def exact_slots(g: inspect.Group) -> Dict[int, int]:
     """Slots of each CPU's range held by members tagged with that CPU
     (module doc: exact members take their CPU's range first)."""
     held: Dict[int, int] = {}
@@ -101,7 +102,7 @@ def exact_slots(g: inspect_mod.Group) -> Dict[int, int]:
     return {c: min(n, held.get(c, 0)) for c, (_, n) in g.ranges.items()}
 
 
-def map_colocation(g: inspect_mod.Group,
+def map_colocation(g: inspect.Group,
                    rx: Optional[Mapping[int, int]] = None) -> Optional[float]:
     """Share of connections this map gives to a worker on the handshake CPU,
     each CPU weighted by ``rx`` (default: the view's two windows,
@@ -116,13 +117,12 @@ def map_colocation(g: inspect_mod.Group,
     return sum(w.get(c, 0) * ex[c] / n for c, (_, n) in g.ranges.items() if n) / tot
 
 
-def dealt_colocation(g: inspect_mod.Group, rounding: str = "floor") -> Optional[float]:
+def dealt_colocation(g: inspect.Group, rounding: str = "floor") -> Optional[float]:
     """What a supply rounded by ``rounding`` would co-locate, dealing this
     copy's window counts (prev + cur) to these members' tags: by default
     the seed's cumulative floor, the rounding the kernel used before issue
     10 (:func:`rxl.decide.model.supply`; ``largest-remainder`` is today's).
     None without a map or counts."""
-    from rxl.decide import model
     rx = {c: p + n for c, (p, n) in g.rx.items() if p + n > 0}
     if not g.map_slots or not rx:
         return None
@@ -135,7 +135,7 @@ def dealt_colocation(g: inspect_mod.Group, rounding: str = "floor") -> Optional[
     return sum(rx[c] * min(n, held.get(c, 0)) / n for c, n in sup.items()) / tot
 
 
-def whole(g: Optional[inspect_mod.Group]) -> bool:
+def whole(g: Optional[inspect.Group]) -> bool:
     """Every CPU range is all on exact members (no slot crosses)."""
     return g is not None and bool(g.ranges) and \
         all(exact_slots(g)[c] == n for c, (_, n) in g.ranges.items())
@@ -156,7 +156,7 @@ class Interval:
     kind: str
 
 
-def _same_map(x: Optional[inspect_mod.Group], y: Optional[inspect_mod.Group]) -> bool:
+def _same_map(x: Optional[inspect.Group], y: Optional[inspect.Group]) -> bool:
     """Both copies show a map, with the same ranges and member slots (a
     rebuild that deals the same map is not published, docs/design.md, so
     the rebuild count alone does not tell a changed map)."""
@@ -260,7 +260,7 @@ def as_json(vs: Sequence[View]) -> List[dict]:
     """Plain dicts for learn.json: each copy with its group (inspect's JSON)."""
     return [{"seq": v.seq, "t_ms": v.t_ms, "phase": v.phase, "err": v.err,
              "counts": [[*k, n] for k, n in sorted(v.counts.items())],
-             "group": inspect_mod.as_json([v.group])[0] if v.group else None,
+             "group": inspect.as_json([v.group])[0] if v.group else None,
              "map_colocation": map_colocation(v.group) if v.group else None,
              "floor_colocation": dealt_colocation(v.group) if v.group else None,
              "notes": v.notes} for v in vs]

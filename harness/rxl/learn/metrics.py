@@ -4,7 +4,8 @@
 worker shares, co-location with the receiving CPU, same socket and starved
 workers, next to the prediction of :mod:`rxl.decide.outcomes`;
 :func:`targets` checks issue 6's targets (measured, not asserted) and
-:func:`table` prints them.
+:func:`table` prints them; :func:`analyze_log` does it all for one saved
+console log.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.decide import outcomes
-from rxl.decide import cpugroup
+from rxl.decide import cpugroup, model, outcomes, topology
+from rxl.learn import groups
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
-from rxl.learn.results import Count, RunSummary
+from rxl.learn.results import Count, RunSummary, parse_learn
+from rxl.verify import parse
 
 
 def socket_of(topo: cpugroup.Topology, cpu: int) -> int:
@@ -106,7 +109,6 @@ def _split(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int], 
     """
     n = len(pins)
     if policy == "deal":
-        from rxl.decide import model
         d = model.deal(topo, [model.Tag(w) for w in pins], dict(rx))
         if d is not None and r in d.ranges:
             slots = d.slots_of(r)
@@ -312,3 +314,48 @@ def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
         for note in m.notes:
             lines.append(f"  note: {note}")
     return "\n".join(lines) + "\n"
+
+
+def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
+    """Parse one console log: console result, learn runs, topology, metrics.
+
+    Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
+    dict}, "errors": [...], "metrics": [RunMetrics]}``. Raises OSError when
+    the log cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    con = parse.parse_console(text)
+    runs = parse_learn(text)
+    errors: List[str] = []
+    if topo_override:
+        topo = topology.load(topo_override)
+    elif con.topology_xml:
+        try:
+            topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
+        except cpugroup.TopologyError as exc:
+            errors.append(f"{path}: {exc}; using qemu-2s")
+            topo = topology.load("qemu-2s")
+    else:
+        errors.append(f"{path}: no topology in the log; using qemu-2s")
+        topo = topology.load("qemu-2s")
+    rxq = rxq_cpus(con.rxq)
+    metrics = []
+    for label, run in runs.items():
+        if not run.complete:
+            errors.append(f"{path}: run {label}: no DONE line (learnd did not finish)")
+            continue
+        try:
+            metrics.append(analyze(run, topo, rxq))
+        except LearnError as exc:
+            errors.append(f"{path}: {exc}")
+    if con.outcome != "completed":
+        errors.append(f"{path}: guest {con.outcome} ({con.last_line!r})")
+    return {"log": path, "outcome": con.outcome, "topology": topo.name,
+            "topology_xml": con.topology_xml, "rxq": rxq,
+            "sysctls": {**con.sysctls, **con.rxq},
+            "runs": {lbl: {"info": r.info, "sets": r.sets, "sysctls": r.sysctls,
+                           "done": r.done, "ftypes": r.ftypes, "notes": r.notes,
+                           "workers": r.workers}
+                     for lbl, r in runs.items()},
+            "views": {lbl: groups.views(r.views) for lbl, r in runs.items() if r.views},
+            "errors": errors, "metrics": metrics}

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+import jinja2
+
 from rxl.errors import DataError
 from rxl.guest.protocol import MARK
 
@@ -313,8 +315,6 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
-    import jinja2
-
     m = re.match(r"^([a-z]+)(\d+)$", nic)
     if not m:
         raise LearnError(f"NIC {nic!r} is not <driver><unit> (e.g. em0)")

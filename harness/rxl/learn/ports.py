@@ -35,15 +35,12 @@ from typing import Dict, List, Sequence, Tuple
 
 import click
 
+from rxl.decide import core, cpugroup, model, topology
 from rxl.errors import DataError
-from rxl.learn import plan as L
-from rxl.learn import results as R
-from rxl.learn import drive as D
-from rxl.decide import core, model, topology
-from rxl.decide import cpugroup
+from rxl.learn import drive, plan, results
 
 #: learnd's port in the guest (rxl.learn.plan.GUEST_PORT).
-LPORT = L.GUEST_PORT
+LPORT = plan.GUEST_PORT
 T32 = 1 << 32
 #: Observations handed to jsolve: enough bits to pin J_lo and the offset.
 NOBS = 80
@@ -154,7 +151,7 @@ def _shares(ports: Sequence[int], j: int, blocks: int) -> List[float]:
 
 
 def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
-            port_range: Tuple[int, int] = D.SRC_PORT_RANGE, blocks: int = 4) -> Analysis:
+            port_range: Tuple[int, int] = drive.SRC_PORT_RANGE, blocks: int = 4) -> Analysis:
     """Solve ``J``, recompute every connection's member, compare block shares.
 
     ``blocks``: the range is cut into that many equal parts (4: one per
@@ -191,7 +188,7 @@ def analyze(conns: Sequence[Tuple[int, int, int]], d: model.Deal, *,
                     nreused=len(reused))
 
 
-def run_deal(run: R.RunSummary, topo: cpugroup.Topology) -> model.Deal:
+def run_deal(run: results.RunSummary, topo: cpugroup.Topology) -> model.Deal:
     """The map the run's final state deals: learned tags = pinned CPUs,
     counts = measured handshakes per CPU. Raises PortsError, also for a
     run whose kernel built no map (learning set to 0, or no learning
@@ -221,7 +218,7 @@ def run_deal(run: R.RunSummary, topo: cpugroup.Topology) -> model.Deal:
 def main(log: str, label: str, topo_spec: str) -> None:
     """Recompute the slot of every measured connection of one run."""
     try:
-        runs = R.parse_learn(Path(log).read_text(errors="replace").splitlines())
+        runs = results.parse_learn(Path(log).read_text(errors="replace").splitlines())
         if label not in runs:
             raise PortsError(f"{log}: no run {label!r} (runs: {', '.join(sorted(runs))})")
         run = runs[label]

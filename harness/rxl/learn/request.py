@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from rxl.errors import RxlError
 from rxl.cli.options import check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
-from rxl.learn import plan as L
+from rxl.errors import RxlError
+from rxl.guest import qemu
+from rxl.learn import plan
+
 
 class LearnFailed(RxlError):
     """A refused option or a failed step of ``rxl learn``; the message is one line."""
@@ -71,8 +73,8 @@ class Checked:
     """The request, checked: phases, boots, guest sysctls, extra loader
     tunables and the guest shape (``topo_kw`` for GuestConfig)."""
 
-    phases: List[L.Phase]
-    boots: List[L.BootPlan]
+    phases: List[plan.Phase]
+    boots: List[plan.BootPlan]
     gsys: List[Tuple[str, str]]
     extra_tun: Dict[str, str]
     topo_kw: Dict[str, int]
@@ -95,16 +97,16 @@ def check(req: LearnRequest) -> Checked:
 
     Every refusal is :class:`LearnUsage` naming the option (exit 2)."""
     for option, s in (("--warmup", req.warmup), ("--measured", req.measured)):
-        if not s > L.MIN_PHASE_S:
+        if not s > plan.MIN_PHASE_S:
             raise LearnUsage(f"{option} {s:g}: a phase must be longer than the two "
-                             f"{L.WINDOW_S} s learning windows ({L.MIN_PHASE_S} s)")
+                             f"{plan.WINDOW_S} s learning windows ({plan.MIN_PHASE_S} s)")
     if req.min_conns < 0:
         raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
     try:
-        phases = L.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
-        boots = L.plan_boots(req.configs or L.CONFIGS,
-                             req.worker_sets or L.DEFAULT_WORKER_SETS)
-    except L.LearnError as exc:
+        phases = plan.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
+        boots = plan.plan_boots(req.configs or plan.CONFIGS,
+                             req.worker_sets or plan.DEFAULT_WORKER_SETS)
+    except plan.LearnError as exc:
         raise LearnUsage(str(exc)) from None
     if req.topo_spec:
         try:
@@ -122,12 +124,11 @@ def check(req: LearnRequest) -> Checked:
     except ValueError:
         raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
     topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
-    from rxl.guest import qemu as qemu_mod
     try:
         # The same checks the boot makes, before any build or checkout.
-        qemu_mod.validate(qemu_mod.GuestConfig(root_dir=req.guest_dir,
+        qemu.validate(qemu.GuestConfig(root_dir=req.guest_dir,
                                                memory_mib=req.memory_mib, **topo_kw))
-    except qemu_mod.QemuConfigError as exc:
+    except qemu.QemuConfigError as exc:
         raise LearnUsage(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
     check_guest(sockets * cores * threads, req.memory_mib)
     if req.out:

@@ -14,7 +14,6 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from rxl.guest.protocol import MARK
 from rxl.learn.plan import LearnError
 
-
 _LEARN_RE = re.compile(r"^LEARN (\w+) (\S+)(.*)$")
 _KV_RE = re.compile(r"(\w+)=(\S+)")
 

@@ -19,16 +19,18 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl import paths
 from rxl.errors import RxlError
-from rxl.learn import drive as D
-from rxl.learn import plan as L
-from rxl.learn.job import (Conductor, analyze_log, build_guest_world, qemu_extra, single_thread,
-                           world_lines)
-from rxl.learn.request import (Checked, LearnFailed, LearnRequest, LearnUsage,  # noqa: F401
-                               check, name_values)
+from rxl.guest import console, image, qemu
+from rxl.learn import drive, plan
+from rxl.learn.drive import Conductor
+from rxl.learn.metrics import analyze_log
+from rxl.learn.request import Checked, LearnFailed, LearnRequest, LearnUsage
+from rxl.tree import build as tree_build
+from rxl.tree import rig
+from rxl.tree import world as tree_world
 
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
@@ -59,12 +61,56 @@ class Setup:
     deadline: int
 
 
+def qemu_extra(pcap: bool, qemu_args: Sequence[str], out: str, boot: str) -> Tuple[str, ...]:
+    """QEMU arguments a boot adds: the ``--pcap`` dump to ``<out>/<boot>.pcap``,
+    then ``--qemu-arg``s."""
+    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
+            f"file={Path(out) / (boot + '.pcap')}") if pcap else ()
+    return dump + tuple(qemu_args)
+
+
+def single_thread(argv: List[str]) -> List[str]:
+    """``argv`` with ``-machine q35,accel=tcg`` turned into ``-machine q35 -accel tcg,thread=single``.
+
+    QEMU refuses both spellings at once. Raises ValueError if the argv has
+    no ``accel=tcg`` machine option.
+    """
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        if a == "-machine" and ",accel=tcg" in out[i + 1]:
+            out[i + 1] = out[i + 1].replace(",accel=tcg", "")
+            return out[:i + 2] + ["-accel", "tcg,thread=single"] + out[i + 2:]
+    raise ValueError("no '-machine ...,accel=tcg' in the QEMU argv")
+
+
+def world_lines(src: str, objdir: str) -> List[str]:
+    """Shell lines of the guest userland build (kernel-toolchain first if the objdir lacks it)."""
+    lines = []
+    if not tree_build.toolchain_done(objdir, src):
+        lines.append(tree_build.plan_stages(src, objdir, toolchain=True)[0].shell())
+    return lines + tree_world.shell_lines(src, objdir)
+
+
+def build_guest_world(src: str, objdir: str, logdir: str, echo: Callable[[str], None]) -> None:
+    """Build the guest userland as ``rxl run`` does (kernel-toolchain first if needed).
+
+    Raises rxl.tree.build.BuildError naming the failed stage's log, RuntimeError
+    when a product is missing afterwards.
+    """
+    Path(objdir).mkdir(parents=True, exist_ok=True)
+    if not tree_build.toolchain_done(objdir, src):
+        st = tree_build.plan_stages(src, objdir, toolchain=True)[0]
+        echo(f"$ {st.shell()}")
+        res = tree_build.run_stage(st, logdir, echo)
+        (Path(objdir) / tree_build.TOOLCHAIN_DONE).touch()
+        echo(f"{st.name}: done in {res.seconds:.0f} s")
+    for line in tree_world.shell_lines(src, objdir):
+        echo(f"$ {line}")
+    tree_world.build_world(src, objdir, logdir=logdir, echo=echo)
+
+
 def prepare(req: LearnRequest, chk: Checked) -> Setup:
     """Look at the tree and plan: the rig kernels, the world, learnd's build."""
-    from rxl.tree import build as build_mod
-    from rxl.tree import rig as rig_mod
-    from rxl.tree import rigrun as rig_run
-    from rxl.tree import world as world_mod
 
     src, objdir, guest_dir = (os.path.abspath(p) for p in (req.src, req.objdir, req.guest_dir))
     out = os.path.abspath(req.out or str(Path(paths.LOGS) /
@@ -77,36 +123,36 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
         raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
-    wanted = [v for v in rig_mod.VARIANTS
+    wanted = [v for v in rig.VARIANTS
               if any(b.kernel == v for b in chk.boots) and not kernels[v]]
     rig_plan = None
     if wanted:
         try:
-            commits = rig_mod.tree_commits(src, wanted)
-            gpatches = rig_mod.read_guest_patches()
-            rig_dir = Path(guest_dir) / rig_mod.RIG_SRC
-            rig_plan = rig_mod.plan_rig(
-                src, guest_dir, commits, gpatches, rig_exists=rig_run.rig_is_clone(rig_dir, src),
-                toolchain_done=build_mod.toolchain_done(Path(guest_dir) / rig_mod.RIG_OBJDIR,
+            commits = rig.tree_commits(src, wanted)
+            gpatches = rig.read_guest_patches()
+            rig_dir = Path(guest_dir) / rig.RIG_SRC
+            rig_plan = rig.plan_rig(
+                src, guest_dir, commits, gpatches, rig_exists=rig.rig_is_clone(rig_dir, src),
+                toolchain_done=tree_build.toolchain_done(Path(guest_dir) / rig.RIG_OBJDIR,
                                                         rig_dir),
                 cached=lambda pth: pth.is_file())
-        except (rig_mod.RigError, ValueError) as exc:
+        except (rig.RigError, ValueError) as exc:
             raise LearnFailed(f"kernels: {exc}") from None
         for v, k in rig_plan.kernels.items():
             kernels[v] = str(k.path)
     try:
-        opts = L.socket_options(src, {"SO_REUSEPORT_LB_CPU": req.lb_cpu_opt,
+        opts = plan.socket_options(src, {"SO_REUSEPORT_LB_CPU": req.lb_cpu_opt,
                                       "SO_HANDSHAKE_CPU": req.handshake_cpu_opt})
-    except L.LearnError as exc:
+    except plan.LearnError as exc:
         raise LearnUsage(f"--lb-cpu-opt / --handshake-cpu-opt: {exc}") from None
-    sysctl_name = req.learn_sysctl or L.learn_sysctl_name(src)
+    sysctl_name = req.learn_sysctl or plan.learn_sysctl_name(src)
     needs_learning = any(r.learning is not None for b in chk.boots for r in b.runs)
-    wout = world_mod.world_outputs(src, objdir)
+    wout = tree_world.world_outputs(src, objdir)
     learnd_bin = str(Path(guest_dir) / "learnd")
-    cc = L.learnd_cc_argv(str(L.learnd_source()), learnd_bin, str(wout.sysroot),
+    cc = plan.learnd_cc_argv(str(plan.learnd_source()), learnd_bin, str(wout.sysroot),
                           lb_cpu_opt=opts["SO_REUSEPORT_LB_CPU"],
                           handshake_opt=opts["SO_HANDSHAKE_CPU"])
-    deadline = req.deadline_s or L.run_deadline_s(chk.phases)
+    deadline = req.deadline_s or plan.run_deadline_s(chk.phases)
     if needs_learning and not sysctl_name:
         raise LearnFailed(f"{src}: no learning sysctl found (commit 3 missing?); "
                           "give --learn-sysctl")
@@ -119,14 +165,11 @@ def idle_timeout(deadline_s: int) -> float:
     between a run's READY and its end, which may take its whole deadline
     (a long --warmup, or a guest held by gdb for rxl kcount), so never less
     than that plus a minute, nor less than the console's default."""
-    from rxl.guest import console as console_mod
-    return max(console_mod.DEFAULT_IDLE_TIMEOUT, deadline_s + 60.0)
+    return max(console.DEFAULT_IDLE_TIMEOUT, deadline_s + 60.0)
 
 
 def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     """Every external command the run would execute, with ``#`` notes, in order."""
-    from rxl.guest import qemu as qemu_mod
-    from rxl.tree import rig as rig_mod
     out = [f"# tree {s.src}: " + "; ".join(
         f"{k} {hex(v) if v is not None else 'absent (commit 2 missing)'}"
         for k, v in s.opts.items())
@@ -137,7 +180,7 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     if s.rig_plan is not None:
         out.append("# kernels")
         out += s.rig_plan.lines()
-    for v in rig_mod.VARIANTS:
+    for v in rig.VARIANTS:
         if v not in s.wanted and s.kernels[v] and any(b.kernel == v for b in chk.boots):
             out.append(f"# kernel {v}: {s.kernels[v]} (given)")
     wmissing = s.wout.missing()
@@ -148,16 +191,16 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
         out.append(f"# world: {s.wout.objtop} (present)")
     out.append("# server")
     out.append(shlex.join(s.cc))
-    fw = qemu_mod.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"
+    fw = qemu.find_ovmf() or "/usr/share/OVMF/OVMF_CODE_4M.fd"
     for b in chk.boots:
         root = str(Path(s.guest_dir) / b.name)
         out.append(f"# boot {b.name}: kernel {s.kernels[b.kernel]}, tunables "
                    f"{ {**chk.extra_tun, **dict(b.tunables)} or '-'}, runs "
                    f"{', '.join(r.label for r in b.runs)}; root {root}")
-        cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
-                                   hostfwd=(f"tcp:127.0.0.1:<port>-:{L.GUEST_PORT}",),
+        cfg = qemu.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
+                                   hostfwd=(f"tcp:127.0.0.1:<port>-:{plan.GUEST_PORT}",),
                                    extra=qemu_extra(req.pcap, req.qemu_args, s.out, b.name), **chk.topo_kw)
-        argv = qemu_mod.build_argv(cfg, firmware=fw)
+        argv = qemu.build_argv(cfg, firmware=fw)
         out.append(shlex.join(single_thread(argv) if req.tcg_single_thread else argv))
     out.append(f"# host driver per run: {len(chk.phases)} phases "
                + ", ".join(f"{p.name} {p.min_s:g}-{p.max_s:g} s, >= {p.min_conns} conns"
@@ -173,12 +216,6 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
     boot it, driving connections on each ``LEARN READY``; one analysis per
     boot.  Writes kernels.json, learnd-cc.log, driver-<boot>.json,
     console-<boot>.log and timings.json under ``s.out``."""
-    from rxl.guest import console as console_mod
-    from rxl.guest import image as image_mod
-    from rxl.guest import qemu as qemu_mod
-    from rxl.tree import build as build_mod
-    from rxl.tree import rig as rig_mod
-    from rxl.tree import rigrun as rig_run
 
     kernels, out, guest_dir = s.kernels, s.out, s.guest_dir
     for what, v in (("kernel", "patched"), ("pristine kernel", "pristine")):
@@ -198,8 +235,8 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
             f"{k.variant} {k.commit[:12]} -> {k.path}" + (" (cached)" if k.cached else "")
             for k in s.rig_plan.kernels.values()))
         try:
-            rig_res = rig_run.run_rig(s.rig_plan, out=out, echo=echo)
-        except rig_mod.RigError as exc:
+            rig_res = rig.run_rig(s.rig_plan, out=out, echo=echo)
+        except rig.RigError as exc:
             raise LearnFailed(f"kernels: {exc}") from None
         timings["kernels"] = time.monotonic() - t0
         for v, r in rig_res.items():
@@ -232,40 +269,40 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
     progs = {g: str(pth) for g, pth in s.wout.programs.items()}
     try:
         dyn = [pth for g, pth in progs.items() if g != "/libexec/ld-elf.so.1"]
-        libs = image_mod.resolve_libs(dyn, str(s.wout.sysroot))
-    except image_mod.ImageError as exc:
+        libs = image.resolve_libs(dyn, str(s.wout.sysroot))
+    except image.ImageError as exc:
         raise LearnFailed(f"image: {exc}") from None
-    fw = qemu_mod.find_ovmf()
+    fw = qemu.find_ovmf()
     if not fw:
         raise LearnFailed("no OVMF firmware (apt-get install -y ovmf)")
 
     analyses = []
     # One client-port sequence for the whole invocation: a new boot goes on
     # where the last one stopped, so no port comes back within TIME_WAIT.
-    connector = D.port_connector(req.client_ports)
+    connector = drive.port_connector(req.client_ports)
     for b in chk.boots:
         root = str(Path(guest_dir) / b.name)
         try:
-            acts = image_mod.plan_root(
+            acts = image.plan_root(
                 loader_efi=str(s.wout.loader_efi), kernel=kernels[b.kernel], programs=progs,
                 libs=libs, tests={GUEST_LEARND: s.learnd_bin},
-                loader_rc=image_mod.render_loader_rc({**chk.extra_tun, **dict(b.tunables)}),
-                rc=L.render_learn_rc(b, learn_sysctl=s.sysctl_name, learnd=GUEST_LEARND,
+                loader_rc=image.render_loader_rc({**chk.extra_tun, **dict(b.tunables)}),
+                rc=plan.render_learn_rc(b, learn_sysctl=s.sysctl_name, learnd=GUEST_LEARND,
                                      deadline_s=s.deadline, nic_reinit=req.nic_reinit,
                                      per_connection=req.per_connection,
                                      groups_ms=int(round(req.groups_every * 1000)),
                                      guest_sysctls=chk.gsys))
-            info = image_mod.stage_root(root, acts)
+            info = image.stage_root(root, acts)
         except (RxlError, ValueError, OSError) as exc:
             raise LearnFailed(f"image: {b.name}: {exc}") from None
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
-        port = D.free_port()
+        port = drive.free_port()
         extra = qemu_extra(req.pcap, req.qemu_args, out, b.name)
-        cfg = qemu_mod.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
-                                   hostfwd=(f"tcp:127.0.0.1:{port}-:{L.GUEST_PORT}",),
+        cfg = qemu.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
+                                   hostfwd=(f"tcp:127.0.0.1:{port}-:{plan.GUEST_PORT}",),
                                    extra=extra, **chk.topo_kw)
-        argv = single_thread(qemu_mod.build_argv(cfg, firmware=fw)) if req.tcg_single_thread \
-            else qemu_mod.build_argv(cfg, firmware=fw)
+        argv = single_thread(qemu.build_argv(cfg, firmware=fw)) if req.tcg_single_thread \
+            else qemu.build_argv(cfg, firmware=fw)
         log = str(Path(out) / f"console-{b.name}.log")
         echo(f"== boot {b.name}: {shlex.join(argv)}")
         echo(f"   console {log}")
@@ -275,9 +312,9 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         cond.start()
         total = 600 + len(b.runs) * (s.deadline + 60)
         try:
-            console_mod.watch(console_mod.SerialTransport(argv), log, echo=cond.on_line,
+            console.watch(console.SerialTransport(argv), log, echo=cond.on_line,
                               total_timeout=total, idle_timeout=idle_timeout(s.deadline))
-        except console_mod.GuestError as exc:
+        except console.GuestError as exc:
             echo(f"boot {b.name}: guest {exc.kind}: {exc}")
         except FileNotFoundError as exc:
             raise LearnFailed(f"boot: {exc}") from None

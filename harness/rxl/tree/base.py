@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from rxl.errors import SourceError
-from rxl.tree import patch as patch_mod
-from rxl.tree import series as series_mod
+from rxl.tree import patch as tree_patch
+from rxl.tree import series as tree_series
 
 #: The project's series (patches/BASE and NNNN-*.patch).
 REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
@@ -165,7 +165,7 @@ def series_files(patches_dir: Optional[Path] = None) -> List[str]:
     """Paths (in the FreeBSD tree) of every file the series adds under ``sys/``
     (what the kernel build needs; the ATF tests are built from ``--atf-dir``)."""
     patches_dir = Path(patches_dir or REPO_PATCHES)
-    return sorted(f for f in patch_mod.series_added_files(patch_mod.load_series(patches_dir))
+    return sorted(f for f in tree_patch.series_added_files(tree_patch.load_series(patches_dir))
                   if f.startswith("sys/"))
 
 
@@ -199,10 +199,10 @@ def classify(src: str, patches_dir: Optional[Path] = None) -> str:
     """
     patches_dir = Path(patches_dir or REPO_PATCHES)
     check_tree_dir(src)
-    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
+    base = tree_patch.parse_base((Path(patches_dir) / "BASE").read_text())
     files = series_files(patches_dir)
     if not _toplevel(src):
-        added = patch_mod.series_added_files(patch_mod.load_series(patches_dir))
+        added = tree_patch.series_added_files(tree_patch.load_series(patches_dir))
         bad = [f for f in files
                if not (Path(src) / f).is_file()
                or (Path(src) / f).read_text(errors="replace") != added[f]]
@@ -299,8 +299,8 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
     of ``src``, or when a git step or the series fails (naming it).
     """
     patches_dir = Path(patches_dir or REPO_PATCHES)
-    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
-    patches = patch_mod.patch_files(patches_dir)
+    base = tree_patch.parse_base((Path(patches_dir) / "BASE").read_text())
+    patches = tree_patch.patch_files(patches_dir)
     want = stamp_text(base.commit, patches)
     stamp = Path(dest) / ".git" / STAMP
     clone = ["git", "clone", "-q", "--shared", "--no-checkout", os.path.abspath(src), dest]
@@ -313,12 +313,12 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
             raise TreeError(f"{dest} exists and is not a clone of {src}; remove it")
         if stamp.is_file() and stamp.read_text() == want and \
                 _git(dest, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip() == \
-                series_mod.DEFAULT_BRANCH:
+                tree_series.DEFAULT_BRANCH:
             tree.how += "; reused (stamp matches)"
             return tree
     tree.commands = ([shlex.join(clone)] if not exists else []) + [
         f"git -C {dest} checkout -q -f --detach {base.commit}",
-        f"git -C {dest} branch -q -D {series_mod.DEFAULT_BRANCH}  # if there",
+        f"git -C {dest} branch -q -D {tree_series.DEFAULT_BRANCH}  # if there",
         f"rxl series apply --src {dest}  # git checkout -b rxl {base.commit[:12]} && "
         f"git am {' '.join(p.name for p in patches)}"]
     if dry_run:
@@ -332,10 +332,10 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
     if stamp.exists():
         stamp.unlink()
     _checkout(dest, base.commit, echo, force=True)
-    _git(dest, "branch", "-q", "-D", series_mod.DEFAULT_BRANCH)
+    _git(dest, "branch", "-q", "-D", tree_series.DEFAULT_BRANCH)
     try:
-        series_mod.apply_series(Path(dest), Path(patches_dir), echo=echo)
-    except patch_mod.SeriesError as exc:
+        tree_series.apply_series(Path(dest), Path(patches_dir), echo=echo)
+    except tree_patch.SeriesError as exc:
         raise TreeError(f"applying the series in {dest}: {exc}") from None
     stamp.write_text(want)
     return tree
@@ -374,7 +374,7 @@ def resolve(src: Optional[str], work: str, *, base_url_override: Optional[str] =
     cannot serve.
     """
     patches_dir = Path(patches_dir or REPO_PATCHES)
-    base = patch_mod.parse_base((Path(patches_dir) / "BASE").read_text())
+    base = tree_patch.parse_base((Path(patches_dir) / "BASE").read_text())
     work = os.path.abspath(work)
     clone_dir = os.path.join(work, f"src-{base.commit[:12]}")
     if src is None:

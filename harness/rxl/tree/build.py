@@ -24,9 +24,6 @@ Facts this module relies on, and where they come from:
 
 from __future__ import annotations
 
-from rxl.errors import HostError
-from rxl import paths
-
 import os
 import re
 import shlex
@@ -37,6 +34,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
+
+from rxl import paths
+from rxl.errors import HostError
+from rxl.tree.kernconf import kernconf_path, write_kernconf
+from rxl.tree.progress import StageBar
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -60,8 +62,6 @@ DEFAULT_KERNCONF = "RXL"
 #: their sources, and the tests need none of them).
 KERNEL_MAKE_VARS: Mapping[str, str] = {"NO_MODULES": "yes"}
 
-
-from rxl.tree.kernconf import kernconf_path, kernconf_text, write_kernconf  # noqa: E402,F401
 
 
 def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
@@ -291,7 +291,6 @@ def run_stage(stage: Stage, logdir: PathLike,
     from the last run (rxl.tree.progress.StageBar), which this run's time
     and count then replace. Raises :class:`BuildError` on a non-zero exit.
     """
-    from rxl.tree.progress import StageBar
     logdir = Path(logdir)
     logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / f"{stage.name}.log"
@@ -361,8 +360,8 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     prepare_dirs(objdir, logdir, lock)
     if kernconf == DEFAULT_KERNCONF:
         write_kernconf(src, kernconf)
-    from rxl.tree import toolchain as toolchain_mod
-    done = toolchain_done(objdir, src) or toolchain_mod.seed(str(src), str(objdir), echo)
+    from rxl.tree import toolchain  # it reads this module's constants: imported on use
+    done = toolchain_done(objdir, src) or toolchain.seed(str(src), str(objdir), echo)
     stages = plan_stages(src, objdir, kernconf=kernconf,
                          toolchain=not done, jobs=jobs,
                          lock=lock, clean_kernel=clean_kernel)
@@ -375,7 +374,7 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
         res = run_stage(st, logdir, echo)
         if st.name == "kernel-toolchain":
             (Path(objdir) / TOOLCHAIN_DONE).touch()
-            toolchain_mod.save(str(src), str(objdir), echo)
+            toolchain.save(str(src), str(objdir), echo)
         results.append(res)
     kpath = kernel_path(src, objdir, kernconf)
     if results and results[-1].name.startswith("buildkernel"):

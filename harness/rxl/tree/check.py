@@ -21,7 +21,6 @@ from rxl.tree.patch import (Patch, SeriesError, check_consistency, load_series, 
                             patch_files, touched_man_pages)
 from rxl.tree.series import run_git
 
-
 #: Subjects must be shorter than this (FreeBSD committer's guide).
 SUBJECT_MAX = 67
 

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-from rxl.cli.surface import command, group
-from rxl import paths
-
 import json
 import os
 import sys
@@ -13,10 +10,13 @@ from pathlib import Path
 
 import click
 
-from rxl.tree import build as B
-from rxl.tree import series as S
-from rxl.tree import check as C
-from rxl.tree import patch as P
+from rxl import paths
+from rxl.cli.surface import command, group
+from rxl.tree import build as tree_build
+from rxl.tree import check as tree_check
+from rxl.tree import patch as tree_patch
+from rxl.tree import series as tree_series
+from rxl.tree.kernconf import kernconf_path, kernconf_text
 
 #: The project root: harness/rxl/tree/cli.py -> ../../../
 PROJECT = Path(__file__).resolve().parents[3]
@@ -32,8 +32,8 @@ def _git_top(src: str) -> Path:
     else a usage error (exit 2) naming the cause (no such directory, not a git
     work tree, a folder inside one)."""
     try:
-        S.ensure_git_tree(Path(src))
-    except P.SeriesError as e:
+        tree_series.ensure_git_tree(Path(src))
+    except tree_patch.SeriesError as e:
         raise click.BadParameter(str(e), param_hint="'--src'") from None
     return Path(src)
 
@@ -61,7 +61,7 @@ patches_option = click.option("--patches", "patches_dir", default=str(PROJECT / 
 project_option = click.option("--project", default=str(PROJECT), show_default=True,
                               type=click.Path(file_okay=False))
 tree_option = click.option("--src", required=True, type=click.Path(file_okay=False))
-branch_option = click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True)
+branch_option = click.option("--branch", default=tree_series.DEFAULT_BRANCH, show_default=True)
 
 
 def _lock(lock):
@@ -74,7 +74,7 @@ def _lock(lock):
 @series.command("apply")
 @click.option("--src", required=True, type=click.Path(file_okay=False),
               help="FreeBSD source tree (a git work tree holding the base).")
-@click.option("--branch", default=S.DEFAULT_BRANCH, show_default=True,
+@click.option("--branch", default=tree_series.DEFAULT_BRANCH, show_default=True,
               help="Branch to create at the base.")
 @patches_option
 @click.option("--lock", default=None, type=click.Path(dir_okay=False),
@@ -84,9 +84,9 @@ def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
     src, patches = _git_top(src), _patches(patches_dir)
     try:
-        S.apply_series(src, patches, branch=branch,
+        tree_series.apply_series(src, patches, branch=branch,
                        lock=_lock(lock), echo=click.echo)
-    except (P.SeriesError, OSError) as e:
+    except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))
 
 
@@ -98,9 +98,9 @@ def export_cmd(src, branch, patches_dir):
     """Regenerate patches/ with git format-patch from the branch."""
     src, patches = _git_top(src), _patches(patches_dir)
     try:
-        S.export_series(src, patches, branch=branch,
+        tree_series.export_series(src, patches, branch=branch,
                         echo=click.echo)
-    except (P.SeriesError, OSError) as e:
+    except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))
 
 
@@ -123,8 +123,8 @@ def check_cmd(src, project, author, as_json):
     if src is not None and not (Path(src) / "sys").is_dir():
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no sys/ directory)",
                                  param_hint="'--src'")
-    ident = S.git_identity(Path(project)) if author else None
-    rep = C.check_series(Path(project), Path(src) if src else None, ident)
+    ident = tree_series.git_identity(Path(project)) if author else None
+    rep = tree_check.check_series(Path(project), Path(src) if src else None, ident)
     if as_json:
         notes = list(rep.notes) + (["no git identity configured; author not compared"]
                                    if author and ident is None else [])
@@ -155,26 +155,26 @@ def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
     src = _git_top(src)
     try:
-        S.sync_project_files(src, Path(project), branch=branch,
+        tree_series.sync_project_files(src, Path(project), branch=branch,
                              lock=_lock(lock), echo=click.echo)
-    except (P.SeriesError, OSError) as e:
+    except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))
 
 
 @command("build")
 @click.option("--src", required=True, type=click.Path(file_okay=False),
               help="FreeBSD source tree.")
-@click.option("--objdir", default=B.DEFAULT_OBJDIR, show_default=True,
+@click.option("--objdir", default=tree_build.DEFAULT_OBJDIR, show_default=True,
               type=click.Path(file_okay=False), help="MAKEOBJDIRPREFIX.")
-@click.option("--kernconf", default=B.DEFAULT_KERNCONF, show_default=True,
+@click.option("--kernconf", default=tree_build.DEFAULT_KERNCONF, show_default=True,
               help="Kernel config; RXL (GENERIC + INVARIANTS, "
                    "INVARIANT_SUPPORT, WITNESS) is written into the tree.")
 @click.option("--logdir", default=paths.LOGS, show_default=True,
               type=click.Path(file_okay=False),
               help="Full log of each stage goes here.")
-@click.option("--jobs", "-j", default=B.DEFAULT_JOBS, show_default=True,
+@click.option("--jobs", "-j", default=tree_build.DEFAULT_JOBS, show_default=True,
               type=click.IntRange(1, 256))
-@click.option("--lock", default=B.DEFAULT_LOCK, show_default=True,
+@click.option("--lock", default=tree_build.DEFAULT_LOCK, show_default=True,
               help="flock(1) lock held by every make.py run; '' for none.")
 @click.option("--clean", is_flag=True,
               help="Clean kernel build (default: -DNO_KERNELCLEAN).")
@@ -188,24 +188,24 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
                                  param_hint="'--src'")
     lock = lock or None
-    stages = B.plan_stages(src, objdir, kernconf=kernconf,
-                           toolchain=not B.toolchain_done(objdir, src),
+    stages = tree_build.plan_stages(src, objdir, kernconf=kernconf,
+                           toolchain=not tree_build.toolchain_done(objdir, src),
                            jobs=jobs, lock=lock, clean_kernel=clean)
     if dry_run:
-        if kernconf == B.DEFAULT_KERNCONF:
-            click.echo(f"# would write {B.kernconf_path(src, kernconf)}:")
-            for line in B.kernconf_text(kernconf).splitlines():
+        if kernconf == tree_build.DEFAULT_KERNCONF:
+            click.echo(f"# would write {kernconf_path(src, kernconf)}:")
+            for line in kernconf_text(kernconf).splitlines():
                 click.echo(f"#   {line}")
-        if B.toolchain_done(objdir, src):
+        if tree_build.toolchain_done(objdir, src):
             click.echo(f"# kernel-toolchain already done in {objdir}")
         for st in stages:
             click.echo(st.shell())
         return
     try:
-        res = B.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,
+        res = tree_build.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,
                              lock=lock, jobs=jobs, clean_kernel=clean,
                              echo=click.echo)
-    except (B.BuildError, B.BuildSetupError, ValueError) as e:
+    except (tree_build.BuildError, tree_build.BuildSetupError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:  # build_kernel's own FileNotFoundError has only a message
         raise click.ClickException(f"{e.filename or src}: {e.strerror}" if e.strerror

@@ -31,6 +31,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
+from rxl import paths
 from rxl.errors import HostError
 
 #: The npm package and version that supplies the amalgamation (its deps/sqlite3/):
@@ -62,7 +63,6 @@ _SRI_ALGOS = {"sha512": "sha512", "sha384": "sha384", "sha256": "sha256"}
 
 def default_cache() -> str:
     """``$RXL_WORK/guest/up/kyua-deps``: where the npm tarball is kept."""
-    from rxl import paths
     return str(paths.work_root() / "guest" / "up" / "kyua-deps")
 
 

@@ -18,7 +18,6 @@ from typing import Iterable, Optional, Sequence
 
 from rxl.errors import SourceError
 
-
 #: Where the series puts the project's ATF tests in a FreeBSD tree.
 ATF_DEST = "tests/sys/netinet"
 

@@ -29,6 +29,11 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rxl import paths
+
 #: Cold timings on the 2-core build host (docs/results/guest-boot.md,
 #: "Measured"): kernel-toolchain 251 s, buildkernel RXL 494 s, userland
 #: 19 s + 305 s, boot stage of three boots 327 s.
@@ -43,7 +48,6 @@ MEASURED: Dict[str, float] = {
 
 def timings_path() -> Path:
     """``$RXL_WORK/timings.json`` (rxl.paths.work_root at call time)."""
-    from rxl import paths
     return paths.work_root() / "timings.json"
 
 
@@ -133,12 +137,6 @@ class StageBar:
         self._progress = None
         live = sys.stderr.isatty() if live is None else live
         if live and self.total:
-            try:
-                from rich.console import Console
-                from rich.progress import (BarColumn, MofNCompleteColumn, Progress,
-                                           TextColumn, TimeElapsedColumn)
-            except ImportError:  # pragma: no cover - rich is a dependency
-                return
             self._progress = Progress(TextColumn(self.name), BarColumn(), MofNCompleteColumn(),
                                       TimeElapsedColumn(), console=Console(stderr=True),
                                       transient=True)

@@ -28,7 +28,10 @@ when the files they touch equal HEAD again.
 
 The planning (:func:`plan_rig`, :func:`rig_tag`, :func:`kernel_cache_path`)
 is pure and needs no FreeBSD tree; :func:`tree_commits` asks git read-only
-questions; :func:`rxl.tree.rigrun.run_rig` carries a plan out.
+questions; :func:`run_rig` carries a plan out, each step in ``<guest-dir>/rig-src``
+(a shared clone of ``--src``, never ``--src`` itself) logged under ``out``, and
+:func:`rig_is_clone` says whether an existing rig directory is a clone of the
+tree.  Errors: :class:`RigError`, one line.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ import os
 import re
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.errors import SourceError
-from rxl.tree import build as build_mod
-from rxl.tree import series as series_mod
-from rxl.tree import patch as P
+from rxl.tree import build as tree_build
+from rxl.tree import patch as tree_patch
+from rxl.tree import series as tree_series
 
 #: Test-rig patches applied to the rig checkout only (not the series).
 GUEST_PATCHES = Path(__file__).resolve().parents[3] / "patches" / "guest"
@@ -87,8 +91,8 @@ def read_guest_patches(directory: Path = GUEST_PATCHES) -> List[GuestPatch]:
     for p in sorted(Path(directory).glob("*.patch")):
         data = p.read_bytes()
         try:
-            parsed = P.parse_patch(data.decode("utf-8", errors="replace"), p.name)
-        except P.SeriesError as exc:
+            parsed = tree_patch.parse_patch(data.decode("utf-8", errors="replace"), p.name)
+        except tree_patch.SeriesError as exc:
             raise RigError(f"guest patch {p}: {exc}") from None
         if not parsed.files:
             raise RigError(f"guest patch {p}: no diff in it")
@@ -152,7 +156,7 @@ class RigKernel:
 
 @dataclass
 class RigPlan:
-    """What :func:`rxl.tree.rigrun.run_rig` does: the checkout, objdir, kernels and steps, in order."""
+    """What :func:`run_rig` does: the checkout, objdir, kernels and steps, in order."""
 
     rig_src: Path
     objdir: Path
@@ -171,7 +175,7 @@ class RigPlan:
             if s.variant and s.variant != cur:
                 cur = s.variant
                 out.append(f"# build {cur} in {self.rig_src} (objdir {self.objdir}; "
-                           f"writes {build_mod.kernconf_path(self.rig_src)})")
+                           f"writes {tree_build.kernconf_path(self.rig_src)})")
             out.append(s.shell())
         return out
 
@@ -180,8 +184,8 @@ def plan_rig(src: str, guest_dir: str, commits: Mapping[str, str],
              patches: Sequence[GuestPatch], *, rig_exists: bool = False,
              toolchain_done: bool = False,
              cached: Callable[[Path], bool] = lambda p: False,
-             lock: Optional[str] = build_mod.DEFAULT_LOCK,
-             jobs: int = build_mod.DEFAULT_JOBS) -> RigPlan:
+             lock: Optional[str] = tree_build.DEFAULT_LOCK,
+             jobs: int = tree_build.DEFAULT_JOBS) -> RigPlan:
     """Plan the rig kernels for ``commits`` (variant -> 40-hex commit).
 
     ``rig_exists``: ``<guest_dir>/rig-src`` is already a clone (no clone
@@ -210,7 +214,7 @@ def plan_rig(src: str, guest_dir: str, commits: Mapping[str, str],
     if not rig_exists:
         plan.steps.append(Step("clone", "", ("git", "clone", "-q", "--shared", "--no-checkout",
                                              os.path.abspath(src), str(rig))))
-    built = build_mod.kernel_path(rig, objdir)
+    built = tree_build.kernel_path(rig, objdir)
     tc = not toolchain_done
     for k in todo:
         v = k.variant
@@ -218,7 +222,7 @@ def plan_rig(src: str, guest_dir: str, commits: Mapping[str, str],
                                                      k.commit)))
         for p in patches:
             plan.steps.append(Step("apply", v, git + ("apply", p.path)))
-        for st in build_mod.plan_stages(rig, objdir, toolchain=tc, jobs=jobs, lock=lock):
+        for st in tree_build.plan_stages(rig, objdir, toolchain=tc, jobs=jobs, lock=lock):
             plan.steps.append(Step("make", v, st.argv))
         tc = False
         tmp = str(k.path) + ".tmp"
@@ -242,10 +246,10 @@ def git_in(src: str, *args: str) -> subprocess.CompletedProcess:
 def base_commit(base_file: Path = BASE_FILE) -> str:
     """The 40-hex commit of ``patches/BASE``. Raises :class:`RigError` when absent or bad."""
     try:
-        return P.parse_base(Path(base_file).read_text()).commit
+        return tree_patch.parse_base(Path(base_file).read_text()).commit
     except OSError as exc:
         raise RigError(f"{base_file}: {exc.strerror}; pass --pristine-kernel") from None
-    except P.SeriesError as exc:
+    except tree_patch.SeriesError as exc:
         raise RigError(f"{base_file}: {exc}") from None
 
 
@@ -261,7 +265,7 @@ def dirty_sys(src: str) -> List[str]:
                        f"{(cp.stderr.strip().splitlines() or ['?'])[-1]}")
     entries = [(ln[:2], ln[3:]) for ln in cp.stdout.splitlines() if ln.strip()]
     if any(st.strip() == "D" for st, _ in entries):
-        absent = set(series_mod.missing_blob_paths(Path(src)))
+        absent = set(tree_series.missing_blob_paths(Path(src)))
         entries = [(st, p) for st, p in entries if not (st.strip() == "D" and p in absent)]
     return [p for _, p in entries]
 
@@ -300,3 +304,119 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
 # ------------------------------------------------------------------ run
 
 
+def rig_is_clone(rig: Path, src: str) -> bool:
+    """True if ``rig`` is a previous run's clone of ``src``; False if it does not exist.
+
+    Raises :class:`RigError` when ``rig`` exists and is anything else (another
+    tree, or a clone of another source: its commits may not be visible).
+    """
+    if not rig.exists():
+        return False
+    top = git_in(str(rig), "rev-parse", "--show-toplevel")
+    url = git_in(str(rig), "config", "remote.origin.url").stdout.strip()
+    if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(rig):
+        raise RigError(f"{rig} exists and is not a git clone; remove it")
+    if not url or os.path.realpath(url) != os.path.realpath(src):
+        raise RigError(f"{rig} is a clone of {url or 'nothing'}, not of {src}; remove it "
+                       "(or give another --guest-dir)")
+    return True
+
+
+def _last(cp: subprocess.CompletedProcess) -> str:
+    lines = (cp.stderr.strip() or cp.stdout.strip()).splitlines()
+    return lines[-1] if lines else f"exit {cp.returncode}"
+
+
+def run_rig(plan: RigPlan, *, out: str,
+            echo: Callable[[str], None] = lambda s: print(s, flush=True)) -> Dict[str, dict]:
+    """Carry out ``plan``; return variant -> ``{"kernel", "cached", "seconds", "stages"}``.
+
+    ``seconds``: wall time of the variant's steps; ``stages``: per make
+    stage ``{"name", "seconds", "wait_seconds"}``. Build logs go to
+    ``<out>/build-<variant>/``. Raises :class:`RigError` (one line) when a
+    step fails; the rig checkout's patches are dropped even then.
+    """
+    res: Dict[str, dict] = {v: {"kernel": str(k.path), "cached": True, "seconds": 0.0,
+                                "stages": []}
+                            for v, k in plan.kernels.items()}
+    rig = str(plan.rig_src)
+    touched = sorted({t for p in plan.patches for t in p.touches})
+
+    def run(step: Step) -> subprocess.CompletedProcess:
+        echo(f"$ {step.shell()}")
+        try:
+            return subprocess.run(step.argv, capture_output=True, text=True)
+        except FileNotFoundError as exc:
+            raise RigError(f"{step.argv[0]}: {exc.strerror}") from None
+
+    def drop(step: Step) -> None:
+        cp = run(step)
+        left = git_in(rig, "status", "--porcelain", "--untracked-files=no", "--", *touched) \
+            if touched else None
+        if left is not None and (left.returncode != 0 or left.stdout.strip()):
+            raise RigError(f"rig: could not drop the guest patches in {rig} ({_last(cp)}); "
+                           f"remove {rig} and run again")
+
+    pending_drop: Optional[Step] = None
+    t0: Dict[str, float] = {}
+    built_variants = set()
+    try:
+        for step in plan.steps:
+            v = step.variant
+            if v and v not in t0:
+                t0[v] = time.monotonic()
+                res[v]["cached"] = False
+                pending_drop = Step("drop", v, ("git", "-C", rig, "checkout", "-q", "-f"))
+            if step.kind == "clone":
+                if plan.rig_src.exists():
+                    raise RigError(f"{plan.rig_src} exists but is not a git clone; remove it")
+                plan.rig_src.parent.mkdir(parents=True, exist_ok=True)
+                cp = run(step)
+                if cp.returncode != 0:
+                    raise RigError(f"rig: git clone --shared failed: {_last(cp)}")
+            elif step.kind == "checkout":
+                cp = run(step)
+                commit = step.argv[-1]
+                head = git_in(rig, "rev-parse", "HEAD").stdout.strip()
+                if head != commit or not (plan.rig_src / "tools/build/make.py").is_file():
+                    raise RigError(f"rig: checkout of {commit[:12]} in {rig} failed: {_last(cp)}")
+                absent = sum("unable to read sha1 file" in ln for ln in cp.stderr.splitlines())
+                if absent:
+                    echo(f"   ({absent} files of the snapshot have no blob and are absent)")
+            elif step.kind == "apply":
+                cp = run(step)
+                if cp.returncode != 0:
+                    raise RigError(f"rig: {step.shell()} failed at {v}'s commit: {_last(cp)}")
+            elif step.kind == "make":
+                if v in built_variants:
+                    continue
+                built_variants.add(v)
+                for other in plan.steps:
+                    if other.kind == "make" and other.variant == v:
+                        echo(f"$ {other.shell()}")
+                try:
+                    stages = tree_build.build_kernel(plan.rig_src, plan.objdir,
+                                                    logdir=str(Path(out) / f"build-{v}"),
+                                                    echo=echo)
+                except (tree_build.BuildError, FileNotFoundError) as exc:
+                    raise RigError(f"rig: {v}: {exc}") from None
+                res[v]["stages"] = [{"name": s.name, "seconds": round(s.seconds),
+                                     "wait_seconds": s.extra.get("wait_seconds"),
+                                     "log": str(s.log)} for s in stages]
+            elif step.kind in ("mkdir", "copy", "rename"):
+                cp = run(step)
+                if cp.returncode != 0:
+                    raise RigError(f"rig: {step.shell()} failed: {_last(cp)}")
+            elif step.kind == "drop":
+                drop(step)
+                pending_drop = None
+                res[v]["seconds"] = round(time.monotonic() - t0[v])
+            else:  # pragma: no cover - plan_rig makes no other kind
+                raise RigError(f"rig: unknown step kind {step.kind!r}")
+    finally:
+        if pending_drop is not None and plan.rig_src.is_dir():
+            try:
+                drop(pending_drop)
+            except RigError as exc:
+                echo(str(exc))
+    return res

@@ -35,12 +35,12 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
 from rxl.errors import HostError
-from rxl.tree import build as build_mod
+from rxl.tree import build as tree_build
 from rxl.tree import kyuaworld, toolchain
-from rxl.tree import world as world_mod
+from rxl.tree import world as tree_world
 from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
-from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs,
-                            world_make_vars, world_outputs)
+from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs, world_make_vars,
+                            world_outputs)
 
 #: Guest path -> objdir path (relative to OBJTOP) of the programs sshd and an
 #: SSH-driven run need.
@@ -289,18 +289,18 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
             kyuaworld.fetch_amalgamation(src, kyuaworld.default_cache(), echo=echo)
         except kyuaworld.KyuaError as exc:
             raise SSHWorldError(str(exc)) from None
-    lock = build_mod.DEFAULT_LOCK if lock is None else (lock or None)
+    lock = tree_build.DEFAULT_LOCK if lock is None else (lock or None)
     stages = plan_ssh_world(src, kyua=kyua, lock=lock)
-    if not (build_mod.toolchain_done(objdir, src) or toolchain.seed(src, objdir, echo)):
-        stages = build_mod.plan_stages(src, objdir, lock=lock)[:1] + stages
+    if not (tree_build.toolchain_done(objdir, src) or toolchain.seed(src, objdir, echo)):
+        stages = tree_build.plan_stages(src, objdir, lock=lock)[:1] + stages
     for st in stages:
         if st.name == "world-ssh-includes":
-            world_mod.ensure_atf_headers(src, objdir, echo)
+            tree_world.ensure_atf_headers(src, objdir, echo)
         if st.name == "world-ssh-build-tools":
-            for p in cross_built_tools(world_mod.objtop(src, objdir)):
+            for p in cross_built_tools(tree_world.objtop(src, objdir)):
                 echo(f"{p}: built for FreeBSD, not the host: removed for _build-tools")
                 p.unlink()
-            foreign = foreign_depends(world_mod.objtop(src, objdir), src)
+            foreign = foreign_depends(tree_world.objtop(src, objdir), src)
             if foreign:
                 echo(f"{len(foreign)} dependency files name another tree's sources "
                      f"(e.g. {foreign[0]}): removed")
@@ -310,13 +310,13 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
             openssh_config(src, objdir, str(logdir), echo)
         echo(f"{st.name}: log {logdir / (st.name + '.log')}")  # run_stage says started
         try:
-            build_mod.run_stage(st, str(logdir), echo)
+            tree_build.run_stage(st, str(logdir), echo)
             if st.name == "kernel-toolchain":
-                (Path(objdir) / build_mod.TOOLCHAIN_DONE).touch()
+                (Path(objdir) / tree_build.TOOLCHAIN_DONE).touch()
                 toolchain.save(src, objdir, echo)
-        except build_mod.BuildError as exc:
+        except tree_build.BuildError as exc:
             # as rxl.tree.world: a failed test-includes check alone is not fatal
-            if not st.name.endswith("includes") or world_mod.includes_check_only_failure(
+            if not st.name.endswith("includes") or tree_world.includes_check_only_failure(
                     exc.log.read_text(errors="replace"), src) is None:
                 raise
 
@@ -337,7 +337,7 @@ def openssh_config(src: str, objdir: str, logdir: str,
     echo(f"openssh-configure: the tree lacks {OPENSSH_CONFIG_H}: running OpenSSH's "
          f"configure (cross, log {log})")
     with open(log, "w") as fh:
-        for argv in openssh_configure_argv(str(world_mod.worldtmp(src, objdir))):
+        for argv in openssh_configure_argv(str(tree_world.worldtmp(src, objdir))):
             fh.write(f"$ {' '.join(argv)}\n")
             fh.flush()
             try:

@@ -27,6 +27,10 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Optional
 
+from rxl import paths
+from rxl.tree.build import DEFAULT_TARGET, DEFAULT_TARGET_ARCH, TOOLCHAIN_DONE
+from rxl.tree.patch import SeriesError, parse_base
+
 #: Store directory under $RXL_WORK, and its completeness marker.
 STORE = "toolchain"
 COMPLETE = ".complete"
@@ -39,7 +43,6 @@ BASE_FILE = Path(__file__).resolve().parents[3] / "patches" / "BASE"
 def base_key(src: str, base_file: Optional[Path] = None) -> Optional[str]:
     """``patches/BASE``'s commit when ``src``'s HEAD descends from it (or is it);
     None otherwise (not git, another history, no BASE): no sharing then."""
-    from rxl.tree.patch import SeriesError, parse_base
     bf = base_file or BASE_FILE
     try:
         base = parse_base(Path(bf).read_text()).commit
@@ -56,12 +59,10 @@ def base_key(src: str, base_file: Optional[Path] = None) -> Optional[str]:
 
 def store_dir(key: str, work: Optional[str] = None) -> Path:
     """``<work>/toolchain/<key[:12]>`` (work: $RXL_WORK)."""
-    from rxl import paths
     return Path(work or paths.work_root()) / STORE / key[:12]
 
 
 def _objtop(src: str, objdir: str) -> Path:
-    from rxl.tree.build import DEFAULT_TARGET, DEFAULT_TARGET_ARCH
     return (Path(os.path.abspath(objdir)) / os.path.abspath(src).lstrip("/") /
             f"{DEFAULT_TARGET}.{DEFAULT_TARGET_ARCH}")
 
@@ -83,7 +84,6 @@ def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
     An OSError while copying is said and gives False (the build then runs
     kernel-toolchain itself).
     """
-    from rxl.tree.build import TOOLCHAIN_DONE
     store = seedable(src, objdir, work)
     if store is None:
         return False

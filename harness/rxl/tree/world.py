@@ -24,9 +24,6 @@ on the include path, and its ``INCS`` install finds ``defs.h`` there too.
 
 from __future__ import annotations
 
-from rxl import paths
-from rxl.errors import BadOption
-
 import os
 import re
 import shlex
@@ -36,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-try:  # the kernel engineer's argv builder (issue 3); one copy of that logic
-    from rxl.tree.build import DEFAULT_LOCK, DEFAULT_OBJDIR, Stage, locked_argv, make_py_argv
-except ImportError:  # pragma: no cover - build.py not there yet
-    raise
+from rxl import paths
+from rxl.errors import BadOption, HostError
+from rxl.tree import build as tree_build
+from rxl.tree.build import (DEFAULT_LOCK, DEFAULT_OBJDIR, BuildError, Stage, StageResult,
+                            locked_argv, make_py_argv)
 
 #: Directories built by buildworld's SUBDIR_OVERRIDE: what the guest's boot
 #: and /etc/rc need, plus the loaders (stand/efi/loader_simp).
@@ -306,7 +304,6 @@ def build_tests(src: str, objdir: str, outdir: str, *, logdir: str,
 
     Returns name -> binary. Raises ``rxl.tree.build.BuildError`` naming the log.
     """
-    from rxl.tree.build import run_stage
 
     sysroot = str(worldtmp(src, objdir))
     out = Path(outdir)
@@ -316,7 +313,7 @@ def build_tests(src: str, objdir: str, outdir: str, *, logdir: str,
     for name, source in items:
         binary = out / name
         st = Stage(f"test-{name}", tuple(atf_cc_argv(source, str(binary), sysroot)))
-        run_stage(st, logdir, echo)
+        tree_build.run_stage(st, logdir, echo)
         built[name] = binary
     return built
 
@@ -356,12 +353,11 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
 
     Returns ``{"skipped": bool, "stages": [StageResult...], "outputs": WorldOutputs}``.
     Raises ``rxl.tree.build.BuildError`` (naming the stage log) when a stage fails and
-    RuntimeError when a product is missing after a successful build.
+    HostError when a product is missing after a successful build.
     """
-    from rxl.tree.build import run_stage, toolchain_done
 
-    if not toolchain_done(objdir):
-        raise RuntimeError(f"{objdir}: kernel-toolchain not done yet "
+    if not tree_build.toolchain_done(objdir):
+        raise HostError(f"{objdir}: kernel-toolchain not done yet "
                            "(no .kernel-toolchain.done); run the build stage first")
     stages = plan_world(src, objdir, jobs=jobs, lock=lock)
     stamp = objtop(src, objdir) / ".rxl-world.stamp"
@@ -372,14 +368,13 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
         echo(f"world: up to date ({stamp}), skipped")
         return {"skipped": True, "stages": [], "outputs": outs}
     ensure_atf_headers(src, objdir, echo)
-    from rxl.tree.build import BuildError, StageResult
 
     results = []
     for st in stages:  # run_stage says started / done, with the expected time
         echo(f"{st.name}: log {Path(logdir) / (st.name + '.log')}")
         t0 = time.monotonic()
         try:
-            res = run_stage(st, logdir, echo)
+            res = tree_build.run_stage(st, logdir, echo)
         except BuildError as exc:
             bad = (includes_check_only_failure(exc.log.read_text(errors="replace"), src)
                    if st.name == "world-includes" else None)
@@ -393,7 +388,7 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
         results.append(res)
     missing = outs.missing()
     if missing:
-        raise RuntimeError(f"world: built but missing {', '.join(missing)}; "
+        raise HostError(f"world: built but missing {', '.join(missing)}; "
                            f"see {Path(logdir) / 'world-build.log'}")
     stamp.write_text(plan_text)
     return {"skipped": False, "stages": results, "outputs": outs}

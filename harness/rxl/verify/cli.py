@@ -39,7 +39,7 @@ from typing import Optional, Tuple
 import click
 
 from rxl import paths
-from rxl.cli.groups import OptionGroup, given, objdir_option, option, refuse_given
+from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
 from rxl.cli.options import check_input, read_input
 from rxl.cli.surface import command
 from rxl.errors import DataError, HostError, show

@@ -10,6 +10,7 @@ mtime) still matches (:func:`kernel_cached`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -112,7 +113,6 @@ def kernel_stamp_text(src: str, kernel: str) -> str:
     head = git_out(src, "log", "-1", "--format=%H", "--", "sys").strip()
     dirty = git_out(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
     diff = git_out(src, "diff", "HEAD", "--", "sys") if dirty.strip() else ""
-    import hashlib
     st = os.stat(kernel) if os.path.exists(kernel) else None
     return "\n".join([head, hashlib.sha256(diff.encode()).hexdigest() if diff else "clean",
                       f"{st.st_size} {st.st_mtime_ns}" if st else "no kernel"]) + "\n"

@@ -11,8 +11,8 @@ would run.
 
 :func:`run` calls the machine's stages in order, sets each record's wall
 time, writes ``<out>/stage-<name>.log`` per stage, and returns at the first
-:class:`StageFailed` (an :class:`rxl.errors.RxlError` or OSError a stage lets
-through counts as one) after writing report.json with a failed verdict naming
+:class:`StageFailed` (an :class:`rxl.errors.RxlError`, OSError or ValueError a
+stage lets through counts as one) after writing report.json with a failed verdict naming
 the stage's error.  A dry run writes nothing.
 """
 
@@ -120,8 +120,8 @@ def json_text(st: RunState) -> str:
 def timed(name: str, stage: Stage, req: RunRequest,
           st: RunState) -> Tuple[StageRecord, Optional[str]]:
     """Run one stage: ``(record with seconds set, None)``, or, when it raised
-    StageFailed (or let an RxlError or OSError through), ``(a failed record,
-    the one-line error)``."""
+    StageFailed (or let an RxlError, OSError or ValueError through), ``(a failed
+    record, the one-line error)``."""
     t0 = time.monotonic()
     error = None
     try:
@@ -129,7 +129,9 @@ def timed(name: str, stage: Stage, req: RunRequest,
             rec = stage(req, st)
         except StageFailed:
             raise
-        except (RxlError, OSError) as exc:  # an OSError is a file the stage needed
+        except (RxlError, OSError, ValueError) as exc:
+            # an OSError: a file the stage needed; a ValueError: a value the stage's
+            # own checks refused (a program name, a loader tunable)
             raise StageFailed(f"{name}: {one_line(exc)}") from None
     except StageFailed as exc:
         error = str(exc)

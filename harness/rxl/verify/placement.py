@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from rxl.decide import distance, dump
-from rxl.decide.cpugroup import (CG_FLAG_THREAD, CG_SHARE_L3, Topology,
-                                 TopologyError)
+from rxl.decide.cpugroup import CG_FLAG_THREAD, CG_SHARE_L3, Topology, TopologyError
 from rxl.verify.parse import RunResult
 
 

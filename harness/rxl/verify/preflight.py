@@ -23,7 +23,6 @@ from rxl.tree import world as tree_world
 from rxl.verify.ownguest import guest_config
 from rxl.verify.request import RunRequest
 
-
 #: Longest --case-timeout, s: a day. The guest's rc hands it to timeout(1),
 #: which refuses a duration it cannot represent, so every case would "fail"
 #: after the builds; no ATF case of the run takes more than minutes.

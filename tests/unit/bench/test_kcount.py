@@ -6,8 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import kcount
-from rxl.bench import kcount_record as KR
-from rxl.bench.cli import kcount as kcount_cmd
+from rxl.bench.cli import kcount_group as kcount_cmd
 
 
 def test_frame_counts_nested_call_and_ret():
@@ -121,7 +120,7 @@ def test_record_refuses_bad_values_before_gdb(tmp_path, monkeypatch, args, where
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"\x7fELF")
     (tmp_path / "file").write_text("")
-    monkeypatch.setattr(KR, "record", lambda *a, **k: pytest.fail("recorded"))
+    monkeypatch.setattr(kcount, "record", lambda *a, **k: pytest.fail("recorded"))
     args = [a.replace("{file}", str(tmp_path / "file")) for a in args]
     base = ["record", "--kernel", str(kernel), "--out", str(tmp_path / "t.json")]
     r = CliRunner().invoke(kcount_cmd, base + args)

@@ -1,6 +1,7 @@
-"""rxl.bench.kcount_sites: a traced call's locks and atomics by function."""
+"""rxl.bench.kcount's sites and diff: a traced call's locks and atomics by function."""
 
-from rxl.bench import kcount_sites as S
+from rxl.bench import kcount
+
 
 TD = 0xFFFFF80003A1C740
 NM = """kern_accept4 T ffffffff80000100 40
@@ -10,7 +11,7 @@ data_thing D ffffffff80000150 8
 
 
 def test_symbolizer_maps_a_pc_into_its_function():
-    name = S.symbolizer(NM)
+    name = kcount.symbolizer(NM)
     assert name(0xFFFFFFFF80000100) == "kern_accept4"
     assert name(0xFFFFFFFF80000160) == "kern_accept4"   # data symbols do not split text
     assert name(0xFFFFFFFF80000205) == "soaccept"
@@ -23,7 +24,7 @@ def test_sites_split_atomics_and_acquisitions_by_function():
            a + 3: "call", b: "lock xadd %eax,(%rbx)", b + 1: "ret", a + 4: "ret"}
     sample = {"pc": [a, a + 1, a + 2, a + 3, b, b + 1, a + 4],
               "cas": [[1, 0, TD], [2, TD, 0]], "curthread": TD}
-    got = S.sites(sample, asm, S.symbolizer(NM))
+    got = kcount.sites(sample, asm, kcount.symbolizer(NM))
     # mtx_lock (an acquisition) and mtx_unlock (an atomic only) inline in
     # kern_accept4; a refcount in soaccept.
     assert got == {"kern_accept4": (2, 1), "soaccept": (1, 0)}
@@ -32,7 +33,7 @@ def test_sites_split_atomics_and_acquisitions_by_function():
 def test_self_diff_lists_only_changed_functions_largest_first():
     a = {"kern_accept4": 300, "soaccept": 187, "tcp_usr_accept": 90}
     b = {"kern_accept4": 300, "soaccept": 187, "tcp_usr_accept": 101, "in_pcblb_accepted": 40}
-    assert S.self_diff(a, b) == [("in_pcblb_accepted", 0, 40), ("tcp_usr_accept", 90, 101)]
+    assert kcount.self_diff(a, b) == [("in_pcblb_accepted", 0, 40), ("tcp_usr_accept", 90, 101)]
 
 
 def test_self_counts_take_the_low_median_per_function(tmp_path):
@@ -48,5 +49,5 @@ def test_self_counts_take_the_low_median_per_function(tmp_path):
            "samples": [{"pc": c, "sp": [sps[p] for p in c]} for c in calls]}
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))
-    got = S.self_counts(kcount.load(str(p)), "soaccept", S.symbolizer(NM))
+    got = kcount.self_counts(kcount.load(str(p)), "soaccept", kcount.symbolizer(NM))
     assert got == {"kern_accept4": 3, "soaccept": 2}

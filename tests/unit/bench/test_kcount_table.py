@@ -6,8 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from rxl.bench import kcount, kcount_ops
-from rxl.bench.cli import kcount as kcount_cmd
+from rxl.bench import kcount, kcount_gdb, kcount_ops
+from rxl.bench.cli import kcount_group as kcount_cmd
 
 TD = 0xFFFFF80003A1C740
 
@@ -50,12 +50,12 @@ def _write(tmp_path, samples, outer="kern_accept4", asm=ASM, name="t.json"):
 ])
 def test_gdb_filter_equals_cas_source(text):
     scope = {}
-    exec(kcount.GDB_CAS_SRC, scope)
+    exec(kcount_gdb.GDB_CAS_SRC, scope)
     assert scope["cas_src"](text) == kcount_ops.cas_source(text)
 
 
 def test_gdb_script_is_python():
-    compile(kcount.GDB_SCRIPT, "<gdb script>", "exec")
+    compile(kcount_gdb.GDB_SCRIPT, "<gdb script>", "exec")
 
 
 def test_accept_marks_locks_and_atomics(tmp_path):
@@ -209,7 +209,7 @@ def test_only_syn_goes_to_gdb_for_tcp_input_only():
 ])
 def test_gdb_syn_filter_constants(flags, stepped):
     scope = {}
-    exec(kcount.GDB_SYN, scope)
+    exec(kcount_gdb.GDB_SYN, scope)
     assert scope["is_syn"](flags) is stepped
 
 

@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.bench import lbsetsock as L
-from rxl.bench.cli import kcount as kcount_cmd
+from rxl.bench.cli import kcount_group as kcount_cmd
 
 M = "==RXL== LBSET"
 

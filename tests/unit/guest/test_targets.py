@@ -218,7 +218,7 @@ def test_targets_key_makes_and_prints_the_harness_key(tmp_path, monkeypatch):
     """rxl targets --key: the public line a target's authorized_keys needs,
     made on first use, the same line the second time (fresh6 F16)."""
     from click.testing import CliRunner
-    from rxl.guest.cli import targets as targets_cmd
+    from rxl.guest.cli import targets_cmd
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     first = CliRunner().invoke(targets_cmd, ["--key"])
     assert first.exit_code == 0, first.output

@@ -482,7 +482,7 @@ def test_port_connector_draws_both_parities_and_retries():
 
 
 def test_single_thread_rewrites_the_accelerator():
-    from rxl.learn.job import single_thread
+    from rxl.learn.session import single_thread
     argv = ["qemu", "-machine", "q35,accel=tcg", "-cpu", "max"]
     assert single_thread(argv) == ["qemu", "-machine", "q35", "-accel", "tcg,thread=single",
                                    "-cpu", "max"]
@@ -510,7 +510,7 @@ REC_ON = DATA / "recorded-c3fix-patched-on.log"
 
 
 def test_recorded_spread_run():
-    from rxl.learn.job import analyze_log
+    from rxl.learn.metrics import analyze_log
     a = analyze_log(str(REC_SPREAD))
     assert a["outcome"] == "completed" and a["errors"] == []
     assert a["rxq"] == [0, 4]
@@ -535,7 +535,7 @@ def test_recorded_spread_run():
 
 
 def test_recorded_learning_on_run():
-    from rxl.learn.job import analyze_log
+    from rxl.learn.metrics import analyze_log
     a = analyze_log(str(REC_ON))
     assert a["errors"] == [] and a["rxq"] == [0, 2]
     by = {m.label: m for m in a["metrics"]}
@@ -548,7 +548,7 @@ def test_recorded_learning_on_run():
 
 
 def test_recorded_pristine_run_behaves_as_the_hash():
-    from rxl.learn.job import analyze_log
+    from rxl.learn.metrics import analyze_log
     a = analyze_log(str(DATA / "recorded-pristine-emfix.log"))
     assert a["errors"] == []
     by = {m.label: m for m in a["metrics"]}
@@ -562,7 +562,7 @@ def test_recorded_pristine_run_behaves_as_the_hash():
 
 
 def test_recorded_series_spread_run_meets_the_targets():
-    from rxl.learn.job import analyze_log
+    from rxl.learn.metrics import analyze_log
     a = analyze_log(str(DATA / "recorded-series-spread.log"))
     assert a["errors"] == [] and a["rxq"] == [0, 4]
     by = {m.label: m for m in a["metrics"]}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from rxl.tree import build as B
+from rxl.tree import kernconf
 
 
 def test_make_py_argv_shape():
@@ -44,7 +45,7 @@ def test_locked_argv():
 
 
 def test_kernconf_text():
-    text = B.kernconf_text()
+    text = kernconf.kernconf_text()
     lines = text.splitlines()
     assert "include\tGENERIC" in lines
     assert "ident\tRXL" in lines
@@ -52,11 +53,11 @@ def test_kernconf_text():
         assert f"options \t{opt}" in lines
     assert text.endswith("\n")
     with pytest.raises(ValueError):
-        B.kernconf_text("rxl lower")
+        kernconf.kernconf_text("rxl lower")
 
 
 def test_kernconf_and_kernel_paths():
-    assert B.kernconf_path("/s") == Path("/s/sys/amd64/conf/RXL")
+    assert kernconf.kernconf_path("/s") == Path("/s/sys/amd64/conf/RXL")
     assert B.kernel_path("/work/freebsd", "/work/obj") == Path(
         "/work/obj/work/freebsd/amd64.amd64/sys/RXL/kernel")
 

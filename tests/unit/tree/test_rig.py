@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.tree import rig
-from rxl.tree import rigrun as rig_run
 from rxl.tree import check as C
 from rxl.tree import patch as P
 from rxl.cli.main import main
@@ -255,14 +254,14 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
 def test_rig_clone_must_be_of_the_same_source(tmp_path):
     src = _repo(tmp_path)
     rig_dir = tmp_path / "g" / "rig-src"
-    assert rig_run.rig_is_clone(rig_dir, str(src)) is False
+    assert rig.rig_is_clone(rig_dir, str(src)) is False
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(src), str(rig_dir)],
                    check=True)
-    assert rig_run.rig_is_clone(rig_dir, str(src)) is True
+    assert rig.rig_is_clone(rig_dir, str(src)) is True
     other = tmp_path / "other"
     other.mkdir()
     with pytest.raises(rig.RigError, match="not of .*remove it"):
-        rig_run.rig_is_clone(rig_dir, str(other))
+        rig.rig_is_clone(rig_dir, str(other))
     (tmp_path / "plain").mkdir()
     with pytest.raises(rig.RigError, match="not a git clone"):
-        rig_run.rig_is_clone(tmp_path / "plain", str(src))
+        rig.rig_is_clone(tmp_path / "plain", str(src))
