@@ -1,7 +1,7 @@
 """Shared fixtures and the hypothesis profiles.
 
 The ``ci`` profile (the default) runs every property with at least 1,000
-examples, as issue 2 asks; ``RXL_HYPOTHESIS=dev`` runs 100 for quick
+examples; ``RXL_HYPOTHESIS=dev`` runs 100 for quick
 iterations; ``deep`` (``make test-deep``) runs 10,000.
 """
 
@@ -13,7 +13,7 @@ settings.register_profile(
     "ci", max_examples=1000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=100, deadline=None)
-# make test-deep (issue 12): 10,000 examples per property, not in CI.
+# make test-deep: 10,000 examples per property, not in CI.
 settings.register_profile(
     "deep", max_examples=10000, deadline=None,
     suppress_health_check=[HealthCheck.too_slow])

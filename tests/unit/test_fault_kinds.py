@@ -1,4 +1,4 @@
-"""Issue 14's fault kinds, each checked across the commands it reached: non-finite
+"""The fault kinds a newcomer met, each checked across the commands it reached: non-finite
 numbers, checks deferred past slow stages, paths that are not regular files, the
 lbgroup cap, refusals that must change nothing, one error surface."""
 

@@ -27,14 +27,14 @@ from rxl.errors import DataError
 
 SOURCE = Path(__file__).with_name("acceptd.c")
 
-#: Compiler flags; the file must build with exactly these on Linux (issue 5)
+#: Compiler flags; the file must build with exactly these on Linux
 #: and, minus nothing, on FreeBSD.  -O2 is ours: the rig's own CPU time
 #: should not dominate the figures it reports.
 CFLAGS = ("-std=c99", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
           "-pthread", "-O2")
 
 #: Setup name -> (server mode, one-line description).  The names are the
-#: issue's; the modes are ``acceptd -m``.  Order is the table's order.
+#: results' (docs/results/bench-accept.md); the modes are ``acceptd -m``.  Order is the table's order.
 SETUPS: Dict[str, tuple] = {
     "noflag": ("noflag", "shared listener, epoll, no flag"),
     "exclusive": ("exclusive", "shared listener, all EPOLLEXCLUSIVE"),

@@ -19,7 +19,7 @@ from rxl.bench.accept import BenchError
 from rxl.bench.knobs import run_label
 from rxl.bench.tables import end_warnings
 
-#: acceptd JSON versions understood: 1 (serial model only), 2 (issue 17:
+#: acceptd JSON versions understood: 1 (serial model only), 2 (
 #: server models, client figures, open connections).
 VERSIONS = (1, 2)
 

@@ -1,7 +1,7 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * acceptd's eBPF part (issue 16): load reuseport_sel.bpf.o with libbpf,
+ * acceptd's eBPF part: load reuseport_sel.bpf.o with libbpf,
  * fill its maps from a file the harness wrote (the dealt map from the
  * cores under sys/, or the NUMA ranges), let each worker put its listener
  * into the sockarray at its rank, attach the program through rank 0, and

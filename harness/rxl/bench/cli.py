@@ -357,7 +357,7 @@ def analyze(traces, as_json):
 @click.option("--out", type=click.Path(dir_okay=False),
               help="Write the JSON here (default: stdout).")
 def table(traces, out):
-    """Issue 10's JSON: {case: {variant: {instructions, locks, atomics}}}.
+    """The kernel cost table's JSON: {case: {variant: {instructions, locks, atomics}}}.
 
     syn-on may take two traces per variant: tcp_input --only-syn (the SYN)
     and syncache_expand (the ACK); their values are added.
@@ -443,7 +443,7 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
                    "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
 @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
 def setsockopt(kernel, src, objdir, out, calls, members, rounds, blocks, tunables, dry_run):
-    """Issue 10: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
+    """The setsockopt target: CALLS unchanged-tag setsockopt(SO_REUSEPORT_LB_CPU) on a
     MEMBERS group: rebuilds (target 0) and a bystander's connect+accept
     latency against idle (target <= 1.2x). Hold /work/build.lock around it."""
     if not 1 <= blocks <= min(rounds, calls):

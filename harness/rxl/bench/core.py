@@ -1,4 +1,4 @@
-"""``make bench-core``: the userspace cost of the cores (issue 2).
+"""``make bench-core``: the userspace cost of the cores.
 
 Builds ``lib/userspace/bench_core.c`` against the kernel's own deal and
 select (``sys/netinet/in_pcblb_deal.c``) and reports:
@@ -15,7 +15,7 @@ select (``sys/netinet/in_pcblb_deal.c``) and reports:
 * the map's size against the budget 8 B x 16 x members + 4 B x CPUs plus
   a small header.
 
-Targets (issue 2, "Performance"): steered <= 1.15x plain, untagged <=
+Targets (docs/design.md): steered <= 1.15x plain, untagged <=
 1.02x, rebuild <= 20 us, map within budget.  The report says which are
 met; it never fails a build.
 """

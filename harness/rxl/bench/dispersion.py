@@ -7,7 +7,7 @@ top-k share of ``k / n``; one worker taking everything has
 ``cv == sqrt(n - 1)``, ``max_min == inf`` (with n > 1), ``idle == n - 1``
 and a top-k share of 1.
 
-Why these (issue 17, "the summary hides imbalance"): the first/last
+Why these (a mean and a range hide imbalance): the first/last
 columns of the first rig looked only at ranks 0 and n-1 (with 256 workers
 75% went to six in the middle and both said 0%), and per-rank means were
 rounded to integers (a mean of 0.5 read as 0).  Top-k share, idle count,
@@ -87,7 +87,3 @@ def figures(counts: Sequence[int]) -> Dict[str, float]:
             "max_min": max_min(counts), "k": k,
             "top_k": top_k_share(counts, k)}
 
-
-def fmt_ratio(x: float) -> str:
-    """max/min for a table: ``inf`` spelled out, else two digits."""
-    return "inf" if math.isinf(x) else f"{x:.2f}"

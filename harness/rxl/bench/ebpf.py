@@ -1,4 +1,4 @@
-"""The eBPF SK_REUSEPORT setups of the accept rig (issue 16).
+"""The eBPF SK_REUSEPORT setups of the accept rig.
 
 ``ebpf-deal`` carries the project's decision to Linux: the dealt map is
 computed by the C cores under ``sys/`` (:func:`rxl.decide.core.deal`, the
@@ -54,9 +54,6 @@ LOG_ENTRIES = 8192
 #: -mcpu=v3: the ticket's atomic fetch-and-add returns the old value
 #: (BPF_FETCH), which older BPF ISA levels cannot encode.
 BPF_CFLAGS = ("-O2", "-g", "-target", "bpf", "-mcpu=v3")
-
-#: The packages a machine needs (Debian names; ``rxl doctor`` lists them).
-PACKAGES = ("clang", "libbpf-dev")
 
 
 class Unavailable(HostError):

@@ -1,7 +1,7 @@
 """Instructions, locks and atomics a running guest kernel executes per call.
 
 ``make bench-core`` counts a userspace analogue of the lbgroup lookup under
-callgrind (issue 2).  This module measures the real thing: it attaches gdb
+callgrind.  This module measures the real thing: it attaches gdb
 to QEMU's gdbstub (``-gdb tcp:127.0.0.1:PORT``), breaks at the entry of a
 kernel function (default ``in_pcblookup_mbuf``, where tcp_input() looks up
 the inpcb of every segment; ``kern_accept4`` for accept(2), ``tcp_input``
@@ -95,7 +95,7 @@ SYN_OUTER = "tcp_input"
 #: Give up on a trace after this many steps (a lookup is a few hundred,
 #: an accept(2) a few thousand).
 STEP_LIMIT = 100000
-#: Issue 10's cases and the kernels a case is measured on.
+#: The cost table's cases and the kernels a case is measured on.
 CASES = ("accept-off", "accept-on-untagged", "accept-on-tagged", "syn-on")
 VARIANTS = ("pristine", "patched", "patched-old")
 
@@ -245,7 +245,7 @@ def summarize(samples: Sequence[Sample], mark: str = GROUP_MARK) -> Dict[str, di
 
 def mark_values(doc: dict) -> Dict[str, Dict[str, int]]:
     """Per mark of the trace's outer function that a complete sample entered,
-    issue 10's ``{"instructions", "locks", "atomics"}``: the low median over
+    the cost table's ``{"instructions", "locks", "atomics"}``: the low median over
     those samples, of each count on its own.  Marks no sample entered are
     left out.  Raises KcountError when the outer function has no marks or
     the trace has no disassembly.
@@ -272,7 +272,7 @@ def _add(values: Sequence[Dict[str, int]]) -> Dict[str, int]:
 
 
 def case_value(doc: dict) -> Dict[str, int]:
-    """Issue 10's ``{"instructions", "locks", "atomics"}`` of one trace.
+    """The cost table's ``{"instructions", "locks", "atomics"}`` of one trace.
 
     :func:`mark_values` summed over every mark of the trace's outer
     function (:data:`MARKS`; ``tcp_input``: the SYN's segment plus the
@@ -318,7 +318,7 @@ def handshake_value(docs: Sequence[dict]) -> Dict[str, int]:
 
 
 def table_doc(docs: Dict[Tuple[str, str], List[dict]]) -> Dict[str, Dict[str, Dict[str, int]]]:
-    """Issue 10's JSON from ``{(case, variant): [trace, ...]}``. Pure.
+    """The cost table's JSON from ``{(case, variant): [trace, ...]}``. Pure.
 
     ``syn-on`` takes :func:`handshake_value` of its traces, every other
     case :func:`case_value` of its one trace.  Cases and variants come out

@@ -1,4 +1,4 @@
-"""The accept rig's server and client knobs (issue 17), and run labels.
+"""The accept rig's server and client knobs, and run labels.
 
 :class:`Knobs` holds what ``acceptd`` does with a connection once it has
 it (server model, work, holding, accepts per wakeup), how the client
@@ -12,7 +12,7 @@ default the run did not use (``reorder1`` is not ``reorder16``).
 Defaults and their sources:
 
 * ``server="loop"``: the event-loop model (each worker keeps accepting
-  while it holds connections), the default since issue 17 because it is
+  while it holds connections), the default because it is
   what event-loop servers (nginx, Envoy, node) do; ``serial`` is the first
   rig's accept-work-close model.
 * ``hold_ms=0``: close after the response, as the first rig did.

@@ -1,7 +1,7 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * lbsetsock: issue 10's setsockopt target, run inside the guest.
+ * lbsetsock: the setsockopt cost target, run inside the guest.
  *
  * A load-balancing group of N listeners (SO_REUSEPORT_LB on
  * 127.0.0.1:port), member i tagged with SO_REUSEPORT_LB_CPU = i % ncpu.

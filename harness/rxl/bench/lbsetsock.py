@@ -1,6 +1,6 @@
-"""``rxl kcount setsockopt``: issue 10's setsockopt target, in the guest.
+"""``rxl kcount setsockopt``: the setsockopt cost target, in the guest.
 
-Target (issue 10, "The cost, measured in the kernel"): a loop of 1,000,000
+Target (docs/design.md, "The cost, measured in the kernel"): a loop of 1,000,000
 ``setsockopt(SO_REUSEPORT_LB_CPU)`` calls with an unchanged tag on a
 256-member group causes 0 rebuilds, and a bystander's connect(2)+accept(2)
 latency on another port stays within 1.2x of idle while it runs.
@@ -16,7 +16,7 @@ as many ``setsockopt(SO_SNDBUF)`` calls (same syscall path, nothing of the
 series), interleaved in blocks so that the host's load drift falls on all
 three. In a TCG guest on a small host every busy vCPU slows the others, so
 ``loop / control`` isolates what the series' no-op path costs a bystander;
-the issue's target is still judged on ``loop / idle``.
+the target is still judged on ``loop / idle``.
 Errors: :class:`LbsetError`, one line.
 """
 
@@ -34,7 +34,7 @@ from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
 from rxl.tree import world as tree_world
 
-#: Issue 10's numbers: calls, members (INPCBLBGROUP_SIZMAX in
+#: The target's numbers: calls, members (INPCBLBGROUP_SIZMAX in
 #: sys/netinet/in_pcb.h is 256 too), rebuilds allowed, latency ratio.
 CALLS = 1_000_000
 MEMBERS = 256
@@ -126,7 +126,7 @@ def parse(lines: Sequence[str]) -> Dict[str, dict]:
 
 
 def verdict(res: Dict[str, dict]) -> Dict[str, object]:
-    """Issue 10's two checks on :func:`parse`'s result.
+    """The target's two checks on :func:`parse`'s result.
 
     Returns ``{"rebuilds": N, "rebuilds_ok": bool, "idle_p50_ns",
     "loop_p50_ns", "ratio": loop p50 / idle p50, "ratio_ok": bool,

@@ -1,7 +1,7 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * Two BPF_PROG_TYPE_SK_REUSEPORT selectors for the accept rig (issue 16).
+ * Two BPF_PROG_TYPE_SK_REUSEPORT selectors for the accept rig.
  *
  * deal     the project's dealt map on Linux.  The receiving CPU's entry
  *          packs (offset << 16) | count, as LBDEAL_ENTRY in

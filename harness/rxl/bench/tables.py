@@ -1,4 +1,4 @@
-"""The accept rig's imbalance, per-worker and client tables (issue 17).
+"""The accept rig's imbalance, per-worker and client tables.
 
 Pure functions over summaries: anything with ``label``, ``runs`` and, per
 run, ``accepts``, ``cpu_ms``, ``workers`` and ``raw`` (acceptd's JSON).
@@ -84,11 +84,6 @@ def imbalance_rows(summaries: Sequence) -> List[List[str]]:
             mmtxt,
             mean_range(_per_run(s, local_share), 0, pct=True)])
     return rows
-
-
-def idle_runs(s) -> int:
-    """Runs of a summary in which at least one worker accepted nothing."""
-    return sum(1 for r in s.runs if dispersion.idle(r.accepts) > 0)
 
 
 def per_rank(values_by_run: Sequence[Sequence[float]], digits: int = 1,

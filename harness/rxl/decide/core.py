@@ -30,7 +30,7 @@ from rxl.errors import HostError
 
 ROOT = Path(__file__).resolve().parents[3]
 
-#: The cores, as the series adds them (issue 2), and the userspace glue.
+#: The cores, as the series adds them, and the userspace glue.
 CORE_SOURCES = (
     "sys/net/iflib_spread.c",
     "sys/netinet/in_pcblb_deal.c",
@@ -44,7 +44,7 @@ CORE_HEADERS = (
 GLUE = ("lib/userspace/rxl_compat.h", "lib/userspace/rxlcore.h",
         "lib/userspace/rxlcore.c")
 
-#: Warnings the cores must compile clean under (issue 2).
+#: Warnings the cores must compile clean under (kernel style, docs/design.md).
 CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC")
 
 # Kept in step with lib/userspace/rxlcore.h.

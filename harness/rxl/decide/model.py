@@ -62,7 +62,7 @@ class Deal:
 
 
 #: How :func:`supply` rounds the CPUs' shares: ``largest-remainder`` is
-#: the C's (issue 10); ``floor`` cuts the ranges at cumulative floors, the
+#: the C's; ``floor`` cuts the ranges at cumulative floors, the
 #: rule the seed states ("rounded cumulatively") and its tables assume.
 ROUNDINGS = ("largest-remainder", "floor")
 

@@ -1,6 +1,6 @@
 """The documents and tables of ``rxl deal``, ``rxl spread`` and ``rxl outcomes``.
 
-Each ``*_doc`` is the ``--json`` document (issue 2's schema for the deal);
+Each ``*_doc`` is the ``--json`` document (its schema: docs/design.md);
 each ``*_text`` the table printed without ``--json``, made from that
 document so the two cannot disagree.
 """
@@ -15,7 +15,7 @@ from rxl.decide.cpugroup import Topology
 
 def deal_doc(topo: Topology, tags: Sequence[model.Tag],
              d: Optional[model.Deal]) -> dict:
-    """The ``rxl deal --json`` document (issue 2's schema)."""
+    """The ``rxl deal --json`` document (schema: docs/design.md)."""
     rings = model.ring_counts(topo, tags, d) if d is not None else None
     members = []
     for i, t in enumerate(tags):

@@ -7,7 +7,7 @@ The tree itself (:class:`~rxl.decide.cpugroup.Topology`, the cpu_group tree
 Sources of topologies:
 
 * built-ins named in :data:`BUILTINS` (the seed's two hosts and the
-  QEMU guest of issue 4), numbered as FreeBSD numbers x86 CPUs: the SMT
+  harness's own QEMU guest), numbered as FreeBSD numbers x86 CPUs: the SMT
   siblings of core ``k`` are ``2k`` and ``2k + 1``, L3 groups and sockets
   take ascending blocks;
 * ``"LxCxT"`` (for example ``"2x4x2"``): ``L`` L3 groups of ``C`` cores of
@@ -72,8 +72,8 @@ def regular(name: str, l3_groups: int, cores: int, threads: int,
 
 #: Built-in topologies: (L3 groups, cores per L3, threads per core, flags).
 #: ryzen-5950x and xeon-e5-2470v2-2s are the seed's measured hosts (seed
-#: 000, "The cost ladder" and the overview); qemu-2s is the guest of issue
-#: 4 (-smp 8,sockets=2,cores=2,threads=2 with one NUMA node per socket).
+#: 000, "The cost ladder" and the overview); qemu-2s is the own guest
+#: (-smp 8,sockets=2,cores=2,threads=2 with one NUMA node per socket).
 BUILTINS = {
     "ryzen-5950x": (2, 8, 2, 0),
     "xeon-e5-2470v2-2s": (2, 10, 2, CG_FLAG_NODE),

@@ -13,9 +13,9 @@ own RAM backend.  QEMU describes one L3 cache per die (CPUID leaf 4), so
 ``dies=2`` gives every socket two L3 groups in FreeBSD's topology (the
 built-in ``guest-2l3`` target of :mod:`rxl.guest.targets`).
 ``-cpu Skylake-Server`` is the default because ``qemu64`` hides SMT from
-FreeBSD's topology detection (measured, issue 4).
+FreeBSD's topology detection (measured, docs/results/guest-boot.md).
 
-Accelerator: TCG. KVM fails on the machines this was written on (issue 4),
+Accelerator: TCG. KVM fails on the machines this was written on,
 so ``tcg`` is the default; ``kvm`` is accepted but never chosen silently.
 """
 

@@ -61,7 +61,7 @@ DEFAULT_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes"
 
 
 #: Built-in shapes and qemu targets, there without a targets file (a file's
-#: entries of the same name win).  guest-2l3 (issue 11): two sockets and
+#: entries of the same name win).  guest-2l3: two sockets and
 #: NUMA nodes, each socket two dies of two SMT cores; QEMU gives every die
 #: its own L3, so the NIC's domain holds two L3 groups.
 BUILTIN_SHAPES = {"two-socket": DEFAULT_SHAPE,

@@ -19,11 +19,11 @@ Where the list comes from:
   and libbpf's headers (``rxl bench accept --setup ebpf-deal`` / ``ebpf-numa-rr``).
 * What make.py's bootstrap on Linux needs and no argv shows: ``bmake``, lex
   and yacc (``flex``, ``bison``; a fresh Debian 12 failed kernel-toolchain
-  with ``lex: not found``, issue 14), and libarchive's and libbz2's headers
+  with ``lex: not found``), and libarchive's and libbz2's headers
   (``libarchive-dev``, ``libbz2-dev``), which the bootstrap tools include.
 * The host tools make.py's bootstrap links into its temporary tree
   (:data:`MAKE_PY_HOST_TOOLS`): a bare Debian 12 root failed
-  kernel-toolchain with "Cannot find host tool 'time' in PATH" (issue 14,
+  kernel-toolchain with "Cannot find host tool 'time' in PATH" (
   docs/results/cold-run.md); the ones outside Debian's Essential set are
   on the list (``time``, ``bzip2``, ``xz-utils``, ``patch``).
 * OVMF: QEMU's UEFI firmware (``ovmf``, :data:`rxl.guest.qemu.OVMF_CANDIDATES`).
@@ -214,12 +214,6 @@ def tool_names(needs: Sequence[Need] = NEEDS) -> set:
         elif n.check.startswith("path:"):
             out.add(os.path.basename(n.check[5:]))
     return out
-
-
-def parse_version(text: str) -> Optional[Tuple[int, int]]:
-    """(major, minor) of the first ``N.N`` in ``text``, or None."""
-    m = re.search(r"(\d+)\.(\d+)", text or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def qemu_version(binary: str = "qemu-system-x86_64",

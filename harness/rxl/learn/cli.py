@@ -1,4 +1,4 @@
-"""``rxl learn``: prove learning at accept(2) on the guest's e1000e (issue 6).
+"""``rxl learn``: prove learning at accept(2) on the guest's e1000e.
 
 This module parses the options and prints; :mod:`rxl.learn.session` checks,
 plans and runs.  Stages, each printed as it starts (``--dry-run`` prints every external
@@ -29,7 +29,7 @@ command and runs nothing):
 
 ``--log FILE`` (repeatable) skips the first three stages and re-analyses
 saved console logs. Exit status: 0 when every planned run produced a
-summary with connections in its measured phase; the issue's targets are
+summary with connections in its measured phase; the learning targets are
 printed as MET/MISS (measured, not asserted).
 """
 

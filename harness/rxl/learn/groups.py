@@ -1,4 +1,4 @@
-"""The kernel's groups view per window of a learning run (issue 10, "Observability").
+"""The kernel's groups view per window of a learning run (docs/design.md, "Observability").
 
 With ``-G ms`` learnd copies ``net.inet.tcp.reuseport_lb.groups`` every
 ``ms`` milliseconds and once more at the quit byte, and notes with each
@@ -120,8 +120,8 @@ def map_colocation(g: inspect.Group,
 def dealt_colocation(g: inspect.Group, rounding: str = "floor") -> Optional[float]:
     """What a supply rounded by ``rounding`` would co-locate, dealing this
     copy's window counts (prev + cur) to these members' tags: by default
-    the seed's cumulative floor, the rounding the kernel used before issue
-    10 (:func:`rxl.decide.model.supply`; ``largest-remainder`` is today's).
+    the seed's cumulative floor, the rounding the kernel used before the largest
+    remainder (:func:`rxl.decide.model.supply`; ``largest-remainder`` is today's).
     None without a map or counts."""
     rx = {c: p + n for c, (p, n) in g.rx.items() if p + n > 0}
     if not g.map_slots or not rx:

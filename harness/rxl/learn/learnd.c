@@ -1,7 +1,7 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * learnd: the accept server of rxl's learning runs (issue 6).
+ * learnd: the accept server of rxl's learning runs.
  *
  * An unmodified SO_REUSEPORT_LB server: N worker processes, each with its
  * own listener on INADDR_ANY:port, each optionally pinned to one CPU, and

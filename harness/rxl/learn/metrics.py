@@ -3,7 +3,7 @@
 :func:`analyze` turns one :class:`~rxl.learn.results.RunSummary` into per
 worker shares, co-location with the receiving CPU, same socket and starved
 workers, next to the prediction of :mod:`rxl.decide.outcomes`;
-:func:`targets` checks issue 6's targets (measured, not asserted) and
+:func:`targets` checks the learning targets (measured, not asserted) and
 :func:`table` prints them; :func:`analyze_log` does it all for one saved
 console log.
 """
@@ -228,7 +228,7 @@ def binomial_sd(p: float, n: int) -> float:
 
 @dataclass(frozen=True)
 class Target:
-    """One of issue 6's targets, measured (not asserted): what, the value, met or not."""
+    """One learning target, measured (not asserted): what, the value, met or not."""
 
     run: str
     what: str
@@ -237,11 +237,11 @@ class Target:
 
 
 def targets(m: RunMetrics) -> List[Target]:
-    """Issue 6's targets that apply to run ``m``, with issue 10's co-location.
+    """The learning targets that apply to run ``m``, with the dealt map's co-location.
 
     * learn-on / learn-spread, one worker per receive CPU: co-location >= 99 %
-      (issue 10: with largest-remainder supply each worker holds all of its
-      own CPU's slots; issue 6 asked 96 % of the floor), 0 starved;
+      (with largest-remainder supply each worker holds all of its
+      own CPU's slots; the first target was 96 % of the floor), 0 starved;
     * learn-spread, one worker per CPU: same socket >= 96 %, exact share
       within 3 binomial SD of the deal's prediction, every worker within
       +-10 % of an equal share at >= 512 connections, 0 starved;
@@ -279,7 +279,7 @@ def _pct(x: Optional[float]) -> str:
 
 def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
           rxq_by_run: Optional[Mapping[str, Sequence[int]]] = None) -> str:
-    """The issue's table: per run, per worker share / predicted share / co-located / same socket."""
+    """The learning table: per run, per worker share / predicted share / co-located / same socket."""
     lines: List[str] = []
     if topo_name:
         lines.append(f"guest topology: {topo_name}")

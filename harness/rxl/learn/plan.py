@@ -1,7 +1,7 @@
 """Learning at accept(2) on the guest's e1000e: what a learning run does.
 
-Issue 6 proves commit 3 ("learn SO_REUSEPORT_LB receive and worker CPUs at
-accept(2)") on a NIC that delivers real RSS hashes: the QEMU guest of issue 4
+A learning run proves commit 3 ("learn SO_REUSEPORT_LB receive and worker CPUs at
+accept(2)") on a NIC that delivers real RSS hashes: the own QEMU guest
 with its e1000e (82574L, em(4) on iflib, two receive queues).  The guest runs
 ``learnd`` (harness/rxl/learn/learnd.c), an unmodified SO_REUSEPORT_LB
 server, one pinned worker per CPU or per receive-queue CPU; the host opens
@@ -22,7 +22,7 @@ parsed by :mod:`rxl.learn.results`, and :mod:`rxl.learn.metrics` analyzes
 and tabulates them beside what :mod:`rxl.decide.outcomes` predicts.
 
 The booting itself (staging a root, QEMU, the console) is in
-:mod:`rxl.learn.cli`, which reuses the guest modules of issue 4.
+:mod:`rxl.learn.cli`, which reuses the own guest's modules.
 """
 
 from __future__ import annotations
@@ -59,16 +59,14 @@ LOOPBACK_HOSTS = ("127.0.0.1",)
 PHASE_BYTES = {"warmup": "w", "measured": "m", "quit": "q"}
 #: M_HASHTYPE_HASHPROP (sys/sys/mbuf.h): set for every hash a NIC computed.
 HASHPROP = 0x80
-#: M_HASHTYPE_RSS_TCP_IPV4 = M_HASHTYPE_HASH(2) (sys/sys/mbuf.h, 14.0).
-RSS_TCP_IPV4 = 0x82
 
-#: Configurations of issue 6, in table order.
+#: Configurations of a learning run, in table order.
 CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
 #: Worker sets: one pinned worker per receive-queue CPU, or per CPU, or as
 #: many workers as receive queues left unpinned (``free``: never captured,
-#: the untagged path of accept(2) that issue 10's kcount measures).
+#: the untagged path of accept(2) that rxl kcount measures).
 WORKER_SETS = ("rxq", "all", "free")
-#: The worker sets of a run that names none (issue 6's table).
+#: The worker sets of a run that names none (the learning table's).
 DEFAULT_WORKER_SETS = ("rxq", "all")
 #: Loader tunable of commit 1 for the guest's em0 (CTLFLAG_RDTUN in iflib.c).
 SPREAD_TUNABLE = "dev.em.0.iflib.core_spread"
@@ -115,7 +113,7 @@ def plan_phases(warmup_s: float = 25.0, measured_s: float = 30.0, *,
     ``warmup_s`` / ``measured_s``: minimum seconds of each, both must exceed
     :data:`MIN_PHASE_S` (two 10 s windows, seed 000). ``min_measured``: the
     measured phase goes on (up to ``max_factor`` times its length) until
-    that many connections succeeded (issue 6: "at >= 512 connections").
+    that many connections succeeded (the targets hold "at >= 512 connections").
     Raises LearnError for a phase not longer than both windows or bad bounds.
     """
     for name, s in (("warm-up", warmup_s), ("measured", measured_s)):
@@ -224,11 +222,6 @@ def socket_option(src: str, name: str) -> Optional[int]:
     return int(m.group(1), 0) if m else None
 
 
-def lb_cpu_option(src: str) -> Optional[int]:
-    """Value of ``SO_REUSEPORT_LB_CPU`` in the tree, or None (no commit 2)."""
-    return socket_option(src, "SO_REUSEPORT_LB_CPU")
-
-
 def socket_options(src: str, given: Mapping[str, Optional[str]]) -> Dict[str, Optional[int]]:
     """Each of :data:`SOCKET_OPTIONS`: the value given (a string, C syntax:
     ``0x1031`` or ``4145``) or else the tree's.  Raises LearnError naming the
@@ -311,7 +304,7 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     foreign port and handshake CPU, printed after the run). ``groups_ms``:
     learnd -G, copies of the groups view every that many ms (0: none).
     A run that sets learning sets it explicitly and puts back the value it
-    found afterwards (learning is opt-in, default 0 since issue 10).
+    found afterwards (learning is opt-in, default 0).
     Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """

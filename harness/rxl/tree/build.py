@@ -54,7 +54,7 @@ DEFAULT_JOBS = 2
 DEFAULT_TARGET = "amd64"
 DEFAULT_TARGET_ARCH = "amd64"
 #: Marker a finished kernel-toolchain leaves in the objdir (agreed with the
-#: guest/userland build, issue 4), so the stage runs once per objdir.
+#: guest/userland build), so the stage runs once per objdir.
 TOOLCHAIN_DONE = ".kernel-toolchain.done"
 #: The test kernel configuration's name.
 DEFAULT_KERNCONF = "RXL"

@@ -1,4 +1,4 @@
-"""Rig kernels: the kernels ``rxl learn`` builds for itself (issue 6).
+"""Rig kernels: the kernels ``rxl learn`` builds for itself.
 
 QEMU 7.2's e1000e needs a test-rig change to em(4) (``patches/guest/``, not
 part of the series) before any connection reaches the guest under MSI-X.

@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from rxl.tree.patch import ATF_DEST, Base, SeriesError, parse_base, patch_files
+from rxl.tree.patch import ATF_DEST, SeriesError, parse_base, patch_files
 
 #: Default branch the series is applied on.
 DEFAULT_BRANCH = "rxl"
@@ -77,7 +77,7 @@ def git_identity(repo: Optional[Path] = None) -> Optional[tuple[str, str]]:
 
 #: Committer of the commits the harness makes (git am, the fixups of sync)
 #: when git has no identity configured, as on a fresh machine: git refuses to
-#: commit without one ("Committer identity unknown", issue 14). The authors
+#: commit without one ("Committer identity unknown" on a fresh machine). The authors
 #: stay the patches' own.
 FALLBACK_COMMITTER = ("rxl harness", "rxl@localhost")
 
@@ -345,13 +345,6 @@ def sync_project_files(src: Path, project: Path, *,
                           f"{branch} unchanged apart from the fixup commits")
     echo(f"folded {len(updated)} file(s) into their commits on {branch}")
     return updated
-
-
-def write_base(patches_dir: Path, base: Base) -> Path:
-    """Write ``patches/BASE``."""
-    path = Path(patches_dir) / "BASE"
-    path.write_text(base.text())
-    return path
 
 
 def freebsd_version(src: Path) -> str:

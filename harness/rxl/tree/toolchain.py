@@ -3,7 +3,7 @@
 make.py keeps the kernel-toolchain under ``$MAKEOBJDIRPREFIX/<abs src>/
 amd64.amd64`` (OBJTOP), so every clone path and every objdir gets its own:
 a cold ``rxl run`` built it twice (patched and pristine trees, 209 s and
-251 s measured, issue 14) and ``rxl learn``'s rig checkout a third time. The
+251 s measured) and ``rxl learn``'s rig checkout a third time. The
 series does not touch the toolchain, so one build serves every tree whose
 HEAD descends from ``patches/BASE``'s commit.
 

@@ -1,6 +1,6 @@
 """The smallest guest userland: plan (pure) and build (impure) with make.py.
 
-What is built (issue 4, measured on a 2-core host):
+What is built (measured on a 2-core host):
 
 * after ``kernel-toolchain`` (run by :mod:`rxl.tree.build`, marker
   ``<objdir>/.kernel-toolchain.done``), the ``_includes`` stage, then

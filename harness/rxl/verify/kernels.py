@@ -29,7 +29,7 @@ def git_out(src: str, *args: str) -> str:
         return ""
 
 
-#: The project's patch series (issue 3): ``patches/BASE`` names the base commit.
+#: The project's patch series: ``patches/BASE`` names the base commit.
 REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
 
 
@@ -43,7 +43,7 @@ def series_base(patches_dir: Path = REPO_PATCHES) -> Optional[str]:
         raise StageFailed(f"series: {exc}") from None
 
 
-#: The project's copies of the files the series adds (``sys/...``, issue 3).
+#: The project's copies of the files the series adds (``sys/...``).
 REPO_SYS = REPO_PATCHES.parent / "sys"
 
 

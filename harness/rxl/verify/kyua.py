@@ -5,7 +5,7 @@ Used by :class:`rxl.verify.remote.RemoteRun` when the target has kyua (or
 runs them one at a time and logs in the work directory (:func:`kyua_commands`),
 and ``kyua report-junit``'s file becomes the run's cases
 (:func:`cases_from_kyua_junit`). Run for real on the own guest with the
-snapshot's kyua 0.13 (docs/results/ssh.md, session 6).
+snapshot's kyua 0.13 (docs/results/ssh.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Where a boot's RX queues landed, and whether ``core_spread`` put them
-where commit 1's rules say (issue 11, "Proof in the guest").
+where commit 1's rules say.
 
 Input: a parsed console log (:class:`rxl.verify.parse.RunResult`) with the
 guest's ``kern.sched.topology_spec`` and ``dev.<nic>.iflib.rxq<N>.cpu``

@@ -4,7 +4,7 @@ Input is an ordered mapping ``label -> RunResult`` (from :mod:`rxl.verify.parse`
 one entry per guest boot, e.g. ``{"patched": ..., "pristine": ...}``; labels
 become JUnit test suites and table columns.
 
-Verdict (issue 4's exit status), see :func:`verdict`:
+Verdict (``rxl run``'s exit status), see :func:`verdict`:
   * every *new* case (the series' own ATF programs) passes on the patched
     run and fails on the pristine run;
   * every *base* case (FreeBSD's own, e.g. ``so_reuseport_lb_test``) passes
@@ -51,7 +51,7 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
             pristine: Optional[str] = "pristine", spread: Optional[str] = None,
             new_programs: Iterable[str] = (), base_programs: Iterable[str] = (),
             placements: Optional[Mapping[str, int]] = None) -> Verdict:
-    """Apply issue 4's pass rule to ``runs``.
+    """Apply ``rxl run``'s pass rule to ``runs``.
 
     ``new_programs`` / ``base_programs``: program basenames (e.g.
     ``so_reuseport_lb_test``). A label given but missing from ``runs`` is a
@@ -134,7 +134,7 @@ def to_junit(runs: Mapping[str, RunResult]) -> str:
             "name": label, "tests": str(len(cases) + (1 if boot_bad else 0)),
             "failures": str(fails), "errors": str(errors + (1 if boot_bad else 0)),
             "skipped": str(skipped)})
-        if run.notes:  # what ran where: target, kyua, kernel switch (issue 13)
+        if run.notes:  # what ran where: target, kyua, kernel switch
             props = ET.SubElement(suite, "properties")
             for note in run.notes:
                 ET.SubElement(props, "property", {"name": "note", "value": note})

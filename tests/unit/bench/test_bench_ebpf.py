@@ -1,4 +1,4 @@
-"""The eBPF setups (issue 16): map layout against the model, no BPF needed,
+"""The eBPF setups: map layout against the model, no BPF needed,
 the loader's refusal paths, and one live run when this host can load."""
 
 import json

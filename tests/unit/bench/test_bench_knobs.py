@@ -1,4 +1,4 @@
-"""rxl bench accept (issue 17): dispersion figures, knobs, labels, tables."""
+"""rxl bench accept: dispersion figures, knobs, labels, tables."""
 
 import math
 from types import SimpleNamespace
@@ -49,7 +49,6 @@ def test_dispersion_rejects():
     with pytest.raises(ValueError, match="k must"):
         D.top_k_share([1, 2], 3)
     assert D.cv([0, 0]) == 0.0 and D.max_min([0, 0]) == 1.0
-    assert D.fmt_ratio(math.inf) == "inf" and D.fmt_ratio(2) == "2.00"
 
 # --------------------------------------------------------------- knobs
 
@@ -115,7 +114,7 @@ def test_knobs_argv_and_checks():
 def test_run_label_by_parameters():
     base = {"version": 2, "setup": "reorder", "reorder_every": 1,
             "server": "loop", "workers": 8, "work_us": 0, "hold_us": 0}
-    # The fault of issue 17: --reorder-every 1 was labelled reorder16.
+    # A fault once seen: --reorder-every 1 was labelled reorder16.
     assert K.run_label(base) == "reorder1"
     assert K.run_label({**base, "reorder_every": 16}) == "reorder16"
     lab = K.run_label({**base, "setup": "exclusive", "server": "serial",
@@ -148,7 +147,7 @@ def test_tables_show_imbalance():
     (row,) = T.imbalance_rows([s])
     assert row[1] == "0.5 (0.0-1.0) of 4"
     assert row[4].endswith("inf in 1/2")
-    assert T.idle_runs(s) == 1
+    assert [D.idle(r.accepts) > 0 for r in runs] == [True, False]
     # Means keep a decimal: 0.5 does not read as 0.
     assert T.per_rank([[1, 0], [0, 0]]) == "0.5 (0.0-1.0) 0.0"
     wide = T.per_rank([[0] * 20 + [9] * 4])

@@ -1,4 +1,4 @@
-"""rxl bench accept after issue 17: the event-loop model, new setups and
+"""rxl bench accept: the event-loop model, new setups and
 knobs, the command's input checks, and short live runs of each fault kind
 (loopback only, a few connections each)."""
 

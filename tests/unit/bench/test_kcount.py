@@ -116,7 +116,7 @@ def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
 ])
 def test_record_refuses_bad_values_before_gdb(tmp_path, monkeypatch, args, where):
     """kcount record: a port outside 1-65535, no samples, an --out under a file
-    are usage errors (exit 2) before nm or gdb run (issue 14's deferred checks)."""
+    are usage errors (exit 2) before nm or gdb run ."""
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"\x7fELF")
     (tmp_path / "file").write_text("")

@@ -1,5 +1,5 @@
 """rxl.bench.kcount on traces with disassembly: marks, locks and atomics per call,
-and issue 10's kcount-accept.json (``rxl kcount table``)."""
+and the cost table's kcount-accept.json (``rxl kcount table``)."""
 
 import json
 

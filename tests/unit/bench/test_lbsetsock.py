@@ -1,4 +1,4 @@
-"""rxl.bench.lbsetsock: the guest rc, the LBSET lines and issue 10's setsockopt verdict."""
+"""rxl.bench.lbsetsock: the guest rc, the LBSET lines and the setsockopt target's verdict."""
 
 import pytest
 from click.testing import CliRunner

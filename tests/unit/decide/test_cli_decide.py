@@ -186,7 +186,7 @@ def test_core_build_errors_are_one_line(tmp_path, monkeypatch):
     ("999,999,999,999", "999.0000"), ("1000,1000,1000,1000", "1e+03"),
 ])
 def test_outcomes_table_keeps_its_columns_for_any_finite_ladder(ladder, cell):
-    """Issue 14: a ladder of 1e308 printed a 300-digit cycles cell that
+    """A ladder of 1e308 printed a 300-digit cycles cell that
     pushed 'on rx cpu' off the row; every row stays as wide as with the
     seed's default ladder (1,1,1,1.19)."""
     args = ("outcomes", "--topology", "2x4x2", "--workers", "0-15",

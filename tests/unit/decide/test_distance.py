@@ -1,4 +1,4 @@
-"""Distance classes follow what the tree says (issue 11, fault 4)."""
+"""Distance classes follow what the tree says."""
 
 import json
 from pathlib import Path

@@ -1,5 +1,5 @@
-"""kern.sched.topology_spec dumps as people paste them (issue 11, fault 5;
-issue 14's hardening list).  The files are in tests/data/topology/: the
+"""kern.sched.topology_spec dumps as people paste them (damaged, wrapped,
+truncated).  The files are in tests/data/topology/: the
 guest's own dump (qemu-2s-numa.xml) and copies damaged the way pastes are.
 """
 

@@ -1,4 +1,4 @@
-"""Largest-remainder supply (issue 10, "Rounding that keeps exact members
+"""Largest-remainder supply ("Rounding that keeps exact members
 whole"): what the rounding guarantees, the C against the model on counts
 that need 64-bit remainders, and the guest's worked example."""
 
@@ -89,7 +89,7 @@ def test_unknown_rounding_is_refused():
         model.supply(16, {0: 1}, rounding="nearest")
 
 
-# Issue 10's worked example: learn-spread.rxq on the guest (qemu-2s, rxq
+# The worked example of docs/design.md: learn-spread.rxq on the guest (qemu-2s, rxq
 # CPUs 0 and 4 with core_spread=1), one pinned worker on each receiving CPU.
 EXAMPLE_RX = {0: 6756, 4: 6793}
 

@@ -93,10 +93,10 @@ def test_spread_stays_in_local_domain(impl):
 
 
 def test_spread_guest_two_queues(impl):
-    """issue 4's guest: 2 sockets x 2 cores x 2 threads, one L3 and NUMA
+    """The own guest: 2 sockets x 2 cores x 2 threads, one L3 and NUMA
     node per socket, intr set {0,2,4,6}, NIC domain unknown: core_spread=1
     stays on the socket of CPU 0 (seed 000: "never crosses to the other
-    while local CPUs remain"); core_spread=2 crosses on purpose (issue 11)."""
+    while local CPUs remain"); core_spread=2 crosses on purpose."""
     topo = topology.load("qemu-2s")
     assert impl.spread_order(topo, [0, 2, 4, 6])[:2] == [0, 2]
     assert impl.spread_order(topo, [0, 2, 4, 6], None, 2)[:2] == [0, 4]

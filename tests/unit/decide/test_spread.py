@@ -1,7 +1,7 @@
 """Commit 1's spread order (``iflib_spread_order()``), C and model.
 
 Every expected order below follows from the rules in
-sys/net/iflib_spread.h (issue 11): L3 groups of the local domain take
+sys/net/iflib_spread.h: L3 groups of the local domain take
 turns, every core's first thread before any second thread, local CPUs
 before others, ``core_spread=2`` lets the domains take turns too, and a
 tree without L3 groups keeps the numeric order.  Trees are written out by
@@ -74,7 +74,7 @@ def test_smt_first_threads_before_second(impl):
     assert order(impl, SPLIT) == [0, 1, 2, 3, 4, 5, 6, 7]
     # Two L3s: first threads 0-3 alternate between the L3s, then 4-7.
     assert order(impl, SPLIT_2L3) == [0, 2, 1, 3, 4, 6, 5, 7]
-    # The project's qemu-2s tree, across sockets (issue 11's order).
+    # The project's qemu-2s tree, across sockets (core_spread=2's order).
     assert order(impl, topology.load("qemu-2s"), mode=ACROSS) == \
         [0, 4, 2, 6, 1, 5, 3, 7]
     # A core with one eligible CPU left still counts as a first thread.
@@ -260,7 +260,7 @@ def test_spread_smt_and_domains(t, data):
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_two_l3_guest_orders(impl):
-    """The guest of issue 11 as it reports itself (rxl run --target
+    """The two-L3 guest (guest-2l3) as it reports itself (rxl run --target
     guest-2l3: -smp 16,sockets=2,dies=2,cores=2,threads=2, two NUMA
     nodes); em0's interrupt set leaves out the second threads."""
     from pathlib import Path

@@ -60,7 +60,7 @@ def test_describe_says_untested_and_commit_1():
     assert "UNTESTED ON HARDWARE" in text
     assert "commit 1" in text and "cannot be shown" in text
     assert "kldload -n vmm" in text and "bhyvectl --destroy --vm=rxl" in text
-    # what makes the guest reachable (fresh6 F18): tap up on open, a bridge,
+    # what makes the guest reachable (a tap up on open, a bridge,
     # sshd with root's key login and the harness key
     assert "sysctl net.link.tap.up_on_open=1" in text.splitlines()
     assert "addm tap0 up" in text and "PermitRootLogin prohibit-password" in text

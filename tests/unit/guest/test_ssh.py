@@ -351,7 +351,7 @@ def test_dry_run_records_every_action():
 
 
 def test_wait_up_fails_at_once_on_a_name_that_does_not_resolve(work, monkeypatch):
-    """fresh6 F20: 'Name or service not known' is not retried for a minute."""
+    """'Name or service not known' is not retried for a minute."""
     def no_such_name(*_a, **_k):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     monkeypatch.setattr(socket, "getaddrinfo", no_such_name)

@@ -99,13 +99,13 @@ def test_every_mistake_one_line(tmp_path):
     for want in expect:
         assert sum(want in e for e in errs) == 1, (want, errs)
     assert all("\n" not in e and e.startswith(path + ": ") for e in errs)
-    # str() is one line: the first mistake and how many more (issue 13, F12)
+    # str() is one line: the first mistake and how many more 
     assert str(ei.value) == f"{errs[0]} (and {len(errs) - 1} more mistakes: rxl targets " \
         f"--targets {path} lists them)"
 
 
 def test_a_key_is_checked_when_its_target_is_used(tmp_path):
-    """A missing key file fails only the target that names it (fresh6 F11)."""
+    """A missing key file fails only the target that names it ."""
     ts = T.load(write(tmp_path, """\
         targets:
           g: {kind: box, host: h, key: /no/such/key}
@@ -117,7 +117,7 @@ def test_a_key_is_checked_when_its_target_is_used(tmp_path):
 
 
 def test_a_name_given_twice_is_a_mistake(tmp_path):
-    """PyYAML keeps the last of two equal keys; the file says which lines (F10)."""
+    """PyYAML keeps the last of two equal keys; the file says which lines."""
     path = write(tmp_path, """\
         targets:
           a: {kind: box, host: h}
@@ -216,7 +216,7 @@ def test_rxl_targets_lists_and_reports_every_mistake(tmp_path):
 
 def test_targets_key_makes_and_prints_the_harness_key(tmp_path, monkeypatch):
     """rxl targets --key: the public line a target's authorized_keys needs,
-    made on first use, the same line the second time (fresh6 F16)."""
+    made on first use, the same line the second time."""
     from click.testing import CliRunner
     from rxl.guest.cli import targets_cmd
     monkeypatch.setenv("RXL_WORK", str(tmp_path))

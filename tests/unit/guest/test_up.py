@@ -41,7 +41,7 @@ def _tree(tmp_path):
 
 
 def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
-    """fresh6 F1-F4: a dry run without --build lists no world build; a missing
+    """A dry run without --build lists no world build; a missing
     kernel or tree, --kyua without --build and a tree without the sshd userland
     are usage errors (exit 2) before anything is compiled, dry run or not."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))

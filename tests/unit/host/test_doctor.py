@@ -107,7 +107,7 @@ def test_every_program_the_stages_start_is_on_the_list(tmp_path, monkeypatch):
 
 
 def test_make_py_needs_are_listed():
-    """What a fresh Debian 12 lacked for kernel-toolchain (issue 14), and the rest of
+    """What a fresh Debian 12 lacked for kernel-toolchain, and the rest of
     make.py's bootstrap on Linux."""
     pkgs = {n.package for n in D.NEEDS}
     for pkg in ("flex", "bison", "libarchive-dev", "libbz2-dev", "bmake", "clang-16",
@@ -151,13 +151,24 @@ def test_old_qemu_counts_as_missing():
     assert ok["qemu-system-x86_64"].ok and ok["qemu-system-x86_64"].note == "7.2"
 
 
-def test_version_parsing():
-    assert D.parse_version("QEMU emulator version 7.2.22 (Debian)") == (7, 2)
-    assert D.parse_version("no digits") is None
-
+def test_qemu_version_reads_qemus_own_line():
+    """What check() compares with QEMU_MIN: --version's "version N.N", else None
+    (a line without it, QEMU missing or hung)."""
     class CP:
-        stdout = "QEMU emulator version 8.1.0\n"
-    assert D.qemu_version(run=lambda *a, **k: CP()) == (8, 1)
+        def __init__(self, stdout):
+            self.stdout = stdout
+    assert D.qemu_version(run=lambda *a, **k: CP("QEMU emulator version 8.1.0\n")) == (8, 1)
+    assert D.qemu_version(run=lambda *a, **k: CP(
+        "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)\n")) == (7, 2)
+    assert D.qemu_version(run=lambda *a, **k: CP("qemu 7.2\n")) is None
+
+    def missing(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory")
+    assert D.qemu_version(run=missing) is None
+    old = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
+                                           isfile=lambda p: True, qemu_ver=lambda: (7, 1),
+                                           ovmf=lambda: "/fw", registry=lambda: None)}
+    assert not old["qemu-system-x86_64"].ok
 
 
 def _fake_check(missing):
@@ -264,7 +275,7 @@ def test_bench_mode_adds_privilege_and_kernel(monkeypatch):
 
 def test_make_py_host_tools_outside_essential_are_listed():
     """A bare Debian 12 root failed kernel-toolchain with "Cannot find host tool
-    'time' in PATH" (issue 14): every host tool make.py links whose package is
+    'time' in PATH": every host tool make.py links whose package is
     not Essential is a need, with that package."""
     by_name = {n.check[4:]: n.package for n in D.NEEDS if n.check.startswith("bin:")}
     assert D.MAKE_PY_HOST_TOOLS["time"] == "time"
@@ -303,7 +314,7 @@ def test_kyua_amalgamation_is_checked_and_not_an_apt_package():
 
 
 def test_for_ssh_checks_what_a_target_run_needs_only():
-    """fresh6 F17: --for ssh checked gdb, valgrind, mandoc and libbpf, which a run
+    """--for ssh checked gdb, valgrind, mandoc and libbpf, which a run
     against a target never uses; it keeps the build tools and paramiko."""
     from rxl.host import doctor as D
     names = {n.name for n in D.for_mode("ssh")}

@@ -1,4 +1,4 @@
-"""Learning at accept(2) on the guest (issue 6): plan, driver, parser, analysis, CLI.
+"""Learning at accept(2) on the guest: plan, driver, parser, analysis, CLI.
 
 Console logs under tests/data/learn/: ``synthetic-*.log`` are written by hand
 with known counts (qemu-2s topology from tests/data/topology); learnd's own
@@ -79,7 +79,7 @@ def test_config_of():
 
 
 def test_tree_lookups(tmp_path):
-    assert L.lb_cpu_option(str(tmp_path)) is None
+    assert L.socket_option(str(tmp_path), "SO_REUSEPORT_LB_CPU") is None
     assert L.learn_sysctl_name(str(tmp_path)) is None
     (tmp_path / "sys/sys").mkdir(parents=True)
     (tmp_path / "sys/sys/socket.h").write_text(
@@ -88,7 +88,7 @@ def test_tree_lookups(tmp_path):
     (tmp_path / "sys/netinet/in_pcb.c").write_text(
         "SYSCTL_INT(_net_inet_tcp, OID_AUTO, reuseport_lb_learn,\n"
         "    CTLFLAG_VNET | CTLFLAG_RW, &x, 0, \"learn\");\n")
-    assert L.lb_cpu_option(str(tmp_path)) == 0x1030
+    assert L.socket_option(str(tmp_path), "SO_REUSEPORT_LB_CPU") == 0x1030
     assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
     (tmp_path / "sys/netinet/in_pcb.c").write_text("/* nothing */\n")
     (tmp_path / "sys/netinet/tcp_usrreq.c").write_text(
@@ -121,7 +121,7 @@ def test_rc_sets_sysctl_pins_and_network():
 
 
 def test_free_workers_count_the_rxq_cpus_and_stay_unpinned():
-    """issue 10's untagged accept path: as many workers as rxq CPUs, -c none."""
+    """The untagged accept path: as many workers as rxq CPUs, -c none."""
     assert L.DEFAULT_WORKER_SETS == ("rxq", "all")
     boots = L.plan_boots(["learn-on", "pristine"], ["free"])
     assert [r.label for b in boots for r in b.runs] == ["learn-on.free", "pristine.free"]
@@ -528,8 +528,8 @@ def test_recorded_spread_run():
     assert not met["exact share = deal prediction (3 SD)"]      # the measured gap
     r = by["learn-spread.rxq"]
     assert r.colocated == pytest.approx(10359 / 10497)
-    # Recorded with the seed's floor: 98.7 % meets issue 6's 96 %, not
-    # issue 10's 99 %.
+    # Recorded with the seed's floor: 98.7 % meets the first target's 96 %,
+    # not the dealt map's 99 %.
     assert {t.what: t.met for t in M.targets(r)} == \
         {"co-location >= 99%": False, "0 starved": True}
 

@@ -1,4 +1,4 @@
-"""Issue 10 in ``rxl learn``: SO_HANDSHAKE_CPU, learning enabled explicitly
+"""``rxl learn`` with the kernel's observability: SO_HANDSHAKE_CPU, learning enabled explicitly
 and restored, core_spread's new values, and the groups view per window.
 
 The groups-view lines below follow the kernel's format (patches/0002 and

@@ -161,7 +161,7 @@ def test_the_committed_base_names_a_fetchable_repository():
 
 def test_work_clone_on_a_machine_without_a_git_identity(repo, tmp_path, monkeypatch):
     """A fresh machine has no user.name/user.email: git am refused with "Committer
-    identity unknown" (the cold run, issue 14). The series' commits then get the
+    identity unknown" (the cold run). The series' commits then get the
     harness's committer; the authors stay the patches'."""
     src, base, patches = repo
     for var in ("GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_AUTHOR_NAME",

@@ -59,7 +59,7 @@ def test_stage_bar_says_expected_counts_and_records(tmp_path):
 
 def test_patched_and_pristine_kernels_keep_their_own_times(tmp_path):
     """A kernel build's stages are keyed per objdir: the pristine kernel's
-    cold build does not take the patched tree's incremental time (issue 14)."""
+    cold build does not take the patched tree's incremental time."""
     from rxl.tree import build as B
     patched = B.plan_stages("/src", tmp_path / "obj", toolchain=True, lock=None)
     pristine = B.plan_stages("/p", tmp_path / "obj-p", toolchain=False, lock=None)

@@ -1,4 +1,4 @@
-"""The harness under faults (issue 12 part 6, issue 14 section 2).
+"""The harness under faults: damaged logs, hung and panicked guests, full disks.
 
 A guest that panics mid-case, hangs, reboots or prints a WITNESS warning; a
 console log cut at any byte or damaged; a build that fails; a disk full

@@ -32,7 +32,7 @@ def test_kyua_runs_one_case_at_a_time_and_logs_in_the_work_directory():
 
 
 def test_atf_vars_reach_kyua_as_the_suites_variables():
-    """--atf-var on the kyua path (fresh6 F29): kyua hands a test suite's
+    """--atf-var on the kyua path: kyua hands a test suite's
     variables to every ATF case as -v NAME=VALUE; the suite is the Kyuafile's."""
     test, _ = K.kyua_commands("/w", (("churn_seconds", "5"), ("x", "a b")))
     assert " --variable=test_suites.rxl.churn_seconds=5 '--variable=test_suites.rxl.x=a b' " \

@@ -165,7 +165,7 @@ def test_real_experimental_boot_mostly_passes():
     assert "got no connection" in [c for c in r.cases if c.status == "failed"][0].reason
 
 
-# The mutant kernel's resize_rebuild failure (session 6, docs/results/
+# The mutant kernel's resize_rebuild failure (docs/results/
 # commits-2-3-review.md): atf_tc_fail's message had newlines, so the rc saw
 # only its last line as the result.
 MULTI = """==RXL== BEGIN patched

@@ -37,7 +37,7 @@ def test_verdict_spread_and_crash_and_missing_runs():
     v = verdict(r, spread="spread", base_programs=["so_reuseport_lb_test"])
     assert "pristine: run crashed" in v.reasons
     # 0 and 4: two NUMA domains of one L3 each.  core_spread=2 must cross
-    # sockets; core_spread=1 must not (issue 11).
+    # sockets; core_spread=1 must not.
     assert not any("rx queues" in x for x in
                    verdict(r, placements={"spread": 2}).reasons)
     assert "spread: core_spread=1 put rx queues on 2 NUMA domains, expected " \
@@ -103,7 +103,7 @@ def test_verdict_cases_the_patched_boot_never_reached():
 def test_a_targets_notes_are_in_the_text_and_the_junit(tmp_path):
     """report.txt showed only a run's first note ("poweroff disabled"); where
     the cases ran, by what and on which kernel must be readable there and
-    in junit.xml (issue 13: the report shows the switch; fresh6 F25)."""
+    in junit.xml (the report shows the switch)."""
     r = runs(patched="synthetic-pass.log")
     notes = ["poweroff disabled", "cases run by kyua (/usr/bin/kyua)",
              "target: ssh://root@192.0.2.10:22",

@@ -493,7 +493,7 @@ def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
 # ------------------------------------------------------- an SSH target's options
 def test_check_only_with_an_ssh_target(tmp_path, monkeypatch):
     """make run SRC=DIR RUN_ARGS='--target ssh://...' starts with --check-only:
-    it said nothing useful and crashed (KeyError: None; fresh6 F32)."""
+    it said nothing useful and crashed (KeyError: None)."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--check-only",
                                     "--target", "ssh://root@192.0.2.10"])
@@ -510,7 +510,7 @@ def test_check_only_with_an_ssh_target(tmp_path, monkeypatch):
 ])
 def test_a_workdir_that_the_undo_would_wreck_is_refused(tmp_path, monkeypatch, workdir, why):
     """--workdir goes into remote commands and into 'undo: rm -rf WORKDIR'
-    (fresh6 F21/F22): refused before anything runs, exit 2."""
+    refused before anything runs, exit 2."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     for extra in (["--check-only"], ["--dry-run", "--programs", str(tmp_path)]):
         res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--target",
@@ -530,7 +530,7 @@ def test_a_workdir_of_its_own_is_fine(tmp_path, monkeypatch):
 
 def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch):
     """--install-kernel without --kernel installs the kernel the build stage
-    makes; its dry run failed hashing a file that does not exist yet (F23)."""
+    makes; its dry run failed hashing a file that does not exist yet."""
     src, _ = _fake_series(tmp_path, monkeypatch, applied=True)
     progs = tmp_path / "progs"
     progs.mkdir()
@@ -543,10 +543,10 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
     assert res.exit_code == 0, res.output
     assert "nextboot -k kernel.rxl-<id>" in res.output
     assert f"# sftp put {tmp_path / 'o'}" in res.output
-    # run.sh's body is printed too: the test loop and the sysctls it reads (F8)
+    # run.sh's body is printed too: the test loop and the sysctls it reads
     assert "#   sysctl -n kern.sched.topology_spec" in res.output
     assert "#   echo \"$M END patched\"" in res.output
-    # not probed, the dry run plans the kyua path and says when it is taken (F9)
+    # not probed, the dry run plans the kyua path and says when it is taken
     assert "# the kyua path, taken when the probe finds kyua" in res.output
     assert "report-junit" in res.output and "#   syntax(2)" in res.output
 
