@@ -12,6 +12,6 @@ atomics; ``kcount_gdb`` is the script gdb's own interpreter runs); the
 setsockopt cost in the guest (``lbsetsock``); whether this host can load the
 eBPF selectors (``ebpf_host``).  Commands live in ``cli``.
 
-May import: every other package (``decide``, ``tree``, ``guest``,
-``verify``, ``learn``) and ``rxl.paths``.
+May import: ``decide``, ``tree``, ``guest``, ``verify``, ``learn``, the
+leaves and ``rxl.cli``; never ``host``.
 """

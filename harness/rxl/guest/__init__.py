@@ -1,14 +1,17 @@
 """guest: a FreeBSD guest the harness boots and talks to.
 
-Owns the QEMU argv and guest shapes (``qemu``), staging a guest root from
-built files and the rc/loader.rc templates (``image``, ``templates/``),
-the console transport that tees, watches and times a boot (``console``),
-the sentinel protocol both sides share (``protocol``), the SSH transport
-(``ssh``: the session; ``sshbase``: targets, errors, keys, the dry run),
-what the own guest needs for sshd (``sshguest``), targets and guest shapes
-as data (``targets``), the bhyve argv (``bhyve``), and the ``rxl vm`` and
-``rxl targets`` commands (``cli``).
+Owns the QEMU argv, guest shapes and the QEMU process (``qemu``), staging a
+guest root from built files and the rc/loader.rc templates (``image``,
+``templates/``), the console transport that tees, watches and times a boot
+(``console``), the sentinel protocol both sides share (``protocol``), the SSH
+transport (``ssh``: targets, the session, the dry-run stand-in; ``sshkeys``:
+the client key, fingerprints, known_hosts), what the own guest's root needs
+for sshd and staging it (``sshguest``), the own guest kept running as an SSH
+target (``up``: ``rxl guest up / down``), targets and guest shapes as data
+(``targets``), the bhyve argv (``bhyve``), and the ``rxl vm``, ``rxl
+targets`` and ``rxl guest`` commands (``cli``).
 
-May import: ``rxl.decide`` and the leaf ``rxl.paths``; never ``tree``,
-``verify``, ``learn`` or ``bench``.
+May import: ``rxl.decide`` and ``rxl.tree`` (a root is staged from what tree
+built), the leaves and ``rxl.cli``; never ``verify``, ``learn``, ``bench`` or
+``host``.
 """
