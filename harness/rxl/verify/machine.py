@@ -132,6 +132,10 @@ class Machine(abc.ABC):
     def verdict(self, req: RunRequest, st: RunState) -> report_mod.Verdict:
         """The verdict on ``st.runs``: which rules this machine can check."""
 
+    def case_runs(self, req: RunRequest, st: RunState) -> List[str]:
+        """The runs that must hold test cases (a completed one without any fails)."""
+        return list(st.runs)
+
     # ---------------------------------------------------------- shared stages
     def series(self, req: BuildRequest, st: RunState) -> StageRecord:
         """The tree of the patched kernel (rxl.tree.base.resolve): ``--src`` as it
@@ -275,6 +279,7 @@ class Machine(abc.ABC):
             return StageRecord("report", "planned", detail=files)
         st.verdict = self.verdict(req, st)
         (out / "report.json").write_text(json_text(st))
-        (out / "junit.xml").write_text(report_mod.to_junit(st.runs))
+        (out / "junit.xml").write_text(report_mod.to_junit(st.runs,
+                                                           need_cases=self.case_runs(req, st)))
         (out / "report.txt").write_text(report_mod.table(st.runs, st.verdict, st.fallbacks))
         return StageRecord("report", "ok", log=str(out / "report.txt"), detail=files)

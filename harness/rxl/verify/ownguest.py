@@ -62,7 +62,7 @@ from rxl.verify import parse, remote
 from rxl.verify import report as report_mod
 from rxl.verify.machine import BASE_PROGRAMS, Machine, planned_tests, quiet, test_cc_lines
 from rxl.verify.pipeline import RunState, StageFailed, StageRecord
-from rxl.verify.request import BuildRequest, CasesRequest, GuestRequest, RunRequest
+from rxl.verify.request import BuildRequest, GuestRequest, RunRequest
 
 #: Loader tunable that turns on commit 1's spread for the guest's em0
 #: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
@@ -208,14 +208,20 @@ class SerialGuest(Machine):
         detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
         return StageRecord("parse", "ok", detail=detail)
 
-    def verdict(self, req: CasesRequest, st: RunState) -> report_mod.Verdict:
+    def case_runs(self, req: RunRequest, st: RunState) -> List[str]:
+        """Every boot but the spread ones, which run no programs unless --tests-on-spread."""
+        return [label for label in st.runs if label not in SPREAD_BOOTS or req.tests_on_spread]
+
+    def verdict(self, req: RunRequest, st: RunState) -> report_mod.Verdict:
         """Every rule: new cases pass patched and fail pristine, base cases pass on
-        both, the spread boots place their queues, every run completed."""
+        both, the runs that ran programs hold cases, the spread boots place their
+        queues, every run completed."""
         v = report_mod.verdict(
             st.runs, pristine="pristine" if "pristine" in st.runs else None,
             placements={label: int(value) for label, value in SPREAD_BOOTS.items()
                         if label in st.runs},
-            new_programs=req.new_programs, base_programs=BASE_PROGRAMS)
+            new_programs=req.new_programs, base_programs=BASE_PROGRAMS,
+            need_cases=self.case_runs(req, st))
         if "pristine" not in st.runs:
             v.ok = False
             v.reasons.append("pristine: no pristine kernel given (--pristine-kernel); "

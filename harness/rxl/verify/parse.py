@@ -33,7 +33,12 @@ Rules (the report's trust depends on them):
     starts with a result word, joined with `` / `` (:func:`_whole_result`);
   * nothing raises: an unreadable line (a number too long for the field, a
     stray token) and a topology block the topology parser refuses
-    (:func:`rxl.decide.topology.parse_spec`) become ``notes``.
+    (:func:`rxl.decide.topology.parse_spec`) become ``notes``;
+  * every note about the log itself starts with the line it is about,
+    ``line N:`` (1 = the first line given; as KUnit's parser keeps
+    ``LineStream.line_number()``), so the line can be found in the log; the
+    guest's own ``NOTE`` lines and the known lock order reversals are kept
+    as they are.
 """
 
 from __future__ import annotations
@@ -192,12 +197,14 @@ def parse_console(lines: Iterable[str]) -> RunResult:
     noted and left as ``None``.
     """
     r = RunResult()
+    at: Dict[str, int] = {}  # where: the line of TOPOLOGY BEGIN, ATF BEGIN, END, ...
     listed: List[Tuple[str, str]] = []
     reported: Dict[Tuple[str, str], CaseResult] = {}
     in_topo = atf_open = False
     topo: List[str] = []
     since: Deque[str] = deque(maxlen=RESULT_LINES)
-    for raw in lines:
+    n = 0
+    for n, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n").replace("\r", "")
         if line.strip():
             r.last_line = line
@@ -208,17 +215,20 @@ def parse_console(lines: Iterable[str]) -> RunResult:
             line_in = _whole_result(line, list(since)) if atf_open else line
             since.clear()
         try:
-            in_topo, atf_open = _line(r, line_in, in_topo, atf_open, topo, listed, reported)
+            in_topo, atf_open = _line(r, line_in, in_topo, atf_open, topo, listed, reported,
+                                      n, at)
         except (ValueError, OverflowError) as exc:
-            r.notes.append(f"unreadable line ({exc.__class__.__name__}): {_quote(line)}")
+            r.notes.append(f"line {n}: unreadable line ({exc.__class__.__name__}): "
+                           f"{_quote(line)}")
     if in_topo:
-        r.notes.append("topology block not closed (log truncated inside it)")
+        r.notes.append(f"line {at['topology']}: topology block not closed (log truncated "
+                       "inside it)")
         r.topology_xml = "\n".join(topo).strip()
     if r.topology_xml:
         try:
             r.topology = parse_spec(r.topology_xml, name="console topology block").root
         except (TopologyError, RecursionError) as exc:
-            r.notes.append(_quote(str(exc)))
+            r.notes.append(f"line {at['topology']}: {_quote(str(exc))}")
     order = listed + [k for k in reported if k not in set(listed)]
     for key in order:
         if key in reported:
@@ -232,26 +242,28 @@ def parse_console(lines: Iterable[str]) -> RunResult:
         r.outcome = "witness"
     elif r.reboot_lines:
         r.outcome = "rebooted"
-        r.notes.append("the guest booted again before its end marker")
+        r.notes.append(f"line {at['reboot']}: the guest booted again before its end marker")
     elif not r.end_seen:
         r.outcome = "crashed"
-        r.notes.append("no end marker: log truncated (hang, crash or timeout)")
+        r.notes.append(f"line {n}: no end marker: log truncated (hang, crash or timeout)"
+                       if n else "an empty log: no end marker (hang, crash or timeout)")
     elif not r.begin_seen:
         r.outcome = "crashed"
-        r.notes.append("an end marker but no BEGIN: not a whole run")
+        r.notes.append(f"line {at['end']}: an end marker but no BEGIN: not a whole run")
     elif atf_open:
         r.outcome = "crashed"
-        r.notes.append("ATF BEGIN without ATF END: the tests never finished")
+        r.notes.append(f"line {at['atf']}: ATF BEGIN without ATF END: the tests never finished")
     else:
         r.outcome = "completed"
     return r
 
 
 def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str],
-          listed: List[Tuple[str, str]],
-          reported: Dict[Tuple[str, str], CaseResult]) -> Tuple[bool, bool]:
-    """One console line into ``r``; returns the new (in topology block, in
-    ATF section) state.  May raise ValueError on a damaged line."""
+          listed: List[Tuple[str, str]], reported: Dict[Tuple[str, str], CaseResult],
+          n: int, at: Dict[str, int]) -> Tuple[bool, bool]:
+    """Console line ``n`` into ``r``; returns the new (in topology block, in
+    ATF section) state; ``at`` keeps the lines later notes cite.  May raise
+    ValueError on a damaged line."""
     if not line.startswith(MARK):
         if any(p.search(line) for p in PANIC_PATTERNS):
             r.panic_lines.append(line)
@@ -263,6 +275,7 @@ def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str
             r.witness_lines.pop()
             r.notes.append(f"known lock order reversal of the base tree: {_quote(line)}")
         if r.begin_seen and not r.end_seen and any(p.search(line) for p in REBOOT_PATTERNS):
+            at.setdefault("reboot", n)
             r.reboot_lines.append(line)
     if in_topo:
         if line.startswith(MARK + " TOPOLOGY END"):
@@ -279,13 +292,16 @@ def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str
     body = line[len(MARK):].strip()
     if body.startswith("BEGIN"):
         if r.begin_seen and not r.end_seen:
+            at.setdefault("reboot", n)
             r.reboot_lines.append(line)  # rc ran again: the guest rebooted
         r.begin_seen = True
         r.label = body[len("BEGIN"):].strip()
     elif body.startswith("END"):
         r.end_seen = True
+        at.setdefault("end", n)
     elif body == "TOPOLOGY BEGIN":
         topo.clear()
+        at["topology"] = n
         return True, atf_open
     elif body.startswith("SYSCTL "):
         name, _, value = body[len("SYSCTL "):].partition(":")
@@ -300,21 +316,22 @@ def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str
         if len(parts) == 3:
             listed.append((parts[1], parts[2]))
         else:
-            r.notes.append(f"malformed LIST line: {_quote(line)}")
+            r.notes.append(f"line {n}: malformed LIST line: {_quote(line)}")
     elif body.startswith("CASE "):
         c = _case_from_line(body)
         if c is None:
-            r.notes.append(f"malformed CASE line: {_quote(line)}")
+            r.notes.append(f"line {n}: malformed CASE line: {_quote(line)}")
         else:
             reported[(c.prog, c.case)] = c
     elif body == "ATF BEGIN":
+        at["atf"] = n
         return in_topo, True
     elif body == "ATF END":
         return in_topo, False
     elif body.startswith("NOTE "):
         r.notes.append(_quote(body[len("NOTE "):]))
     else:
-        r.notes.append(f"unknown sentinel: {_quote(line)}")
+        r.notes.append(f"line {n}: unknown sentinel: {_quote(line)}")
     return in_topo, atf_open
 
 

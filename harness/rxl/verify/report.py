@@ -6,12 +6,19 @@ become JUnit test suites and table columns.
 
 Verdict (``rxl run``'s exit status), see :func:`verdict`:
   * every *new* case (the series' own ATF programs) passes on the patched
-    run and fails on the pristine run;
+    run and is run and fails on the pristine run;
   * every *base* case (FreeBSD's own, e.g. ``so_reuseport_lb_test``) passes
     on both;
+  * a run that should hold cases holds some;
   * every run booted with core_spread places its RX queues as commit 1's
     rules say (:mod:`rxl.verify.placement`);
   * every run completed (no panic, no truncated log).
+
+Results fail closed, as Linux KUnit's ``kunit_json.py`` does: a case is a
+success only when its status says so (:data:`JUNIT_RESULT`: ``passed``; a
+skip for ``skipped`` and ``expected_failure``); any other status, one this
+module has never heard of included, is a failure; and a run that completed
+without a single case is not an empty, green suite but a ``NO_TESTS`` error.
 """
 
 from __future__ import annotations
@@ -25,10 +32,19 @@ from rxl.decide.cpugroup import FLAG_NAMES, Group
 from rxl.verify import placement
 from rxl.verify.parse import CaseResult, RunResult
 
-#: JUnit element per harness status; statuses not listed are successes.
-_JUNIT_FAIL = {"failed": "failure", "broken": "error", "timeout": "error",
-               "crashed": "error"}
-_JUNIT_SKIP = {"skipped", "expected_failure"}
+#: JUnit element per case status (:data:`rxl.verify.parse.CASE_STATUSES`, every one):
+#: None for a pass.  A status not in the table is a ``failure`` (:func:`junit_result`).
+JUNIT_RESULT: Dict[str, Optional[str]] = {
+    "passed": None, "skipped": "skipped", "expected_failure": "skipped",
+    "failed": "failure", "broken": "error", "timeout": "error", "crashed": "error"}
+#: The test case a run that completed without cases gets (KUnit's NO_TESTS).
+NO_TESTS = "NO_TESTS"
+
+
+def junit_result(status: str) -> Optional[str]:
+    """The JUnit element of a case of ``status``: None (passed), ``skipped``,
+    ``error`` or ``failure``; a status not in :data:`JUNIT_RESULT` fails."""
+    return JUNIT_RESULT.get(status, "failure")
 
 
 @dataclass
@@ -50,7 +66,8 @@ def _prog_of(name: str) -> str:
 def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
             pristine: Optional[str] = "pristine", spread: Optional[str] = None,
             new_programs: Iterable[str] = (), base_programs: Iterable[str] = (),
-            placements: Optional[Mapping[str, int]] = None) -> Verdict:
+            placements: Optional[Mapping[str, int]] = None,
+            need_cases: Optional[Iterable[str]] = None) -> Verdict:
     """Apply ``rxl run``'s pass rule to ``runs``.
 
     ``new_programs`` / ``base_programs``: program basenames (e.g.
@@ -59,7 +76,11 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
     rule; ``pristine=None`` skips the must-fail-on-pristine half.
     ``placements`` maps boot labels to the core_spread they were booted
     with (``spread`` alone stands for ``{spread: 1}``); each such run must
-    keep :func:`rxl.verify.placement.check`'s rules.
+    keep :func:`rxl.verify.placement.check`'s rules.  ``need_cases``: the
+    runs that must hold cases (default: ``patched`` and ``pristine``); a
+    completed one without any is a reason.  On the pristine run every new
+    case must have run and failed, every base case must have passed: a case
+    the pristine run does not hold is a reason, never a silent pass.
     """
     placements = dict(placements or {})
     if spread is not None:
@@ -76,8 +97,10 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
             reasons.append(f"{label}: run {run.outcome}")
     pat = _case_map(runs[patched]) if patched in runs else {}
     pri = _case_map(runs[pristine]) if pristine in runs else {}
-    if patched in runs and not pat:
-        reasons.append(f"{patched}: no test cases ran")
+    needed = [patched, pristine] if need_cases is None else list(need_cases)
+    for label in needed:
+        if label in runs and runs[label].outcome == "completed" and not runs[label].cases:
+            reasons.append(f"{label}: no test cases ran")
     for name, c in sorted(pat.items()):
         prog = _prog_of(name)
         if prog in new_p:
@@ -85,11 +108,15 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
                 reasons.append(f"{name}: {c.status} on {patched}, must pass")
             if pristine is not None and pristine in runs:
                 p = pri.get(name)
-                if p is not None and p.status == "passed":
+                if p is None:
+                    reasons.append(f"{name}: not run on {pristine}, must fail there")
+                elif p.status == "passed":
                     reasons.append(f"{name}: passed on {pristine}, must fail")
         elif prog in base_p:
             if c.status != "passed":
                 reasons.append(f"{name}: {c.status} on {patched}, must pass")
+            if pristine is not None and pristine in runs and name not in pri:
+                reasons.append(f"{name}: not run on {pristine}, must pass there")
     # A case some boot listed but the patched boot never reached (it died
     # before listing that program) is a failure too, never silently absent.
     if patched in runs:
@@ -117,22 +144,29 @@ def to_json(runs: Mapping[str, RunResult], *, stages: Sequence[dict] = (),
     return json.dumps(doc, indent=indent, sort_keys=False, default=str)
 
 
-def to_junit(runs: Mapping[str, RunResult]) -> str:
+def to_junit(runs: Mapping[str, RunResult], need_cases: Optional[Iterable[str]] = None) -> str:
     """JUnit XML text: one ``<testsuite name=label>`` per run, one ``<testcase>`` per case.
 
     A run that did not complete gets an extra ``<testcase name="boot">`` in
-    error, so a truncated or panicked boot can never look green.
+    error, so a truncated or panicked boot can never look green; a completed
+    run of ``need_cases`` (default: every run) without a case gets a
+    ``<testcase name="NO_TESTS">`` in error; a case is a pass only when its
+    status is ``passed`` (:func:`junit_result`).
     """
+    needed = set(runs if need_cases is None else need_cases)
     suites = ET.Element("testsuites")
     for label, run in runs.items():
         cases = list(run.cases)
-        fails = sum(1 for c in cases if _JUNIT_FAIL.get(c.status) == "failure")
-        errors = sum(1 for c in cases if _JUNIT_FAIL.get(c.status) == "error")
-        skipped = sum(1 for c in cases if c.status in _JUNIT_SKIP)
+        kinds = [junit_result(c.status) for c in cases]
+        fails = kinds.count("failure")
+        errors = kinds.count("error")
+        skipped = kinds.count("skipped")
         boot_bad = run.outcome != "completed"
+        no_tests = not boot_bad and not cases and label in needed
+        extra = 1 if boot_bad or no_tests else 0
         suite = ET.SubElement(suites, "testsuite", {
-            "name": label, "tests": str(len(cases) + (1 if boot_bad else 0)),
-            "failures": str(fails), "errors": str(errors + (1 if boot_bad else 0)),
+            "name": label, "tests": str(len(cases) + extra),
+            "failures": str(fails), "errors": str(errors + extra),
             "skipped": str(skipped)})
         if run.notes:  # what ran where: target, kyua, kernel switch
             props = ET.SubElement(suite, "properties")
@@ -143,15 +177,15 @@ def to_junit(runs: Mapping[str, RunResult]) -> str:
             msg = f"guest {run.outcome}"
             detail = "\n".join(run.panic_lines or [run.last_line])
             ET.SubElement(tc, "error", {"message": msg}).text = detail
-        for c in cases:
+        if no_tests:
+            tc = ET.SubElement(suite, "testcase", {"classname": label, "name": NO_TESTS})
+            ET.SubElement(tc, "error", {"message": "the run completed without a test case"})
+        for c, kind in zip(cases, kinds):
             tc = ET.SubElement(suite, "testcase", {
                 "classname": f"{label}.{_prog_of(c.name)}", "name": c.case,
                 "time": str(c.seconds if c.seconds is not None else 0)})
-            kind = _JUNIT_FAIL.get(c.status)
             if kind:
                 ET.SubElement(tc, kind, {"message": f"{c.status}: {c.reason}".strip(": ")})
-            elif c.status in _JUNIT_SKIP:
-                ET.SubElement(tc, "skipped", {"message": f"{c.status}: {c.reason}".strip(": ")})
     ET.indent(suites) if hasattr(ET, "indent") else None
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 

@@ -252,3 +252,25 @@ def test_a_damaged_kcount_trace_is_one_error(tmp_path, doc):
     path.write_text(doc)
     with pytest.raises(kcount.KcountError):
         kcount.samples_of(kcount.load(str(path)))
+
+
+def test_a_run_whose_boots_ran_no_case_fails_rxl_run(tmp_path):
+    """rxl run's own rule: the patched and pristine boots completed, markers and
+    all, but ran no case: the verdict fails and junit.xml says NO_TESTS."""
+    guest = SerialGuest()
+    markers = "==RXL== BEGIN {0}\n==RXL== ATF BEGIN\n==RXL== ATF END\n==RXL== END {0}\n"
+
+    def boot(opts, st):
+        for label in ("patched", "pristine"):
+            path = Path(opts.out) / f"console-{label}.log"
+            path.write_text(markers.format(label))
+            st.logs[label] = str(path)
+        return StageRecord("boot", "ok")
+    steps = [("boot", boot), ("parse", guest.collect), ("report", guest.report)]
+    ok, st = pipeline.run(_opts(tmp_path), steps, echo=lambda s: None)
+    assert ok and st.verdict is not None and not st.verdict.ok   # the exit status is 1
+    assert {"patched: no test cases ran", "pristine: no test cases ran"} <= set(
+        st.verdict.reasons)
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    assert junit.count('name="NO_TESTS"') == 2
+    assert "Verdict: FAIL" in (tmp_path / "out" / "report.txt").read_text()

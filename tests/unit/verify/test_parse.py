@@ -203,3 +203,22 @@ def test_a_result_without_any_result_word_stays_broken():
     lines = MULTI.replace("failed: a dealt", "oops: a dealt").splitlines()
     c = parse_console(lines).cases[0]
     assert c.status == "broken" and c.reason == "cpu 6 offset 96 slots 16"
+
+
+def test_notes_about_the_log_name_their_line():
+    lines = ["boot noise", "==RXL== BEGIN patched", "==RXL== TOPOLOGY BEGIN", "<groups>",
+             "==RXL== TOPOLOGY END", "==RXL== CASE p c rc=x", "==RXL== WHAT is this",
+             "==RXL== LIST only-two", "==RXL== NOTE no inet6 on lo0", "==RXL== ATF BEGIN"]
+    r = parse_console(lines)
+    notes = [n for n in r.notes if n.startswith("line ")]
+    assert notes[0] == "line 6: malformed CASE line: ==RXL== CASE p c rc=x"
+    assert notes[1] == "line 7: unknown sentinel: ==RXL== WHAT is this"
+    assert notes[2] == "line 8: malformed LIST line: ==RXL== LIST only-two"
+    assert notes[3].startswith("line 3: ")                   # the refused topology block
+    assert notes[4] == "line 10: no end marker: log truncated (hang, crash or timeout)"
+    assert "no inet6 on lo0" in r.notes                      # the guest's own words, as they are
+    r = parse_console(["==RXL== BEGIN x", "==RXL== ATF BEGIN", "x", "==RXL== END x"])
+    assert r.notes == ["line 2: ATF BEGIN without ATF END: the tests never finished"]
+    r = parse_console(["a", "==RXL== END x"])
+    assert r.notes == ["line 2: an end marker but no BEGIN: not a whole run"]
+    assert parse_console([]).notes == ["an empty log: no end marker (hang, crash or timeout)"]

@@ -116,3 +116,62 @@ def test_a_targets_notes_are_in_the_text_and_the_junit(tmp_path):
     props = ET.fromstring(to_junit(r)).findall(
         "testsuite[@name='patched']/properties/property")
     assert [(p.get("name"), p.get("value")) for p in props] == [("note", n) for n in notes]
+
+
+# ------------------------------------------------------- results fail closed
+
+def _suite(xml, label):
+    return next(s for s in ET.fromstring(xml).iter("testsuite") if s.get("name") == label)
+
+
+def test_every_case_status_has_its_junit_result_and_an_unknown_one_fails():
+    from rxl.verify.parse import CASE_STATUSES, CaseResult, RunResult
+    from rxl.verify.report import JUNIT_RESULT, junit_result
+    assert set(JUNIT_RESULT) == set(CASE_STATUSES)
+    assert [junit_result(s) for s in CASE_STATUSES] == [
+        None, "failure", "skipped", "skipped", "error", "error", "error"]
+    # A status the harness never wrote (a new kyua word, a bug) is a failure,
+    # never a silent pass.
+    run = RunResult(outcome="completed", cases=[
+        CaseResult("/t/p", "a", "passed"), CaseResult("/t/p", "b", "mystery", "who knows")])
+    suite = _suite(to_junit({"patched": run}), "patched")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    b = next(tc for tc in suite.iter("testcase") if tc.get("name") == "b")
+    assert b.find("failure").get("message") == "mystery: who knows"
+    a = next(tc for tc in suite.iter("testcase") if tc.get("name") == "a")
+    assert list(a) == []
+
+
+def test_a_completed_run_without_cases_is_no_tests_not_an_empty_green_suite():
+    from rxl.verify.parse import RunResult
+    empty = RunResult(outcome="completed")
+    xml = to_junit({"patched": empty, "spread": RunResult(outcome="completed")},
+                   need_cases=["patched"])
+    suite = _suite(xml, "patched")
+    assert (suite.get("tests"), suite.get("errors")) == ("1", "1")
+    (tc,) = suite.iter("testcase")
+    assert tc.get("name") == "NO_TESTS"
+    assert tc.find("error").get("message") == "the run completed without a test case"
+    # A boot that ran no program by design (a spread boot) stays an empty suite.
+    spread = _suite(xml, "spread")
+    assert (spread.get("tests"), spread.get("errors"), list(spread)) == ("0", "0", [])
+    # By default every run must hold cases.
+    assert _suite(to_junit({"spread": RunResult(outcome="completed")}),
+                  "spread").get("errors") == "1"
+
+
+def test_verdict_no_cases_on_either_run_and_cases_the_pristine_run_lacks():
+    from rxl.verify.parse import RunResult
+    r = runs(patched="synthetic-pass.log")
+    r["pristine"] = RunResult(outcome="completed", label="pristine")
+    v = verdict(r, new_programs=["so_reuseport_lb_test"])
+    assert "pristine: no test cases ran" in v.reasons
+    assert "so_reuseport_lb_test:basic_ipv4: not run on pristine, must fail there" in v.reasons
+    v = verdict(r, base_programs=["so_reuseport_lb_test"])
+    assert "so_reuseport_lb_test:basic_ipv4: not run on pristine, must pass there" in v.reasons
+    v = verdict({"patched": RunResult(outcome="completed")}, pristine=None)
+    assert v.reasons == ["patched: no test cases ran"] and not v.ok
+    # need_cases names the runs that must hold cases: a spread boot need not.
+    v = verdict({"patched": r["patched"], "spread": RunResult(outcome="completed")},
+                pristine=None, need_cases=["patched"])
+    assert v.ok, v.reasons
