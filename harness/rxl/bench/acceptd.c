@@ -1644,205 +1644,215 @@ ru_ms(const struct rusage *ru)
 	    ru->ru_stime.tv_sec * 1000.0 + ru->ru_stime.tv_usec / 1000.0);
 }
 
-int
-main(int argc, char **argv)
-{
-	struct opts o;
-	struct sockaddr_in sin;
-	struct rusage ru[MAXWORKERS + 1];
-	struct rlimit rl;
-	struct timespec next;
-	struct client cl;
-	pid_t pid[MAXWORKERS + 1];
-	int ready[2];
-	int exited[MAXWORKERS + 1], killed[MAXWORKERS], endkill[MAXWORKERS + 1];
-	int busy_at_stop[MAXWORKERS];
-	char *order_arg = NULL, c;
-	socklen_t len;
-	long deadline, t0, i, ok = 0, failed = 0, aborted = 0, last, lastn;
-	long settle_ms, started = 0, grace_ms, tc0 = 0, tc1 = 0, want;
-	int ch, r, lfd = -1, st, deadline_hit = 0, killed_rank = -1, one = 1;
-	int nproc, cor;
-	unsigned m;
+/*
+ * One run's state in the parent, from the workers' start to the JSON: the
+ * processes (ranks 0..workers-1, the handoff acceptor after them), their
+ * rusage, who was killed and why, the client's counts and times.
+ */
+struct run {
+	pid_t		 pid[MAXWORKERS + 1];
+	struct rusage	 ru[MAXWORKERS + 1];
+	int		 exited[MAXWORKERS + 1];
+	int		 endkill[MAXWORKERS + 1];	/* killed after the grace */
+	int		 killed[MAXWORKERS];		/* killed by -k */
+	int		 busy_at_stop[MAXWORKERS];
+	int		 nproc;
+	int		 lfd;		/* the shared listener, or -1 */
+	int		 cor;		/* the client closes on the response */
+	int		 killed_rank;
+	int		 deadline_hit;
+	long		 t0, deadline, tc0, tc1;
+	long		 ok, failed, aborted, started;
+};
 
-	memset(&o, 0, sizeof(o));
-	o.mode_name = NULL;
-	o.loop = 1;
-	o.workers = 8;
-	o.conns = 500;
-	o.spacing_us = 2000;
-	o.deadline_ms = 30000;
-	o.kill_at = -1;
-	o.reorder = 16;
-	o.untagged = UNTAGGED_LAST;
-	o.concurrency = 0;
-	o.lag_us = 10000;
-	o.mutex_delay_us = 500000;	/* nginx accept_mutex_delay default */
+/* The options: getopt, then the checks that need all of them. */
+static void
+parse_opts(struct opts *o, int argc, char **argv)
+{
+	char *order_arg = NULL;
+	unsigned m;
+	int ch, r;
+
+	memset(o, 0, sizeof(*o));
+	o->mode_name = NULL;
+	o->loop = 1;
+	o->workers = 8;
+	o->conns = 500;
+	o->spacing_us = 2000;
+	o->deadline_ms = 30000;
+	o->kill_at = -1;
+	o->reorder = 16;
+	o->untagged = UNTAGGED_LAST;
+	o->concurrency = 0;
+	o->lag_us = 10000;
+	o->mutex_delay_us = 500000;	/* nginx accept_mutex_delay default */
 	while ((ch = getopt(argc, argv,
 	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:B:b:pcC")) != -1) {
 		switch (ch) {
 		case 'm':
-			o.mode_name = optarg;
+			o->mode_name = optarg;
 			break;
 		case 'M':
-			o.loop = !choice(optarg, "loop", "serial", "-M");
+			o->loop = !choice(optarg, "loop", "serial", "-M");
 			break;
 		case 'w':
-			o.workers = (int)num(optarg, 1, MAXWORKERS, "workers");
+			o->workers = (int)num(optarg, 1, MAXWORKERS, "workers");
 			break;
 		case 'n':
-			o.conns = num(optarg, 1, MAXCONNS, "connections");
+			o->conns = num(optarg, 1, MAXCONNS, "connections");
 			break;
 		case 's':
-			o.spacing_us = num(optarg, 0, 10000000, "spacing_us");
+			o->spacing_us = num(optarg, 0, 10000000, "spacing_us");
 			break;
 		case 't':
-			o.work_us = num(optarg, 0, 10000000, "work_us");
+			o->work_us = num(optarg, 0, 10000000, "work_us");
 			break;
 		case 'T':
-			o.work_cpu = choice(optarg, "sleep", "cpu", "-T");
+			o->work_cpu = choice(optarg, "sleep", "cpu", "-T");
 			break;
 		case 'H':
-			o.hold_us = num(optarg, -1, 3600000000L, "hold_us");
+			o->hold_us = num(optarg, -1, 3600000000L, "hold_us");
 			break;
 		case 'a':
-			o.batch = (int)num(optarg, 0, MAXBATCH,
+			o->batch = (int)num(optarg, 0, MAXBATCH,
 			    "accepts per wakeup");
 			break;
 		case 'l':
-			o.concurrency = (int)num(optarg, 1, 10000,
+			o->concurrency = (int)num(optarg, 1, 10000,
 			    "concurrency");
-			o.closed = 1;
+			o->closed = 1;
 			break;
 		case 'x':
-			o.abort_pm = (int)num(optarg, 0, 1000,
+			o->abort_pm = (int)num(optarg, 0, 1000,
 			    "abort per mille");
 			break;
 		case 'X':
-			o.abort_reset = choice(optarg, "handshake", "reset",
+			o->abort_reset = choice(optarg, "handshake", "reset",
 			    "-X");
 			break;
 		case 'L':
-			o.lag_us = num(optarg, 0, 60000000, "lag_us");
+			o->lag_us = num(optarg, 0, 60000000, "lag_us");
 			break;
 		case 'D':
-			o.mutex_delay_us = num(optarg, 1000, 10000000,
+			o->mutex_delay_us = num(optarg, 1000, 10000000,
 			    "mutex_delay_us");
 			break;
 		case 'd':
-			o.deadline_ms = num(optarg, 100, 3600000, "deadline_ms");
+			o->deadline_ms = num(optarg, 100, 3600000, "deadline_ms");
 			break;
 		case 'k':
-			o.kill_at = num(optarg, 0, MAXCONNS, "kill_at");
+			o->kill_at = num(optarg, 0, MAXCONNS, "kill_at");
 			break;
 		case 'r':
-			o.reorder = (int)num(optarg, 1, 1000000, "reorder");
+			o->reorder = (int)num(optarg, 1, 1000000, "reorder");
 			break;
 		case 'o':
 			order_arg = optarg;
 			break;
 		case 'u':
 			if (strcmp(optarg, "none") == 0)
-				o.untagged = UNTAGGED_NONE;
+				o->untagged = UNTAGGED_NONE;
 			else
-				o.untagged = (int)num(optarg, 0,
+				o->untagged = (int)num(optarg, 0,
 				    MAXWORKERS - 1, "untagged rank");
 			break;
 		case 'B':
-			o.bpf_obj = optarg;
+			o->bpf_obj = optarg;
 			break;
 		case 'b':
-			o.bpf_maps = optarg;
+			o->bpf_maps = optarg;
 			break;
 		case 'P':
-			o.port = (int)num(optarg, 0, 65535, "port");
+			o->port = (int)num(optarg, 0, 65535, "port");
 			break;
 		case 'p':
-			o.pin = 1;
+			o->pin = 1;
 			break;
 		case 'c':
-			o.rotate = 1;
+			o->rotate = 1;
 			break;
 		case 'C':
-			o.records = 1;
+			o->records = 1;
 			break;
 		default:
 			usage();
 		}
 	}
-	if (optind != argc || o.mode_name == NULL)
+	if (optind != argc || o->mode_name == NULL)
 		usage();
 	for (m = 0; m < sizeof(modes) / sizeof(modes[0]); m++)
-		if (strcmp(modes[m].name, o.mode_name) == 0)
+		if (strcmp(modes[m].name, o->mode_name) == 0)
 			break;
 	if (m == sizeof(modes) / sizeof(modes[0]))
 		fail("unknown mode");
-	o.mode = modes[m].mode;
-	o.listener = modes[m].listener;
-	if (modes[m].loop_only && !o.loop)
+	o->mode = modes[m].mode;
+	o->listener = modes[m].listener;
+	if (modes[m].loop_only && !o->loop)
 		fail("this mode needs the event-loop model (-M loop)");
-	for (r = 0; r < o.workers; r++)
-		o.order[r] = r;
+	for (r = 0; r < o->workers; r++)
+		o->order[r] = r;
 	if (order_arg != NULL)
-		parse_order(&o, order_arg);
-	if (o.kill_at >= o.conns)
+		parse_order(o, order_arg);
+	if (o->kill_at >= o->conns)
 		fail("-k must be below -n");
-	if ((o.mode == M_EBPF) != (o.bpf_obj != NULL))
+	if ((o->mode == M_EBPF) != (o->bpf_obj != NULL))
 		fail("-B goes with -m ebpf, and -m ebpf needs -B obj:prog");
-	if (o.untagged >= o.workers)
+	if (o->untagged >= o->workers)
 		fail("-u must be a rank below -w");
-	if (o.untagged == UNTAGGED_LAST)
-		o.untagged = o.mode == M_INCOMING_CPU ? o.workers - 1 :
+	if (o->untagged == UNTAGGED_LAST)
+		o->untagged = o->mode == M_INCOMING_CPU ? o->workers - 1 :
 		    UNTAGGED_NONE;
-	o.ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.ncpu < 1)
-		o.ncpu = 1;
-	if (o.ncpu > MAXCPUS)
-		o.ncpu = MAXCPUS;
-	nproc = o.workers + (o.listener == L_HANDOFF);
-	/*
-	 * The client closes on the response only in a closed loop against a
-	 * server that holds until the client closes; otherwise it waits for
-	 * the server's close, so TIME_WAIT lands on the server and the
-	 * client's ephemeral ports stay free across repetitions.
-	 */
-	cor = o.closed && o.hold_us == HOLD_CLIENT;
+	o->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (o->ncpu < 1)
+		o->ncpu = 1;
+	if (o->ncpu > MAXCPUS)
+		o->ncpu = MAXCPUS;
+}
+
+/*
+ * What the run needs before any process starts: enough fds for every
+ * client socket, the client's arrays, the shared counters (and records),
+ * the eBPF selector.  Returns 0, or the exit status 5 ("cannot load", the
+ * rig skips the setup) when the BPF program does not load.
+ */
+static int
+setup(const struct opts *o, struct client *cl)
+{
+	struct rlimit rl;
 
 	/* Every client socket may be open at once; ask for enough fds. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
 		(void)setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	memset(&cl, 0, sizeof(cl));
-	cl.c = calloc((size_t)o.conns, sizeof(*cl.c));
-	cl.connect.v = calloc((size_t)o.conns, sizeof(long));
-	cl.response.v = calloc((size_t)o.conns, sizeof(long));
-	cl.qwait.v = calloc((size_t)o.conns, sizeof(long));
-	if (cl.c == NULL || cl.connect.v == NULL || cl.response.v == NULL ||
-	    cl.qwait.v == NULL)
+	memset(cl, 0, sizeof(*cl));
+	cl->c = calloc((size_t)o->conns, sizeof(*cl->c));
+	cl->connect.v = calloc((size_t)o->conns, sizeof(long));
+	cl->response.v = calloc((size_t)o->conns, sizeof(long));
+	cl->qwait.v = calloc((size_t)o->conns, sizeof(long));
+	if (cl->c == NULL || cl->connect.v == NULL || cl->response.v == NULL ||
+	    cl->qwait.v == NULL)
 		die("calloc");
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANON, -1, 0);
 	if (sh == MAP_FAILED)
 		die("mmap");
-	if (o.records) {
-		maxrec = o.conns < MAXRECS ? o.conns : MAXRECS;
+	if (o->records) {
+		maxrec = o->conns < MAXRECS ? o->conns : MAXRECS;
 		recs = mmap(NULL, (size_t)maxrec * sizeof(*recs),
 		    PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANON, -1, 0);
 		if (recs == MAP_FAILED)
 			die("mmap");
 	}
-
-	if (o.mode == M_EBPF) {
+	if (o->mode == M_EBPF) {
 #ifdef RXL_EBPF
 		char obj[4096], *colon;
 
-		snprintf(obj, sizeof(obj), "%s", o.bpf_obj);
+		snprintf(obj, sizeof(obj), "%s", o->bpf_obj);
 		if ((colon = strrchr(obj, ':')) == NULL)
 			fail("-B wants object:program");
 		*colon = '\0';
-		/* Exit 5: "cannot load", the rig skips the setup. */
-		if (ebpf_load(obj, colon + 1, o.bpf_maps) != 0)
+		if (ebpf_load(obj, colon + 1, o->bpf_maps) != 0)
 			return (5);
 #else
 		fprintf(stderr, "acceptd: cannot load BPF: built without "
@@ -1850,70 +1860,82 @@ main(int argc, char **argv)
 		return (5);
 #endif
 	}
+	return (0);
+}
 
-	t0 = now_ms();
-	deadline = t0 + o.deadline_ms;
-	if (o.listener != L_OWN) {
-		lfd = socket(AF_INET, SOCK_STREAM, 0);
-		if (lfd == -1)
-			die("socket");
-		/*
-		 * reuseport-prefork: the flag on a listener that is then
-		 * shared by fork.  SO_REUSEPORT only matters to bind(2) of
-		 * further sockets; one socket shared by N processes is one
-		 * wait queue, so this behaves exactly as noflag.
-		 */
-		if (o.mode == M_PREFORK && setsockopt(lfd, SOL_SOCKET,
-		    SO_REUSEPORT, &one, sizeof(one)) != 0)
-			die("setsockopt SO_REUSEPORT");
-		lo_addr(&sin, o.port);
-		if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) != 0)
-			die("bind");
-		if (listen(lfd, LISTEN_BACKLOG) != 0)
-			die("listen");
-		len = sizeof(sin);
-		if (getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
-			die("getsockname");
-		sh->port = ntohs(sin.sin_port);
-		/* Non-blocking: losing the accept race must not block. */
-		set_nonblock(lfd);
-	}
+/* The listener the workers (or the acceptor) share, bound on loopback. */
+static int
+shared_listener(const struct opts *o)
+{
+	struct sockaddr_in sin;
+	socklen_t len;
+	int lfd, one = 1;
+
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd == -1)
+		die("socket");
+	/*
+	 * reuseport-prefork: the flag on a listener that is then shared by
+	 * fork.  SO_REUSEPORT only matters to bind(2) of further sockets;
+	 * one socket shared by N processes is one wait queue, so this
+	 * behaves exactly as noflag.
+	 */
+	if (o->mode == M_PREFORK && setsockopt(lfd, SOL_SOCKET,
+	    SO_REUSEPORT, &one, sizeof(one)) != 0)
+		die("setsockopt SO_REUSEPORT");
+	lo_addr(&sin, o->port);
+	if (bind(lfd, (struct sockaddr *)&sin, sizeof(sin)) != 0)
+		die("bind");
+	if (listen(lfd, LISTEN_BACKLOG) != 0)
+		die("listen");
+	len = sizeof(sin);
+	if (getsockname(lfd, (struct sockaddr *)&sin, &len) != 0)
+		die("getsockname");
+	sh->port = ntohs(sin.sin_port);
+	/* Non-blocking: losing the accept race must not block. */
+	set_nonblock(lfd);
+	return (lfd);
+}
+
+/*
+ * Start the workers and, for the handoff modes, the acceptor.  Fork in
+ * worker id order, register in -o order: the seed's control reverses
+ * registration but not creation, and the parent holds every worker until
+ * its turn so the order is exact.  Everything else is indexed by rank:
+ * output and kill follow registration order.  Returns 0, or 1 when a
+ * worker failed to register (every worker is then killed and reaped).
+ */
+static int
+start_workers(const struct opts *o, struct run *run)
+{
+	int ready[2], r;
+	long i;
+	char c;
+
 	if (pipe(ready) != 0)
 		die("pipe");
-	for (r = 0; r < o.workers; r++)
+	for (r = 0; r < o->workers; r++)
 		go[r][0] = go[r][1] = hfd[r][0] = hfd[r][1] = -1;
-	for (r = 0; r < o.workers; r++) {
+	for (r = 0; r < o->workers; r++) {
 		if (pipe(go[r]) != 0)
 			die("pipe");
-		if (o.listener == L_HANDOFF) {
+		if (o->listener == L_HANDOFF) {
 			if (socketpair(AF_UNIX, SOCK_DGRAM, 0, hfd[r]) != 0)
 				die("socketpair");
 			set_nonblock(hfd[r][1]);
 		}
-		killed[r] = busy_at_stop[r] = 0;
-	}
-	for (r = 0; r < nproc; r++) {
-		exited[r] = endkill[r] = 0;
-		pid[r] = -1;
-		memset(&ru[r], 0, sizeof(ru[r]));
 	}
 	fflush(stdout);
-	/*
-	 * Fork in worker id order, register in -o order: the seed's control
-	 * reverses registration but not creation, and the parent holds every
-	 * worker until its turn so the order is exact.  Everything else is
-	 * indexed by rank: output and kill follow registration order.
-	 */
-	for (i = 0; i < o.workers; i++) {
-		for (r = 0; o.order[r] != i; r++)
+	for (i = 0; i < o->workers; i++) {
+		for (r = 0; o->order[r] != i; r++)
 			;
-		if ((pid[r] = fork()) == -1)
+		if ((run->pid[r] = fork()) == -1)
 			die("fork");
-		if (pid[r] == 0)
-			worker(&o, r, o.listener == L_HANDOFF ? hfd[r][1] : lfd,
-			    go[r][0], ready[1], deadline);
+		if (run->pid[r] == 0)
+			worker(o, r, o->listener == L_HANDOFF ? hfd[r][1] :
+			    run->lfd, go[r][0], ready[1], run->deadline);
 	}
-	for (r = 0; r < o.workers; r++) {
+	for (r = 0; r < o->workers; r++) {
 		struct pollfd pfd;
 
 		c = 'g';
@@ -1925,80 +1947,89 @@ main(int argc, char **argv)
 		    read(ready[0], &c, 1) != 1 || c != 'r') {
 			if (sh->w[r].pinfail)
 				fprintf(stderr, "acceptd: rank %d cannot be "
-				    "pinned to CPU %d: %s\n", r, r % o.ncpu,
+				    "pinned to CPU %d: %s\n", r, r % o->ncpu,
 				    strerror(sh->w[r].regerr));
 			else
 				fprintf(stderr, "acceptd: rank %d failed to "
 				    "register: %s\n", r,
 				    strerror(sh->w[r].regerr));
 			sh->stop = 1;
-			for (i = 0; i < o.workers; i++)
-				(void)kill(pid[i], SIGKILL);
+			for (i = 0; i < o->workers; i++)
+				(void)kill(run->pid[i], SIGKILL);
 			while (wait(NULL) > 0)
 				;
 			return (1);
 		}
 	}
-	if (o.listener == L_HANDOFF) {
+	if (o->listener == L_HANDOFF) {
 		int afd[MAXWORKERS];
 
 		/* The workers' ends are theirs alone now (close_inherited). */
-		for (r = 0; r < o.workers; r++) {
+		for (r = 0; r < o->workers; r++) {
 			close_made(&hfd[r][1]);
 			afd[r] = hfd[r][0];
 		}
-		if ((pid[o.workers] = fork()) == -1)
+		if ((run->pid[o->workers] = fork()) == -1)
 			die("fork");
-		if (pid[o.workers] == 0)
-			acceptor(&o, lfd, afd, deadline);
-		for (r = 0; r < o.workers; r++)
+		if (run->pid[o->workers] == 0)
+			acceptor(o, run->lfd, afd, run->deadline);
+		for (r = 0; r < o->workers; r++)
 			close_made(&hfd[r][0]);
 	}
+	return (0);
+}
 
-	/*
-	 * The client.  Open loop: one connection at a time on a fixed
-	 * schedule, each waited for until established.  Closed loop: up to
-	 * -l connections in flight; a slot is free again when its response
-	 * (or, serial model, EOF) came, or after the server's close when
-	 * the server holds for a fixed time.
-	 */
+/*
+ * The client.  Open loop: one connection at a time on a fixed schedule,
+ * each waited for until established.  Closed loop: up to -l connections in
+ * flight; a slot is free again when its response (or, serial model, EOF)
+ * came, or after the server's close when the server holds for a fixed
+ * time.  With -k, rank 0 is killed once -k connections were started.
+ */
+static void
+run_client(const struct opts *o, struct client *cl, struct run *run)
+{
+	struct timespec next;
+	long last;
+
 	clock_gettime(CLOCK_MONOTONIC, &next);
-	tc0 = now_ms();
-	while (started < o.conns && now_ms() < deadline) {
+	run->tc0 = now_ms();
+	while (run->started < o->conns && now_ms() < run->deadline) {
 		int ab, rc;
 
-		if (o.closed && cl.n >= o.concurrency) {
-			(void)client_poll(&cl, 10, cor);
+		if (o->closed && cl->n >= o->concurrency) {
+			(void)client_poll(cl, 10, run->cor);
 			continue;
 		}
-		if (o.rotate)
-			(void)pin_self((int)(started % o.ncpu));
-		ab = o.abort_pm > 0 && aborts(&o, started);
-		rc = client_start(&cl, sh->port, !o.closed, ab, o.abort_reset);
+		if (o->rotate)
+			(void)pin_self((int)(run->started % o->ncpu));
+		ab = o->abort_pm > 0 && aborts(o, run->started);
+		rc = client_start(cl, sh->port, !o->closed, ab, o->abort_reset);
 		if (rc == 1)
-			ok++;
+			run->ok++;
 		else if (rc == 0)
-			aborted++;
+			run->aborted++;
 		else
-			failed++;
-		started++;
-		(void)client_poll(&cl, 0, cor);
-		if (o.kill_at >= 0 && started == o.kill_at && pid[0] > 0) {
+			run->failed++;
+		run->started++;
+		(void)client_poll(cl, 0, run->cor);
+		if (o->kill_at >= 0 && run->started == o->kill_at &&
+		    run->pid[0] > 0) {
 			/*
 			 * Let the victim finish what it was handed, bounded,
 			 * so "accepted before the kill" is a clean number.
 			 */
 			last = now_ms();
-			while (SUM(&o, accepts) < ok && now_ms() - last < 200)
-				(void)client_poll(&cl, 1, cor);
-			(void)kill(pid[0], SIGKILL);
-			killed[0] = 1;
-			killed_rank = 0;
+			while (SUM(o, accepts) < run->ok && now_ms() - last < 200)
+				(void)client_poll(cl, 1, run->cor);
+			(void)kill(run->pid[0], SIGKILL);
+			run->killed[0] = 1;
+			run->killed_rank = 0;
 		}
-		if (o.closed)
+		if (o->closed)
 			continue;
-		next.tv_nsec += (o.spacing_us % 1000000) * 1000;
-		next.tv_sec += o.spacing_us / 1000000 +
+		next.tv_nsec += (o->spacing_us % 1000000) * 1000;
+		next.tv_sec += o->spacing_us / 1000000 +
 		    next.tv_nsec / 1000000000;
 		next.tv_nsec %= 1000000000;
 		/*
@@ -2009,87 +2040,113 @@ main(int argc, char **argv)
 			long long left = (long long)next.tv_sec * 1000000000LL +
 			    next.tv_nsec - now_ns();
 
-			if (left < 1000000 || cl.n == 0)
+			if (left < 1000000 || cl->n == 0)
 				break;
-			(void)client_poll(&cl, (int)(left / 1000000), cor);
+			(void)client_poll(cl, (int)(left / 1000000), run->cor);
 		}
 		(void)clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next,
 		    NULL);
 	}
-	if (o.rotate)
+	if (o->rotate)
 		(void)pin_self(0);
+}
 
-	/*
-	 * Settle: wait until every established client was accepted and
-	 * handled (served, or dropped on a reset), or nothing moved for a
-	 * while (a killed listener's queue is lost on Linux unless
-	 * tcp_migrate_req is set), or the deadline.  Aborted clients may or
-	 * may not have reached the accept queue, so they are not waited for.
-	 */
-	settle_ms = 500 + 4 * o.work_us / 1000;
+/*
+ * Settle: wait until every established client was accepted and handled
+ * (served, or dropped on a reset), or nothing moved for a while (a killed
+ * listener's queue is lost on Linux unless tcp_migrate_req is set), or the
+ * deadline.  Aborted clients may or may not have reached the accept queue,
+ * so they are not waited for.  Then the client ends its long-lived
+ * connections, and the workers are told to stop.
+ */
+static void
+settle(const struct opts *o, struct client *cl, struct run *run)
+{
+	long settle_ms, last, lastn, want;
+	int r;
+
+	settle_ms = 500 + 4 * o->work_us / 1000;
 	last = now_ms();
-	lastn = SUM(&o, handled);
+	lastn = SUM(o, handled);
 	for (;;) {
-		want = SUM(&o, handled) >= ok && SUM(&o, accepts) >= ok;
-		if (o.closed)
-			want = want && cl.n == 0;
-		else if (o.hold_us > 0)
-			want = want && open_alive(&o, killed) == 0;
-		if (want || now_ms() >= deadline)
+		want = SUM(o, handled) >= run->ok && SUM(o, accepts) >= run->ok;
+		if (o->closed)
+			want = want && cl->n == 0;
+		else if (o->hold_us > 0)
+			want = want && open_alive(o, run->killed) == 0;
+		if (want || now_ms() >= run->deadline)
 			break;
-		(void)client_poll(&cl, 2, cor);
-		if (SUM(&o, handled) + open_alive(&o, killed) + cl.n != lastn) {
-			lastn = SUM(&o, handled) + open_alive(&o, killed) + cl.n;
+		(void)client_poll(cl, 2, run->cor);
+		if (SUM(o, handled) + open_alive(o, run->killed) + cl->n !=
+		    lastn) {
+			lastn = SUM(o, handled) + open_alive(o, run->killed) +
+			    cl->n;
 			last = now_ms();
 		} else if (now_ms() - last > settle_ms &&
-		    !(o.hold_us > 0 && open_alive(&o, killed) > 0))
+		    !(o->hold_us > 0 && open_alive(o, run->killed) > 0))
 			break;
 	}
-	(void)client_poll(&cl, 0, cor);	/* responses already sent */
-	tc1 = now_ms();
+	(void)client_poll(cl, 0, run->cor);	/* responses already sent */
+	run->tc1 = now_ms();
 	/* Long-lived connections: the client ends them; the workers see EOF. */
-	client_close_all(&cl);
+	client_close_all(cl);
 	last = now_ms();
-	while (open_alive(&o, killed) > 0 && now_ms() - last < 1000 &&
-	    now_ms() < deadline)
+	while (open_alive(o, run->killed) > 0 && now_ms() - last < 1000 &&
+	    now_ms() < run->deadline)
 		sleep_us(2000);
-	if (now_ms() >= deadline)
-		deadline_hit = 1;
-	for (r = 0; r < o.workers; r++)
-		busy_at_stop[r] = sh->w[r].busy;
+	if (now_ms() >= run->deadline)
+		run->deadline_hit = 1;
+	for (r = 0; r < o->workers; r++)
+		run->busy_at_stop[r] = sh->w[r].busy;
 	sh->stop = 1;
+}
 
-	/*
-	 * Collect the workers; wait4 gives each one's CPU time, killed too.
-	 * A worker inside its work finishes it first: wait that long, and
-	 * report any worker that had to be killed.
-	 */
-	grace_ms = 2000 + WAIT_MS * 4 + 2 * o.work_us / 1000;
+/*
+ * Collect the workers; wait4 gives each one's CPU time, killed too.  A
+ * worker inside its work finishes it first: wait that long, and report
+ * any worker that had to be killed.
+ */
+static void
+collect(const struct opts *o, struct run *run)
+{
+	long grace_ms, last;
+	int r, st;
+
+	grace_ms = 2000 + WAIT_MS * 4 + 2 * o->work_us / 1000;
 	last = now_ms();
 	for (;;) {
 		int left = 0;
 
-		for (r = 0; r < nproc; r++) {
-			if (exited[r] || pid[r] <= 0)
+		for (r = 0; r < run->nproc; r++) {
+			if (run->exited[r] || run->pid[r] <= 0)
 				continue;
-			if (wait4(pid[r], &st, WNOHANG, &ru[r]) == pid[r])
-				exited[r] = 1;
+			if (wait4(run->pid[r], &st, WNOHANG, &run->ru[r]) ==
+			    run->pid[r])
+				run->exited[r] = 1;
 			else
 				left++;
 		}
 		if (left == 0)
 			break;
 		if (now_ms() - last > grace_ms)
-			for (r = 0; r < nproc; r++)
-				if (!exited[r] && pid[r] > 0) {
-					(void)kill(pid[r], SIGKILL);
-					if (r >= o.workers || !killed[r])
-						endkill[r] = 1;
+			for (r = 0; r < run->nproc; r++)
+				if (!run->exited[r] && run->pid[r] > 0) {
+					(void)kill(run->pid[r], SIGKILL);
+					if (r >= o->workers || !run->killed[r])
+						run->endkill[r] = 1;
 				}
 		if (now_ms() - last > grace_ms + 10000)
 			break;		/* give up rather than hang */
 		sleep_us(5000);
 	}
+}
+
+/* The run as one JSON object on stdout (print_lat sorts the client's latencies). */
+static void
+print_json(const struct opts *o, struct client *cl, const struct run *run)
+{
+	long i;
+	int r;
 
 	printf("{\"tool\": \"acceptd\", \"version\": 2, ");
 #if defined(__linux__)
@@ -2106,40 +2163,42 @@ main(int argc, char **argv)
 	    "\"concurrency\": %d, \"abort_permille\": %d, "
 	    "\"abort_kind\": \"%s\", \"lag_us\": %ld, "
 	    "\"mutex_delay_us\": %ld, \"ncpu\": %d, ",
-	    o.mode_name, o.loop ? "loop" : "serial", o.workers, o.conns,
-	    o.spacing_us, o.work_us, o.work_cpu ? "cpu" : "sleep", o.hold_us,
-	    o.batch, o.closed ? "closed" : "open", o.concurrency, o.abort_pm,
-	    o.abort_reset ? "reset" : "handshake", o.lag_us, o.mutex_delay_us,
-	    o.ncpu);
+	    o->mode_name, o->loop ? "loop" : "serial", o->workers, o->conns,
+	    o->spacing_us, o->work_us, o->work_cpu ? "cpu" : "sleep",
+	    o->hold_us, o->batch, o->closed ? "closed" : "open",
+	    o->concurrency, o->abort_pm,
+	    o->abort_reset ? "reset" : "handshake", o->lag_us,
+	    o->mutex_delay_us, o->ncpu);
 	printf("\"pin\": %s, \"client_rotate\": %s, \"reorder_every\": %d, "
 	    "\"kill_at\": %ld, \"killed_rank\": %d, \"untagged_rank\": %d, ",
-	    o.pin ? "true" : "false", o.rotate ? "true" : "false", o.reorder,
-	    o.kill_at, killed_rank, o.untagged);
+	    o->pin ? "true" : "false", o->rotate ? "true" : "false",
+	    o->reorder, o->kill_at, run->killed_rank, o->untagged);
 	printf("\"port\": %d, \"connect_ok\": %ld, \"connect_failed\": %ld, "
 	    "\"aborted\": %ld, \"aborted_established\": %ld, "
 	    "\"accepted\": %ld, \"resets\": %ld, "
 	    "\"completed\": %ld, \"deadline_hit\": %s, \"elapsed_ms\": %ld, "
 	    "\"client_ms\": %ld, \"conn_per_s\": %.1f, ",
-	    sh->port, ok, failed, aborted, cl.abort_late, SUM(&o, accepts),
-	    SUM(&o, resets),
-	    cl.completed, deadline_hit ? "true" : "false", now_ms() - t0,
-	    tc1 - tc0, cl.t_done > tc0 * 1000000LL ? cl.completed * 1e9 /
-	    (double)(cl.t_done - tc0 * 1000000LL) : 0.0);
-	print_lat("connect_us", &cl.connect);
-	print_lat("response_us", &cl.response);
-	print_lat("queue_wait_us", &cl.qwait);
-	if (o.listener == L_HANDOFF)
+	    sh->port, run->ok, run->failed, run->aborted, cl->abort_late,
+	    SUM(o, accepts), SUM(o, resets),
+	    cl->completed, run->deadline_hit ? "true" : "false",
+	    now_ms() - run->t0, run->tc1 - run->tc0,
+	    cl->t_done > run->tc0 * 1000000LL ? cl->completed * 1e9 /
+	    (double)(cl->t_done - run->tc0 * 1000000LL) : 0.0);
+	print_lat("connect_us", &cl->connect);
+	print_lat("response_us", &cl->response);
+	print_lat("queue_wait_us", &cl->qwait);
+	if (o->listener == L_HANDOFF)
 		printf("\"acceptor\": {\"wakeups\": %ld, \"accepts\": %ld, "
 		    "\"empty_wakeups\": %ld, \"errors\": %ld, "
 		    "\"cpu_ms\": %.3f, \"killed_at_end\": %s}, ",
 		    sh->acc.wakeups, sh->acc.accepts, sh->acc.empty,
-		    sh->acc.errors, ru_ms(&ru[o.workers]),
-		    endkill[o.workers] ? "true" : "false");
+		    sh->acc.errors, ru_ms(&run->ru[o->workers]),
+		    run->endkill[o->workers] ? "true" : "false");
 	printf("\"order\": [");
-	for (r = 0; r < o.workers; r++)
-		printf("%s%d", r ? ", " : "", o.order[r]);
+	for (r = 0; r < o->workers; r++)
+		printf("%s%d", r ? ", " : "", o->order[r]);
 	printf("], \"per_worker\": [");
-	for (r = 0; r < o.workers; r++) {
+	for (r = 0; r < o->workers; r++) {
 		struct wstat *ws = &sh->w[r];
 
 		printf("%s{\"rank\": %d, \"id\": %d, \"cpu\": %d, "
@@ -2151,27 +2210,27 @@ main(int argc, char **argv)
 		    "\"local\": %ld, \"killed\": %s, \"killed_at_end\": %s, "
 		    "\"busy_at_stop\": %s, "
 		    "\"exited\": %s, \"hcpu_unknown\": %d, \"accept_cpus\": ",
-		    r ? ", " : "", r, o.order[r], o.pin ? r % o.ncpu : -1,
-		    o.listener == L_SHARED && (pl_flags(&o, r) & PL_EXCL) ?
+		    r ? ", " : "", r, o->order[r], o->pin ? r % o->ncpu : -1,
+		    o->listener == L_SHARED && (pl_flags(o, r) & PL_EXCL) ?
 		    "true" : "false",
-		    o.mode == M_INCOMING_CPU && r != o.untagged ? "true" :
+		    o->mode == M_INCOMING_CPU && r != o->untagged ? "true" :
 		    "false",
 		    ws->wakeups, ws->accepts, ws->empty, ws->errors,
 		    ws->handled, ws->resets, ws->open_max, ws->open,
-		    ws->mutex_held, ru_ms(&ru[r]),
-		    (long)ru[r].ru_nvcsw, (long)ru[r].ru_nivcsw, ws->local,
-		    killed[r] ? "true" : "false",
-		    endkill[r] ? "true" : "false",
-		    busy_at_stop[r] ? "true" : "false",
-		    exited[r] ? "true" : "false", ws->hcpu_unknown);
-		print_longs(ws->acpu, o.ncpu);
+		    ws->mutex_held, ru_ms(&run->ru[r]),
+		    (long)run->ru[r].ru_nvcsw, (long)run->ru[r].ru_nivcsw,
+		    ws->local, run->killed[r] ? "true" : "false",
+		    run->endkill[r] ? "true" : "false",
+		    run->busy_at_stop[r] ? "true" : "false",
+		    run->exited[r] ? "true" : "false", ws->hcpu_unknown);
+		print_longs(ws->acpu, o->ncpu);
 		printf(", \"handshake_cpus\": ");
-		print_longs(ws->hcpu, o.ncpu);
+		print_longs(ws->hcpu, o->ncpu);
 		putchar('}');
 	}
 	putchar(']');
 #ifdef RXL_EBPF
-	if (o.mode == M_EBPF)
+	if (o->mode == M_EBPF)
 		ebpf_print(stdout);
 #endif
 	if (recs != NULL) {
@@ -2185,5 +2244,41 @@ main(int argc, char **argv)
 		putchar(']');
 	}
 	printf("}\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct run run;
+	struct opts o;
+	struct client cl;
+	int rc, r;
+
+	parse_opts(&o, argc, argv);
+	memset(&run, 0, sizeof(run));
+	run.nproc = o.workers + (o.listener == L_HANDOFF);
+	run.lfd = -1;
+	run.killed_rank = -1;
+	/*
+	 * The client closes on the response only in a closed loop against a
+	 * server that holds until the client closes; otherwise it waits for
+	 * the server's close, so TIME_WAIT lands on the server and the
+	 * client's ephemeral ports stay free across repetitions.
+	 */
+	run.cor = o.closed && o.hold_us == HOLD_CLIENT;
+	for (r = 0; r < run.nproc; r++)
+		run.pid[r] = -1;
+	if ((rc = setup(&o, &cl)) != 0)
+		return (rc);
+	run.t0 = now_ms();
+	run.deadline = run.t0 + o.deadline_ms;
+	if (o.listener != L_OWN)
+		run.lfd = shared_listener(&o);
+	if (start_workers(&o, &run) != 0)
+		return (1);
+	run_client(&o, &cl, &run);
+	settle(&o, &cl, &run);
+	collect(&o, &run);
+	print_json(&o, &cl, &run);
 	return (0);
 }
