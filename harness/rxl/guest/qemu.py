@@ -15,6 +15,19 @@ built-in ``guest-2l3`` target of :mod:`rxl.guest.targets`).
 ``-cpu Skylake-Server`` is the default because ``qemu64`` hides SMT from
 FreeBSD's topology detection (measured, docs/results/guest-boot.md).
 
+NIC placement: by default every NIC sits on q35's root bus ``pcie.0``, whose
+ACPI host bridge ``PCI0`` has no ``_PXM``, so FreeBSD does not know the
+NIC's NUMA domain. With ``nic_numa_node`` the first NIC sits behind its
+own host bridge instead: a ``pxb-pcie`` expander with that ``numa_node``
+(QEMU's ACPI tables give the bridge ``Name (_PXM, N)``) and a
+``pcie-root-port`` on it. FreeBSD's ``acpi_get_cpus()`` then ANDs the
+NIC's interrupt CPUs with that domain and ``dev.<nic>.0.%domain`` reports
+it (measured with QEMU 10.0.2, docs/results/guest-numa.md).
+
+QEMU 10.0.2 aborts (``encode_topo_cpuid1f`` assertion) when SeaBIOS starts
+a ``dies > 1`` guest with an Intel CPU model; the guest always boots OVMF,
+which does not trigger it, and FreeBSD never reads CPUID leaf 0x1f.
+
 Accelerator: TCG. KVM fails on the machines this was written on,
 so ``tcg`` is the default; ``kvm`` is accepted but never chosen silently.
 """
@@ -22,10 +35,11 @@ so ``tcg`` is the default; ``kvm`` is accepted but never chosen silently.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.errors import DataError
 
@@ -38,9 +52,28 @@ OVMF_CANDIDATES: Tuple[str, ...] = (
     "/usr/share/qemu/OVMF.fd",
 )
 
-#: NIC models FreeBSD drives with iflib (``em``) and that QEMU 7.2 offers.
-#: ``e1000e`` (82574L) attaches as ``em0`` with two RX queues under MSI-X.
+#: NIC models of the guest. ``e1000e`` (82574L) attaches as ``em0`` with two
+#: RX queues under MSI-X; ``igb`` (82576) as ``igb0`` with up to 8
+#: (``em_set_num_queues()`` in FreeBSD's sys/dev/e1000/if_em.c), at most one
+#: per interrupt CPU; ``e1000`` as ``em0`` (lem, one queue); ``virtio-net-pci``
+#: as ``vtnet0``, which is not an iflib driver (the SSH NIC: it shares no
+#: iflib CPU offset with the NIC under test).
 NIC_MODELS = ("e1000e", "e1000", "igb", "virtio-net-pci")
+
+#: The oldest QEMU with each NIC model: igb appeared in QEMU 8.0 (its
+#: changelog, "New igb device"); the others are older than QEMU 7.2, the
+#: oldest QEMU the harness runs (Debian 12's).
+NIC_MIN_QEMU: Dict[str, Tuple[int, int]] = {
+    "e1000e": (7, 2), "e1000": (7, 2), "igb": (8, 0), "virtio-net-pci": (7, 2)}
+
+#: The FreeBSD driver of each NIC model (the ``dev.<driver>.<unit>`` sysctl
+#: node): igb(4) for the 82576, em(4) for e1000e and e1000, vtnet(4).
+NIC_DRIVERS: Dict[str, str] = {
+    "e1000e": "em", "e1000": "em", "igb": "igb", "virtio-net-pci": "vtnet"}
+
+#: First bus number of the NIC's expander bridge (``pxb-pcie`` ``bus_nr``):
+#: buses 0-127 stay ``pcie.0``'s; the root port behind it takes 129.
+PXB_BUS_NR = 128
 
 ACCELS = ("tcg", "kvm")
 
@@ -68,6 +101,11 @@ class GuestConfig:
         SSH transport alone; it carries ``hostfwd``, so the first NIC (em0, whose
         two RX queues the tests read) is never brought up: QEMU 7.2's e1000e storms
         em(4)'s MSI-X link vector once it is (docs/results/learning.md, ssh.md).
+      nic_numa_node: None: every NIC on ``pcie.0`` (no ``_PXM``: the NIC's
+        domain is unknown to the guest); N (0 <= N < numa_nodes): the first
+        NIC behind a ``pxb-pcie`` bridge with ``numa_node=N`` (``_PXM`` N).
+      data_dirs: extra QEMU data directories (``-L DIR`` each, before QEMU's
+        own), for a QEMU unpacked outside its install prefix.
       root_dir: host directory served as the FAT root disk (required).
       snapshot: guest writes go to a temporary overlay; the host directory
         is never written (default). Takes precedence over ``root_rw``.
@@ -94,6 +132,8 @@ class GuestConfig:
     nics: Tuple[str, ...] = ("e1000e",)
     hostfwd: Tuple[str, ...] = ()
     mgmt_nic: str = ""
+    nic_numa_node: Optional[int] = None
+    data_dirs: Tuple[str, ...] = ()
     root_rw: bool = True
     snapshot: bool = True
     firmware: Optional[str] = None
@@ -146,12 +186,60 @@ def validate(cfg: GuestConfig) -> None:
     for model in cfg.nics + ((cfg.mgmt_nic,) if cfg.mgmt_nic else ()):
         if model not in NIC_MODELS:
             raise QemuConfigError(f"unknown NIC model {model!r}; one of {NIC_MODELS}")
+    if cfg.nic_numa_node is not None:
+        if not cfg.nics:
+            raise QemuConfigError("nic_numa_node given but the guest has no NIC")
+        if not isinstance(cfg.nic_numa_node, int) or isinstance(cfg.nic_numa_node, bool) \
+                or not 0 <= cfg.nic_numa_node < max(cfg.numa_nodes, 1) or not cfg.numa_nodes:
+            raise QemuConfigError(
+                f"nic_numa_node={cfg.nic_numa_node!r} is not a NUMA node of the guest "
+                f"(numa_nodes={cfg.numa_nodes})")
     if not cfg.root_dir:
         raise QemuConfigError("root_dir is required (the staged guest root)")
     if "," in cfg.root_dir:
         raise QemuConfigError(f"root_dir may not contain a comma: {cfg.root_dir!r}")
     if not (cfg.serial == "stdio" or cfg.serial.startswith("file:")):
         raise QemuConfigError(f"serial must be 'stdio' or 'file:PATH', got {cfg.serial!r}")
+
+
+def required_qemu(cfg: GuestConfig) -> Tuple[int, int]:
+    """The oldest QEMU (major, minor) that can run ``cfg``: the newest of its
+    NIC models' :data:`NIC_MIN_QEMU`. Pure."""
+    models = cfg.nics + ((cfg.mgmt_nic,) if cfg.mgmt_nic else ())
+    return max([NIC_MIN_QEMU.get(m, (7, 2)) for m in models] + [(7, 2)])
+
+
+def check_qemu(cfg: GuestConfig, version: Optional[Tuple[int, int]], *, shape: str = "",
+               advice: str = "") -> None:
+    """Refuse ``cfg`` when the installed QEMU ``version`` (None: unknown, then
+    nothing is refused) is older than :func:`required_qemu`. Raises
+    :class:`QemuConfigError`, one line naming the shape, what needs the newer
+    QEMU and ``advice`` (what to do)."""
+    need = required_qemu(cfg)
+    if version is None or tuple(version) >= need:
+        return
+    models = cfg.nics + ((cfg.mgmt_nic,) if cfg.mgmt_nic else ())
+    why = ", ".join(sorted({m for m in models if NIC_MIN_QEMU.get(m, (7, 2)) > tuple(version)}))
+    name = f"guest shape {shape!r}" if shape else "the guest"
+    raise QemuConfigError(
+        f"{name} needs QEMU >= {need[0]}.{need[1]} (its {why} NIC); this host has "
+        f"{version[0]}.{version[1]}" + (f": {advice}" if advice else ""))
+
+
+_VERSION = re.compile(r"QEMU emulator version (\d+)\.(\d+)")
+
+
+def installed_version(binary: str = "qemu-system-x86_64",
+                      run: Callable[..., subprocess.CompletedProcess] = subprocess.run
+                      ) -> Optional[Tuple[int, int]]:
+    """(major, minor) of ``binary --version`` (``QEMU emulator version 10.0.2 (Debian
+    ...)``: (10, 0)); None when it does not run or says something else."""
+    try:
+        cp = run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _VERSION.search(cp.stdout or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
@@ -166,8 +254,10 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
     if not fw:
         raise QemuConfigError("no OVMF firmware: install the 'ovmf' package or set firmware")
 
-    argv = [
-        cfg.qemu,
+    argv = [cfg.qemu]
+    for d in cfg.data_dirs:
+        argv += ["-L", d]
+    argv += [
         "-machine", f"q35,accel={cfg.accel}",
         "-cpu", cfg.cpu_model,
         "-smp", f"{cfg.vcpus},sockets={cfg.sockets}"
@@ -202,12 +292,18 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
     argv += ["-drive", drive, "-device", "ide-hd,drive=root,bus=ide.0"]
     nics = cfg.nics + ((cfg.mgmt_nic,) if cfg.mgmt_nic else ())
     fwd = len(nics) - 1 if cfg.mgmt_nic else 0
+    if cfg.nic_numa_node is not None:
+        # Its own host bridge in the NIC's node, and a root port for the NIC.
+        argv += ["-device", f"pxb-pcie,id=pxb0,bus_nr={PXB_BUS_NR},"
+                            f"numa_node={cfg.nic_numa_node},bus=pcie.0",
+                 "-device", "pcie-root-port,id=rp0,bus=pxb0,chassis=1"]
     for i, model in enumerate(nics):
         netdev = f"user,id=net{i}"
         if i == fwd:
             for rule in cfg.hostfwd:
                 netdev += f",hostfwd={rule}"
-        argv += ["-netdev", netdev, "-device", f"{model},netdev=net{i}"]
+        bus = ",bus=rp0" if i == 0 and cfg.nic_numa_node is not None else ""
+        argv += ["-netdev", netdev, "-device", f"{model},netdev=net{i}{bus}"]
     if cfg.no_reboot:
         argv += ["-no-reboot"]
     argv += list(cfg.extra)

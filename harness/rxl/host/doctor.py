@@ -2,8 +2,10 @@
 
 ``rxl doctor`` reads :data:`NEEDS`: one :class:`Need` per tool, header or
 file a stage uses, with the Debian package that provides it and the stages
-that need it. ``--install`` runs ``apt-get update`` once, then one
-``apt-get install -y`` of every missing package (as root).
+that need it. ``--install`` (as root) runs ``apt-get update`` once, then one
+``apt-get install -y`` of every missing package; on Debian 12 a QEMU older
+than :data:`QEMU_WANT` comes from bookworm-backports, whose line it writes
+first and says so, with the undo (:func:`install_commands`).
 
 Where the list comes from:
 
@@ -27,9 +29,14 @@ Where the list comes from:
   docs/results/cold-run.md); the ones outside Debian's Essential set are
   on the list (``time``, ``bzip2``, ``xz-utils``, ``patch``).
 * OVMF: QEMU's UEFI firmware (``ovmf``, :data:`rxl.guest.qemu.OVMF_CANDIDATES`).
-* QEMU at least 7.2 (:data:`QEMU_MIN`): the guest's NIC is QEMU's e1000e,
-  and ``patches/guest/`` and every recorded run (docs/results) are for the
-  e1000e of QEMU 7.2 (Debian 12's); q35 takes at most 288 vCPUs there.
+* QEMU at least :data:`QEMU_WANT` (8.0): the default guest's NIC is QEMU's igb
+  (new in QEMU 8.0), behind a ``pxb-pcie`` bridge with ``_PXM``
+  (docs/results/guest-numa.md, measured with 10.0.2). Debian 12 ships 7.2, so
+  on Debian 12 ``--install`` adds the ``bookworm-backports`` suite beside the
+  machine's own Debian mirror (:func:`backports_source`, it prints the line
+  and the undo) and installs ``qemu-system-x86`` from it (QEMU 10.0). QEMU
+  7.2 (:data:`QEMU_MIN`) still runs the e1000e shapes (``--target
+  guest-e1000e``); q35 takes at most 288 vCPUs there.
 * ``--for bench`` adds what no package installs for the eBPF setups of
   ``rxl bench accept``: root (or CAP_BPF and CAP_NET_ADMIN) and Linux >= 5.12
   (:mod:`rxl.bench.ebpf_host`).
@@ -50,8 +57,19 @@ from rxl.bench import ebpf_host
 from rxl.guest import qemu
 from rxl.tree import kyuaworld
 
-#: Oldest QEMU the guest runs on (the version of every recorded run).
+#: Oldest QEMU any guest shape runs on (the e1000e shapes; Debian 12's QEMU).
 QEMU_MIN: Tuple[int, int] = (7, 2)
+#: QEMU the default guest shape needs: its igb NIC's (rxl.guest.qemu.NIC_MIN_QEMU).
+QEMU_WANT: Tuple[int, int] = qemu.NIC_MIN_QEMU["igb"]
+#: Debian release whose own QEMU is older than :data:`QEMU_WANT`, and the suite
+#: that has a newer one (bookworm-backports: qemu-system-x86 1:10.0.2, 2026-12).
+BACKPORTS = {"bookworm": "bookworm-backports"}
+#: The file ``--install`` writes the backports line to (and the undo removes).
+BACKPORTS_LIST = "/etc/apt/sources.list.d/rxl-{suite}.list"
+#: Debian's archive key (package debian-archive-keyring, on every Debian 12).
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+#: The mirror when no source line names the release's main suite.
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
 #: The cross tools' directory (rxl.tree.build.DEFAULT_CROSS_BINDIR).
 CROSS_BINDIR = "/usr/lib/llvm-16/bin"
 
@@ -70,7 +88,8 @@ class Need:
     FreeBSD package, ``base:`` FreeBSD's base system, ``sys:`` no package:
     how the host runs or what it reaches); ``stages``: who
     needs it; ``why``: a few words; ``mode``: the way to run that needs it
-    (:data:`MODES`).
+    (:data:`MODES`); ``backport``: install it from the release's
+    :data:`BACKPORTS` suite where the host's release is listed there.
     """
 
     name: str
@@ -79,6 +98,7 @@ class Need:
     stages: Tuple[str, ...]
     why: str = ""
     mode: str = "guest"
+    backport: bool = False
 
 
 #: Ways to run (``rxl doctor --for``): ``guest``: rxl run with the own QEMU
@@ -145,8 +165,8 @@ NEEDS: Tuple[Need, ...] = (
     Need("llvm-readelf-16", "bin:llvm-readelf-16", "llvm-16", ("image",),
          "NEEDED libraries of guest programs"),
     Need("qemu-system-x86_64", "bin:qemu-system-x86_64", "qemu-system-x86",
-         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_MIN[0]}.{QEMU_MIN[1]})",
-         mode="qemu"),
+         ("boot", "learn", "kcount"), f"the guest (>= {QEMU_WANT[0]}.{QEMU_WANT[1]}: igb)",
+         mode="qemu", backport=True),
     Need("OVMF", "ovmf", "ovmf", ("boot", "learn", "kcount"), "UEFI firmware", mode="qemu"),
     Need("gdb", "bin:gdb", "gdb", ("kcount",), "records the lookups"),
     Need("nm", "bin:nm", "binutils", ("kcount",), "kernel symbol addresses"),
@@ -216,18 +236,6 @@ def tool_names(needs: Sequence[Need] = NEEDS) -> set:
     return out
 
 
-def qemu_version(binary: str = "qemu-system-x86_64",
-                 run: Callable[..., subprocess.CompletedProcess] = subprocess.run
-                 ) -> Optional[Tuple[int, int]]:
-    """QEMU's (major, minor) from ``--version`` (``QEMU emulator version 7.2.22``)."""
-    try:
-        cp = run([binary, "--version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"version (\d+)\.(\d+)", cp.stdout or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 @dataclass
 class Result:
     """A checked need: present or not, and a note (a version, why it fails)."""
@@ -251,17 +259,21 @@ class Result:
             return "boot Linux 5.12 or later"
         if pkg == "sys:network":
             return "allow HTTPS to registry.npmjs.org, or copy the tarball (above) there"
+        if self.need.backport:
+            return (f"rxl doctor --install (on Debian 12: {pkg} from "
+                    f"{BACKPORTS['bookworm']})")
         return f"apt-get install -y {pkg}"
 
 
 def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
           which: Callable[[str], Optional[str]] = shutil.which,
           isfile: Callable[[str], bool] = os.path.isfile,
-          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu_version,
+          qemu_ver: Callable[[], Optional[Tuple[int, int]]] = qemu.installed_version,
           ovmf: Optional[Callable[[], Optional[str]]] = None,
           registry: Optional[Callable[[], Optional[str]]] = None) -> List[Result]:
     """Check every need (default: those of ``mode``, :func:`for_mode`); a present
-    QEMU older than :data:`QEMU_MIN` counts as missing. ``registry``: None when
+    QEMU older than :data:`QEMU_WANT` counts as missing (the note says what
+    still runs on it). ``registry``: None when
     kyua's SQLite amalgamation can be had, else why not (default
     rxl.tree.kyuaworld.registry_problem). ``ovmf`` finds the
     firmware (default rxl.guest.qemu.find_ovmf: the path, or None)."""
@@ -299,33 +311,137 @@ def check(needs: Optional[Sequence[Need]] = None, *, mode: str = "guest",
                 note = "version unknown"
             else:
                 note = f"{v[0]}.{v[1]}"
-                if v < QEMU_MIN:
+                if v < QEMU_WANT:
                     ok = False
-                    note += f", need >= {QEMU_MIN[0]}.{QEMU_MIN[1]} (e1000e of QEMU 7.2)"
+                    note += (f", the default guest needs >= {QEMU_WANT[0]}.{QEMU_WANT[1]} "
+                             "(igb)" + (f"; {QEMU_MIN[0]}.{QEMU_MIN[1]} still runs "
+                                        "--target guest-e1000e" if v >= QEMU_MIN else ""))
         out.append(Result(n, ok, note))
     return out
 
 
-def install_commands(results: Sequence[Result]) -> List[List[str]]:
-    """``[apt-get update]`` and one ``apt-get install -y`` of every missing
-    Debian package (sorted, once each); [] when nothing is missing."""
-    pkgs = sorted({r.need.package for r in results if not r.ok and ":" not in r.need.package})
-    if not pkgs:
+def release(os_release: str = "/etc/os-release") -> str:
+    """The host's Debian codename (``VERSION_CODENAME``), or "" (another system,
+    or no such file)."""
+    try:
+        text = open(os_release, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return ""
+    fields = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    if fields.get("ID", "").strip('"') != "debian":
+        return ""
+    return fields.get("VERSION_CODENAME", "").strip('"')
+
+
+def apt_sources(root: str = "/etc/apt") -> str:
+    """The text of every apt source file under ``root`` (sources.list and
+    sources.list.d/*.list, *.sources), "" for none."""
+    files = [os.path.join(root, "sources.list")]
+    d = os.path.join(root, "sources.list.d")
+    if os.path.isdir(d):
+        files += [os.path.join(d, f) for f in sorted(os.listdir(d))
+                  if f.endswith((".list", ".sources"))]
+    out = []
+    for f in files:
+        try:
+            out.append(open(f, encoding="utf-8", errors="replace").read())
+        except OSError:
+            continue
+    return "\n".join(out)
+
+
+def debian_mirror(sources: str, codename: str) -> str:
+    """The URI that serves ``codename``'s main suite in ``sources`` (one-line
+    ``deb [opts] URI SUITE ...`` or deb822 ``URIs:``/``Suites:`` stanzas), else
+    :data:`DEBIAN_MIRROR`. Pure."""
+    for line in sources.splitlines():
+        words = re.sub(r"\[[^]]*\]", "", line.split("#", 1)[0]).split()
+        if len(words) >= 3 and words[0] == "deb" and words[2] == codename:
+            return words[1]
+    for stanza in re.split(r"\n\s*\n", sources):
+        f = {}
+        for line in stanza.splitlines():
+            if ":" in line and not line.lstrip().startswith("#"):
+                k, v = line.split(":", 1)
+                f[k.strip().lower()] = v.split()
+        if codename in f.get("suites", []) and f.get("uris") \
+                and "deb" in f.get("types", ["deb"]):
+            return f["uris"][0]
+    return DEBIAN_MIRROR
+
+
+def has_suite(sources: str, suite: str) -> bool:
+    """Whether an apt source line or stanza of ``sources`` names ``suite``. Pure."""
+    return any(suite in line.split("#", 1)[0].split() for line in sources.splitlines())
+
+
+def backports_source(codename: str, sources: str) -> Tuple[str, str]:
+    """(file, line) that adds the :data:`BACKPORTS` suite of ``codename`` beside the
+    machine's own mirror (:func:`debian_mirror`), signed by Debian's archive key.
+    Raises KeyError for a release without one. Pure."""
+    suite = BACKPORTS[codename]
+    return (BACKPORTS_LIST.format(suite=suite),
+            f"deb [signed-by={DEBIAN_KEYRING}] {debian_mirror(sources, codename)} {suite} main")
+
+
+def install_commands(results: Sequence[Result], codename: str = "",
+                     sources: str = "") -> List[List[str]]:
+    """What ``--install`` runs for the missing: the backports line written (when a
+    missing need is a ``backport`` one, the host's release ``codename`` has a
+    :data:`BACKPORTS` suite and ``sources`` do not name it yet), ``apt-get
+    update``, one ``apt-get install -y`` of every other missing Debian package
+    (sorted, once each), and one ``apt-get install -y --no-install-recommends -t
+    SUITE`` of the backported ones; [] when nothing is missing. Pure."""
+    missing = [r.need for r in results if not r.ok and ":" not in r.need.package]
+    suite = BACKPORTS.get(codename)
+    bpo = sorted({n.package for n in missing if n.backport and suite})
+    pkgs = sorted({n.package for n in missing} - set(bpo))
+    if not pkgs and not bpo:
         return []
-    return [["apt-get", "update"], ["apt-get", "install", "-y", *pkgs]]
+    cmds = []
+    if bpo and not has_suite(sources, suite):
+        path, line = backports_source(codename, sources)
+        cmds.append(["sh", "-c", f"echo {shlex.quote(line)} > {path}"])
+    cmds.append(["apt-get", "update"])
+    if pkgs:
+        cmds.append(["apt-get", "install", "-y", *pkgs])
+    if bpo:
+        cmds.append(["apt-get", "install", "-y", "--no-install-recommends", "-t", suite, *bpo])
+    return cmds
+
+
+def backports_note(codename: str, sources: str) -> str:
+    """One line saying what ``--install`` adds for the backports and how to undo
+    it, or "" when it adds nothing (no such suite for the release, or named already)."""
+    suite = BACKPORTS.get(codename)
+    if not suite or has_suite(sources, suite):
+        return ""
+    path, line = backports_source(codename, sources)
+    return (f"adding the {suite} suite for QEMU >= {QEMU_WANT[0]}.{QEMU_WANT[1]}: {path}: "
+            f"{line}  (undo: rm {path} && apt-get update; QEMU stays until "
+            f"apt-get install --allow-downgrades qemu-system-x86/{codename} "
+            f"qemu-system-common/{codename} qemu-system-data/{codename})")
 
 
 def install(results: Sequence[Result], echo: Callable[[str], None] = print,
             run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-            euid: Optional[int] = None) -> Optional[str]:
+            euid: Optional[int] = None, codename: Optional[str] = None,
+            sources: Optional[str] = None) -> Optional[str]:
     """Run :func:`install_commands` as root; None on success, else a one-line reason.
+    ``codename`` / ``sources``: the host's (default :func:`release`,
+    :func:`apt_sources`). Says first what it adds to apt's sources and the undo
+    (:func:`backports_note`).
 
     Not root (or no apt-get): nothing runs, the reason gives the exact
     ``sudo`` lines to type.
     """
-    cmds = install_commands(results)
+    codename = release() if codename is None else codename
+    sources = apt_sources() if sources is None else sources
+    cmds = install_commands(results, codename, sources)
     if not cmds:
         return None
+    if cmds[0][0] == "sh":
+        echo(backports_note(codename, sources))
     euid = os.geteuid() if euid is None else euid
     if euid != 0 or shutil.which("apt-get") is None:
         return "not root (or no apt-get): run  " + "  &&  ".join(
@@ -362,10 +478,17 @@ def row(r: Result) -> str:
             + ("" if r.ok else f"  [{r.install_line()}]"))
 
 
-def advice(missing: Sequence[Result], python: str = "python3") -> List[str]:
-    """What to type for the missing: the apt-get line and the pip line, if any."""
+def advice(missing: Sequence[Result], python: str = "python3",
+           codename: Optional[str] = None, sources: Optional[str] = None) -> List[str]:
+    """What to type for the missing: the apt-get line (with the backports line
+    first where :func:`install_commands` adds one, and what it adds) and the pip
+    line, if any. ``codename`` / ``sources`` as :func:`install`."""
+    codename = release() if codename is None else codename
+    sources = apt_sources() if sources is None else sources
     out = []
-    cmds = install_commands(missing)
+    cmds = install_commands(missing, codename, sources)
+    if cmds and cmds[0][0] == "sh":
+        out.append(backports_note(codename, sources))
     if cmds:
         out.append("install: " + " && ".join(shlex.join(c) for c in cmds))
     pip = sorted({r.need.package[4:] for r in missing if r.need.package.startswith("pip:")})

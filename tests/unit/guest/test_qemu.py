@@ -71,6 +71,10 @@ def test_config_is_frozen():
     (dict(nics=(), hostfwd=("tcp::1-:2",)), "no NIC"),
     (dict(root_dir="/a,b"), "comma"),
     (dict(serial="pty"), "serial"),
+    (dict(nic_numa_node=2), "not a NUMA node"),
+    (dict(nic_numa_node=0, numa_nodes=0), "not a NUMA node"),
+    (dict(nic_numa_node=True), "not a NUMA node"),
+    (dict(nic_numa_node=0, nics=()), "no NIC"),
 ])
 def test_bad_config_is_one_clear_error(kw, msg):
     args = dict(root_dir="/r")
@@ -99,3 +103,69 @@ def test_dies_in_smp_only_when_not_one():
     assert two[two.index("-smp") + 1] == "16,sockets=2,dies=2,cores=2,threads=2"
     # NUMA nodes still take whole sockets: 8 vCPUs each
     assert "node,nodeid=1,cpus=8-15,memdev=ram1" in two
+
+
+def test_nic_behind_a_numa_local_host_bridge():
+    """The shape measured on QEMU 10.0.2 (docs/results/guest-numa.md): the first NIC
+    behind its own pxb-pcie host bridge in node 0 (ACPI: PC80 with _PXM 0) and a
+    root port; the SSH NIC stays on pcie.0 and carries hostfwd."""
+    cfg = GuestConfig(root_dir="/r", dies=2, cores=4, memory_mib=2048, nics=("igb",),
+                      mgmt_nic="virtio-net-pci", hostfwd=("tcp::2222-:22",), nic_numa_node=0)
+    argv = build_argv(cfg, firmware=FW)
+    assert _opt(argv, "-smp") == ["32,sockets=2,dies=2,cores=4,threads=2"]
+    assert _opt(argv, "-numa") == ["node,nodeid=0,cpus=0-15,memdev=ram0",
+                                   "node,nodeid=1,cpus=16-31,memdev=ram1"]
+    dev = _opt(argv, "-device")
+    bridge = dev.index("pxb-pcie,id=pxb0,bus_nr=128,numa_node=0,bus=pcie.0")
+    assert dev[bridge + 1] == "pcie-root-port,id=rp0,bus=pxb0,chassis=1"
+    assert dev[bridge + 2:] == ["igb,netdev=net0,bus=rp0", "virtio-net-pci,netdev=net1"]
+    assert _opt(argv, "-netdev") == ["user,id=net0", "user,id=net1,hostfwd=tcp::2222-:22"]
+    node1 = build_argv(GuestConfig(root_dir="/r", nics=("igb",), nic_numa_node=1), firmware=FW)
+    assert "pxb-pcie,id=pxb0,bus_nr=128,numa_node=1,bus=pcie.0" in _opt(node1, "-device")
+    # without it: no bridge, the NIC on pcie.0 (no _PXM: domain unknown)
+    flat = build_argv(GuestConfig(root_dir="/r", nics=("igb",)), firmware=FW)
+    assert not [d for d in _opt(flat, "-device") if d.startswith(("pxb", "pcie-root"))]
+    assert "igb,netdev=net0" in _opt(flat, "-device")
+
+
+def test_data_dirs_come_first():
+    """A QEMU unpacked with dpkg -x (the 7.2 fallback's recorded boot) needs -L."""
+    argv = build_argv(GuestConfig(root_dir="/r", qemu="/q72/usr/bin/qemu-system-x86_64",
+                                  data_dirs=("/q72/usr/share/qemu", "/usr/lib/ipxe/qemu")),
+                      firmware=FW)
+    assert argv[:5] == ["/q72/usr/bin/qemu-system-x86_64", "-L", "/q72/usr/share/qemu",
+                        "-L", "/usr/lib/ipxe/qemu"]
+
+
+def test_required_qemu_is_the_newest_nic_model():
+    from rxl.guest.qemu import NIC_DRIVERS, NIC_MODELS, check_qemu, required_qemu
+    assert required_qemu(GuestConfig(root_dir="/r")) == (7, 2)
+    igb = GuestConfig(root_dir="/r", nics=("igb",), mgmt_nic="virtio-net-pci")
+    assert required_qemu(igb) == (8, 0)
+    assert required_qemu(GuestConfig(root_dir="/r", mgmt_nic="igb")) == (8, 0)
+    check_qemu(igb, (10, 0))
+    check_qemu(igb, (8, 0))
+    check_qemu(igb, None)          # unknown: nothing refused here (rxl doctor says it)
+    with pytest.raises(QemuConfigError) as e:
+        check_qemu(igb, (7, 2), shape="numa", advice="run: rxl doctor --install")
+    assert str(e.value) == ("guest shape 'numa' needs QEMU >= 8.0 (its igb NIC); this host "
+                            "has 7.2: run: rxl doctor --install")
+    assert "\n" not in str(e.value)
+    assert set(NIC_DRIVERS) == set(NIC_MODELS) and NIC_DRIVERS["igb"] == "igb"
+
+
+def test_installed_version_reads_qemus_own_line():
+    from rxl.guest.qemu import installed_version
+
+    class CP:
+        def __init__(self, stdout):
+            self.stdout = stdout
+    assert installed_version(run=lambda *a, **k: CP(
+        "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)\n")) == (10, 0)
+    assert installed_version(run=lambda *a, **k: CP(
+        "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)\n")) == (7, 2)
+    assert installed_version(run=lambda *a, **k: CP("qemu 7.2\n")) is None
+
+    def missing(*a, **k):
+        raise FileNotFoundError(2, "No such file or directory")
+    assert installed_version(run=missing) is None

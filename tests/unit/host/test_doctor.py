@@ -122,7 +122,7 @@ def test_make_py_needs_are_listed():
 
 def test_install_is_one_update_then_one_install_of_the_missing():
     res = D.check(which=lambda n: None if n in ("lex", "yacc", "bmake") else "/usr/bin/" + n,
-                  isfile=lambda p: not p.endswith("bzlib.h"), qemu_ver=lambda: (7, 2),
+                  isfile=lambda p: not p.endswith("bzlib.h"), qemu_ver=lambda: (10, 0),
                   ovmf=lambda: "/usr/share/OVMF/OVMF_CODE.fd")
     missing = [r for r in res if not r.ok]
     assert {r.need.name for r in missing} == {"lex", "yacc", "bmake", "bzlib.h"}
@@ -142,33 +142,99 @@ def test_install_is_one_update_then_one_install_of_the_missing():
 
 
 def test_old_qemu_counts_as_missing():
-    res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
-                                           isfile=lambda p: True, qemu_ver=lambda: (6, 2))}
-    q = res["qemu-system-x86_64"]
-    assert not q.ok and "need >= 7.2" in q.note
-    ok = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
-                                          isfile=lambda p: True, qemu_ver=lambda: (7, 2))}
-    assert ok["qemu-system-x86_64"].ok and ok["qemu-system-x86_64"].note == "7.2"
+    """The default guest's igb needs QEMU 8.0: Debian 12's 7.2 is missing (the note
+    says the e1000e target still runs there), older than 7.2 runs nothing."""
+    def q(v):
+        return {r.need.name: r for r in D.check(
+            which=lambda n: "/usr/bin/" + n, isfile=lambda p: True, qemu_ver=lambda: v,
+            ovmf=lambda: "/fw", registry=lambda: None)}["qemu-system-x86_64"]
+    assert (D.QEMU_MIN, D.QEMU_WANT) == ((7, 2), (8, 0))
+    old = q((7, 2))
+    assert not old.ok and old.note == ("7.2, the default guest needs >= 8.0 (igb); "
+                                       "7.2 still runs --target guest-e1000e")
+    assert not q((6, 2)).ok and "still runs" not in q((6, 2)).note
+    assert not q((7, 1)).ok
+    assert q((8, 0)).ok and q((10, 0)).ok and q((10, 0)).note == "10.0"
+    unknown = q(None)
+    assert unknown.ok and unknown.note == "version unknown"
 
 
-def test_qemu_version_reads_qemus_own_line():
-    """What check() compares with QEMU_MIN: --version's "version N.N", else None
-    (a line without it, QEMU missing or hung)."""
+_SOURCES_822 = """Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://mirror.example/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://mirror.example/debian-security
+Suites: bookworm-security
+Components: main
+"""
+
+
+def _qemu_missing():
+    need = next(n for n in D.NEEDS if n.name == "qemu-system-x86_64")
+    bmake = next(n for n in D.NEEDS if n.name == "bmake")
+    return [D.Result(need, False, "7.2"), D.Result(bmake, False)]
+
+
+def test_debian_12_gets_qemu_from_bookworm_backports_beside_its_own_mirror():
+    """The suite line goes beside the machine's own mirror (deb822 or one-line
+    sources), written first; QEMU then comes from the suite alone, without
+    recommends; the other packages as always."""
+    line = ("deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+            "http://mirror.example/debian bookworm-backports main")
+    path = "/etc/apt/sources.list.d/rxl-bookworm-backports.list"
+    assert D.backports_source("bookworm", _SOURCES_822) == (path, line)
+    assert D.install_commands(_qemu_missing(), "bookworm", _SOURCES_822) == [
+        ["sh", "-c", f"echo '{line}' > {path}"],
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "bmake"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "-t", "bookworm-backports",
+         "qemu-system-x86"]]
+    one_line = "deb [arch=amd64] http://ftp.example/debian/ bookworm main contrib\n"
+    assert D.debian_mirror(one_line, "bookworm") == "http://ftp.example/debian/"
+    assert D.debian_mirror("", "bookworm") == D.DEBIAN_MIRROR
+    note = D.backports_note("bookworm", _SOURCES_822)
+    assert note.startswith("adding the bookworm-backports suite for QEMU >= 8.0: ")
+    assert line in note and f"(undo: rm {path} && apt-get update;" in note
+
+
+def test_backports_line_is_added_once_and_only_where_it_helps():
+    with_bpo = _SOURCES_822 + "\nTypes: deb\nURIs: http://x/debian\nSuites: bookworm-backports\n"
+    cmds = D.install_commands(_qemu_missing(), "bookworm", with_bpo)
+    assert cmds[0] == ["apt-get", "update"] and cmds[-1][-3:] == [
+        "-t", "bookworm-backports", "qemu-system-x86"]
+    assert D.backports_note("bookworm", with_bpo) == ""
+    # Debian 13 (QEMU 10 in its own suite) and other systems: the plain package.
+    for codename in ("trixie", ""):
+        assert D.install_commands(_qemu_missing(), codename, _SOURCES_822) == [
+            ["apt-get", "update"], ["apt-get", "install", "-y", "bmake", "qemu-system-x86"]]
+    ran, said = [], []
+
     class CP:
-        def __init__(self, stdout):
-            self.stdout = stdout
-    assert D.qemu_version(run=lambda *a, **k: CP("QEMU emulator version 8.1.0\n")) == (8, 1)
-    assert D.qemu_version(run=lambda *a, **k: CP(
-        "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18)\n")) == (7, 2)
-    assert D.qemu_version(run=lambda *a, **k: CP("qemu 7.2\n")) is None
+        returncode = 0
+    assert D.install(_qemu_missing(), echo=said.append, run=lambda c, env: ran.append(c) or CP(),
+                     euid=0, codename="bookworm", sources=_SOURCES_822) is None
+    assert ran == D.install_commands(_qemu_missing(), "bookworm", _SOURCES_822)
+    assert said[0] == D.backports_note("bookworm", _SOURCES_822)
+    reason = D.install(_qemu_missing(), run=lambda c, env: 1 / 0, euid=1000,
+                       codename="bookworm", sources=_SOURCES_822)
+    assert reason.startswith("not root") and "sudo sh -c 'echo '\"'\"'deb [signed-by=" in reason
+    adv = D.advice(_qemu_missing(), codename="bookworm", sources=_SOURCES_822)
+    assert adv[0].startswith("adding the bookworm-backports suite") and adv[1].startswith(
+        "install: sh -c ")
 
-    def missing(*a, **k):
-        raise FileNotFoundError(2, "No such file or directory")
-    assert D.qemu_version(run=missing) is None
-    old = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
-                                           isfile=lambda p: True, qemu_ver=lambda: (7, 1),
-                                           ovmf=lambda: "/fw", registry=lambda: None)}
-    assert not old["qemu-system-x86_64"].ok
+
+def test_release_reads_os_release(tmp_path):
+    f = tmp_path / "os-release"
+    f.write_text('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n'
+                 'VERSION_CODENAME=bookworm\n')
+    assert D.release(str(f)) == "bookworm"
+    f.write_text("ID=ubuntu\nVERSION_CODENAME=noble\n")
+    assert D.release(str(f)) == ""
+    assert D.release(str(tmp_path / "none")) == ""
 
 
 def _fake_check(missing):
@@ -235,7 +301,7 @@ def test_missing_ovmf_is_missing_and_installed():
     """The firmware is found by rxl.guest.qemu.find_ovmf on the real host; a fresh
     machine has none (the cold run), which is the package ovmf."""
     res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
-                                           isfile=lambda p: True, qemu_ver=lambda: (7, 2),
+                                           isfile=lambda p: True, qemu_ver=lambda: (10, 0),
                                            ovmf=lambda: None)}
     assert not res["OVMF"].ok
     assert D.install_commands(list(res.values()))[-1] == ["apt-get", "install", "-y", "ovmf"]
@@ -245,7 +311,7 @@ def test_install_missing_installs_then_checks_again():
     """doctor --install's flow, outside the CLI: nothing runs when nothing is
     missing; a refusal (not root) returns the reason and the results unchanged."""
     res = D.check(which=lambda n: None if n == "bmake" else "/usr/bin/" + n,
-                  isfile=lambda p: True, qemu_ver=lambda: (7, 2), ovmf=lambda: "/fw")
+                  isfile=lambda p: True, qemu_ver=lambda: (10, 0), ovmf=lambda: "/fw")
     after, why = D.install_missing([r for r in res if r.ok], recheck=lambda: 1 / 0)
     assert why is None and all(r.ok for r in after)
     import os
@@ -291,7 +357,7 @@ def test_a_host_without_time_is_told_to_install_it():
     import shutil
     res = {r.need.name: r for r in D.check(
         mode="guest", which=lambda p: None if p == "time" else shutil.which(p),
-        qemu_ver=lambda: (7, 2), ovmf=lambda: "/fw")}
+        qemu_ver=lambda: (10, 0), ovmf=lambda: "/fw")}
     assert not res["time"].ok and res["time"].install_line() == "apt-get install -y time"
     assert ["apt-get", "install", "-y", "time"] == D.install_commands([res["time"]])[1]
 
@@ -301,7 +367,7 @@ def test_kyua_amalgamation_is_checked_and_not_an_apt_package():
     reachable): the reason is the note, the advice is not an apt-get line."""
     why = "GET https://registry.npmjs.org/better-sqlite3/12.9.0 failed: refused; or put ..."
     res = {r.need.name: r for r in D.check(which=lambda n: "/usr/bin/" + n,
-                                           isfile=lambda p: True, qemu_ver=lambda: (7, 2),
+                                           isfile=lambda p: True, qemu_ver=lambda: (10, 0),
                                            ovmf=lambda: "/fw", registry=lambda: why)}
     r = res["SQLite amalgamation"]
     assert not r.ok and r.note == why
