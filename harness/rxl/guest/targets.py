@@ -48,25 +48,40 @@ from rxl.guest.ssh import SSHTarget, parse_url
 
 KINDS = ("qemu", "bhyve", "box")
 #: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
-SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic")
+SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic",
+                "nic_domain")
 SSH_FIELDS = ("host", "port", "user", "key")
 TARGET_FIELDS = ("kind", "shape", "description") + SSH_FIELDS + SHAPE_FIELDS
 #: Most vCPUs a shape may have: QEMU's q35 machine takes at most 288
 #: (``max_cpus`` in QEMU 7.2's hw/i386/pc_q35.c).
 MAX_VCPUS = 288
-#: The own guest's default shape: the two-socket guest of docs/results/guest-boot.md
-#: (2 sockets x 2 cores x 2 SMT threads, 2 NUMA nodes, 1 GiB, e1000e -> em0 with 2 rxqs).
-DEFAULT_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes": 2,
-                 "memory_mib": 1024, "nic": "e1000e"}
+#: The own guest's default shape, a two-socket NUMA server (docs/results/guest-numa.md):
+#: 2 sockets x 2 dies (one L3 each) x 4 cores x 2 SMT threads = 32 vCPUs, one NUMA
+#: node per socket, and an igb (82576) behind a host bridge with ``_PXM`` 0. FreeBSD
+#: gives igb0 the interrupt CPUs of node 0 that are not second SMT threads
+#: (0, 2, ..., 14: one per core, four per L3 group), so iflib makes 8 RX queues
+#: (igb's cap): in numeric order they fill L3 group 0 (CPUs 0-7) before L3
+#: group 1, and core_spread=1 alternates the two; no queue is ever on node 1.
+DEFAULT_SHAPE = {"sockets": 2, "dies": 2, "cores": 4, "threads": 2, "numa_nodes": 2,
+                 "memory_mib": 2048, "nic": "igb", "nic_domain": 0}
+#: The shapes of QEMU 7.2 (Debian 12's, no igb): e1000e -> em0 with 2 RX queues on
+#: pcie.0 (no _PXM); two-socket is docs/results/guest-boot.md's guest (8 vCPUs),
+#: two-l3 gives each socket two dies (16 vCPUs, docs/results/spread-guest.md).
+E1000E_SHAPE = {"sockets": 2, "dies": 1, "cores": 2, "threads": 2, "numa_nodes": 2,
+                "memory_mib": 1024, "nic": "e1000e", "nic_domain": None}
 
 
 #: Built-in shapes and qemu targets, there without a targets file (a file's
-#: entries of the same name win).  guest-2l3: two sockets and
-#: NUMA nodes, each socket two dies of two SMT cores; QEMU gives every die
-#: its own L3, so the NIC's domain holds two L3 groups.
-BUILTIN_SHAPES = {"two-socket": DEFAULT_SHAPE,
-                  "two-l3": dict(DEFAULT_SHAPE, dies=2)}
-BUILTIN_TARGETS = {"guest": "two-socket", "guest-2l3": "two-l3"}
+#: entries of the same name win): ``guest`` (the default, :data:`DEFAULT_SHAPE`),
+#: ``guest-nopxm`` (the same without _PXM: the NIC's domain unknown, its
+#: interrupt CPUs those of both nodes), ``guest-e1000e`` (QEMU 7.2's fallback,
+#: two-l3), ``guest-2s`` and ``guest-2l3`` (the earlier guests).
+BUILTIN_SHAPES = {"numa": DEFAULT_SHAPE,
+                  "numa-nopxm": dict(DEFAULT_SHAPE, nic_domain=None),
+                  "two-socket": E1000E_SHAPE,
+                  "two-l3": dict(E1000E_SHAPE, dies=2)}
+BUILTIN_TARGETS = {"guest": "numa", "guest-nopxm": "numa-nopxm", "guest-e1000e": "two-l3",
+                   "guest-2s": "two-socket", "guest-2l3": "two-l3"}
 
 
 class TargetsError(DataError):
@@ -89,27 +104,35 @@ class TargetsError(DataError):
 class Shape:
     """The own QEMU guest's CPU/NUMA/NIC shape. vCPUs = sockets*dies*cores*threads.
 
-    The defaults are :class:`rxl.guest.qemu.GuestConfig`'s, written once there.
+    The defaults are :data:`DEFAULT_SHAPE`'s. ``nic_domain``: the NUMA node whose
+    host bridge the NIC sits behind (``_PXM``), None for none (the NIC on
+    q35's ``pcie.0``, its domain unknown to the guest).
     """
 
-    sockets: int = qemu.GuestConfig.sockets
-    dies: int = qemu.GuestConfig.dies
-    cores: int = qemu.GuestConfig.cores
-    threads: int = qemu.GuestConfig.threads
-    numa_nodes: int = qemu.GuestConfig.numa_nodes
-    memory_mib: int = qemu.GuestConfig.memory_mib
-    nic: str = qemu.GuestConfig.nics[0]
+    sockets: int = DEFAULT_SHAPE["sockets"]
+    dies: int = DEFAULT_SHAPE["dies"]
+    cores: int = DEFAULT_SHAPE["cores"]
+    threads: int = DEFAULT_SHAPE["threads"]
+    numa_nodes: int = DEFAULT_SHAPE["numa_nodes"]
+    memory_mib: int = DEFAULT_SHAPE["memory_mib"]
+    nic: str = DEFAULT_SHAPE["nic"]
+    nic_domain: Optional[int] = DEFAULT_SHAPE["nic_domain"]
 
     @property
     def vcpus(self) -> int:
         return self.sockets * self.dies * self.cores * self.threads
+
+    @property
+    def driver(self) -> str:
+        """FreeBSD's driver of the NIC (``igb``, ``em``): its ``dev.<driver>.0`` node."""
+        return qemu.NIC_DRIVERS[self.nic]
 
     def config(self, root_dir: str) -> "qemu.GuestConfig":
         """The QEMU guest of this shape booting the staged root ``root_dir``."""
         return qemu.GuestConfig(root_dir=root_dir, sockets=self.sockets, dies=self.dies,
                                 cores=self.cores, threads=self.threads,
                                 numa_nodes=self.numa_nodes, memory_mib=self.memory_mib,
-                                nics=(self.nic,))
+                                nics=(self.nic,), nic_numa_node=self.nic_domain)
 
 
 @dataclass(frozen=True)
@@ -180,6 +203,12 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
                 errs.append(f"{where}.nic: {v!r} is not one of {', '.join(NIC_MODELS)}")
                 bad = True
                 continue
+        elif k == "nic_domain":
+            if v is not None and (not _is_int(v) or v < 0):
+                errs.append(f"{where}.nic_domain: must be a NUMA node (an integer >= 0) "
+                            f"or null (no _PXM), got {v!r}")
+                bad = True
+                continue
         elif k == "numa_nodes":
             if not _is_int(v) or v < 0:
                 errs.append(f"{where}.numa_nodes: must be an integer >= 0, got {v!r}")
@@ -192,6 +221,8 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
         vals[k] = v
     if bad:
         return None
+    if "nic_domain" not in d and not vals["numa_nodes"]:
+        vals["nic_domain"] = None      # no NUMA nodes: no node to put the NIC's bridge in
     s = Shape(**vals)
     if s.vcpus > MAX_VCPUS:
         errs.append(f"{where}: {s.vcpus} vCPUs (sockets x dies x cores x threads); "
@@ -200,6 +231,10 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
     if s.numa_nodes and s.sockets % s.numa_nodes:
         errs.append(f"{where}.numa_nodes: {s.numa_nodes} does not divide sockets={s.sockets} "
                     "(each NUMA node holds whole sockets)")
+        return None
+    if s.nic_domain is not None and s.nic_domain >= s.numa_nodes:
+        errs.append(f"{where}.nic_domain: {s.nic_domain} is not one of the shape's "
+                    f"{s.numa_nodes} NUMA nodes (null: no _PXM)")
         return None
     nodes = max(s.numa_nodes, 1)
     if s.memory_mib < 128 * nodes or s.memory_mib % nodes:
