@@ -55,6 +55,7 @@ DEFAULT_SYSCTLS: Tuple[str, ...] = (
     "kern.ostype", "kern.osrelease", "kern.ident", "hw.ncpu", "vm.ndomains",
     "kern.smp.cpus", "kern.smp.threads_per_core", "kern.smp.cores",
     "net.isr.dispatch", "net.isr.maxthreads", "net.isr.bindthreads",
+    "machdep.hyperthreading_intr_allowed",
 )
 #: Library search path in the guest, as rtld's default (lib before usr/lib).
 GUEST_LIBDIRS = ("/lib", "/usr/lib")

@@ -64,12 +64,34 @@ from rxl.verify.machine import BASE_PROGRAMS, Machine, planned_tests, quiet, tes
 from rxl.verify.pipeline import RunState, StageFailed, StageRecord
 from rxl.verify.request import BuildRequest, GuestRequest, RunRequest
 
-#: Loader tunable that turns on commit 1's spread for the guest's em0
-#: (iflib device tunable, CTLFLAG_RDTUN under dev.em.0.iflib).
-SPREAD_TUNABLE = ("dev.em.0.iflib.core_spread", "1")
+#: Loader tunable that turns on commit 1's spread for the guest's NIC (iflib
+#: device tunable, CTLFLAG_RDTUN under dev.<driver>.0.iflib): :func:`spread_tunable`.
+SPREAD_TUNABLE = "dev.{driver}.0.iflib.core_spread"
 #: The boots with commit 1's tunable and its value: spread (core_spread=1,
 #: the L3 groups of the local domain) and spread2 (2, across domains).
 SPREAD_BOOTS = {"spread": "1", "spread2": "2"}
+#: What to do when the installed QEMU cannot run the guest's shape.
+QEMU_ADVICE = ("run `rxl doctor --install` (on Debian 12 it adds bookworm-backports' "
+               "QEMU 10), or pick a shape for this QEMU: --target guest-e1000e")
+
+
+def shape_of(req: GuestRequest) -> Shape:
+    """The guest's shape: ``--target``'s, else the default one with ``--memory``."""
+    return req.shape or Shape(memory_mib=req.memory_mib)
+
+
+def spread_tunable(req: GuestRequest) -> str:
+    """The core_spread tunable of the guest's NIC (``dev.igb.0.iflib.core_spread``)."""
+    return SPREAD_TUNABLE.format(driver=shape_of(req).driver)
+
+
+def check_qemu(cfg: qemu.GuestConfig,
+               version: Optional[Tuple[int, int]] = None) -> None:
+    """Refuse ``cfg`` when the installed QEMU (``cfg.qemu --version``, or ``version``)
+    is older than its shape needs (rxl.guest.qemu.required_qemu). Raises
+    rxl.guest.qemu.QemuConfigError (a DataError), one line with what to do."""
+    qemu.check_qemu(cfg, version if version is not None else
+                    qemu.installed_version(cfg.qemu), advice=QEMU_ADVICE)
 
 
 def boots(req: BuildRequest, patched_kernel: str,
@@ -83,15 +105,15 @@ def boots(req: BuildRequest, patched_kernel: str,
     out = [("patched", patched_kernel, {})]
     if req.spread:
         for label, value in SPREAD_BOOTS.items():
-            out.append((label, patched_kernel, {SPREAD_TUNABLE[0]: value}))
+            out.append((label, patched_kernel, {spread_tunable(req): value}))
     if pristine_kernel:
         out.append(("pristine", pristine_kernel, {}))
     return out
 
 
 def guest_config(root: str, req: GuestRequest) -> qemu.GuestConfig:
-    """The QEMU guest of one boot (its shape, else the default one of ``--memory``)."""
-    return (req.shape or Shape(memory_mib=req.memory_mib)).config(root)
+    """The QEMU guest of one boot (:func:`shape_of`)."""
+    return shape_of(req).config(root)
 
 
 def programs_for(req: RunRequest, label: str, guest_tests: Dict[str, str]) -> List[str]:
@@ -110,6 +132,7 @@ class SerialGuest(Machine):
     def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
         """One guest root per boot under the run's staging directory."""
         assert st.world is not None and st.kernel is not None
+        self.refuse_old_qemu(req, st)
         details = []
         for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
             root = str(st.stage_dir / label)
@@ -120,6 +143,16 @@ class SerialGuest(Machine):
             details.append(self.stage_console_root(req, st, label, kernel, tunables, root))
         return StageRecord("image", "planned" if req.dry_run else "ok",
                            detail="; ".join(details))
+
+    def refuse_old_qemu(self, req: RunRequest, st: RunState) -> None:
+        """StageFailed (image) when the installed QEMU cannot run the guest's shape
+        (:func:`check_qemu`); nothing in a dry run."""
+        if req.dry_run:
+            return
+        try:
+            check_qemu(guest_config(str(st.stage_dir), req))
+        except qemu.QemuConfigError as exc:
+            raise StageFailed(f"image: {exc}") from None
 
     def stage_console_root(self, req: RunRequest, st: RunState, label: str, kernel: str,
                            tunables: Dict[str, str], root: str) -> str:
@@ -218,8 +251,9 @@ class SerialGuest(Machine):
         queues, every run completed."""
         v = report_mod.verdict(
             st.runs, pristine="pristine" if "pristine" in st.runs else None,
-            placements={label: int(value) for label, value in SPREAD_BOOTS.items()
-                        if label in st.runs},
+            placements={**{label: 0 for label in ("patched", "pristine") if label in st.runs},
+                        **{label: int(value) for label, value in SPREAD_BOOTS.items()
+                           if label in st.runs}},
             new_programs=req.new_programs, base_programs=BASE_PROGRAMS,
             need_cases=self.case_runs(req, st))
         if "pristine" not in st.runs:
@@ -332,6 +366,7 @@ class SSHGuest(SerialGuest):
 
     def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
         """One SSH guest root per boot; the host key of each goes to ``st.host_keys``."""
+        self.refuse_old_qemu(req, st)
         details = []
         for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
             root = str(st.stage_dir / label)

@@ -1,20 +1,29 @@
-"""Where a boot's RX queues landed, and whether ``core_spread`` put them
-where commit 1's rules say.
+"""Where a boot's RX queues landed, and whether they are where iflib and
+commit 1 put them.
 
 Input: a parsed console log (:class:`rxl.verify.parse.RunResult`) with the
-guest's ``kern.sched.topology_spec`` and ``dev.<nic>.iflib.rxq<N>.cpu``
-lines.  The topology is read with :mod:`rxl.decide.dump`; L3 groups and
-NUMA domains are :mod:`rxl.decide`'s (``topology.l3_of``,
-``distance.domain_of``), numbered in tree order and by lowest CPU.
+guest's ``kern.sched.topology_spec``, ``dev.<nic>.<unit>.iflib.rxq<N>.cpu``,
+``dev.<nic>.<unit>.%domain`` (absent when the NIC's bridge has no ``_PXM``)
+and ``machdep.hyperthreading_intr_allowed`` lines.  The topology is read
+with :mod:`rxl.decide.dump`; L3 groups and NUMA domains are
+:mod:`rxl.decide`'s (``topology.l3_of``, ``distance.domain_of``),
+numbered in tree order and by lowest CPU (FreeBSD's domain N is the N-th).
 
-Rules checked (sys/net/iflib_spread.h):
+The NIC's interrupt set (:func:`interrupt_set`), as FreeBSD 15 computes it:
+x86's ``intr_cpus`` is every CPU but the second and later SMT threads of a
+core (``set_interrupt_apic_ids()`` in sys/x86/x86/mp_x86.c, unless
+``machdep.hyperthreading_intr_allowed=1``); ``acpi_get_cpus()``
+(sys/dev/acpica/acpi.c) ANDs it with the NIC's domain when the NIC's host
+bridge has ``_PXM``.
 
-* ``core_spread=1``: every queue in one domain, that of the lowest queue
-  CPU, while that domain has a core per queue; and on as many L3 groups
-  of it as there are queues, up to all of them;
-* ``core_spread=2``: on as many domains as there are queues, up to all.
+Rules checked (:func:`check`), for every boot:
 
-``core_spread=0`` is today's numeric order and is only shown.
+* no queue outside the NIC's domain, when the guest reports one;
+* ``core_spread=0`` (iflib's numeric walk, ``cpuid_advance()`` from the
+  set's first CPU): queue i on the i-th CPU of the interrupt set;
+* ``core_spread=1`` (and 2 where the kernel has it): the order
+  :func:`rxl.decide.model.spread_order` (``rxl spread``) gives for the
+  guest's own topology, interrupt set and NIC domain.
 """
 
 from __future__ import annotations
@@ -22,9 +31,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from rxl.decide import distance, dump
+import re
+
+from rxl.decide import distance, dump, model
 from rxl.decide.cpugroup import CG_FLAG_THREAD, CG_SHARE_L3, Topology, TopologyError
 from rxl.verify.parse import RunResult
+
+#: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu``: the device and the queue index.
+_RXQ = re.compile(r"^(dev\.[a-z0-9_]+\.\d+)\.iflib\.rxq(\d+)\.cpu$")
+#: x86's default for ``machdep.hyperthreading_intr_allowed`` (mp_x86.c).
+HT_INTR_DEFAULT = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +119,99 @@ def place(run: RunResult) -> Optional[Placement]:
         local_cores=len(cores))
 
 
+def queue_order(run: RunResult) -> List[int]:
+    """The queue CPUs of the run's first iflib device, by queue index."""
+    by_dev: Dict[str, Dict[int, int]] = {}
+    for name, cpu in run.rxq.items():
+        m = _RXQ.match(name)
+        if m:
+            by_dev.setdefault(m.group(1), {})[int(m.group(2))] = cpu
+    if not by_dev:
+        return []
+    q = by_dev[min(by_dev)]
+    return [q[i] for i in sorted(q)]
+
+
+def nic_device(run: RunResult) -> Optional[str]:
+    """``dev.<driver>.<unit>`` of the run's first iflib device, or None."""
+    devs = sorted({m.group(1) for m in map(_RXQ.match, run.rxq) if m})
+    return devs[0] if devs else None
+
+
+def nic_domain(run: RunResult) -> Optional[int]:
+    """The NIC's NUMA domain (``dev.<nic>.<unit>.%domain``), None when the guest
+    reports none (no ``_PXM``)."""
+    dev = nic_device(run)
+    value = run.sysctls.get(f"{dev}.%domain", "").strip() if dev else ""
+    return int(value) if value.lstrip("-").isdigit() and int(value) >= 0 else None
+
+
+def interrupt_set(topo: Topology, domain: Optional[int], ht_allowed: bool = False) -> List[int]:
+    """The CPUs FreeBSD lets the NIC interrupt (see the module's docstring):
+    the first SMT thread of each core (every thread when ``ht_allowed``), of
+    ``domain`` only when it is known. Raises TopologyError for a domain the
+    tree does not have."""
+    from rxl.decide.topology import domain_cpus
+    cpus = domain_cpus(topo, domain) if domain is not None else list(topo.cpus)
+    out = []
+    for c in cpus:
+        core = next((g.cpus for g in topo.enclosing(c) if g.flags & CG_FLAG_THREAD), (c,))
+        if ht_allowed or c == min(core):
+            out.append(c)
+    return sorted(out)
+
+
+def expected_order(topo: Topology, intr: List[int], domain: Optional[int], core_spread: int,
+                   queues: int) -> List[int]:
+    """The CPUs of queues 0..``queues``-1: the numeric walk of ``intr`` for
+    ``core_spread=0``, else the model's spread order. Pure."""
+    from rxl.decide.topology import domain_cpus
+    if core_spread == 0:
+        order = list(intr)
+    else:
+        local = domain_cpus(topo, domain) if domain is not None else None
+        order = model.spread_order(topo, intr, local, core_spread)
+    return [order[i % len(order)] for i in range(queues)] if order else []
+
+
+def _cpus(cpus: List[int]) -> str:
+    return ",".join(map(str, cpus))
+
+
+def explain(run: RunResult, core_spread: int) -> Optional[Dict[str, object]]:
+    """What :func:`check` compares, for the report: ``{"device", "domain",
+    "ht_intr", "interrupt_set", "queues", "expected", "core_spread"}``, or None
+    without topology or queues."""
+    topo = topology_of(run)
+    got = queue_order(run)
+    if topo is None or not got:
+        return None
+    dom = nic_domain(run)
+    ht = run.sysctls.get("machdep.hyperthreading_intr_allowed", str(HT_INTR_DEFAULT)).strip()
+    try:
+        intr = interrupt_set(topo, dom, ht == "1")
+        want = expected_order(topo, intr, dom, core_spread, len(got))
+    except (TopologyError, ValueError):
+        return None
+    return {"device": nic_device(run), "domain": dom, "ht_intr": ht == "1",
+            "interrupt_set": intr, "queues": got, "expected": want,
+            "core_spread": core_spread}
+
+
+def summary(label: str, run: RunResult, core_spread: int) -> List[str]:
+    """Report lines: the NIC, its domain and interrupt set, and the queue CPUs
+    against what :func:`check` expects."""
+    e = explain(run, core_spread)
+    if e is None:
+        return []
+    dev = str(e["device"])[4:].replace(".", "")
+    where = (f"domain {e['domain']}" if e["domain"] is not None
+             else "domain unknown (no _PXM)")
+    return [f"{label}: {dev} {where}, interrupt set {_cpus(e['interrupt_set'])} "
+            f"({len(e['interrupt_set'])} CPUs); core_spread={core_spread}: rx queues on "
+            f"{_cpus(e['queues'])}, expected {_cpus(e['expected'])}"]
+
+
 def check(label: str, run: RunResult, core_spread: int) -> List[str]:
     """Reasons ``run`` (booted with ``core_spread``) breaks the rules
     above; empty when it keeps them."""
@@ -114,24 +223,23 @@ def check(label: str, run: RunResult, core_spread: int) -> List[str]:
     if p.core_spread is not None and p.core_spread != core_spread:
         out.append(f"{label}: the guest reports core_spread={p.core_spread}, "
                    f"booted with {core_spread}")
-    n = len(p.cpu)
-    doms = set(p.domain.values())
-    l3s = set(p.l3.values()) - {None}
-    if core_spread == 1:
-        if len(doms) > 1 and n <= p.local_cores:
-            out.append(f"{label}: core_spread=1 put rx queues on "
-                       f"{len(doms)} NUMA domains, expected the local one "
-                       "only")
-        want = min(n, p.local_l3)
-        if len(l3s) < want:
-            out.append(f"{label}: core_spread=1 put rx queues on "
-                       f"{len(l3s)} L3 group(s), expected {want} (the "
-                       "local domain's)")
-    elif core_spread == 2:
-        want = min(n, p.domains)
-        if len(doms) < want:
-            out.append(f"{label}: core_spread=2 put rx queues on "
-                       f"{len(doms)} NUMA domain(s), expected {want}")
+    e = explain(run, core_spread)
+    if e is None:
+        return out + [f"{label}: the NIC's interrupt set cannot be derived from the "
+                      "guest's topology and domain"]
+    topo = topology_of(run)
+    if e["domain"] is not None:
+        from rxl.decide.topology import domain_cpus
+        mine = set(domain_cpus(topo, e["domain"]))
+        away = [c for c in e["queues"] if c not in mine]
+        if away:
+            out.append(f"{label}: rx queues on CPUs {_cpus(away)}, outside the NIC's "
+                       f"domain {e['domain']}")
+    if e["queues"] != e["expected"]:
+        what = "the numeric order of" if core_spread == 0 else "the spread order of"
+        out.append(f"{label}: core_spread={core_spread} put rx queues on "
+                   f"{_cpus(e['queues'])}, expected {what} the interrupt set "
+                   f"{_cpus(e['interrupt_set'])}: {_cpus(e['expected'])}")
     return out
 
 

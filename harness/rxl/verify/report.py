@@ -136,8 +136,11 @@ def verdict(runs: Mapping[str, RunResult], *, patched: str = "patched",
 
 def to_json(runs: Mapping[str, RunResult], *, stages: Sequence[dict] = (),
             verdict_: Optional[Verdict] = None, indent: int = 2) -> str:
-    """JSON text: ``{"runs": {label: RunResult.to_dict()}, "stages": [...], "verdict": ...}``."""
+    """JSON text: ``{"runs": {label: RunResult.to_dict()}, "placement": {label:
+    rxl.verify.placement.explain()}, "stages": [...], "verdict": ...}``."""
     doc = {"runs": {k: v.to_dict() for k, v in runs.items()},
+           "placement": {k: placement.explain(v, placement.spread_value(v) or 0)
+                         for k, v in runs.items() if v.rxq},
            "stages": list(stages)}
     if verdict_ is not None:
         doc["verdict"] = {"ok": verdict_.ok, "reasons": verdict_.reasons}
@@ -254,7 +257,11 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None,
     for label in labels:
         rows += placement.rows(label, runs[label])
     if len(rows) > 1:
-        out += ["RX queue placement", _fmt_rows(rows), ""]
+        out += ["RX queue placement", _fmt_rows(rows)]
+        for label in labels:
+            out += placement.summary(label, runs[label],
+                                     placement.spread_value(runs[label]) or 0)
+        out += [""]
 
     shown = set()
     for label in labels:

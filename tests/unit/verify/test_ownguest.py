@@ -58,3 +58,24 @@ def test_auto_transport_is_ssh_only_with_the_userland_built(tmp_path, monkeypatc
     last.parent.mkdir(parents=True, exist_ok=True)
     last.write_bytes(b"")
     assert ownguest.choose(src) == ("ssh", f"the sshd userland of {src} is built")
+
+
+def test_the_guests_nic_names_the_spread_tunable_and_old_qemu_is_refused():
+    """The default guest's NIC is igb0 (its tunable under dev.igb.0); a QEMU without
+    igb (7.2) is refused in one line naming rxl doctor --install; e1000e runs there."""
+    from rxl.guest import qemu
+    from rxl.guest.targets import BUILTIN_SHAPES, Shape
+    from rxl.verify.request import RunRequest
+    req = RunRequest()
+    assert ownguest.spread_tunable(req) == "dev.igb.0.iflib.core_spread"
+    old = RunRequest(shape=Shape(**BUILTIN_SHAPES["two-l3"]))
+    assert ownguest.spread_tunable(old) == "dev.em.0.iflib.core_spread"
+    cfg = ownguest.guest_config("/r", req)
+    assert (cfg.vcpus, cfg.nics, cfg.nic_numa_node, cfg.memory_mib) == (32, ("igb",), 0, 1024)
+    ownguest.check_qemu(cfg, (10, 0))
+    ownguest.check_qemu(ownguest.guest_config("/r", old), (7, 2))
+    with pytest.raises(qemu.QemuConfigError) as e:
+        ownguest.check_qemu(cfg, (7, 2))
+    msg = str(e.value)
+    assert msg.startswith("the guest needs QEMU >= 8.0 (its igb NIC); this host has 7.2: "
+                          "run `rxl doctor --install`") and "--target guest-e1000e" in msg

@@ -146,8 +146,8 @@ def test_boots_patched_spread_pristine():
     assert [b[0] for b in boots(_opts(), "/k")] == ["patched", "spread", "spread2"]
     b = boots(_opts(pristine_kernel="/p", spread=False), "/k")
     assert b == [("patched", "/k", {}), ("pristine", "/p", {})]
-    assert boots(_opts(), "/k")[1][2] == {"dev.em.0.iflib.core_spread": "1"}
-    assert boots(_opts(), "/k")[2][2] == {"dev.em.0.iflib.core_spread": "2"}
+    assert boots(_opts(), "/k")[1][2] == {"dev.igb.0.iflib.core_spread": "1"}
+    assert boots(_opts(), "/k")[2][2] == {"dev.igb.0.iflib.core_spread": "2"}
 
 
 def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
@@ -160,7 +160,7 @@ def test_run_dry_run_prints_every_command(fake_tree, tmp_path):
     assert "buildkernel" in out and "_includes" in out and "buildworld" in out
     assert "-lprivateatf-c" in out
     assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 4
-    assert "sockets=2,cores=2,threads=2" in out
+    assert "-smp 32,sockets=2,dies=2,cores=4,threads=2" in out   # the default guest
     assert not (tmp_path / "g").exists()  # a dry run stages nothing
 
 
