@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -149,10 +150,20 @@ def test_xml_topology_file(tmp_path):
 
 
 def test_console_script_installed():
-    """The ``rxl`` entry point runs as users call it."""
-    r = subprocess.run([sys.executable, "-m", "rxl", "--help"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0 and "deal" in r.stdout
+    """The ``rxl`` console script pip installed next to this Python runs as users
+    call it (the script, not ``python -m rxl``), and so does ``python -m rxl``."""
+    script = Path(sys.executable).with_name("rxl")
+    assert script.is_file(), f"no console script {script}: pip install -e . first"
+    r = subprocess.run([str(script), "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "deal" in r.stdout and r.stdout.startswith("Usage: rxl ")
+    r = subprocess.run([str(script), "deal", "--topology", "2x4x2", "--members", "0,1,2,9,-",
+                        "--counts", "0:100,2:100,4:50", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and '"slots"' in r.stdout
+    r = subprocess.run([str(script), "deal", "--topology", "nosuch"], capture_output=True,
+                       text=True)
+    assert r.returncode == 2 and r.stderr.strip().splitlines()[-1].startswith("Error: ")
+    r = subprocess.run([sys.executable, "-m", "rxl", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("Usage: rxl ")
 
 
 @pytest.mark.parametrize("args, msg", [

@@ -57,6 +57,25 @@ def test_two_windows_without_a_roll_forget_everything(windows):
     assert w.roll(3 * WINDOW + 7) is True
 
 
+def test_exactly_two_windows_without_a_roll_is_the_boundary(windows):
+    """A roll exactly two windows after the current one began forgets both
+    (they start empty, now); one tick earlier it is an ordinary roll, the
+    current window becoming the previous one."""
+    w = windows()
+    w.count(3, 5)
+    assert w.roll(2 * WINDOW - 1) is True
+    assert w.counts() == {3: 5} and w.window_counts(3) == (5, 0)
+    assert w.roll(2 * WINDOW - 1) is False    # the next window began at WINDOW
+    assert w.roll(2 * WINDOW) is True         # ... and ends at 2 x WINDOW
+    assert w.counts() == {}                   # a window of nothing since 2W-1
+    w = windows()
+    w.count(3, 5)
+    assert w.roll(2 * WINDOW) is True
+    assert w.counts() == {} and w.window_counts(3) == (0, 0)
+    assert w.roll(3 * WINDOW - 1) is False    # both began at 2 x WINDOW, now
+    assert w.roll(3 * WINDOW) is True
+
+
 def test_window_boundaries_do_not_drift(windows):
     """A window that rolls late still ends on its own schedule."""
     w = windows(now=0)

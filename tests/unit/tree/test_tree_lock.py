@@ -78,12 +78,17 @@ def test_no_lock_and_dry_run_take_none(tmp_path):
     patches = _series(tmp_path, src, base)
     lock = tmp_path / "build.lock"
     holder = _holder(lock, 30)
-    try:   # a dry run never waits: it changes nothing
-        B.resolve(str(src), str(tmp_path / "work"), patches_dir=patches, dry_run=True,
-                  lock=str(lock), echo=lambda s: None)
+    try:   # a dry run never waits for the lock another holds: it changes nothing
+        t0 = time.monotonic()
+        tree, _ = B.resolve(str(src), str(tmp_path / "work"), patches_dir=patches,
+                            dry_run=True, lock=str(lock), echo=lambda s: None)
+        assert time.monotonic() - t0 < 10          # the holder keeps it for 30 s
+        assert not _free(lock)                     # still held: it was never ours
     finally:
         holder.kill()
         holder.wait()
+    assert tree.commands and any("git clone" in c for c in tree.commands)
+    assert not (tmp_path / "work").exists()        # planned, not made
 
 
 def _free_from_thread(lock):
