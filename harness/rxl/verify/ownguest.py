@@ -51,11 +51,14 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from rxl import paths
 from rxl.errors import MachineError, RxlError
 from rxl.guest import console, image, qemu, sshguest
 from rxl.guest.protocol import PANIC_PATTERNS
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
 from rxl.guest.targets import Shape
+from rxl.tree import base as tree_base
+from rxl.tree import patch as tree_patch
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
 from rxl.verify import parse, remote
@@ -498,24 +501,42 @@ class SSHGuest(SerialGuest):
         return StageRecord("parse", "ok", detail=detail)
 
 
-def choose(src: Optional[str], objdir: Optional[str] = None) -> Tuple[str, str]:
-    """``--transport auto``: ("ssh", why) when the sshd userland of ``src`` is built in
+def run_tree(src: Optional[str], work: Optional[str] = None) -> str:
+    """The tree a run builds from ``src`` (rxl.tree.base.resolve, without doing it):
+    ``src`` itself when it carries the series, else (no ``--src``, or a base-only
+    tree) the work clone ``<work>/src-<base commit[:12]>`` (``work`` default
+    ``$RXL_WORK``). The sshd userland is built for, and looked for under, this path."""
+    base = tree_patch.parse_base((Path(tree_base.REPO_PATCHES) / "BASE").read_text())
+    clone = str(Path(work or paths.work_root()).resolve() / f"src-{base.commit[:12]}")
+    if src is None:
+        return clone
+    src = str(Path(src).resolve())
+    try:
+        kind = tree_base.classify(src)
+    except tree_base.TreeError:
+        return src          # refused later, by the tree stage, in its own words
+    return src if kind in (tree_base.SrcKind.APPLIED, tree_base.SrcKind.PLAIN_APPLIED) else clone
+
+
+def choose(src: Optional[str], objdir: Optional[str] = None,
+           work: Optional[str] = None) -> Tuple[str, str]:
+    """``--transport auto``: ("ssh", why) when the sshd userland of the tree the run
+    builds (:func:`run_tree`: ``src``, or its work clone under ``work``) is built in
     ``objdir`` (default rxl.tree.sshworld.default_objdir()) and paramiko imports, else
     ("serial", why). The SSH run matched the serial run's verdicts on 2026-12-01
     (docs/results/ssh.md); the userland is not built implicitly (about 25 minutes on 2
     cores, autoconf and automake needed): ``--transport ssh`` or ``rxl guest up --build``
-    builds it."""
-    if not src:
-        return "serial", "no --src: the sshd userland needs a tree"
-    missing = sshworld.ssh_world_outputs(src, objdir).missing()
+    builds it, into the same place."""
+    tree = run_tree(src, work)
+    missing = sshworld.ssh_world_outputs(tree, objdir).missing()
     if missing:
-        return "serial", (f"no sshd userland for {src} ({missing[0]} missing); "
+        return "serial", (f"no sshd userland for {tree} ({missing[0]} missing); "
                           "--transport ssh builds it")
     try:
         import paramiko  # noqa: F401  (an optional dependency: rxl[guest])
     except ImportError:
         return "serial", "paramiko is not installed"
-    return "ssh", f"the sshd userland of {src} is built"
+    return "ssh", f"the sshd userland of {tree} is built"
 
 
 def resolve(transport: str, src: Optional[str], echo: Callable[[str], None] = print) -> str:

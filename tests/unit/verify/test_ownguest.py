@@ -79,3 +79,21 @@ def test_the_guests_nic_names_the_spread_tunable_and_old_qemu_is_refused():
     msg = str(e.value)
     assert msg.startswith("the guest needs QEMU >= 8.0 (its igb NIC); this host has 7.2: "
                           "run `rxl doctor --install`") and "--target guest-e1000e" in msg
+
+
+def test_auto_finds_the_userland_where_ssh_builds_it(tmp_path, monkeypatch):
+    """No --src (or a base-only tree): the run builds in the work clone
+    $RXL_WORK/src-<base12>, so --transport ssh builds the sshd userland for that
+    path and auto must look there, not for the --src path."""
+    from rxl.tree import base as tree_base
+    from rxl.tree import patch as tree_patch
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    base = tree_patch.parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
+    clone = str(tmp_path.resolve() / f"src-{base.commit[:12]}")
+    assert ownguest.run_tree(None) == clone
+    assert ownguest.run_tree(None, work="/w") == f"/w/src-{base.commit[:12]}"
+    out = sshworld.ssh_world_outputs(clone)
+    for p in [out.loader_efi, *out.programs.values()]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"")
+    assert ownguest.choose(None) == ("ssh", f"the sshd userland of {clone} is built")
