@@ -3,15 +3,16 @@
 :class:`RxlError` carries a one-line message.  The command line
 (:mod:`rxl.cli.surface`) catches it wherever it is raised, prints
 ``Error: <message>`` on stderr and exits with its :attr:`~RxlError.exit_code`:
-2 for bad input (:class:`UsageError`), 1 for a failure at run time.  Below
-the base, one category per kind of thing that can be wrong:
+2 for bad input (:class:`UsageError`, and :class:`DataError`: data given to
+the command that it cannot read or use), 1 for a failure at run time.  Inside
+a run's stage any of them fails the stage (rxl.verify.pipeline: exit 1).
+Below the base, one category per kind of thing that can be wrong:
 
 ==================  =========================================================
 :class:`UsageError`  an option value or an input refused before anything runs
-                     (exit 2); :class:`BadOption` names the option, and click
-                     prints the command's usage with it
-:class:`DataError`   data that cannot be read or used: a topology, a targets
-                     file, a trace, a console dump, a configuration
+                     (exit 2); :class:`BadOption` names the option
+:class:`DataError`   data given to a command that cannot be read or used: a
+                     topology, a targets file, a trace, a dump (exit 2)
 :class:`SourceError` the FreeBSD source tree, the patch series, rig kernels
 :class:`HostError`   this build host: a make.py build, a compiler, a download,
                      a tool that is missing
@@ -58,14 +59,14 @@ class RxlError(Exception):
 
 class UsageError(RxlError):
     """Bad input found while reading it (a topology, a CPU list, a log path):
-    exit 2, printed as one ``Error:`` line without the usage text."""
+    exit 2, printed as one ``Error:`` line."""
 
     exit_code = 2
 
 
 class BadOption(UsageError):
-    """A bad option value: exit 2, printed by click as ``Invalid value for
-    '--OPTION': <message>`` after the command's usage.
+    """A bad option value: exit 2, printed as ``Error: Invalid value for
+    '--OPTION': <message>``.
 
     ``option``: the option (``--memory``) or argument (``LOG``) at fault.
     """
@@ -84,7 +85,10 @@ class BadOption(UsageError):
 
 
 class DataError(RxlError):
-    """Data that cannot be read or used (a topology, a targets file, a trace)."""
+    """Data given to a command that cannot be read or used (a topology, a
+    targets file, a trace): exit 2, as bad input is."""
+
+    exit_code = 2
 
 
 class SourceError(RxlError):

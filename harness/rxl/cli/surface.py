@@ -1,30 +1,40 @@
 """The one error surface of every ``rxl`` command.
 
-Errors: every command reports an error as one line on stderr, ``Error:
-<message>`` (click's prefix), exit status 2 for a usage error (a bad option
-value) and 1 for a failure at run time; ``--json`` changes only what a
-*successful* command prints.
+Errors: every command reports an error as exactly one line on stderr,
+``Error: <message>``, and nothing else: exit status 2 when the command was
+asked something it cannot do (a bad or missing option, an option that
+cannot apply with another, an input file that is not what it should be)
+and 1 for a failure while doing it (a build, a boot, a remote command).
+``--json`` changes only what a successful command prints on stdout.  A
+group given no command prints its help (click's own behaviour, exit 2).
 
 Commands are made with :func:`command` and :func:`group` (click's own, with
-the classes below).  :class:`Command` turns an :class:`rxl.errors.RxlError`
-escaping the command into click's exception of the same meaning: a
-:class:`~rxl.errors.BadOption` into :class:`click.BadParameter` (usage
-text, ``Invalid value for '--OPTION'``, exit 2), any other into
-:class:`click.ClickException` with the error's exit status.  :class:`Group`
-makes every message one line (newlines folded) and escapes and cuts it with
-:func:`rxl.errors.show` (limit 400) before click prints it.
+the classes below).  Both classes share :class:`Surface`:
+
+* ``invoke`` turns an :class:`rxl.errors.RxlError` escaping the command
+  into click's exception of the same meaning (:func:`as_click`): a
+  :class:`~rxl.errors.BadOption` into :class:`click.BadParameter`
+  (``Invalid value for '--OPTION': ...``, exit 2), any other into
+  :class:`click.ClickException` with the error's exit status;
+* ``main`` (what the console script and click's test runner call) prints
+  every :class:`click.ClickException`, click's own usage errors included
+  (``No such option``, ``Missing option``, ``Invalid value``), as the one
+  line :func:`error_line` makes: no usage text, no ``Try --help`` line.
 """
 
 from __future__ import annotations
 
 import functools
+import re
+import sys
 
 import click
 
 from rxl.errors import BadOption, RxlError, show
 
-#: The longest error message printed, in characters (the rest is said cut).
-MESSAGE_MAX = 400
+#: The longest error message printed, in characters (the rest is said cut):
+#: room for two long paths and a reason.
+MESSAGE_MAX = 1000
 
 
 def as_click(exc: RxlError, ctx: click.Context) -> click.ClickException:
@@ -36,8 +46,16 @@ def as_click(exc: RxlError, ctx: click.Context) -> click.ClickException:
     return out
 
 
-class Command(click.Command):
-    """A command whose :class:`~rxl.errors.RxlError` is shown through click."""
+def error_line(exc: click.ClickException) -> str:
+    """``Error: <message>``: the message on one line (each line break and the
+    blanks around it folded into one space), other control characters
+    escaped and cut at :data:`MESSAGE_MAX` by :func:`rxl.errors.show`."""
+    text = re.sub(r"\s*[\r\n]+\s*", " ", str(exc.format_message()).strip())
+    return "Error: " + show(text, limit=MESSAGE_MAX)
+
+
+class Surface:
+    """What every rxl command and group shares: errors through one surface."""
 
     def invoke(self, ctx):
         try:
@@ -45,26 +63,39 @@ class Command(click.Command):
         except RxlError as exc:
             raise as_click(exc, ctx) from None
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        """click's ``main``; in standalone mode every error is :func:`error_line`'s
+        one line on stderr and the exit status its category's (2 usage, 1 runtime)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a group with no command
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(error_line(exc), err=True)
+            sys.exit(exc.exit_code)
+        except RxlError as exc:  # raised while click parsed the root's own options
+            click.echo(error_line(click.ClickException(str(exc))), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:  # ^C or end of input at a prompt
+            click.echo("Error: interrupted", err=True)
+            sys.exit(1)
+        # Not standalone, click returns an Exit's status (--help, --version) or
+        # the callback's value; rxl's callbacks return nothing (they sys.exit).
+        sys.exit(rv if type(rv) is int else 0)
 
-class Group(click.Group):
-    """A group of :class:`Command` (and :class:`Group`): every error through one surface.
 
-    A :class:`click.ClickException` escaping a command has its message made
-    one line and escaped/cut by :func:`rxl.errors.show` before click prints
-    it; exit codes stay click's (2 usage, 1 runtime).
-    """
+class Command(Surface, click.Command):
+    """A command whose errors reach the user through the one surface."""
+
+
+class Group(Surface, click.Group):
+    """A group of :class:`Command` (and :class:`Group`): every error through one surface."""
 
     command_class = Command
-
-    def invoke(self, ctx):
-        try:
-            try:
-                return super().invoke(ctx)
-            except RxlError as exc:
-                raise as_click(exc, ctx) from None
-        except click.ClickException as exc:
-            exc.message = show(" ".join(str(exc.message).split()), limit=MESSAGE_MAX)
-            raise
 
 
 Group.group_class = Group

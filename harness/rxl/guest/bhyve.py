@@ -43,7 +43,15 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}")
 
 
 class BhyveConfigError(DataError):
-    """A VM configuration that cannot give a valid bhyve command line."""
+    """A VM configuration that cannot give a valid bhyve command line.
+
+    ``field``: the :class:`VMConfig` field at fault (``name``, ``tap``, ...),
+    so a command line can name its option.
+    """
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -85,34 +93,41 @@ def supports_numa(usage_text: str) -> bool:
 def validate(cfg: VMConfig, *, numa_supported: bool = False) -> None:
     """Raise BhyveConfigError (one line) for a configuration bhyve would refuse."""
     if not cfg.image:
-        raise BhyveConfigError("image is required (a FreeBSD VM disk image)")
+        raise BhyveConfigError("image is required (a FreeBSD VM disk image)", "image")
     if "," in cfg.image:
-        raise BhyveConfigError(f"image path may not contain a comma: {cfg.image!r}")
+        raise BhyveConfigError(f"image path may not contain a comma: {cfg.image!r}", "image")
+    if "," in cfg.firmware or not cfg.firmware:
+        raise BhyveConfigError(f"firmware path must be given and may not contain a comma: "
+                               f"{cfg.firmware!r}", "firmware")
     if not _NAME.fullmatch(cfg.name):
-        raise BhyveConfigError(f"name {cfg.name!r}: 1-31 of letters, digits, '_', '.', '-'")
+        raise BhyveConfigError(f"name {cfg.name!r}: 1-31 of letters, digits, '_', '.', '-'",
+                                "name")
     for k in ("sockets", "cores", "threads"):
         v = getattr(cfg, k)
         if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-            raise BhyveConfigError(f"{k} must be a positive integer, got {v!r}")
+            raise BhyveConfigError(f"{k} must be a positive integer, got {v!r}", k)
     if cfg.disk not in DISK_MODELS:
-        raise BhyveConfigError(f"disk {cfg.disk!r} is not one of {', '.join(DISK_MODELS)}")
+        raise BhyveConfigError(f"disk {cfg.disk!r} is not one of {', '.join(DISK_MODELS)}",
+                                "disk")
     if not re.fullmatch(r"tap[0-9]+", cfg.tap):
-        raise BhyveConfigError(f"tap {cfg.tap!r}: expected tapN")
+        raise BhyveConfigError(f"tap {cfg.tap!r}: expected tapN", "tap")
     n = cfg.numa_nodes
     if not isinstance(n, int) or n < 0:
-        raise BhyveConfigError(f"numa_nodes must be >= 0, got {n!r}")
+        raise BhyveConfigError(f"numa_nodes must be >= 0, got {n!r}", "numa_nodes")
     if n:
         if not numa_supported:
             raise BhyveConfigError("this host's bhyve has no -n (NUMA domains; newer than "
-                                   "FreeBSD 14): use numa_nodes=0")
+                                   "FreeBSD 14): use numa_nodes=0", "numa_nodes")
         if n > MAX_NUMA_DOMAINS:
-            raise BhyveConfigError(f"numa_nodes={n}: bhyve allows at most {MAX_NUMA_DOMAINS}")
+            raise BhyveConfigError(f"numa_nodes={n}: bhyve allows at most {MAX_NUMA_DOMAINS}",
+                                   "numa_nodes")
         if cfg.sockets % n:
-            raise BhyveConfigError(f"numa_nodes={n} does not divide sockets={cfg.sockets}")
+            raise BhyveConfigError(f"numa_nodes={n} does not divide sockets={cfg.sockets}",
+                                   "numa_nodes")
     nodes = max(n, 1)
     if cfg.memory_mib < 256 * nodes or cfg.memory_mib % nodes:
         raise BhyveConfigError(f"memory_mib={cfg.memory_mib} must be >= 256 per NUMA domain "
-                               f"and split evenly over {nodes}")
+                               f"and split evenly over {nodes}", "memory_mib")
 
 
 def build_argv(cfg: VMConfig, *, numa_supported: bool = False) -> List[str]:

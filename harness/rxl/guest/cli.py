@@ -15,11 +15,17 @@ import click
 
 from rxl import paths
 from rxl.cli.surface import command, group
-from rxl.errors import RxlError
+from rxl.errors import BadOption, RxlError, UsageError
 from rxl.guest import bhyve, sshkeys, targets
 from rxl.guest import up as guest_up
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
+
+
+#: The option of ``rxl vm`` that sets each VMConfig field.
+VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
+              "cores": "--cores", "threads": "--threads", "numa_nodes": "--numa-nodes",
+              "memory_mib": "--memory", "tap": "--tap", "firmware": "--firmware"}
 
 
 @command("vm")
@@ -60,7 +66,7 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     try:
         argv = bhyve.build_argv(cfg, numa_supported=numa_ok or (not usage and not start))
     except bhyve.BhyveConfigError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise BadOption(str(exc), VM_OPTIONS.get(exc.field)) from None
     note = None if usage else "no bhyve on this host: -n (NUMA) support not checked"
     if not start:
         click.echo(bhyve.describe(cfg, argv, note))
@@ -96,10 +102,12 @@ def targets_cmd(path, show_key):
         return
     try:
         ts = targets.load(path)
-    except targets.TargetsError as exc:
+    except targets.TargetsError as exc:  # every mistake on stdout, then the one error line
         for line in exc.errors:
-            click.echo(line, err=True)
-        sys.exit(1)
+            click.echo(line)
+        n = len(exc.errors)
+        raise targets.TargetsError([f"{exc.path or path or targets.default_path()}: {n} "
+                                    f"mistake{'s' * (n > 1)} (listed above)"]) from None
     if not ts.targets:
         click.echo(f"{ts.path}: no targets")
         return

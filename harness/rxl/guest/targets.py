@@ -98,6 +98,7 @@ class TargetsError(DataError):
                          f"{errors[0]} (and {more} more mistake{'s' * (more > 1)}: "
                          f"rxl targets{where} lists them)")
         self.errors = errors
+        self.path = path
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,8 @@ def resolve_target(spec: Optional[str], targets_file: Optional[str],
         return None, None
     try:
         t = targets.resolve(spec, targets_file)
-    except targets.TargetsError as exc:
-        raise click.ClickException(str(exc)) from None
+    except targets.TargetsError:
+        raise  # the file's own mistake (a DataError: exit 2), not --target's
     except (KeyError, ValueError, TargetError) as exc:  # no such name; a malformed ssh:// URL
         raise click.BadParameter(exc.args[0], param_hint="'--target'") from None
     if t.kind == "qemu":
@@ -126,7 +126,9 @@ report_opts = OptionGroup(
     option("--out", default=None, help="Directory for logs and reports "
            "[default: $RXL_WORK/logs/guest-run-<time>]."),
     option("--dry-run", is_flag=True, help="Print every command, run nothing."),
-    option("--json", "as_json", is_flag=True, help="Print report.json to stdout."))
+    option("--json", "as_json", is_flag=True, help="Print report.json to stdout (with "
+           "--dry-run: the planned stages and their commands; with --check-only: what "
+           "was checked)."))
 #: Where the tree comes from: every machine (TreeRequest).
 tree_opts = OptionGroup(
     "tree",
@@ -290,16 +292,26 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
     kind = check_request(req)
     if check_only:
         if req.src:
-            click.echo(f"--src {req.src}: {CHECKED[kind]}")
+            says = f"--src {req.src}: {CHECKED[kind]}"
         else:
             b = parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
-            click.echo(f"no --src: the base {b.commit[:12]} will be fetched from "
-                       f"{tree_base.base_url(b.repository, base_url)} into {req.work}")
-        click.echo("options checked: nothing run")
+            says = (f"no --src: the base {b.commit[:12]} will be fetched from "
+                    f"{tree_base.base_url(b.repository, base_url)} into {req.work}")
+        if as_json:
+            click.echo(json.dumps({"check_only": True, "src": req.src, "src_kind": kind,
+                                   "target": req.target.url if req.target else None,
+                                   "says": says, "ran": []}, indent=2))
+        else:
+            click.echo(says)
+            click.echo("options checked: nothing run")
         return
     machine = machine_for(ssh_target, transport, req.src)
     ok, st = pipeline.run(req, machine.stages())
     if dry_run:
+        if as_json:
+            doc = json.loads(pipeline.json_text(st))
+            click.echo(json.dumps({"dry_run": True, "ok": ok, **doc}, indent=2))
+            sys.exit(0 if ok else 1)
         for rec in st.records:
             click.echo(f"# {rec.name}: {rec.status}" + (f" ({rec.detail})" if rec.detail else ""))
             for c in rec.commands:

@@ -96,7 +96,7 @@ def test_analyze_cli_refuses_stdin_twice(tmp_path):
     group = {"pc": [0x100, 0x101], "sp": [100, 100]}
     text = open(_trace(tmp_path, [group])).read()
     r = CliRunner().invoke(kcount_cmd, ["analyze", "-", "-"], input=text)
-    assert r.exit_code == 1 and "read only once" in r.output
+    assert r.exit_code == 2 and "read only once" in r.output
 
 
 @pytest.mark.parametrize("samples", [[{"a": 1}], 5, [{"pc": ["zz"], "sp": [1]}],
@@ -105,7 +105,7 @@ def test_analyze_cli_rejects_malformed_samples(tmp_path, samples):
     p = tmp_path / "t.json"
     p.write_text(json.dumps({"outer": "x", "entries": {}, "samples": samples}))
     r = CliRunner().invoke(kcount_cmd, ["analyze", str(p)])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert r.exception is None or isinstance(r.exception, SystemExit)
     assert "Error:" in r.output
 

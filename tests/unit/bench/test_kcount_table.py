@@ -185,7 +185,7 @@ def test_table_cli_adds_syn_traces_and_refuses_two_accepts(tmp_path):
     t = _write(tmp_path, [ACCEPT])
     r = CliRunner().invoke(kcount_cmd, ["table", "--trace", "accept-off", "patched", t,
                                         "--trace", "accept-off", "patched", t])
-    assert r.exit_code == 1 and "accept-off patched: give one trace, not 2" in r.output
+    assert r.exit_code == 2 and "accept-off patched: give one trace, not 2" in r.output
 
 
 def test_only_syn_goes_to_gdb_for_tcp_input_only():

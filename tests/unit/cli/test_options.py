@@ -85,7 +85,7 @@ def test_group_folds_and_escapes_errors():
 
     @main.command()
     def boom():
-        raise click.ClickException("line one\nline two \x07" + "y" * 1000)
+        raise click.ClickException("line one\nline two \x07" + "y" * 2000)
 
     @main.command()
     @click.option("--n", type=int)
@@ -115,16 +115,13 @@ def test_every_rxl_error_reaches_the_surface_as_one_line_with_its_exit_status():
                "data": DataError("line 3: not a topology\nsecond line")}[kind]
 
     r = CliRunner().invoke(main, ["fail", "option"])
-    assert r.exit_code == 2
-    assert "Usage: main fail [OPTIONS] KIND" in r.output
-    assert r.output.strip().splitlines()[-1] == "Error: Invalid value for '--memory': too much"
+    assert (r.exit_code, r.output) == (2, "Error: Invalid value for '--memory': too much\n")
     r = CliRunner().invoke(main, ["fail", "argument"])
-    assert r.exit_code == 2
-    assert r.output.strip().splitlines()[-1] == "Error: Invalid value for LOG: no such file"
+    assert (r.exit_code, r.output) == (2, "Error: Invalid value for LOG: no such file\n")
     r = CliRunner().invoke(main, ["fail", "usage"])
     assert (r.exit_code, r.output) == (2, "Error: --topology: 9x9x9: too many CPUs\n")
     r = CliRunner().invoke(main, ["fail", "data"])
-    assert (r.exit_code, r.output) == (1, "Error: line 3: not a topology second line\n")
+    assert (r.exit_code, r.output) == (2, "Error: line 3: not a topology second line\n")
 
 
 def test_every_harness_error_class_is_an_rxl_error():

@@ -215,8 +215,9 @@ def test_rxl_targets_lists_and_reports_every_mistake(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("targets:\n  a: {kind: box}\n  b: {kind: box, host: h, port: 0}\n")
     r = CliRunner().invoke(main, ["targets", "--targets", str(bad)])
-    assert r.exit_code == 1
-    assert len([ln for ln in r.output.splitlines() if ln.startswith(str(bad))]) == 2
+    assert r.exit_code == 2
+    assert len([ln for ln in r.stdout.splitlines() if ln.startswith(str(bad))]) == 2
+    assert r.stderr == f"Error: {bad}: 2 mistakes (listed above)\n"
 
 
 def test_targets_key_makes_and_prints_the_harness_key(tmp_path, monkeypatch):

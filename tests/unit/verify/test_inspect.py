@@ -80,5 +80,5 @@ def test_cli_bad_input_is_one_line(tmp_path):
     f = tmp_path / "view.txt"
     f.write_text("cpu 0 offset 0 slots 1\n")
     r = CliRunner().invoke(main, ["inspect", str(f)])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert r.output.strip().splitlines()[-1].startswith("Error:")
