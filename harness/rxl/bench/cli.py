@@ -21,7 +21,7 @@ from rxl.bench import lbsetsock, tables
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TopologyError
-from rxl.errors import UsageError
+from rxl.errors import BadOption, UsageError
 from rxl.learn.request import LearnUsage, name_values
 
 
@@ -308,12 +308,18 @@ def kcount_group() -> None:
 @click.option("--only-syn", is_flag=True,
               help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
 @click.option("--others-run", is_flag=True, help="Let the other vCPUs run while stepping.")
-@click.option("--limit", default=kcount.STEP_LIMIT, show_default=True, help="Steps per call at most.")
+@click.option("--limit", default=kcount.STEP_LIMIT, show_default=True,
+              type=click.IntRange(1, 10 ** 9), help="Steps per call at most.")
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
 def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit, dry_run):
     """Record --samples invocations of --outer, every instruction."""
     if not Path(out).resolve().parent.is_dir():  # checked before gdb attaches
         raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
+    for name, opt in [(outer, "--outer")] + [(n, "--inner") for n in inner]:
+        try:
+            kcount.check_function(name, "function")
+        except kcount.KcountError as exc:
+            raise BadOption(str(exc), opt) from None
     names = kcount.record_names(outer, inner)
     kw = dict(only_syn=only_syn, others_run=others_run, limit=limit)
     try:
@@ -368,10 +374,7 @@ def table(traces, out):
             raise UsageError(f"--trace: case {case!r}: one of {', '.join(kcount.CASES)}")
         if variant not in kcount.VARIANTS:
             raise UsageError(f"--trace: variant {variant!r}: one of {', '.join(kcount.VARIANTS)}")
-        try:
-            docs.setdefault((case, variant), []).append(kcount.load(path))
-        except (kcount.KcountError, OSError) as exc:
-            raise click.ClickException(f"{path}: {exc}")
+        docs.setdefault((case, variant), []).append(kcount.load(path))
     ordered = kcount.table_doc(docs)
     text = json.dumps(ordered, indent=2) + "\n"
     if out:
@@ -389,8 +392,9 @@ def sites_cmd(trace, kernel, mark):
     """Atomics and locks per function in the median marked call of TRACE."""
     doc = kcount.load(trace)
     if doc.get("asm") is None:
-        raise kcount.KcountError("trace has no disassembly")
-    mark = mark or kcount.MARKS.get(doc["outer"], ("",))[0]
+        raise kcount.KcountError(f"{doc['path']}: the trace has no disassembly (recorded "
+                                 "before locks and atomics were counted); record it again")
+    mark = kcount.default_mark(doc, mark)
     i = kcount.median_sample(doc, mark)
     got = kcount.sites(doc["samples"][i], doc["asm"],
                        kcount.symbolizer(kcount.kernel_symbols(kernel)))
@@ -412,7 +416,8 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
     """Per function, the median own instructions of the marked calls of
     BASE (on BASE_KERNEL) and OTHER: the functions that differ."""
     da, db = kcount.load(base), kcount.load(other)
-    mark = mark or kcount.MARKS.get(da["outer"], ("",))[0]
+    mark = kcount.default_mark(da, mark)
+    kcount.default_mark(db, mark)
     a = kcount.self_counts(da, mark, kcount.symbolizer(kcount.kernel_symbols(base_kernel)))
     b = kcount.self_counts(db, mark, kcount.symbolizer(kcount.kernel_symbols(other_kernel)))
     rows = kcount.self_diff(a, b)

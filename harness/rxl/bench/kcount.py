@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import shlex
 import statistics
 import subprocess
@@ -67,7 +68,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.bench import kcount_gdb, kcount_ops
-from rxl.errors import DataError
+from rxl.errors import DataError, show
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -150,25 +151,132 @@ class Sample:
     ops: Optional[kcount_ops.Ops] = None
 
 
+#: A C function name: what --outer, --inner and --mark name, and a trace's entries.
+_FUNC = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def check_function(name: str, what: str) -> str:
+    """``name`` if it is a C function name, else KcountError naming ``what``."""
+    if not isinstance(name, str) or not _FUNC.fullmatch(name):
+        raise KcountError(f"{what} {show(name)}: not a C function name")
+    return name
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_sample(k: int, s: object) -> None:
+    """Refuse sample ``k`` (1-based) unless it is what record writes."""
+    if not isinstance(s, dict):
+        raise ValueError(f"sample {k} is not an object with 'pc' and 'sp' lists")
+    for key in ("pc", "sp"):
+        v = s.get(key)
+        if not isinstance(v, list) or not all(_is_int(x) for x in v):
+            raise ValueError(f"sample {k}: '{key}' must be a list of integers "
+                             "(program counters and stack pointers)")
+    if len(s["pc"]) != len(s["sp"]):
+        raise ValueError(f"sample {k}: {len(s['pc'])} pcs but {len(s['sp'])} sps")
+    cas = s.get("cas")
+    if cas is not None and not (isinstance(cas, list) and all(
+            isinstance(t, list) and len(t) == 3 and all(_is_int(x) for x in t) for t in cas)):
+        raise ValueError(f"sample {k}: 'cas' must be a list of [step, rax, src] integer "
+                         "triples")
+    if cas and max(t[0] for t in cas) >= len(s["pc"]) or cas and min(t[0] for t in cas) < 0:
+        raise ValueError(f"sample {k}: a 'cas' step is not a step of the sample")
+    if s.get("curthread") is not None and not _is_int(s["curthread"]):
+        raise ValueError(f"sample {k}: 'curthread' must be an integer (a thread pointer)")
+    if "complete" in s and not isinstance(s["complete"], bool):
+        raise ValueError(f"sample {k}: 'complete' must be true or false")
+
+
 def load(path: str) -> dict:
     """Read a trace file written by ``record`` (``-``: standard input).
 
-    Raises KcountError for a file that is not a trace, OSError when it
-    cannot be read.
+    Raises KcountError (one line naming the file and, in the trace's own
+    terms, what is wrong) for a file that cannot be read or is not a trace:
+    not UTF-8, not JSON, not an object with ``outer`` (a function name),
+    ``entries`` (function name -> hex address) and ``samples`` (objects with
+    integer ``pc`` and ``sp`` lists of one length, optional ``cas`` triples,
+    ``curthread``, ``complete``), or an ``asm`` that is not hex address -> text.
     """
-    text = sys.stdin.read() if path == "-" else Path(path).read_text()
-    if path == "-" and not text:
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise KcountError(f"{show(path)}: {exc.strerror}") from None
+    if path == "-" and not data:
         raise KcountError("-: standard input is empty (it can be read only once)")
+    where = show(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise KcountError(f"{where}: not a kcount trace: not UTF-8 text (a trace is the "
+                          "JSON rxl kcount record writes)") from None
     try:
         doc = json.loads(text)
-        entries = {k: int(v, 16) for k, v in doc["entries"].items()}
-        samples, outer = doc["samples"], doc["outer"]
-        if not isinstance(outer, str) or not isinstance(samples, list):
-            raise TypeError("outer must be a function name and samples a list")
-        asm = kcount_ops.parse_asm(doc["asm"]) if "asm" in doc else None
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise KcountError(f"{path}: not a kcount trace ({exc})") from None
-    return {"outer": outer, "entries": entries, "samples": samples, "asm": asm}
+    except RecursionError:
+        raise KcountError(f"{where}: not a kcount trace: JSON nested too deeply") from None
+    except ValueError as exc:
+        msg = getattr(exc, "msg", "not JSON")
+        line = getattr(exc, "lineno", None)
+        raise KcountError(f"{where}: not a kcount trace: not JSON ({msg}"
+                          + (f", line {line})" if line else ")")) from None
+    try:
+        if not isinstance(doc, dict):
+            raise ValueError("a JSON object with 'outer', 'entries' and 'samples' is "
+                             f"expected, not a {'list' if isinstance(doc, list) else 'value'}")
+        for key, what in (("outer", "the traced function"),
+                          ("entries", "the functions' entry addresses"),
+                          ("samples", "the recorded calls")):
+            if key not in doc:
+                raise ValueError(f"no '{key}' ({what})")
+        outer = doc["outer"]
+        if not isinstance(outer, str) or not _FUNC.fullmatch(outer):
+            raise ValueError(f"'outer' must be a function name, got {show(outer, 40)}")
+        if not isinstance(doc["entries"], dict):
+            raise ValueError("'entries' must map function names to hex addresses")
+        entries = {}
+        for name, addr in doc["entries"].items():
+            if not _FUNC.fullmatch(name) or not isinstance(addr, str) or \
+                    not re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", addr):
+                raise ValueError(f"'entries': {show(name, 40)}: {show(addr, 40)} is not "
+                                 "a hex address of a function")
+            entries[name] = int(addr, 16)
+        samples = doc["samples"]
+        if not isinstance(samples, list):
+            raise ValueError("'samples' must be a list of recorded calls")
+        for k, smp in enumerate(samples, 1):
+            _check_sample(k, smp)
+        asm = None
+        if doc.get("asm") is not None:
+            if not isinstance(doc["asm"], dict) or not all(
+                    isinstance(k, str) and re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", k)
+                    and isinstance(v, str) for k, v in doc["asm"].items()):
+                raise ValueError("'asm' must map hex addresses to instruction text")
+            asm = kcount_ops.parse_asm(doc["asm"])
+    except ValueError as exc:
+        raise KcountError(f"{where}: not a kcount trace: {exc}") from None
+    return {"outer": outer, "entries": entries, "samples": samples, "asm": asm,
+            "path": where}
+
+
+def default_mark(doc: dict, mark: Optional[str]) -> str:
+    """The mark whose calls ``sites`` and ``diff`` read: ``mark`` (``--mark``), else
+    the trace's outer function's first (:data:`MARKS`). Raises KcountError for a
+    mark the trace did not record (not among its entries), or an outer function
+    with no mark and none given."""
+    where = doc.get("path", "trace")
+    if mark is None:
+        marks = MARKS.get(doc["outer"])
+        if not marks:
+            raise KcountError(f"{where}: outer {doc['outer']} has no default mark (one of "
+                              f"{', '.join(MARKS)}); give --mark FUNCTION")
+        mark = marks[0]
+    check_function(mark, "--mark")
+    if mark not in doc["entries"]:
+        raise KcountError(f"--mark {mark}: {where} did not record it (its functions: "
+                          f"{', '.join(sorted(doc['entries']))})")
+    return mark
 
 
 def samples_of(doc: dict) -> List[Sample]:
@@ -178,22 +286,22 @@ def samples_of(doc: dict) -> List[Sample]:
     [...]}`` of integers of equal length, or whose ``cas`` steps or pcs
     do not match the trace's disassembly.
     """
+    where = doc.get("path", "trace")
     samples = doc["samples"]
-    if not isinstance(samples, list):
-        raise KcountError(f"samples: expected a list, got {type(samples).__name__}")
+    try:
+        if not isinstance(samples, list):
+            raise ValueError("'samples' must be a list of recorded calls")
+        for k, smp in enumerate(samples, 1):
+            _check_sample(k, smp)
+    except ValueError as exc:
+        raise KcountError(f"{where}: {exc}") from None
     marks = MARKS.get(doc["outer"], ())
     asm = doc.get("asm")
     rm = [a for n, a in doc["entries"].items() if n in kcount_ops.RM_READ_ENTRIES]
     out = []
     for k, s in enumerate(samples, 1):
-        try:
-            pcs = [int(p) & _MASK for p in s["pc"]]
-            sps = [int(p) & _MASK for p in s["sp"]]
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise KcountError(f"sample {k}: not a trace of integer pc and sp lists "
-                              f"({type(exc).__name__}: {exc})") from None
-        if len(pcs) != len(sps):
-            raise KcountError(f"sample {k}: {len(pcs)} pcs but {len(sps)} sps")
+        pcs = [p & _MASK for p in s["pc"]]
+        sps = [p & _MASK for p in s["sp"]]
         frames = {name: frame_counts(pcs, sps, addr) for name, addr in doc["entries"].items()
                   if name != doc["outer"]}
         ops = None
@@ -201,11 +309,14 @@ def samples_of(doc: dict) -> List[Sample]:
             try:
                 td = s.get("curthread")
                 ops = kcount_ops.count_ops(pcs, asm, kcount_ops.parse_cas(s.get("cas")),
-                                           None if td is None else int(td), rm)
+                                           td, rm)
             except KeyError as exc:
-                raise KcountError(f"sample {k}: no disassembly for pc {exc}") from None
+                pc = exc.args[0]
+                raise KcountError(f"{where}: sample {k}: no disassembly for pc "
+                                  f"{pc:#x}" if isinstance(pc, int) else
+                                  f"{where}: sample {k}: no disassembly for a pc") from None
             except (ValueError, TypeError, OverflowError) as exc:
-                raise KcountError(f"sample {k}: {exc}") from None
+                raise KcountError(f"{where}: sample {k}: {exc}") from None
         out.append(Sample(total=len(pcs), frames=frames,
                           group=bool(frames.get(GROUP_MARK)),
                           complete=bool(s.get("complete", True)),

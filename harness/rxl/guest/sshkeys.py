@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl import paths
+from rxl.errors import DataError, show
 
 
 def ssh_dir(work: Optional[Path] = None) -> Path:
@@ -56,24 +57,108 @@ def generate_ed25519(path: Path, comment: str = "rxl") -> str:
     return line.strip()
 
 
+class KeyFileError(DataError):
+    """A key file that cannot be used: missing, a directory, unreadable, not a
+    private key, encrypted, or not matching its ``.pub``; or a key directory
+    that cannot be made (``$RXL_WORK`` a file, read-only)."""
+
+
+def private_key_line(path: str) -> str:
+    """The public line (``TYPE BASE64``) of the private key file ``path``,
+    read with ``cryptography`` (OpenSSH or PEM; Ed25519, ECDSA or RSA).
+
+    Raises KeyFileError (one line naming the file) for a file that is
+    missing, a directory, unreadable, not such a key, or encrypted (the
+    harness cannot give a passphrase).
+    """
+    try:  # paramiko's own dependency (rxl[guest])
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise KeyFileError(f"{show(path)}: reading a key needs paramiko: pip install "
+                           "'rxl[guest]'") from None
+    p = Path(path)
+    if p.is_dir():
+        raise KeyFileError(f"{show(path)}: is a directory, not a private key file")
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise KeyFileError(f"{show(path)}: no such key file") from None
+    except OSError as exc:
+        raise KeyFileError(f"{show(path)}: {exc.strerror}") from None
+    key = None
+    for load in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
+        try:
+            key = load(data, password=None)
+            break
+        except TypeError:  # "private key is encrypted"
+            raise KeyFileError(f"{show(path)}: an encrypted private key (the harness "
+                               "cannot give its passphrase)") from None
+        except (ValueError, UnsupportedAlgorithm):
+            continue
+    if key is None:
+        raise KeyFileError(f"{show(path)}: not a private key (OpenSSH or PEM: Ed25519, "
+                           "ECDSA or RSA)")
+    try:
+        pub = key.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                            serialization.PublicFormat.OpenSSH)
+    except (ValueError, TypeError):
+        raise KeyFileError(f"{show(path)}: a private key SSH cannot use") from None
+    return pub.decode()
+
+
+def check_key_file(path: str) -> None:
+    """Refuse (KeyFileError) a private key file SSH could not authenticate with;
+    a ``.pub`` next to it must hold the same key."""
+    line = private_key_line(path)
+    pub = Path(str(path) + ".pub")
+    if pub.is_file():
+        try:
+            parts = pub.read_text(errors="replace").split()
+        except OSError as exc:
+            raise KeyFileError(f"{pub}: {exc.strerror}") from None
+        if parts[:2] != line.split()[:2]:
+            raise KeyFileError(f"{pub}: does not hold the public half of {path}; remove "
+                               "both (a new harness key is made) or mend the .pub")
+
+
 def harness_key(work: Optional[Path] = None) -> Path:
-    """The harness's client key ``$RXL_WORK/ssh/id_ed25519``, made on first use. Returns its path."""
+    """The harness's client key ``$RXL_WORK/ssh/id_ed25519``, made on first use
+    and checked (:func:`check_key_file`) when it exists. Returns its path.
+
+    Raises KeyFileError when the key is damaged, or ``$RXL_WORK/ssh`` cannot be
+    made or written (``$RXL_WORK`` a file, a read-only directory).
+    """
     d = ssh_dir(work)
     path = d / "id_ed25519"
-    if not path.is_file():
+    if path.exists() or path.is_symlink():
+        try:
+            check_key_file(str(path))
+        except KeyFileError as exc:
+            raise KeyFileError(f"the harness key: {exc}; remove {path} and {path}.pub to "
+                               "make a new one (then give targets the new line of rxl "
+                               "targets --key)") from None
+        return path
+    try:
         d.mkdir(parents=True, exist_ok=True)
         os.chmod(d, 0o700)
         generate_ed25519(path, comment=f"rxl@{socket.gethostname()}")
+    except OSError as exc:
+        where = exc.filename or d
+        raise KeyFileError(f"cannot make the harness key in {d} ($RXL_WORK/ssh): "
+                           f"{where}: {exc.strerror}") from None
     return path
 
 
 def public_line(private_key: Path) -> str:
-    """The ``ssh-ed25519 AAAA...`` line of a private key (from ``.pub`` if present)."""
+    """The ``ssh-ed25519 AAAA...`` line of a private key: its ``.pub`` (with its
+    comment) once :func:`check_key_file` has found the two match, else derived
+    from the key. Raises KeyFileError."""
+    check_key_file(str(private_key))
     pub = Path(str(private_key) + ".pub")
     if pub.is_file():
         return pub.read_text().strip()
-    k = load_key(str(private_key))
-    return f"{k.get_name()} {k.get_base64()}"
+    return private_key_line(str(private_key))
 
 
 def fingerprint(key) -> str:

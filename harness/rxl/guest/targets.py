@@ -45,6 +45,7 @@ from rxl.errors import DataError
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
 from rxl.guest.ssh import SSHTarget, parse_url
+from rxl.guest.sshkeys import KeyFileError, check_key_file
 
 KINDS = ("qemu", "bhyve", "box")
 #: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
@@ -168,8 +169,10 @@ class Targets:
 
     def get(self, name: str) -> Target:
         """The target ``name``. KeyError with the known names when there is no
-        such target; TargetsError when its ``key:`` file does not exist (a
-        key is checked when its target is used, not when the file is read)."""
+        such target; TargetsError when its ``key:`` is not a private key SSH
+        can use (rxl.guest.sshkeys.check_key_file: missing, a directory, not a
+        key, encrypted; a key is checked when its target is used, not when the
+        file is read)."""
         try:
             t = self.targets[name]
         except KeyError:
@@ -177,9 +180,12 @@ class Targets:
             where = self.path if Path(self.path).is_file() else \
                 f"{self.path} (no such file: only the built-in targets)"
             raise KeyError(f"{name}: no such target in {where} (known: {known})") from None
-        if t.key is not None and not Path(t.key).is_file():
-            raise TargetsError([f"{self.path}: targets.{name}.key: {t.key}: no such file"],
-                               self.path)
+        if t.key is not None:
+            try:
+                check_key_file(t.key)
+            except KeyFileError as exc:
+                raise TargetsError([f"{self.path}: targets.{name}.key: {exc}"],
+                                   self.path) from None
         return t
 
 

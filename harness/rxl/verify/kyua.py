@@ -10,6 +10,7 @@ snapshot's kyua 0.13 (docs/results/ssh.md).
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import xml.etree.ElementTree as ET
@@ -97,6 +98,23 @@ class KyuaJUnitError(MachineError):
     """kyua's JUnit file of a target's run does not parse."""
 
 
+#: Longest case time believed, s: a week (kyua's own timeout is 300 s per case).
+MAX_CASE_SECONDS = 7 * 86400
+
+
+def case_seconds(text: Optional[str]) -> Optional[int]:
+    """A JUnit ``time`` attribute as whole seconds; None when absent or not a
+    time (not a number, ``inf``, ``nan``, ``1e400``, negative, over
+    :data:`MAX_CASE_SECONDS`): unknown, never a guess."""
+    try:
+        t = float(text or 0)
+    except ValueError:
+        return None
+    if not math.isfinite(t) or not 0 <= t <= MAX_CASE_SECONDS:
+        return None
+    return int(round(t))
+
+
 def cases_from_kyua_junit(xml_text: str, tests_dir: str) -> List[CaseResult]:
     """kyua's JUnit -> rxl.verify.parse.CaseResult list (program as ``tests_dir/<prog>``).
 
@@ -120,10 +138,7 @@ def cases_from_kyua_junit(xml_text: str, tests_dir: str) -> List[CaseResult]:
                 break
         if status != "passed" and not reason:
             reason = _details(tc.findtext("system-err") or "")
-        try:
-            secs = int(round(float(tc.get("time") or 0)))
-        except ValueError:
-            secs = None
+        secs = case_seconds(tc.get("time"))
         out.append(CaseResult(prog=f"{tests_dir}/{prog}", case=tc.get("name") or "",
                               status=status, reason=reason, seconds=secs))
     return out

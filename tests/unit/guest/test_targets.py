@@ -112,7 +112,7 @@ def test_a_key_is_checked_when_its_target_is_used(tmp_path):
           ok: {kind: box, host: h2}
         """))
     assert ts.get("ok").host == "h2"
-    with pytest.raises(T.TargetsError, match=r"targets.g.key: /no/such/key: no such file$"):
+    with pytest.raises(T.TargetsError, match=r"targets.g.key: /no/such/key: no such key file$"):
         ts.get("g")
 
 
@@ -189,7 +189,8 @@ def test_missing_files(tmp_path, monkeypatch):
 
 
 def test_relative_key_is_next_to_the_file(tmp_path):
-    (tmp_path / "k").write_text("x")
+    from rxl.guest.sshkeys import generate_ed25519
+    generate_ed25519(tmp_path / "k")
     ts = T.load(write(tmp_path, "targets:\n  b: {kind: box, host: h, key: k}\n"))
     assert ts.get("b").key == str(tmp_path / "k")
 
