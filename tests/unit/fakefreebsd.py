@@ -14,14 +14,43 @@ def _git(d, *args):
                           text=True).stdout.strip()
 
 
-def _tree(path: Path, salt: str = "") -> str:
-    """A FreeBSD-shaped git repo at ``path``; returns its base commit."""
+#: What the version files say in the two bases (sys/sys/param.h, sys/conf/newvers.sh,
+#: lib/clang/include/VCSVersion.inc): the 14.0-STABLE snapshot and the rebranded 15.0 one.
+VERSIONS = {
+    14: dict(fv=1400507, type="FreeBSD", revision="14.0", branch="STABLE", llvm="17.0.6"),
+    15: dict(fv=1500068, type="Irid", revision="0.0.2", branch="ALPHA", llvm="19.1.7"),
+}
+
+
+def version_files(path: Path, major: int = 14, **over) -> None:
+    """Write the three files rxl.tree.version reads, as the ``major`` base has them
+    (``over`` replaces fields of :data:`VERSIONS`)."""
+    v = dict(VERSIONS[major], **over)
+    (path / "sys/sys").mkdir(parents=True, exist_ok=True)
+    (path / "sys/sys/param.h").write_text(
+        "/* param.h */\n#undef __FreeBSD_version\n"
+        f"#define __FreeBSD_version {v['fv']}\n")
+    (path / "sys/conf").mkdir(parents=True, exist_ok=True)
+    (path / "sys/conf/newvers.sh").write_text(
+        f'#!/bin/sh\nTYPE="{v["type"]}"\nREVISION="{v["revision"]}"\n'
+        f'BRANCH="{v["branch"]}"\nif [ -n "${{BRANCH_OVERRIDE}}" ]; then\n'
+        '\tBRANCH=${BRANCH_OVERRIDE}\nfi\n')
+    (path / "lib/clang/include").mkdir(parents=True, exist_ok=True)
+    (path / "lib/clang/include/VCSVersion.inc").write_text(
+        f'#define LLVM_REVISION "llvmorg-{v["llvm"]}-0-g6009708b4367"\n')
+
+
+def _tree(path: Path, salt: str = "", major: int = 0) -> str:
+    """A FreeBSD-shaped git repo at ``path``; returns its base commit. ``major`` 14 or
+    15: with that base's version files (:func:`version_files`)."""
     (path / "tools/build").mkdir(parents=True)
     (path / "tools/build/make.py").write_text("# make.py\n" + salt)
     (path / "sys/amd64/conf").mkdir(parents=True)
     (path / "sys/amd64/conf/GENERIC").write_text("ident GENERIC\n")
     (path / "sys/kern").mkdir()
     (path / "sys/kern/kern_x.c").write_text("int x;\n")
+    if major:
+        version_files(path, major)
     subprocess.run(GIT + ["init", "-q", "-b", "main", str(path)], check=True)
     _git(path, "add", ".")
     _git(path, "commit", "-qm", "base")

@@ -12,7 +12,8 @@ Where the list comes from:
 * The argv builders of the stages (a unit test scans them and checks every
   program they start is here): ``git`` (series, tree), ``flock`` and ``env``
   (every make.py run), ``python3`` (make.py), the cross tools of
-  ``--cross-bindir=/usr/lib/llvm-16/bin`` (clang, clang++, clang-cpp, ld.lld)
+  ``--cross-bindir=/usr/lib/llvm-16/bin`` (clang, clang++, clang-cpp, ld.lld; a 15
+  tree's is ``/usr/lib/llvm-19/bin``, rxl.tree.version)
   and ``llvm-readelf-16`` (image), ``qemu-system-x86_64`` (boot), ``gdb`` and
   ``nm`` (kcount), ``cc`` (the userspace cores), ``mandoc`` and ``perl``
   (series check: ``mandoc -Tlint`` and ``tools/build/checkstyle9.pl``),
@@ -164,6 +165,14 @@ NEEDS: Tuple[Need, ...] = (
     Need("llvm-ar-16", "bin:llvm-ar-16", "llvm-16", ("build", "world"), "archiver"),
     Need("llvm-readelf-16", "bin:llvm-readelf-16", "llvm-16", ("image",),
          "NEEDED libraries of guest programs"),
+    # FreeBSD 15 trees build with their own LLVM 19 (rxl.tree.version): clang-19 has
+    # clang, clang++ and clang-cpp in /usr/lib/llvm-19/bin, lld-19 ld.lld there.
+    Need("clang-19", "path:/usr/lib/llvm-19/bin/clang", "clang-19", ("build", "world"),
+         "cross compiler of FreeBSD 15 trees"),
+    Need("ld.lld-19", "path:/usr/lib/llvm-19/bin/ld.lld", "lld-19", ("build", "world"),
+         "linker of FreeBSD 15 trees"),
+    Need("llvm-ar-19", "bin:llvm-ar-19", "llvm-19", ("build", "world"),
+         "archiver of FreeBSD 15 trees"),
     Need("qemu-system-x86_64", "bin:qemu-system-x86_64", "qemu-system-x86",
          ("boot", "learn", "kcount"), f"the guest (>= {QEMU_WANT[0]}.{QEMU_WANT[1]}: igb)",
          mode="qemu", backport=True),

@@ -12,14 +12,20 @@ Facts this module relies on, and where they come from:
   in the *environment* (make.py, ``main()``), and ``Makefile.inc1`` refuses
   it as a make variable, so the argv starts with ``env MAKEOBJDIRPREFIX=``.
 * ``--cross-bindir`` names the directory holding ``clang``, ``clang++``,
-  ``clang-cpp`` and ``ld.lld`` for target objects; on Debian clang-16 that
-  is ``/usr/lib/llvm-16/bin`` (:data:`DEFAULT_CROSS_BINDIR`).
+  ``clang-cpp`` and ``ld.lld`` for target objects; Debian's clang-N has them in
+  ``/usr/lib/llvm-N/bin``, and N is what the tree says
+  (:attr:`rxl.tree.version.TreeVersion.cross_bindir`: 16 for the 14 base, 19 for
+  15.0).
 * make.py bootstraps its own bmake under ``$MAKEOBJDIRPREFIX/bmake-install``
   and passes every argument it does not know to that bmake, so ``-j``,
   ``TARGET=`` and ``-DNO_FOO`` go through unchanged.
-* The tree snapshot lacks files of 4 MiB and more, some of which belong to
+* The tree snapshots lack files of 4 MiB and more, some of which belong to
   kernel modules (``sys/dev/qlxgbe/ql_fw.c``); the test kernel is therefore
-  built with ``NO_MODULES=yes`` (:data:`KERNEL_MAKE_VARS`).
+  built with ``NO_MODULES=yes`` (:data:`KERNEL_MAKE_VARS`), and a kernel with
+  modules builds only the ones named (``MODULES_OVERRIDE``,
+  :mod:`rxl.tree.modules`).
+* A flattened snapshot (no executable bits; directories its .gitignore took)
+  is repaired before the first stage (:func:`rxl.tree.snapshot.prepare`).
 """
 
 from __future__ import annotations
@@ -37,12 +43,16 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from rxl import paths
 from rxl.errors import HostError
+from rxl.tree import modules as tree_modules
+from rxl.tree import snapshot
+from rxl.tree import version as tree_version
 from rxl.tree.kernconf import kernconf_path, write_kernconf
 from rxl.tree.progress import StageBar
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-#: Directory of the host's clang/lld used for target code (Debian clang-16).
+#: Directory of the host's clang/lld for a tree that does not say its LLVM
+#: (Debian clang-16, the 14 base's); a tree's own: rxl.tree.version.
 DEFAULT_CROSS_BINDIR = "/usr/lib/llvm-16/bin"
 #: Where object trees go unless told otherwise (shared with the guest build).
 DEFAULT_OBJDIR = paths.OBJDIR
@@ -67,7 +77,7 @@ KERNEL_MAKE_VARS: Mapping[str, str] = {"NO_MODULES": "yes"}
 def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
                  make_vars: Optional[Mapping[str, Optional[str]]] = None, *,
                  jobs: int = DEFAULT_JOBS,
-                 cross_bindir: str = DEFAULT_CROSS_BINDIR,
+                 cross_bindir: Optional[str] = None,
                  target: str = DEFAULT_TARGET,
                  target_arch: str = DEFAULT_TARGET_ARCH,
                  python: str = "python3") -> list[str]:
@@ -83,7 +93,8 @@ def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
 
     ``src`` and ``objdir`` are made absolute (make.py changes into the
     source root; a relative objdir would then point elsewhere).  The argv
-    runs from any working directory.  ``make_vars`` keep their insertion
+    runs from any working directory.  ``cross_bindir`` None: the tree's own
+    (:func:`rxl.tree.version.cross_bindir_of`).  ``make_vars`` keep their insertion
     order; a value of ``None`` means "defined" (``-DNAME``).
 
     Raises ``ValueError`` if ``targets`` is empty, ``jobs`` < 1, or a make
@@ -96,6 +107,8 @@ def make_py_argv(src: PathLike, objdir: PathLike, targets: Sequence[str],
         raise ValueError(f"make_py_argv: jobs must be >= 1, got {jobs}")
     srcp = Path(os.path.abspath(os.fspath(src)))
     objp = Path(os.path.abspath(os.fspath(objdir)))
+    if cross_bindir is None:
+        cross_bindir = tree_version.cross_bindir_of(str(srcp))
     argv = ["env", f"MAKEOBJDIRPREFIX={objp}", python,
             str(srcp / "tools/build/make.py"),
             f"--cross-bindir={cross_bindir}",
@@ -161,12 +174,15 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
                 kernconf: str = DEFAULT_KERNCONF,
                 toolchain: bool = True, jobs: int = DEFAULT_JOBS,
                 lock: Optional[PathLike] = DEFAULT_LOCK,
-                clean_kernel: bool = False) -> list[Stage]:
+                clean_kernel: bool = False,
+                modules: Sequence[str] = ()) -> list[Stage]:
     """Return the stages of a kernel build, in order.
 
     ``kernel-toolchain`` first when ``toolchain`` is true (the caller passes
     ``not toolchain_done(objdir)``), then ``buildkernel KERNCONF=<kernconf>``
-    with :data:`KERNEL_MAKE_VARS`.  ``clean_kernel`` false adds
+    with :data:`KERNEL_MAKE_VARS`, or, when ``modules`` are named,
+    ``MODULES_OVERRIDE=<modules>`` instead of ``NO_MODULES`` (only those
+    modules are built, with the kernel).  ``clean_kernel`` false adds
     ``-DNO_KERNELCLEAN`` so that a rebuild after a small change recompiles
     only what changed; config(8) still runs, so a new ``sys/conf/files``
     entry is picked up (``-DKERNFAST`` would skip config and miss it).
@@ -180,7 +196,13 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
             make_py_argv(src, objdir, ["kernel-toolchain"], jobs=jobs),
             lock)), "kernel-toolchain" + where))
     kvars: dict[str, Optional[str]] = {"KERNCONF": kernconf}
-    kvars.update(KERNEL_MAKE_VARS)
+    if modules:
+        bad = [m for m in modules if not re.fullmatch(r"[A-Za-z0-9_.+-]+", m)]
+        if bad:
+            raise ValueError(f"plan_stages: bad module name {bad[0]!r}")
+        kvars["MODULES_OVERRIDE"] = " ".join(modules)
+    else:
+        kvars.update(KERNEL_MAKE_VARS)
     if not clean_kernel:
         kvars["NO_KERNELCLEAN"] = None
     stages.append(Stage(f"buildkernel-{kernconf}", tuple(locked_argv(
@@ -341,15 +363,20 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
                  lock: Optional[PathLike] = DEFAULT_LOCK,
                  jobs: int = DEFAULT_JOBS,
                  clean_kernel: bool = False,
+                 modules: Sequence[str] = (),
                  echo: Callable[[str], None] = lambda s: print(s, flush=True)
                  ) -> list[StageResult]:
-    """kernel-toolchain once, then buildkernel of ``kernconf``.
+    """kernel-toolchain once, then buildkernel of ``kernconf`` (with ``modules``:
+    those modules too, then their link check, :mod:`rxl.tree.modules`).
 
-    Returns the results of the stages run.  Raises ``FileNotFoundError``
-    when ``src`` is no FreeBSD tree, :class:`BuildSetupError` when a
-    directory cannot be made, both before any stage runs, and
-    :class:`BuildError` when a stage fails.  Marks the objdir when
-    kernel-toolchain succeeds.
+    A flattened snapshot is repaired first (:func:`rxl.tree.snapshot.prepare`).
+    Returns the results of the stages run (the last one's ``extra`` names the
+    ``kernel`` and, with modules, ``modules``: name -> .ko path).  Raises
+    ``FileNotFoundError`` when ``src`` is no FreeBSD tree,
+    :class:`BuildSetupError` when a directory cannot be made, both before any
+    stage runs, :class:`BuildError` when a stage fails and
+    :class:`rxl.tree.modules.ModuleLinkError` when a module would not load.
+    Marks the objdir when kernel-toolchain succeeds.
     """
     if not (Path(src) / "tools/build/make.py").is_file():
         raise FileNotFoundError(f"{src}: no tools/build/make.py, "
@@ -358,13 +385,14 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
         raise FileNotFoundError(f"{kernconf_path(src, kernconf).parent}: not a "
                                 "FreeBSD tree (no sys/amd64/conf)")
     prepare_dirs(objdir, logdir, lock)
+    snapshot.prepare(str(src), echo)
     if kernconf == DEFAULT_KERNCONF:
         write_kernconf(src, kernconf)
     from rxl.tree import toolchain  # it reads this module's constants: imported on use
     done = toolchain_done(objdir, src) or toolchain.seed(str(src), str(objdir), echo)
     stages = plan_stages(src, objdir, kernconf=kernconf,
                          toolchain=not done, jobs=jobs,
-                         lock=lock, clean_kernel=clean_kernel)
+                         lock=lock, clean_kernel=clean_kernel, modules=modules)
     if done:
         echo("kernel-toolchain: already built in "
              f"{objdir} ({TOOLCHAIN_DONE} present), skipped")
@@ -379,7 +407,34 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     kpath = kernel_path(src, objdir, kernconf)
     if results and results[-1].name.startswith("buildkernel"):
         results[-1].extra["kernel"] = str(kpath)
+        if modules:
+            results[-1].extra["modules"] = check_modules(src, objdir, kernconf, modules, echo)
     return results
+
+
+def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],
+                  echo: Callable[[str], None] = print) -> dict:
+    """The built ``modules`` of ``kernconf`` (name -> .ko path), each checked to link
+    against ``kernel.full`` and the modules before it (:mod:`rxl.tree.modules`).
+    Raises :class:`rxl.tree.modules.ModuleLinkError` naming a module that is missing
+    or has symbols nothing defines."""
+    kos = {m: str(tree_modules.module_path(str(src), str(objdir), m, kernconf))
+           for m in modules}
+    absent = [p for p in kos.values() if not Path(p).is_file()]
+    if absent:
+        raise tree_modules.ModuleLinkError(f"modules: {absent[0]} was not built")
+    full = kernel_path(src, objdir, kernconf).with_name("kernel.full")
+    bad = tree_modules.undefined_symbols(str(full), list(kos.values()))
+    if bad:
+        ko, syms = next(iter(bad.items()))
+        raise tree_modules.ModuleLinkError(
+            f"modules: {Path(ko).name} needs {', '.join(syms[:5])}"
+            f"{' ...' if len(syms) > 5 else ''}, which neither the {kernconf} kernel nor a "
+            "module loaded before it defines (kldload would fail: a source missing from "
+            f"its sys/modules Makefile?)")
+    echo(f"modules: {', '.join(Path(p).name for p in kos.values())} link against the "
+         f"{kernconf} kernel (every undefined symbol defined)")
+    return kos
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,8 +14,10 @@ from rxl import paths
 from rxl.cli.surface import command, group
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
+from rxl.tree import modules as tree_modules
 from rxl.tree import patch as tree_patch
 from rxl.tree import series as tree_series
+from rxl.tree import version as tree_version
 from rxl.tree.kernconf import kernconf_path, kernconf_text
 
 #: The project root: harness/rxl/tree/cli.py -> ../../../
@@ -166,9 +168,12 @@ def sync_cmd(src, branch, project, lock):
               help="FreeBSD source tree.")
 @click.option("--objdir", default=tree_build.DEFAULT_OBJDIR, show_default=True,
               type=click.Path(file_okay=False), help="MAKEOBJDIRPREFIX.")
-@click.option("--kernconf", default=tree_build.DEFAULT_KERNCONF, show_default=True,
-              help="Kernel config; RXL (GENERIC + INVARIANTS, "
-                   "INVARIANT_SUPPORT, WITNESS) is written into the tree.")
+@click.option("--kernconf", default=None,
+              help="Kernel config [default: RXL, or MINIMAL with --modules]; RXL (GENERIC + "
+                   "INVARIANTS, INVARIANT_SUPPORT, WITNESS) is written into the tree.")
+@click.option("--modules", "with_modules", is_flag=True,
+              help="Build the kernel with the modules a module boot needs (iflib, em and "
+                   "what the series touches; MODULES_OVERRIDE) and check that they link.")
 @click.option("--logdir", default=paths.LOGS, show_default=True,
               type=click.Path(file_okay=False),
               help="Full log of each stage goes here.")
@@ -180,18 +185,24 @@ def sync_cmd(src, branch, project, lock):
               help="Clean kernel build (default: -DNO_KERNELCLEAN).")
 @click.option("--dry-run", is_flag=True,
               help="Print the make.py command lines and exit.")
-def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
-    """kernel-toolchain once, then buildkernel KERNCONF."""
+def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_run):
+    """kernel-toolchain once, then buildkernel KERNCONF (and modules)."""
     if not os.path.isdir(src):
         raise click.BadParameter(f"{src}: no such directory", param_hint="'--src'")
     if not os.path.isfile(os.path.join(src, "tools/build/make.py")):
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
                                  param_hint="'--src'")
     lock = lock or None
+    if kernconf is None:
+        kernconf = tree_modules.MODULE_KERNCONF if with_modules else tree_build.DEFAULT_KERNCONF
+    modules = (tree_modules.build_list(src, _series_files()) if with_modules else [])
     stages = tree_build.plan_stages(src, objdir, kernconf=kernconf,
                            toolchain=not tree_build.toolchain_done(objdir, src),
-                           jobs=jobs, lock=lock, clean_kernel=clean)
+                           jobs=jobs, lock=lock, clean_kernel=clean, modules=modules)
     if dry_run:
+        v = tree_version.version_or_none(src)
+        if v is not None:
+            click.echo(f"# {src}: {v.describe()}; cross compiler {v.cross_bindir}")
         if kernconf == tree_build.DEFAULT_KERNCONF:
             click.echo(f"# would write {kernconf_path(src, kernconf)}:")
             for line in kernconf_text(kernconf).splitlines():
@@ -203,9 +214,10 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
         return
     try:
         res = tree_build.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,
-                             lock=lock, jobs=jobs, clean_kernel=clean,
+                             lock=lock, jobs=jobs, clean_kernel=clean, modules=modules,
                              echo=click.echo)
-    except (tree_build.BuildError, tree_build.BuildSetupError, ValueError) as e:
+    except (tree_build.BuildError, tree_build.BuildSetupError, tree_modules.ModuleError,
+            tree_modules.ModuleLinkError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     except OSError as e:  # build_kernel's own FileNotFoundError has only a message
         raise click.ClickException(f"{e.filename or src}: {e.strerror}" if e.strerror
@@ -220,3 +232,13 @@ def build(src, objdir, kernconf, logdir, jobs, lock, clean, dry_run):
     kern = res[-1].extra.get("kernel") if res else None
     if kern:
         click.echo(f"kernel: {kern}")
+    for name, ko in (res[-1].extra.get("modules") or {}).items() if res else ():
+        click.echo(f"module {name}: {ko}")
+
+
+def _series_files() -> list:
+    """Paths the project's series touches (none when it cannot be read)."""
+    try:
+        return [f.path for p in tree_patch.load_series(PROJECT / "patches") for f in p.files]
+    except tree_patch.SeriesError:
+        return []

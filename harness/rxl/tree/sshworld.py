@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from rxl import paths
 from rxl.errors import HostError
 from rxl.tree import build as tree_build
-from rxl.tree import kyuaworld, toolchain
+from rxl.tree import kyuaworld, snapshot, toolchain
 from rxl.tree import world as tree_world
 from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
 from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs, world_make_vars,
@@ -212,8 +212,8 @@ def openssh_config_missing(src: str) -> bool:
     return not (Path(src) / OPENSSH_CONFIG_H).is_file()
 
 
-def openssh_configure_argv(sysroot: str, *, clang: str = "/usr/lib/llvm-16/bin/clang",
-                           triple: str = "x86_64-unknown-freebsd14.0") -> List[List[str]]:
+def openssh_configure_argv(sysroot: str, *, clang: str = tree_world.DEFAULT_CLANG,
+                           triple: str = tree_world.TARGET_TRIPLE) -> List[List[str]]:
     """The commands that make OpenSSH's config.h in a copy of crypto/openssh, as
     freebsd-configure.sh does on FreeBSD (aclocal, autoheader, autoconf, configure),
     but cross: configure's compile and link tests use clang for ``triple`` against
@@ -251,12 +251,26 @@ def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
     return stages + [Stage("world-ssh-build", tuple(locked_argv(bw, lock)))]
 
 
+def unbuildable(src: str, programs: Dict[str, str]) -> List[str]:
+    """Guest paths of ``programs`` whose directory ``src`` lacks or holds only a
+    stand-in Makefile (rxl.tree.snapshot: the 15.0 snapshot lacks usr.bin/id); none
+    when ``src`` is not there (a plan)."""
+    if not Path(src).is_dir():
+        return []
+    dirs = {g: str(Path(rel).parent) for g, rel in programs.items()}
+    stand = set(snapshot.stand_ins(src, set(dirs.values())))
+    return sorted(g for g, d in dirs.items()
+                  if d in stand or not (Path(src) / d).is_dir())
+
+
 def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
                       kyua: bool = False) -> WorldOutputs:
-    """Where the products will be: the narrowed world's, the sshd programs (and kyua)."""
+    """Where the products will be: the narrowed world's, the sshd programs (and kyua);
+    not the programs the tree cannot build (:func:`unbuildable`)."""
     out = world_outputs(src, objdir or default_objdir())
     progs = dict(out.programs)
-    progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items()})
+    skip = set(unbuildable(src, SSHD_PROGRAMS))
+    progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items() if g not in skip})
     if kyua:
         progs.update({g: out.objtop / rel for g, rel in kyuaworld.KYUA_PROGRAMS.items()})
     return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)
@@ -284,6 +298,11 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
     objdir = default_objdir()
     logdir = Path(logdir or default_logdir())
     Path(objdir).mkdir(parents=True, exist_ok=True)
+    snapshot.prepare(src, echo)
+    skip = unbuildable(src, SSHD_PROGRAMS)
+    if skip:
+        echo(f"sshd userland: {src} cannot build {', '.join(skip)} (see above); the guest "
+             "goes without")
     if kyua:
         try:
             kyuaworld.fetch_amalgamation(src, kyuaworld.default_cache(), echo=echo)
@@ -337,7 +356,9 @@ def openssh_config(src: str, objdir: str, logdir: str,
     echo(f"openssh-configure: the tree lacks {OPENSSH_CONFIG_H}: running OpenSSH's "
          f"configure (cross, log {log})")
     with open(log, "w") as fh:
-        for argv in openssh_configure_argv(str(tree_world.worldtmp(src, objdir))):
+        clang, triple = tree_world.compiler_for(src)
+        for argv in openssh_configure_argv(str(tree_world.worldtmp(src, objdir)),
+                                           clang=clang, triple=triple):
             fh.write(f"$ {' '.join(argv)}\n")
             fh.flush()
             try:

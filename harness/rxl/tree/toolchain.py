@@ -1,15 +1,18 @@
-"""One kernel-toolchain per base commit, shared by every clone of that base.
+"""One kernel-toolchain per base commit and compiler, shared by every clone of that base.
 
 make.py keeps the kernel-toolchain under ``$MAKEOBJDIRPREFIX/<abs src>/
 amd64.amd64`` (OBJTOP), so every clone path and every objdir gets its own:
 a cold ``rxl run`` built it twice (patched and pristine trees, 209 s and
 251 s measured) and ``rxl learn``'s rig checkout a third time. The
 series does not touch the toolchain, so one build serves every tree whose
-HEAD descends from ``patches/BASE``'s commit.
+HEAD descends from a base the project names (``patches/BASE``, and the
+``BASE`` of a subdirectory of ``patches/``, e.g. a backport's) and that is
+built with the same cross compiler (rxl.tree.version: clang 16 for the 14
+base, 19 for 15.0; the objects differ).
 
 After a kernel-toolchain succeeds, :func:`save` copies OBJTOP (without
 ``sys/``, the kernel's objects) and the objdir's ``bmake-install`` and
-``bmake-build`` into ``$RXL_WORK/toolchain/<base[:12]>/`` (:func:`store_dir`);
+``bmake-build`` into ``$RXL_WORK/toolchain/<base[:12]>-llvm<N>/`` (:func:`store_dir`);
 before a build, :func:`seed` copies them into the new tree's OBJTOP and
 objdir and writes the objdir's marker (rxl.tree.build.TOOLCHAIN_DONE), so
 the build goes straight to buildkernel. The recipe was verified by the lead
@@ -25,9 +28,10 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from rxl import paths
+from rxl.tree import version as tree_version
 from rxl.tree.build import DEFAULT_TARGET, DEFAULT_TARGET_ARCH, TOOLCHAIN_DONE
 from rxl.tree.patch import SeriesError, parse_base
 
@@ -40,26 +44,46 @@ BMAKE_DIRS = ("bmake-install", "bmake-build")
 BASE_FILE = Path(__file__).resolve().parents[3] / "patches" / "BASE"
 
 
+def base_files(base_file: Optional[Path] = None) -> List[Path]:
+    """The base files: ``base_file`` alone when given, else :data:`BASE_FILE` and
+    every ``patches/*/BASE`` beside it (sorted)."""
+    if base_file is not None:
+        return [Path(base_file)]
+    bf = Path(BASE_FILE)
+    return [bf] + sorted(bf.parent.glob("*/BASE"))
+
+
 def base_key(src: str, base_file: Optional[Path] = None) -> Optional[str]:
-    """``patches/BASE``'s commit when ``src``'s HEAD descends from it (or is it);
-    None otherwise (not git, another history, no BASE): no sharing then."""
-    bf = base_file or BASE_FILE
-    try:
-        base = parse_base(Path(bf).read_text()).commit
-    except (OSError, SeriesError):
-        return None
-    try:
-        cp = subprocess.run(["git", "-C", str(src), "merge-base", "--is-ancestor", base,
-                             "HEAD"], capture_output=True,
-                            env=dict(os.environ, GIT_NO_LAZY_FETCH="1"))
-    except OSError:
-        return None
-    return base if cp.returncode == 0 else None
+    """The commit of the first base (:func:`base_files`) that ``src``'s HEAD descends
+    from (or is); None otherwise (not git, another history, no BASE): no sharing then."""
+    for bf in base_files(base_file):
+        try:
+            base = parse_base(Path(bf).read_text()).commit
+        except (OSError, SeriesError):
+            continue
+        try:
+            cp = subprocess.run(["git", "-C", str(src), "merge-base", "--is-ancestor", base,
+                                 "HEAD"], capture_output=True,
+                                env=dict(os.environ, GIT_NO_LAZY_FETCH="1"))
+        except OSError:
+            return None
+        if cp.returncode == 0:
+            return base
+    return None
 
 
-def store_dir(key: str, work: Optional[str] = None) -> Path:
-    """``<work>/toolchain/<key[:12]>`` (work: $RXL_WORK)."""
-    return Path(work or paths.work_root()) / STORE / key[:12]
+def cross_llvm(src: str) -> int:
+    """The clang major ``src`` is built with (rxl.tree.version; the fallback's for a tree
+    that does not say)."""
+    v = tree_version.version_or_none(src)
+    return v.cross_llvm if v else tree_version.FALLBACK_LLVM
+
+
+def store_dir(key: str, work: Optional[str] = None, llvm: Optional[int] = None) -> Path:
+    """``<work>/toolchain/<key[:12]>-llvm<llvm>`` (work: $RXL_WORK; llvm default: the
+    fallback compiler's major)."""
+    llvm = tree_version.FALLBACK_LLVM if llvm is None else llvm
+    return Path(work or paths.work_root()) / STORE / f"{key[:12]}-llvm{llvm}"
 
 
 def _objtop(src: str, objdir: str) -> Path:
@@ -72,7 +96,7 @@ def seedable(src: str, objdir: str, work: Optional[str] = None) -> Optional[Path
     key = base_key(src)
     if key is None:
         return None
-    d = store_dir(key, work)
+    d = store_dir(key, work, cross_llvm(src))
     return d if (d / COMPLETE).is_file() else None
 
 
@@ -97,7 +121,8 @@ def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
     except OSError as exc:
         echo(f"kernel-toolchain: copying {store} failed ({exc}); building it")
         return False
-    echo(f"kernel-toolchain: copied from {store} (built once for base {store.name})")
+    echo(f"kernel-toolchain: copied from {store} (built once for base and compiler "
+         f"{store.name})")
     return True
 
 
@@ -108,7 +133,7 @@ def save(src: str, objdir: str, echo: Callable[[str], None] = print,
     key = base_key(src)
     if key is None:
         return None
-    d = store_dir(key, work)
+    d = store_dir(key, work, cross_llvm(src))
     if (d / COMPLETE).is_file():
         return None
     tmp = d.with_name(d.name + ".tmp")

@@ -36,6 +36,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from rxl import paths
 from rxl.errors import BadOption, HostError
 from rxl.tree import build as tree_build
+from rxl.tree import snapshot
+from rxl.tree import version as tree_version
 from rxl.tree.build import (DEFAULT_LOCK, DEFAULT_OBJDIR, BuildError, Stage, StageResult,
                             locked_argv, make_py_argv)
 
@@ -60,9 +62,9 @@ GENERIC_LIBS: Tuple[str, ...] = (
 ATF_VERSION = "0.22"
 #: Generated headers a release tree has and the snapshot lacks.
 ATF_GENERATED = ("contrib/atf/config.h", "contrib/atf/atf-c/defs.h")
-#: Target triple for the guest (14.0-STABLE, amd64).
+#: Target triple and host clang for a tree that does not say its version (the 14
+#: base's); a tree's own: :func:`compiler_for` (rxl.tree.version).
 TARGET_TRIPLE = "x86_64-unknown-freebsd14.0"
-#: Host clang used for the test programs (Debian clang-16).
 DEFAULT_CLANG = "/usr/lib/llvm-16/bin/clang"
 #: FreeBSD's own test programs built for the guest: (name, source in tree).
 BASE_TESTS: Tuple[Tuple[str, str], ...] = (
@@ -220,14 +222,29 @@ def plan_world(src: str, objdir: str = DEFAULT_OBJDIR, *, jobs: int = 2,
             Stage("world-build", tuple(locked_argv(bw, lock)))]
 
 
+def compiler_for(src: Optional[str]) -> Tuple[str, str]:
+    """(host clang, target triple) for what the harness compiles against ``src``'s world
+    (the ATF programs, OpenSSH's configure): the tree's cross compiler and its
+    release's triple (``/usr/lib/llvm-19/bin/clang``, ``x86_64-unknown-freebsd15.0``
+    for 15.0); :data:`DEFAULT_CLANG`, :data:`TARGET_TRIPLE` for a tree that does not
+    say (or None)."""
+    v = tree_version.version_or_none(src) if src else None
+    if v is None:
+        return DEFAULT_CLANG, TARGET_TRIPLE
+    return f"{v.cross_bindir}/clang", v.target_triple
+
+
 def atf_cc_argv(source: str, output: str, sysroot: str, *,
-                 clang: str = DEFAULT_CLANG, triple: str = TARGET_TRIPLE,
-                 extra: Sequence[str] = ()) -> List[str]:
+                 clang: Optional[str] = None, triple: Optional[str] = None,
+                 tree: Optional[str] = None, extra: Sequence[str] = ()) -> List[str]:
     """argv compiling one ATF C test program, statically, for the guest.
 
     Links libatf-c as FreeBSD installs it (PRIVATELIB: ``libprivateatf-c``)
     from ``<sysroot>/usr/lib``. Static so the guest needs no libatf-c.so.
+    ``clang``/``triple`` None: :func:`compiler_for` ``tree``.
     """
+    dclang, dtriple = compiler_for(tree)
+    clang, triple = clang or dclang, triple or dtriple
     return [clang, f"--target={triple}", f"--sysroot={sysroot}", "-fuse-ld=lld",
             "-O2", "-static", "-o", output, source, *extra,
             "-lprivateatf-c"]
@@ -312,7 +329,7 @@ def build_tests(src: str, objdir: str, outdir: str, *, logdir: str,
     items = [(n, str(Path(src) / rel)) for n, rel in BASE_TESTS] + list(extra_sources)
     for name, source in items:
         binary = out / name
-        st = Stage(f"test-{name}", tuple(atf_cc_argv(source, str(binary), sysroot)))
+        st = Stage(f"test-{name}", tuple(atf_cc_argv(source, str(binary), sysroot, tree=src)))
         tree_build.run_stage(st, logdir, echo)
         built[name] = binary
     return built
@@ -367,6 +384,7 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
     if not force and stamp.is_file() and stamp.read_text() == plan_text and not outs.missing():
         echo(f"world: up to date ({stamp}), skipped")
         return {"skipped": True, "stages": [], "outputs": outs}
+    snapshot.prepare(src, echo)
     ensure_atf_headers(src, objdir, echo)
 
     results = []

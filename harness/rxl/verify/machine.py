@@ -63,7 +63,8 @@ def test_cc_lines(req: CasesRequest, src: str, objdir: str, tests_out: str) -> L
     """The host clang lines that build FreeBSD's ATF programs and ``--test``/``--atf-dir``
     ones into ``tests_out`` against the sysroot of ``src``'s world in ``objdir``."""
     sysroot = str(tree_world.worldtmp(src, objdir))
-    return [shlex.join(tree_world.atf_cc_argv(source, f"{tests_out}/{name}", sysroot))
+    return [shlex.join(tree_world.atf_cc_argv(source, f"{tests_out}/{name}", sysroot,
+                                              tree=src))
             for name, source in [(n, str(Path(src) / rel)) for n, rel in tree_world.BASE_TESTS]
             + list(req.extra_tests)]
 

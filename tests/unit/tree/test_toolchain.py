@@ -40,7 +40,7 @@ def test_save_then_seed_another_clone_of_the_base(tmp_path, monkeypatch):
     _built(src, obj1)
     assert T.seedable(str(src), str(obj1), work) is None
     store = T.save(str(src), str(obj1), echo=lambda s: None, work=work)
-    assert store == tmp_path / "work" / "toolchain" / base[:12]
+    assert store == tmp_path / "work" / "toolchain" / f"{base[:12]}-llvm16"
     assert (store / "objtop/tmp/usr/bin/config").read_text() == "tool"
     assert not (store / "objtop/sys").exists()          # kernel objects stay out
     assert T.save(str(src), str(obj1), echo=lambda s: None, work=work) is None  # once

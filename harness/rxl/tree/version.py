@@ -1,0 +1,198 @@
+"""The FreeBSD version a source tree says it is, and what a build of it needs.
+
+rxl handles a 14 and a 15 tree by what the tree says, not by a flag. Three files
+say it, each read as FreeBSD's own build reads it:
+
+* ``sys/sys/param.h``: ``#define __FreeBSD_version 1500068`` (the Porter's
+  Handbook encoding ``MMmmRxx``: major 15, minor 0). This is the version the
+  harness goes by.
+* ``sys/conf/newvers.sh``: ``TYPE``, ``REVISION``, ``BRANCH`` (``FreeBSD``,
+  ``15.0``, ``RELEASE`` in a real tree). share/mk/src.sys.env.mk takes
+  ``OS_REVISION`` from ``REVISION``, and Makefile.inc1 puts it in the target
+  triple (``x86_64-unknown-freebsd${OS_REVISION}``); uname(1) and ``kern.ostype``
+  show ``TYPE``. A tree whose ``TYPE`` is not ``FreeBSD`` or whose ``REVISION``
+  is not the release ``__FreeBSD_version`` gives is *rebranded*
+  (:attr:`TreeVersion.rebranded`): the 15.0 snapshot says ``Irid 0.0.2-ALPHA``.
+  Its target triple is then ``...-freebsd0.0.2``; clang 16 and 19 give the same
+  driver flags for that triple as for ``freebsd15.0`` (compared with ``-###``,
+  2026-12-01, docs/results/base15.md), so the build is left to say it.
+* ``lib/clang/include/VCSVersion.inc``: ``#define LLVM_REVISION
+  "llvmorg-19.1.7-..."``, the LLVM the tree's own compiler is (14.0-STABLE
+  snapshot: 17.0.6; 15.0: 19.1.7).
+
+The cross compiler (:func:`cross_llvm`) is the host's clang of the tree's own
+LLVM major when Debian 12 has it, else the newest Debian 12 clang below it:
+19 for 15.0 (Debian 12 has 19.1.7, the same release), 16 for the 14 base (17 is
+not in Debian 12; every 14 build of this project used 16). Below 19 the 15 world
+does not link: clang 16 has no ``__float128`` for FreeBSD targets, so
+compiler-rt's tf-mode builtins compile to nothing and lib/libgcc_s fails
+(``symbol not defined: __trunctfxf2``, measured 2026-12-01).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from rxl.errors import SourceError
+
+PARAM_H = "sys/sys/param.h"
+NEWVERS = "sys/conf/newvers.sh"
+VCS_VERSION = "lib/clang/include/VCSVersion.inc"
+#: clang majors Debian 12 (bookworm main) packages as clang-N (apt-cache policy,
+#: 2026-12-01; clang-19 came with a point release).
+DEBIAN_CLANGS: Sequence[int] = (14, 15, 16, 19)
+#: The cross compiler for a tree that names no LLVM version (the 14 base's).
+FALLBACK_LLVM = 16
+
+_FREEBSD_VERSION = re.compile(r"^#define[ \t]+__FreeBSD_version[ \t]+(\d+)", re.M)
+_NEWVERS_VAR = r'^{}="([^"\n]*)"'
+_LLVM_REVISION = re.compile(r'#define[ \t]+LLVM_REVISION[ \t]+"llvmorg-(\d+)\.(\d+)\.(\d+)')
+
+
+class VersionError(SourceError):
+    """The tree does not say which FreeBSD it is (one line naming the file)."""
+
+
+@dataclass(frozen=True)
+class TreeVersion:
+    """What a tree says about itself.
+
+    ``freebsd_version``: ``__FreeBSD_version`` (int, ``MMmmRxx``); ``type``,
+    ``revision``, ``branch``: newvers.sh's variables as written; ``llvm``: the
+    tree's own LLVM (major, minor, patch), or None when the tree does not say.
+    """
+
+    freebsd_version: int
+    type: str = "FreeBSD"
+    revision: str = ""
+    branch: str = ""
+    llvm: Optional[tuple] = None
+
+    @property
+    def major(self) -> int:
+        """15 for 1500068."""
+        return self.freebsd_version // 100000
+
+    @property
+    def minor(self) -> int:
+        """0 for 1500068 (the two digits after the major)."""
+        return (self.freebsd_version // 1000) % 100
+
+    @property
+    def release(self) -> str:
+        """``"15.0"``: the release ``__FreeBSD_version`` names."""
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def rebranded(self) -> bool:
+        """newvers.sh says another name or revision than ``__FreeBSD_version``."""
+        return self.type != "FreeBSD" or self.revision != self.release
+
+    @property
+    def target_triple(self) -> str:
+        """The triple of a real tree of this release (``x86_64-unknown-freebsd15.0``),
+        for what the harness compiles itself (the ATF programs, OpenSSH's configure)."""
+        return f"x86_64-unknown-freebsd{self.release}"
+
+    @property
+    def cross_llvm(self) -> int:
+        """The host clang major that builds this tree (:func:`cross_llvm`)."""
+        return cross_llvm(self.llvm[0] if self.llvm else None)
+
+    @property
+    def cross_bindir(self) -> str:
+        """make.py's ``--cross-bindir``: ``/usr/lib/llvm-<N>/bin`` (Debian's layout)."""
+        return f"/usr/lib/llvm-{self.cross_llvm}/bin"
+
+    def describe(self) -> str:
+        """One line: ``FreeBSD 15.0 (__FreeBSD_version 1500068, LLVM 19.1.7; newvers.sh
+        says Irid 0.0.2-ALPHA: rebranded)``."""
+        llvm = ".".join(map(str, self.llvm)) if self.llvm else "not named"
+        said = f"{self.type} {self.revision}-{self.branch}".strip("-")
+        brand = f"; newvers.sh says {said}: rebranded" if self.rebranded else ""
+        return (f"FreeBSD {self.release} (__FreeBSD_version {self.freebsd_version}, "
+                f"LLVM {llvm}{brand})")
+
+
+def cross_llvm(tree_llvm: Optional[int], available: Sequence[int] = DEBIAN_CLANGS) -> int:
+    """The clang major for a tree whose own LLVM major is ``tree_llvm``.
+
+    ``tree_llvm`` itself when ``available`` has it, else the newest below it
+    (17 -> 16), else the oldest available above it; None (the tree does not say):
+    :data:`FALLBACK_LLVM`. Raises ValueError when ``available`` is empty.
+    """
+    if not available:
+        raise ValueError("cross_llvm: no clang versions to choose from")
+    if tree_llvm is None:
+        return FALLBACK_LLVM
+    if tree_llvm in available:
+        return tree_llvm
+    below = [v for v in available if v < tree_llvm]
+    return max(below) if below else min(available)
+
+
+def parse_param_h(text: str) -> Optional[int]:
+    """``__FreeBSD_version`` of a ``sys/sys/param.h`` text, or None."""
+    m = _FREEBSD_VERSION.search(text)
+    return int(m.group(1)) if m else None
+
+
+def parse_newvers(text: str) -> dict:
+    """``TYPE``, ``REVISION``, ``BRANCH`` as newvers.sh assigns them (``NAME="value"``
+    at the start of a line, the first assignment); absent ones are missing."""
+    out = {}
+    for name in ("TYPE", "REVISION", "BRANCH"):
+        m = re.search(_NEWVERS_VAR.format(name), text, re.M)
+        if m:
+            out[name] = m.group(1)
+    return out
+
+
+def parse_vcs_version(text: str) -> Optional[tuple]:
+    """(major, minor, patch) of ``LLVM_REVISION "llvmorg-X.Y.Z..."``, or None."""
+    m = _LLVM_REVISION.search(text)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def read_version(src: str) -> TreeVersion:
+    """What ``src`` says it is. Raises :class:`VersionError` when param.h is missing or
+    names no ``__FreeBSD_version``; newvers.sh and VCSVersion.inc may be missing (their
+    fields are then empty / None)."""
+    root = Path(src)
+    try:
+        text = (root / PARAM_H).read_text(errors="replace")
+    except OSError as exc:
+        raise VersionError(f"{root / PARAM_H}: cannot read it ({exc.strerror}): "
+                           "not a FreeBSD source tree") from None
+    fv = parse_param_h(text)
+    if fv is None:
+        raise VersionError(f"{root / PARAM_H}: no #define __FreeBSD_version")
+    try:
+        nv = parse_newvers((root / NEWVERS).read_text(errors="replace"))
+    except OSError:
+        nv = {}
+    try:
+        llvm = parse_vcs_version((root / VCS_VERSION).read_text(errors="replace"))
+    except OSError:
+        llvm = None
+    return TreeVersion(fv, nv.get("TYPE", ""), nv.get("REVISION", ""), nv.get("BRANCH", ""),
+                       llvm)
+
+
+def version_or_none(src: str) -> Optional[TreeVersion]:
+    """:func:`read_version`, or None for a path that is no readable tree (dry runs
+    and plans of a tree not there yet)."""
+    try:
+        return read_version(src)
+    except VersionError:
+        return None
+
+
+def cross_bindir_of(src: str) -> str:
+    """``--cross-bindir`` for ``src``: its :attr:`TreeVersion.cross_bindir`, or the
+    fallback's when the tree says nothing (not there yet)."""
+    v = version_or_none(src)
+    return v.cross_bindir if v else f"/usr/lib/llvm-{FALLBACK_LLVM}/bin"

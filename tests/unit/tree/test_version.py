@@ -1,0 +1,105 @@
+"""rxl.tree.version: what a tree says it is, and the compiler that follows from it."""
+
+import pytest
+
+from fakefreebsd import version_files
+from rxl.tree import build as B
+from rxl.tree import version as V
+from rxl.tree import world as W
+
+
+def test_the_15_snapshot_reads_as_15_0_rebranded_with_llvm_19(tmp_path):
+    version_files(tmp_path, 15)
+    v = V.read_version(str(tmp_path))
+    assert (v.freebsd_version, v.major, v.minor, v.release) == (1500068, 15, 0, "15.0")
+    assert (v.type, v.revision, v.branch, v.llvm) == ("Irid", "0.0.2", "ALPHA", (19, 1, 7))
+    assert v.rebranded
+    assert v.target_triple == "x86_64-unknown-freebsd15.0"
+    assert v.cross_bindir == "/usr/lib/llvm-19/bin"
+    assert v.describe() == ("FreeBSD 15.0 (__FreeBSD_version 1500068, LLVM 19.1.7; "
+                            "newvers.sh says Irid 0.0.2-ALPHA: rebranded)")
+
+
+def test_the_14_base_is_not_rebranded_and_gets_clang_16_for_its_llvm_17(tmp_path):
+    version_files(tmp_path, 14)
+    v = V.read_version(str(tmp_path))
+    assert (v.release, v.rebranded, v.llvm) == ("14.0", False, (17, 0, 6))
+    assert v.cross_llvm == 16
+    assert v.target_triple == "x86_64-unknown-freebsd14.0"
+    assert "rebranded" not in v.describe()
+
+
+def test_a_real_15_0_release_tree_is_not_rebranded(tmp_path):
+    version_files(tmp_path, 15, type="FreeBSD", revision="15.0", branch="RELEASE")
+    assert not V.read_version(str(tmp_path)).rebranded
+
+
+@pytest.mark.parametrize("tree,want", [(19, 19), (17, 16), (16, 16), (20, 19), (12, 14),
+                                       (None, 16)])
+def test_cross_llvm_rule(tree, want):
+    assert V.cross_llvm(tree) == want
+
+
+def test_cross_llvm_needs_a_choice():
+    with pytest.raises(ValueError):
+        V.cross_llvm(19, available=())
+
+
+@pytest.mark.parametrize("text,want", [
+    ("#define __FreeBSD_version 1500068\n", 1500068),
+    ("#undef __FreeBSD_version\n#define\t__FreeBSD_version\t1400507\t/* x */\n", 1400507),
+    ("/* #define __FreeBSD_version 1 */\n", None),
+    ("", None),
+])
+def test_parse_param_h(text, want):
+    assert V.parse_param_h(text) == want
+
+
+def test_parse_newvers_takes_the_first_plain_assignment():
+    text = 'TYPE="FreeBSD"\nREVISION="15.0"\nBRANCH="RELEASE"\nBRANCH=${BRANCH_OVERRIDE}\n'
+    assert V.parse_newvers(text) == {"TYPE": "FreeBSD", "REVISION": "15.0",
+                                     "BRANCH": "RELEASE"}
+    assert V.parse_newvers("REVISION=15.0\n") == {}
+
+
+def test_parse_vcs_version():
+    assert V.parse_vcs_version('#define LLVM_REVISION "llvmorg-19.1.7-0-gcd708029e0b2"') == \
+        (19, 1, 7)
+    assert V.parse_vcs_version('#define CLANG_REVISION "llvmorg-19.1.7"') is None
+
+
+def test_a_tree_without_param_h_or_its_define_is_refused(tmp_path):
+    with pytest.raises(V.VersionError, match="param.h: cannot read it"):
+        V.read_version(str(tmp_path))
+    (tmp_path / "sys/sys").mkdir(parents=True)
+    (tmp_path / "sys/sys/param.h").write_text("/* nothing */\n")
+    with pytest.raises(V.VersionError, match="no #define __FreeBSD_version"):
+        V.read_version(str(tmp_path))
+    assert V.version_or_none(str(tmp_path)) is None
+
+
+def test_newvers_and_vcs_version_may_be_missing(tmp_path):
+    (tmp_path / "sys/sys").mkdir(parents=True)
+    (tmp_path / "sys/sys/param.h").write_text("#define __FreeBSD_version 1500068\n")
+    v = V.read_version(str(tmp_path))
+    assert (v.type, v.llvm, v.cross_llvm) == ("", None, 16)
+    assert v.rebranded  # an empty TYPE is not FreeBSD: said, not guessed
+
+
+def test_make_py_argv_takes_the_tree_s_compiler(tmp_path):
+    t14, t15 = tmp_path / "a", tmp_path / "b"
+    version_files(t14, 14)
+    version_files(t15, 15)
+    assert "--cross-bindir=/usr/lib/llvm-16/bin" in B.make_py_argv(t14, "/o", ["x"])
+    assert "--cross-bindir=/usr/lib/llvm-19/bin" in B.make_py_argv(t15, "/o", ["x"])
+    assert "--cross-bindir=/c" in B.make_py_argv(t15, "/o", ["x"], cross_bindir="/c")
+    assert "--cross-bindir=/usr/lib/llvm-16/bin" in B.make_py_argv(tmp_path / "none",
+                                                                   "/o", ["x"])
+
+
+def test_the_atf_programs_are_compiled_for_the_tree_s_release(tmp_path):
+    version_files(tmp_path, 15)
+    argv = W.atf_cc_argv("t.c", "t", "/sr", tree=str(tmp_path))
+    assert argv[:2] == ["/usr/lib/llvm-19/bin/clang", "--target=x86_64-unknown-freebsd15.0"]
+    assert W.atf_cc_argv("t.c", "t", "/sr")[:2] == [W.DEFAULT_CLANG,
+                                                     f"--target={W.TARGET_TRIPLE}"]
