@@ -274,7 +274,7 @@ deal(struct lbgroup *grp, uint64_t *ns)
 	struct lbdeal_in in;
 	struct lbdeal_out out;
 	struct lbmap *map;
-	uint16_t *idx;
+	void *members[NMEMBERS];
 	void *scratch;
 	u_int i;
 
@@ -284,28 +284,27 @@ deal(struct lbgroup *grp, uint64_t *ns)
 		counts[i] = (i % 2 == 0) ? 1000 + i : 0;
 	in.di_root = &topo[0];
 	in.di_tags = tags;
+	in.di_members = members;
 	in.di_counts = counts;
 	in.di_nmembers = NMEMBERS;
 	in.di_ncpu = NCPU;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* As the kernel's rebuild: copy the members, allocate, deal. */
+	for (i = 0; i < NMEMBERS; i++)
+		members[i] = grp->il_inp[i];
 	map = malloc(sizeof(*map) + NCPU * sizeof(uint32_t) +
 	    LBDEAL_SLOTS * NMEMBERS * sizeof(struct member *));
-	scratch = malloc(lbdeal_scratch_size(in.di_root, NMEMBERS, NCPU) +
-	    LBDEAL_SLOTS * NMEMBERS * sizeof(uint16_t));
+	scratch = malloc(lbdeal_scratch_size(in.di_root, NMEMBERS, NCPU));
 	if (map == NULL || scratch == NULL)
 		abort();
 	/* 128 four-byte entries keep the slot pointers aligned. */
 	map->lm_slot = (struct member **)&map->lm_cpu[NCPU];
 	map->lm_ncpu = NCPU;
 	map->lm_nslots = LBDEAL_SLOTS * NMEMBERS;
-	idx = (uint16_t *)((char *)scratch +
-	    lbdeal_scratch_size(in.di_root, NMEMBERS, NCPU));
 	out.do_cpu = map->lm_cpu;
-	out.do_slot = idx;
+	out.do_slot = (void **)map->lm_slot;
 	if (!lbdeal(&in, &out, scratch))
 		abort();
-	for (i = 0; i < out.do_nslots; i++)
-		map->lm_slot[i] = grp->il_inp[idx[i]];
 	free(scratch);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	*ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 +

@@ -100,36 +100,41 @@ rxl_root(const struct rxl_topo *t)
 
 int
 rxl_spread(const struct rxl_topo *t, const int *eligible, int neligible,
-    const int *local, int nlocal, int ncpu, int mode, unsigned *order)
+    int ncpu, int mode, unsigned *order)
 {
-	cpuset_t elig, loc;
+	cpuset_t elig;
 	uint64_t *keys;
-	int i, n;
+	int c, i, n;
 
-	if (ncpu < 0 || ncpu > CPU_SETSIZE || mode < IFLIB_SPREAD_OFF ||
-	    mode > IFLIB_SPREAD_ACROSS)
+	if (ncpu < 0 || ncpu > CPU_SETSIZE || (mode != 0 && mode != 1))
 		return (-1);
 	CPU_ZERO(&elig);
-	CPU_ZERO(&loc);
 	for (i = 0; i < neligible; i++) {
 		if (eligible[i] < 0 || eligible[i] >= ncpu)
 			return (-1);
 		CPU_SET(eligible[i], &elig);
 	}
-	for (i = 0; local != NULL && i < nlocal; i++) {
-		if (local[i] < 0 || local[i] >= ncpu)
-			return (-1);
-		CPU_SET(local[i], &loc);
+	if (mode == 0) {
+		/* What iflib walks without the tunable: ids in order. */
+		n = 0;
+		for (c = 0; c < ncpu; c++)
+			if (CPU_ISSET(c, &elig))
+				order[n++] = (unsigned)c;
+		return (n);
 	}
 	keys = malloc(sizeof(*keys) * (size_t)(neligible > 0 ? neligible : 1));
 	if (keys == NULL)
 		return (-1);
-	n = (int)iflib_spread_order(rxl_root(t), &elig,
-	    local != NULL ? &loc : NULL, (u_int)ncpu, mode, order, keys);
+	n = (int)iflib_spread_order(rxl_root(t), &elig, (u_int)ncpu, order,
+	    keys);
 	free(keys);
 	return (n);
 }
 
+/*
+ * The deal with member indices for slots: the members handed to lbdeal()
+ * are pointers into an array of indices, turned back into indices after.
+ */
 int
 rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
     const uint32_t *counts, int ncpu, uint32_t *cpuent, uint16_t *slots,
@@ -137,27 +142,47 @@ rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
 {
 	struct lbdeal_in in;
 	struct lbdeal_out out;
-	void *scratch;
+	uint16_t *idx;
+	void **members, **mslots, *scratch;
+	unsigned i;
 	bool built;
 
 	if (nmembers <= 0 || nmembers > LBDEAL_MAXMEMBERS || ncpu <= 0 ||
 	    ncpu > CPU_SETSIZE)
 		return (-1);
+	idx = calloc((size_t)nmembers, sizeof(*idx));
+	members = calloc((size_t)nmembers, sizeof(*members));
+	mslots = calloc((size_t)nmembers * LBDEAL_SLOTS, sizeof(*mslots));
 	in.di_root = rxl_root(t);
+	scratch = malloc(lbdeal_scratch_size(in.di_root, (u_int)nmembers,
+	    (u_int)ncpu));
+	built = false;
+	if (idx == NULL || members == NULL || mslots == NULL ||
+	    scratch == NULL)
+		goto out;
+	for (i = 0; i < (unsigned)nmembers; i++) {
+		idx[i] = (uint16_t)i;
+		members[i] = &idx[i];
+	}
 	in.di_tags = tags;
+	in.di_members = members;
 	in.di_counts = counts;
 	in.di_nmembers = (u_int)nmembers;
 	in.di_ncpu = (u_int)ncpu;
 	out.do_cpu = cpuent;
-	out.do_slot = slots;
-	out.do_nslots = 0;
-	scratch = malloc(lbdeal_scratch_size(in.di_root, in.di_nmembers,
-	    in.di_ncpu));
-	if (scratch == NULL)
-		return (-1);
+	out.do_slot = mslots;
 	built = lbdeal(&in, &out, scratch);
+	*nslots = built ? LBDEAL_SLOTS * (unsigned)nmembers : 0;
+	for (i = 0; built && i < *nslots; i++)
+		slots[i] = *(uint16_t *)mslots[i];
+out:
 	free(scratch);
-	*nslots = out.do_nslots;
+	free(mslots);
+	free(members);
+	free(idx);
+	if (idx == NULL || members == NULL || mslots == NULL ||
+	    scratch == NULL)
+		return (-1);
 	return (built ? 1 : 0);
 }
 
@@ -165,15 +190,12 @@ unsigned
 rxl_select(const uint32_t *cpuent, int ncpu, int cpu, uint32_t h, int n,
     int *steered)
 {
-	unsigned idx;
-	bool s;
+	unsigned slot;
 
 	/* The kernel never asks for a CPU beyond the map; this caller may. */
-	if (cpu < 0 || cpu >= ncpu)
-		cpuent = NULL;
-	idx = lbdeal_select(cpuent, (u_int)cpu, h, (u_int)n, &s);
-	*steered = s;
-	return (idx);
+	*steered = cpuent != NULL && cpu >= 0 && cpu < ncpu &&
+	    lbdeal_steer(cpuent, (u_int)cpu, h, &slot);
+	return (*steered ? slot : h % (unsigned)n);
 }
 
 uint32_t
@@ -193,13 +215,13 @@ rxl_deal_scratch_size(const struct rxl_topo *t, int nmembers, int ncpu)
 
 /*
  * A group's learning as the kernel drives it: rl_cum[] stands for the
- * per-CPU handshake counters (cumulative, wrapping), rl_snap[] for the
- * two snapshots struct lblearn keeps.
+ * per-CPU handshake counters (cumulative, wrapping), rl_arrays[] for the
+ * snapshot, last-window and sum arrays struct lblearn keeps.
  */
 struct rxl_learn {
 	struct lblearn	 rl_ll;
 	uint32_t	*rl_cum;
-	uint32_t	*rl_snap;
+	uint32_t	*rl_arrays;
 };
 
 struct rxl_learn *
@@ -213,13 +235,13 @@ rxl_learn_new(int ncpu, int window, int now)
 	if (l == NULL)
 		return (NULL);
 	l->rl_cum = calloc((size_t)ncpu, sizeof(uint32_t));
-	l->rl_snap = calloc(2 * (size_t)ncpu, sizeof(uint32_t));
-	if (l->rl_cum == NULL || l->rl_snap == NULL) {
+	l->rl_arrays = calloc(3 * (size_t)ncpu, sizeof(uint32_t));
+	if (l->rl_cum == NULL || l->rl_arrays == NULL) {
 		rxl_learn_free(l);
 		return (NULL);
 	}
-	lblearn_init(&l->rl_ll, l->rl_snap, l->rl_snap + ncpu, (u_int)ncpu,
-	    window, now, NULL);
+	lblearn_init(&l->rl_ll, l->rl_arrays, l->rl_arrays + ncpu,
+	    l->rl_arrays + 2 * ncpu, (u_int)ncpu, window, now, NULL);
 	return (l);
 }
 
@@ -230,7 +252,7 @@ rxl_learn_free(struct rxl_learn *l)
 	if (l == NULL)
 		return;
 	free(l->rl_cum);
-	free(l->rl_snap);
+	free(l->rl_arrays);
 	free(l);
 }
 
@@ -247,20 +269,34 @@ int
 rxl_learn_roll(struct rxl_learn *l, int now)
 {
 
-	return (lblearn_roll(&l->rl_ll, now, l->rl_cum));
+	return (lblearn_roll(&l->rl_ll, now, l->rl_ll.ll_window, l->rl_cum));
 }
 
+/* The deal's input as of the last roll, and its total. */
 uint64_t
 rxl_learn_sum(const struct rxl_learn *l, uint32_t *sum)
 {
+	uint64_t total;
+	u_int c;
 
-	return (lblearn_sum(&l->rl_ll, l->rl_cum, sum));
+	total = 0;
+	for (c = 0; c < l->rl_ll.ll_ncpu; c++) {
+		sum[c] = l->rl_ll.ll_sum[c];
+		total += sum[c];
+	}
+	return (total);
 }
 
+/* cpu's count in the last complete window and so far in this one. */
 void
-rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *prev,
+rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *last,
     uint32_t *cur)
 {
 
-	lblearn_window(&l->rl_ll, l->rl_cum, (u_int)cpu, prev, cur);
+	if (cpu < 0 || (u_int)cpu >= l->rl_ll.ll_ncpu) {
+		*last = *cur = 0;
+		return;
+	}
+	*last = l->rl_ll.ll_last[cpu];
+	*cur = l->rl_cum[cpu] - l->rl_ll.ll_snap[cpu];
 }

@@ -20,8 +20,7 @@ struct rxl_topo *rxl_topo_new(int ngroups, const int *parent,
 	    const int *cpus);
 void	rxl_topo_free(struct rxl_topo *t);
 int	rxl_spread(const struct rxl_topo *t, const int *eligible,
-	    int neligible, const int *local, int nlocal, int ncpu, int mode,
-	    unsigned *order);
+	    int neligible, int ncpu, int mode, unsigned *order);
 int	rxl_deal(const struct rxl_topo *t, int nmembers, const uint16_t *tags,
 	    const uint32_t *counts, int ncpu, uint32_t *cpuent,
 	    uint16_t *slots, unsigned *nslots);
@@ -35,7 +34,7 @@ void	rxl_learn_free(struct rxl_learn *l);
 void	rxl_learn_count(struct rxl_learn *l, int cpu, uint32_t n);
 int	rxl_learn_roll(struct rxl_learn *l, int now);
 uint64_t rxl_learn_sum(const struct rxl_learn *l, uint32_t *sum);
-void	rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *prev,
+void	rxl_learn_window(const struct rxl_learn *l, int cpu, uint32_t *last,
 	    uint32_t *cur);
 
 #endif /* !_RXLCORE_H_ */

@@ -26,33 +26,30 @@
  */
 
 /*
- * Spread order of an iflib device's queue CPUs across L3 cache groups.
+ * Spread order of an iflib device's queue CPUs.
  *
  * Without it, queue i takes the i-th CPU of the interrupt set by id, so a
  * device with fewer queues than CPUs fills the first L3 group and leaves
  * the others without a receiving CPU, and on a machine that numbers SMT
  * siblings next to each other it doubles up the first cores.  Crossing an
  * L3 group is the one step of the receive-to-worker distance that costs a
- * measurable share of a request, so the order below hands out one CPU of
- * every L3 group of the device's domain before a second one of any, and
- * one thread of every core before a second thread of any.
+ * measurable share of a request, so this order hands out one CPU of every
+ * L3 group before a second one of any, and one thread of every core
+ * before a second thread of any.
  *
- * Terms: a unit is an outermost group sharing an L3 (CG_SHARE_L3); the
- * CPUs in no unit count as one more unit, after all others.  A core is
- * the innermost group flagged THREAD (HTT or SMT) holding a CPU; a CPU in
- * none is a core of its own.  A domain is the outermost group flagged
- * NODE holding a CPU (the root for CPUs in none); in a tree without NODE
- * groups, the package: the root's child holding the CPU if it shares no
- * cache, else the root.
+ * Terms, all read from the scheduler's cpu_group tree: a core is the
+ * innermost group flagged THREAD (HTT or SMT) holding a CPU, or the CPU
+ * alone; a unit is the outermost group sharing an L3 cache (CG_SHARE_L3),
+ * and the CPUs in none form one more unit after all others; a domain is
+ * the outermost group flagged NODE, and the CPUs in none form one more
+ * domain, before all others (in a tree without NODE groups, the whole
+ * machine).  A CPU's rank is the number of eligible CPUs in its core
+ * below it, 0 for a core's first thread.
  *
- * Within the CPUs of one phase, a CPU's rank is the number of CPUs of
- * the same core and unit before it (0 for a core's first thread).  The
- * order is by rank; within a rank the units take turns, in order of their
- * lowest CPU, each giving its CPUs by id; across domains the domains take
- * turns as well (the local one first, then by their lowest CPU), each
- * giving its CPUs in that same order.  It is computed by sorting 64-bit
- * keys, so the cost is O(n^2) in the eligible CPUs at worst (insertion
- * sort), once per device at attach.
+ * The order is by domain (by their lowest CPU), then by rank; within a
+ * rank the units take turns (by their lowest CPU), each giving its CPUs
+ * by id.  It is computed by sorting 64-bit keys twice, once per device
+ * at attach.
  */
 
 #ifdef _KERNEL
@@ -60,21 +57,28 @@
 #include <sys/systm.h>
 #include <sys/cpuset.h>
 #include <sys/smp.h>
+#else
+#include <stdlib.h>
 #endif
 
 #include <net/iflib_spread.h>
 
-/* Key fields, low to high: CPU, unit, index in unit, domain, rank. */
+/* Key fields, low to high: CPU, unit, turn within the unit, rank, domain. */
 #define	SPREAD_BITS	12
-#define	SPREAD_MASK	((1ULL << SPREAD_BITS) - 1)
-#define	SPREAD_REST	SPREAD_MASK	/* the unit of CPUs in no unit */
-#define	SPREAD_F(k, i)	(((k) >> ((i) * SPREAD_BITS)) & SPREAD_MASK)
-#define	SPREAD_K(v, i)	((uint64_t)(v) << ((i) * SPREAD_BITS))
+#define	SPREAD_MAX	((1u << SPREAD_BITS) - 1)
+#define	SPREAD_REST	SPREAD_MAX	/* the unit of the CPUs in no unit */
 #define	SPREAD_CPU	0
 #define	SPREAD_UNIT	1
-#define	SPREAD_IDX	2
-#define	SPREAD_DOM	3
-#define	SPREAD_RANK	4
+#define	SPREAD_TURN	2
+#define	SPREAD_RANK	3
+#define	SPREAD_DOM	4
+#define	SPREAD_K(v, f)	((uint64_t)(v) << ((f) * SPREAD_BITS))
+#define	SPREAD_F(k, f)	((u_int)((k) >> ((f) * SPREAD_BITS)) & SPREAD_MAX)
+
+#ifdef _KERNEL
+/* Every field holds a CPU id, or one more; SPREAD_REST is above all. */
+CTASSERT(MAXCPU < SPREAD_REST);
+#endif
 
 /* The child of cg holding cpu, or NULL. */
 static const struct cpu_group *
@@ -88,210 +92,66 @@ spread_child(const struct cpu_group *cg, u_int cpu)
 	return (NULL);
 }
 
-/*
- * The group after cg in a preorder walk of the tree below root.  The
- * kernel's cpu_group children are laid out as an array, which gives the
- * next sibling without a link.
- */
-static const struct cpu_group *
-spread_next(const struct cpu_group *root, const struct cpu_group *cg)
+static int
+spread_cmp(const void *a, const void *b)
 {
-	const struct cpu_group *parent;
-	int i;
+	uint64_t x, y;
 
-	if (cg->cg_children > 0)
-		return (&cg->cg_child[0]);
-	while (cg != root) {
-		parent = cg->cg_parent;
-		i = (int)(cg - parent->cg_child);
-		if (i + 1 < parent->cg_children)
-			return (&parent->cg_child[i + 1]);
-		cg = parent;
-	}
-	return (NULL);
-}
-
-/* The unit (outermost L3 group) holding cpu, or NULL. */
-static const struct cpu_group *
-spread_unit(const struct cpu_group *root, u_int cpu)
-{
-	const struct cpu_group *cg;
-
-	for (cg = root; cg != NULL; cg = spread_child(cg, cpu))
-		if (cg->cg_level == CG_SHARE_L3)
-			return (cg);
-	return (NULL);
-}
-
-/* The domain of cpu (see the top of the file). */
-static const struct cpu_group *
-spread_domain(const struct cpu_group *root, bool nodes, u_int cpu)
-{
-	const struct cpu_group *cg;
-
-	if (!nodes) {
-		cg = spread_child(root, cpu);
-		if (cg != NULL && cg->cg_level == CG_SHARE_NONE)
-			return (cg);
-		return (root);
-	}
-	for (cg = root; cg != NULL; cg = spread_child(cg, cpu))
-		if ((cg->cg_flags & CG_FLAG_NODE) != 0)
-			return (cg);
-	return (root);
-}
-
-/* Sort keys[0..n) ascending (insertion sort: n is small, once). */
-static void
-spread_sort(uint64_t *keys, u_int n)
-{
-	uint64_t k;
-	u_int i, j;
-
-	for (i = 1; i < n; i++) {
-		k = keys[i];
-		for (j = i; j > 0 && keys[j - 1] > k; j--)
-			keys[j] = keys[j - 1];
-		keys[j] = k;
-	}
-}
-
-/*
- * Put the CPUs of set in order[] in spread order (see the top of the
- * file) and return how many there are; keys[] is scratch of as many.
- */
-static u_int
-spread_phase(const struct cpu_group *root, bool nodes, bool across,
-    const struct cpu_group *ldom, const cpuset_t *set,
-    const cpuset_t *inunit, u_int ncpu, u_int *order, uint64_t *keys)
-{
-	const struct cpu_group *cg, *core, *d, *u;
-	uint64_t above, dkey, prev;
-	u_int c, i, idx, n, rank;
-
-	n = 0;
-	for (c = 0; c < ncpu; c++) {
-		if (!CPU_ISSET(c, set))
-			continue;
-		u = spread_unit(root, c);
-		core = NULL;
-		for (cg = root; cg != NULL; cg = spread_child(cg, c))
-			if ((cg->cg_flags & CG_FLAG_THREAD) != 0)
-				core = cg;
-		rank = 0;
-		for (i = core != NULL ? (u_int)core->cg_first : c; i < c; i++)
-			if (CPU_ISSET(i, &core->cg_mask) && CPU_ISSET(i, set) &&
-			    (u != NULL ? CPU_ISSET(i, &u->cg_mask) :
-			    !CPU_ISSET(i, inunit)))
-				rank++;
-		/* Across domains: the local one first, then by lowest CPU. */
-		dkey = 0;
-		if (across && (d = spread_domain(root, nodes, c)) != ldom)
-			dkey = 1 + (u_int)d->cg_first + (d == root ? 2048 : 0);
-		keys[n++] = SPREAD_K(rank, SPREAD_RANK) |
-		    SPREAD_K(dkey, SPREAD_DOM) |
-		    SPREAD_K(u != NULL ? (u_int)u->cg_first : SPREAD_REST,
-		    SPREAD_UNIT) | SPREAD_K(c, SPREAD_CPU);
-	}
-	spread_sort(keys, n);
-
-	/* Each CPU's index among those of its rank, domain and unit. */
-	prev = idx = 0;
-	for (i = 0; i < n; i++) {
-		above = keys[i] >> (SPREAD_UNIT * SPREAD_BITS);
-		idx = i > 0 && above == prev ? idx + 1 : 0;
-		prev = above;
-		keys[i] |= SPREAD_K(idx, SPREAD_IDX);
-	}
-	/* By rank, then index: the units of a rank take turns. */
-	spread_sort(keys, n);
-
-	if (across) {
-		/* The domains of a rank take turns, each in the order above. */
-		for (i = 0; i < n; i++) {
-			above = keys[i] >> (SPREAD_DOM * SPREAD_BITS);
-			idx = i > 0 && above == prev ? idx + 1 : 0;
-			prev = above;
-			dkey = SPREAD_F(keys[i], SPREAD_DOM);
-			keys[i] = SPREAD_K(SPREAD_F(keys[i], SPREAD_RANK),
-			    SPREAD_RANK) | SPREAD_K(idx, SPREAD_DOM) |
-			    SPREAD_K(dkey, SPREAD_IDX) |
-			    SPREAD_K(SPREAD_F(keys[i], SPREAD_CPU), SPREAD_CPU);
-		}
-		spread_sort(keys, n);
-	}
-	for (i = 0; i < n; i++)
-		order[i] = (u_int)SPREAD_F(keys[i], SPREAD_CPU);
-	return (n);
+	x = *(const uint64_t *)a;
+	y = *(const uint64_t *)b;
+	return ((x > y) - (x < y));
 }
 
 u_int
 iflib_spread_order(const struct cpu_group *root, const cpuset_t *eligible,
-    const cpuset_t *local, u_int ncpu, int mode, u_int *order,
-    uint64_t *keys)
+    u_int ncpu, u_int *order, uint64_t *keys)
 {
-	const struct cpu_group *cg, *ldom;
-	cpuset_t far, inunit, near;
-	u_int c, n;
-	int first, lfirst;
-	bool nodes;
+	const struct cpu_group *cg, *core, *dom, *unit;
+	uint64_t prev;
+	u_int c, i, n, rank, turn;
 
-	n = 0;
-	CPU_ZERO(&inunit);
 	if (ncpu > SPREAD_REST)
 		ncpu = SPREAD_REST;
-	for (c = 0; root != NULL && c < ncpu; c++)
-		if (spread_unit(root, c) != NULL)
-			CPU_SET(c, &inunit);
-	/* Spread off, or no L3 group reported: the numeric order. */
-	if (mode == IFLIB_SPREAD_OFF || CPU_EMPTY(&inunit)) {
-		for (c = 0; c < ncpu; c++)
-			if (CPU_ISSET(c, eligible))
-				order[n++] = c;
-		return (n);
-	}
-
-	/*
-	 * The local domain: that of the first local CPU, or, when the
-	 * device's domain is unknown, of the CPU the numeric order takes
-	 * first.
-	 */
-	first = lfirst = -1;
+	n = 0;
 	for (c = 0; c < ncpu; c++) {
 		if (!CPU_ISSET(c, eligible))
 			continue;
-		if (first < 0)
-			first = (int)c;
-		if (lfirst < 0 && local != NULL && CPU_ISSET(c, local))
-			lfirst = (int)c;
+		core = dom = unit = NULL;
+		for (cg = root; cg != NULL && CPU_ISSET(c, &cg->cg_mask);
+		    cg = spread_child(cg, c)) {
+			if ((cg->cg_flags & CG_FLAG_THREAD) != 0)
+				core = cg;
+			if (unit == NULL && cg->cg_level == CG_SHARE_L3)
+				unit = cg;
+			if (dom == NULL && (cg->cg_flags & CG_FLAG_NODE) != 0)
+				dom = cg;
+		}
+		rank = 0;
+		for (i = core != NULL ? (u_int)core->cg_first : c; i < c; i++)
+			if (CPU_ISSET(i, &core->cg_mask) &&
+			    CPU_ISSET(i, eligible))
+				rank++;
+		keys[n++] = SPREAD_K(dom != NULL ? 1 + (u_int)dom->cg_first :
+		    0, SPREAD_DOM) | SPREAD_K(rank, SPREAD_RANK) |
+		    SPREAD_K(unit != NULL ? (u_int)unit->cg_first : SPREAD_REST,
+		    SPREAD_UNIT) | SPREAD_K(c, SPREAD_CPU);
 	}
-	if (first < 0)
-		return (0);
-	nodes = false;
-	for (cg = root; cg != NULL && !nodes; cg = spread_next(root, cg))
-		nodes = (cg->cg_flags & CG_FLAG_NODE) != 0;
-	ldom = spread_domain(root, nodes, (u_int)(lfirst >= 0 ? lfirst :
-	    first));
+	qsort(keys, n, sizeof(*keys), spread_cmp);
 
 	/*
-	 * Spreading within the domain takes every local CPU before any
-	 * other; spreading across domains takes them all in one go.
+	 * Number each CPU's turn among the CPUs of its domain, rank and
+	 * unit, then sort again: within a rank the units take turns.
 	 */
-	CPU_ZERO(&near);
-	CPU_ZERO(&far);
-	for (c = 0; c < ncpu; c++) {
-		if (!CPU_ISSET(c, eligible))
-			continue;
-		if (mode == IFLIB_SPREAD_ACROSS || (local != NULL ?
-		    CPU_ISSET(c, local) :
-		    spread_domain(root, nodes, c) == ldom))
-			CPU_SET(c, &near);
-		else
-			CPU_SET(c, &far);
+	prev = 0;
+	turn = 0;
+	for (i = 0; i < n; i++) {
+		turn = i > 0 && keys[i] >> (SPREAD_UNIT * SPREAD_BITS) == prev ?
+		    turn + 1 : 0;
+		prev = keys[i] >> (SPREAD_UNIT * SPREAD_BITS);
+		keys[i] |= SPREAD_K(turn, SPREAD_TURN);
 	}
-	n = spread_phase(root, nodes, mode == IFLIB_SPREAD_ACROSS, ldom,
-	    &near, &inunit, ncpu, order, keys);
-	n += spread_phase(root, nodes, false, ldom, &far, &inunit, ncpu,
-	    order + n, keys);
+	qsort(keys, n, sizeof(*keys), spread_cmp);
+	for (i = 0; i < n; i++)
+		order[i] = SPREAD_F(keys[i], SPREAD_CPU);
 	return (n);
 }

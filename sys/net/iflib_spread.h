@@ -34,44 +34,25 @@
 #endif
 
 /*
- * The order in which an iflib device's queues take CPUs, by the value of
- * its core_spread tunable:
- *
- * IFLIB_SPREAD_OFF (0): the eligible CPUs by ascending id, the order
- *	iflib walks without the tunable.
- * IFLIB_SPREAD_LOCAL (1): every core's first thread comes before any
- *	second thread, and among the CPUs of one such round the L3 groups
- *	of the device's NUMA domain take turns (in order of their lowest
- *	CPU, each giving its CPUs by id), so that queue i and queue i + 1
- *	land on different L3 groups while any remain.  Every CPU of the
- *	domain comes before any other CPU; the others follow, spread the
- *	same way.  When the domain is unknown, the domain (or package) of
- *	the lowest eligible CPU counts as local.
- * IFLIB_SPREAD_ACROSS (2): the same, but within a round the domains take
- *	turns too (the local one first, then by their lowest CPU), each
- *	giving its CPUs in the order above; consecutive queues cross sockets.
- *
- * A topology that reports no L3 group gets the numeric order either way.
+ * The order in which the queues of an iflib device with the core_spread
+ * tunable set take the CPUs of its interrupt set: one NUMA domain after
+ * another, and within a domain every core's first thread before any
+ * core's second thread, the L3 cache groups taking turns among the CPUs
+ * of one such round.  See iflib_spread.c for the terms.
  *
  * This file and iflib_spread.c are also compiled in userspace, with a
  * compat header supplying cpuset_t and struct cpu_group.
  */
 
-#define	IFLIB_SPREAD_OFF	0
-#define	IFLIB_SPREAD_LOCAL	1
-#define	IFLIB_SPREAD_ACROSS	2
-
 struct cpu_group;
 
 /*
- * Fill order[] with the CPUs of eligible in the order of mode (one of
- * the above) and return how many there are.  local is the set of CPUs in
- * the device's NUMA domain, or NULL if the domain is unknown.  Only CPUs
- * below ncpu are considered; order[] and the scratch keys[] must have
+ * Fill order[] with the CPUs of eligible below ncpu in spread order and
+ * return how many there are.  root is the scheduler's topology (NULL:
+ * none, the order is numeric).  order[] and the scratch keys[] must have
  * room for CPU_COUNT(eligible) entries each.
  */
 u_int	iflib_spread_order(const struct cpu_group *root,
-	    const cpuset_t *eligible, const cpuset_t *local, u_int ncpu,
-	    int mode, u_int *order, uint64_t *keys);
+	    const cpuset_t *eligible, u_int ncpu, u_int *order, uint64_t *keys);
 
 #endif /* !_NET_IFLIB_SPREAD_H_ */

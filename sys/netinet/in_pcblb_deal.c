@@ -26,24 +26,28 @@
  */
 
 /*
- * The dealt map of an SO_REUSEPORT_LB group.
+ * The dealt map of a load-balancing group.
  *
  * The deal answers one question for every receiving CPU: which members,
  * nearest first, does it feed.  Nearness is the scheduler's cpu_group
  * tree, so the rings are the CPU itself, then its enclosing groups from
  * the SMT core outwards to the root, then every member with deficit.
- * Levels are the outer loop: every receiving CPU settles its exact
- * members before any CPU deals to a sibling, siblings before the L3, and
- * so on, so an exact match is never displaced by a farther CPU.  Because
- * every member is owed the same number of slots and the supply adds up
- * to the same total, the last ring always closes the deal: no member
- * starves and no CPU's range has a hole.
+ * Rings are the outer loop: every receiving CPU settles its exact members
+ * before any CPU deals to a sibling, siblings before the L3, and so on,
+ * so an exact match is never displaced by a farther CPU.  Every member is
+ * owed the same number of slots and the supply adds up to the same total,
+ * so the last ring always closes the deal: no member starves and no CPU's
+ * range has a hole.
  *
- * Members of a ring are visited in member order.  To keep a rebuild
- * linear in the size of the map, each ring's members are bucketed once
- * per group (a member appears in its CPU's list and in the list of every
- * group enclosing it), and members that have been paid in full are
- * skipped by jump links that are compressed as they are followed.
+ * The tagged members are sorted once by the position of their CPU in a
+ * depth-first walk of the tree (a leaf's CPUs by id), members of one CPU
+ * in member order.  The members of any group are then a contiguous run
+ * of that order, and a ring visits them in it; the last ring visits every
+ * member in member order.  Each run has a cursor that only moves forward:
+ * a CPU fills members from the cursor up to their deficit and stops at
+ * the first it cannot pay in full, so every member before the cursor is
+ * paid.  A rebuild is therefore linear in the members times the depth of
+ * the tree, plus the slots, plus the CPUs.
  */
 
 #ifdef _KERNEL
@@ -51,188 +55,190 @@
 #include <sys/systm.h>
 #include <sys/cpuset.h>
 #include <sys/smp.h>
+#else
+#include <stdlib.h>
 #endif
 
 #include <netinet/in_pcblb_deal.h>
 
-#define	LBDEAL_NOLEAF	(~0u)
+#define	LBDEAL_NONE	(~0u)
+#define	LBDEAL_CPUBITS	12
+
+#ifdef _KERNEL
+CTASSERT(MAXCPU <= LBDEAL_MAXCPU);
+CTASSERT(LBDEAL_MAXCPU == 1 << LBDEAL_CPUBITS);
+#endif
+
+/* A group of the tree: its CPUs are positions [g_first, g_end). */
+struct lbdeal_group {
+	u_int	g_parent;	/* LBDEAL_NONE for the root. */
+	u_int	g_depth;	/* 0 for the root. */
+	u_int	g_first;
+	u_int	g_end;
+	u_int	g_cur;		/* Cursor into w_order[]. */
+};
 
 /* Scratch space of one deal, carved out of the caller's buffer. */
 struct lbdeal_work {
-	u_int	 w_ngroups;	/* Groups in the tree. */
-	u_int	 w_depth;	/* Depth of the deepest group; root is 0. */
+	uint64_t *w_rem;	/* [ncpu] remainders of the supply. */
+	u_int	*w_pos;		/* [ncpu] position of each CPU, or NONE. */
 	u_int	*w_leaf;	/* [ncpu] innermost group of each CPU. */
-	u_int	*w_parent;	/* [ngroups] parent of each group. */
-	u_int	*w_gdepth;	/* [ngroups] depth of each group. */
-	u_int	*w_lstart;	/* [nlists + 1] first entry of each list. */
-	u_int	*w_lcur;	/* [nlists] first entry maybe owed slots. */
-	u_int	*w_entry;	/* [nentries] member index. */
-	u_int	*w_jump;	/* [nentries] next entry maybe owed slots. */
+	u_int	*w_start;	/* [ncpu + 1] first w_order[] of a position. */
+	u_int	*w_cur;		/* [ncpu] cursor of each CPU's own run. */
+	u_int	*w_rx;		/* [ncpu] receiving CPUs with supply left. */
+	u_int	*w_order;	/* [nmembers] tagged members, sorted. */
 	u_int	*w_deficit;	/* [nmembers] slots still owed. */
 	u_int	*w_fill;	/* [ncpu] slots of the CPU's range dealt. */
 	uint32_t *w_count;	/* [ncpu] handshakes, or stand-in counts. */
+	struct lbdeal_group *w_group; /* [ngroups] in depth-first order. */
+	u_int	 w_ngroups;
+	u_int	 w_npos;	/* CPUs placed so far. */
+	u_int	 w_depth;	/* Depth of the deepest group. */
+	u_int	 w_all;		/* Cursor of the last ring, in member order. */
 };
 
+/* Count the groups below cg and measure the depth. */
+static void
+lbdeal_count(const struct cpu_group *cg, u_int depth, u_int *ngroups,
+    u_int *maxdepth)
+{
+	int i;
+
+	(*ngroups)++;
+	if (depth > *maxdepth)
+		*maxdepth = depth;
+	for (i = 0; i < cg->cg_children; i++)
+		lbdeal_count(&cg->cg_child[i], depth + 1, ngroups, maxdepth);
+}
+
 /*
- * Number the groups below cg in preorder, recording each group's parent
- * and depth and each CPU's innermost group.  With w_parent NULL it only
- * counts the groups and measures the depth.  Topologies are a handful of
- * levels deep, so the recursion is shallow.
+ * Walk the groups below cg depth first, giving each CPU of a leaf its
+ * position and each group its run of positions.  Topologies are a
+ * handful of levels deep, so the recursion is shallow.
  */
 static void
 lbdeal_walk(const struct cpu_group *cg, u_int parent, u_int depth,
     u_int ncpu, struct lbdeal_work *w)
 {
+	struct lbdeal_group *g;
 	u_int c, id;
 	int i;
 
 	id = w->w_ngroups++;
+	g = &w->w_group[id];
+	g->g_parent = parent;
+	g->g_depth = depth;
+	g->g_first = w->w_npos;
 	if (depth > w->w_depth)
 		w->w_depth = depth;
-	if (w->w_parent != NULL) {
-		w->w_parent[id] = parent;
-		w->w_gdepth[id] = depth;
-		if (cg->cg_children == 0)
-			for (c = (u_int)cg->cg_first; c <= (u_int)cg->cg_last &&
-			    c < ncpu; c++)
-				if (CPU_ISSET(c, &cg->cg_mask))
-					w->w_leaf[c] = id;
-	}
+	if (cg->cg_children == 0)
+		for (c = (u_int)cg->cg_first; c <= (u_int)cg->cg_last &&
+		    c < ncpu; c++)
+			if (CPU_ISSET(c, &cg->cg_mask) &&
+			    w->w_pos[c] == LBDEAL_NONE) {
+				w->w_pos[c] = w->w_npos++;
+				w->w_leaf[c] = id;
+			}
 	for (i = 0; i < cg->cg_children; i++)
 		lbdeal_walk(&cg->cg_child[i], id, depth + 1, ncpu, w);
+	g->g_end = w->w_npos;
 }
 
-/*
- * Lists: one per group (ids 0 .. ngroups - 1), one per CPU for the exact
- * ring (ngroups + cpu), and one holding every member (the last ring).  A
- * member is entered in at most depth + 3 lists.
- */
-#define	LBDEAL_NLISTS(w, ncpu)		((w)->w_ngroups + (ncpu) + 1)
-#define	LBDEAL_NENTRIES(w, n)		((n) * ((w)->w_depth + 3))
-
-static void
-lbdeal_shape(const struct cpu_group *root, u_int ncpu, struct lbdeal_work *w)
-{
-
-	memset(w, 0, sizeof(*w));
-	if (root != NULL)
-		lbdeal_walk(root, 0, 0, ncpu, w);
-}
+#define	LBDEAL_WORDS(nmembers, ncpu)	(2 * (size_t)(ncpu) + /* w_rem */ \
+	7 * (size_t)(ncpu) + 1 + 2 * (size_t)(nmembers))
 
 size_t
 lbdeal_scratch_size(const struct cpu_group *root, u_int nmembers, u_int ncpu)
 {
-	struct lbdeal_work w;
-	size_t words;
+	u_int depth, ngroups;
 
-	lbdeal_shape(root, ncpu, &w);
-	words = ncpu +				/* w_leaf */
-	    2 * (size_t)w.w_ngroups +		/* w_parent, w_gdepth */
-	    2 * (size_t)LBDEAL_NLISTS(&w, ncpu) + 1 + /* w_lstart, w_lcur */
-	    2 * (size_t)LBDEAL_NENTRIES(&w, nmembers) + /* w_entry, w_jump */
-	    nmembers +				/* w_deficit */
-	    2 * (size_t)ncpu;			/* w_fill, w_count */
-	return (words * sizeof(uint32_t));
+	ngroups = depth = 0;
+	if (root != NULL)
+		lbdeal_count(root, 0, &ngroups, &depth);
+	return (LBDEAL_WORDS(nmembers, ncpu) * sizeof(uint32_t) +
+	    ngroups * sizeof(struct lbdeal_group));
 }
 
-/* Carve the scratch buffer; the layout matches lbdeal_scratch_size(). */
+/* Carve the scratch buffer as lbdeal_scratch_size() sized it. */
 static void
-lbdeal_carve(const struct cpu_group *root, u_int nmembers, u_int ncpu,
-    void *scratch, struct lbdeal_work *w)
+lbdeal_carve(u_int nmembers, u_int ncpu, void *scratch,
+    struct lbdeal_work *w)
 {
-	u_int *p, nlists, nentries;
+	u_int *p;
 
-	lbdeal_shape(root, ncpu, w);
-	nlists = LBDEAL_NLISTS(w, ncpu);
-	nentries = LBDEAL_NENTRIES(w, nmembers);
-	p = scratch;
+	memset(w, 0, sizeof(*w));
+	w->w_rem = scratch;
+	p = (u_int *)(w->w_rem + ncpu);
+	w->w_pos = p;		p += ncpu;
 	w->w_leaf = p;		p += ncpu;
-	w->w_parent = p;	p += w->w_ngroups;
-	w->w_gdepth = p;	p += w->w_ngroups;
-	w->w_lstart = p;	p += nlists + 1;
-	w->w_lcur = p;		p += nlists;
-	w->w_entry = p;		p += nentries;
-	w->w_jump = p;		p += nentries;
-	w->w_deficit = p;	p += nmembers;
+	w->w_start = p;		p += ncpu + 1;
+	w->w_cur = p;		p += ncpu;
+	w->w_rx = p;		p += ncpu;
 	w->w_fill = p;		p += ncpu;
-	w->w_count = (uint32_t *)p;
+	w->w_count = p;		p += ncpu;
+	w->w_order = p;		p += nmembers;
+	w->w_deficit = p;	p += nmembers;
+	w->w_group = (struct lbdeal_group *)p;
 }
 
-/* Apply fn to every list member i is entered in. */
-#define	LBDEAL_FOREACH_LIST(w, in, i, l, g, fn) do {			\
-	u_int _c;							\
-									\
-	if (LBDEAL_TAGGED((in)->di_tags[i]) &&				\
-	    (_c = LBDEAL_TAG_CPU((in)->di_tags[i])) < (in)->di_ncpu) {	\
-		(l) = (w)->w_ngroups + _c;				\
-		fn;							\
-		for ((g) = (w)->w_leaf[_c]; (g) != LBDEAL_NOLEAF;	\
-		    (g) = (g) == 0 ? LBDEAL_NOLEAF : (w)->w_parent[g]) {\
-			(l) = (g);					\
-			fn;						\
-		}							\
-	}								\
-	(l) = (w)->w_ngroups + (in)->di_ncpu;				\
-	fn;								\
-} while (0)
-
-/* Bucket the members into their lists, keeping member order. */
-static void
-lbdeal_lists(const struct lbdeal_in *in, struct lbdeal_work *w)
+/* The CPU a member's tag names, or LBDEAL_NONE. */
+static __inline u_int
+lbdeal_cpu(const struct lbdeal_in *in, u_int i)
 {
-	u_int g, i, l, nlists;
+	u_int c;
 
-	nlists = LBDEAL_NLISTS(w, in->di_ncpu);
-	memset(w->w_lstart, 0, (nlists + 1) * sizeof(u_int));
-	for (i = 0; i < in->di_nmembers; i++)
-		LBDEAL_FOREACH_LIST(w, in, i, l, g, w->w_lstart[l + 1]++);
-	for (l = 0; l < nlists; l++) {
-		w->w_lstart[l + 1] += w->w_lstart[l];
-		w->w_lcur[l] = w->w_lstart[l];
-	}
-	for (i = 0; i < in->di_nmembers; i++)
-		LBDEAL_FOREACH_LIST(w, in, i, l, g,
-		    w->w_entry[w->w_lcur[l]++] = i);
-	for (l = 0; l < nlists; l++)
-		w->w_lcur[l] = w->w_lstart[l];
-	for (i = 0; i < w->w_lstart[nlists]; i++)
-		w->w_jump[i] = i + 1;
+	if (!LBDEAL_TAGGED(in->di_tags[i]))
+		return (LBDEAL_NONE);
+	c = LBDEAL_TAG_CPU(in->di_tags[i]);
+	return (c < in->di_ncpu ? c : LBDEAL_NONE);
 }
 
 /*
- * Deal up to *left slots of the range of cpu from list l, in member
- * order, each member up to its deficit.
+ * Deal the rest of cpu's range to the members order[*cur .. end), or,
+ * with order NULL, to the members *cur .. end in member order, each up to
+ * its deficit.  Returns the slots dealt.
  */
-static void
-lbdeal_fill(struct lbdeal_work *w, struct lbdeal_out *out, u_int cpu,
-    u_int l, u_int *left)
+static u_int
+lbdeal_fill(struct lbdeal_work *w, const struct lbdeal_in *in,
+    struct lbdeal_out *out, u_int cpu, const u_int *order, u_int *cur,
+    u_int end)
 {
-	uint16_t *slot;
-	u_int end, m, pos, prev, take;
+	void **slot, **stop, *member;
+	u_int dealt, left, m, pos, take;
 
-	end = w->w_lstart[l + 1];
+	left = LBDEAL_CNT(out->do_cpu[cpu]) - w->w_fill[cpu];
 	slot = out->do_slot + LBDEAL_OFF(out->do_cpu[cpu]) + w->w_fill[cpu];
-	prev = end;
-	for (pos = w->w_lcur[l]; pos < end && *left > 0;) {
-		m = w->w_entry[pos];
-		if (w->w_deficit[m] == 0) {
-			/* Paid in full: link the last live entry past it. */
-			pos = w->w_jump[pos];
-			if (prev == end)
-				w->w_lcur[l] = pos;
-			else
-				w->w_jump[prev] = pos;
+	dealt = left;
+	for (pos = *cur; pos < end && left > 0; pos++) {
+		m = order != NULL ? order[pos] : pos;
+		if (w->w_deficit[m] == 0)
 			continue;
-		}
-		take = MIN(w->w_deficit[m], *left);
+		take = MIN(w->w_deficit[m], left);
 		w->w_deficit[m] -= take;
-		w->w_fill[cpu] += take;
-		*left -= take;
-		while (take-- > 0)
-			*slot++ = (uint16_t)m;
-		prev = pos;
-		pos = w->w_jump[pos];
+		left -= take;
+		/* Four at a time: the stores are most of a rebuild. */
+		member = in->di_members[m];
+		for (stop = slot + take; slot + 4 <= stop; slot += 4)
+			slot[0] = slot[1] = slot[2] = slot[3] = member;
+		for (; slot < stop; slot++)
+			*slot = member;
+		if (w->w_deficit[m] != 0)
+			break;
 	}
+	*cur = pos;
+	dealt -= left;
+	w->w_fill[cpu] += dealt;
+	return (dealt);
+}
+
+static int
+lbdeal_cmp(const void *a, const void *b)
+{
+	uint64_t x, y;
+
+	x = *(const uint64_t *)a;
+	y = *(const uint64_t *)b;
+	return ((x < y) - (x > y));
 }
 
 /*
@@ -240,72 +246,45 @@ lbdeal_fill(struct lbdeal_work *w, struct lbdeal_out *out, u_int cpu,
  * Each CPU supplies its share rounded down, and the slots this leaves
  * (fewer than the CPUs with a fractional share) go one each to the CPUs
  * with the largest remainders, the lower CPU id first among equal ones:
- * largest-remainder (Hamilton) apportionment.  The supplies add up to T
- * exactly and each is its share rounded down or up, so a CPU whose share
- * falls short of its exact members' 16 slots each only by rounding (15.95
- * for one member) supplies 16 unless as many other CPUs are closer still
- * to their next slot; with two receiving CPUs that is rounding to
- * nearest.  A CPU whose share rounds to zero supplies nothing.  The
- * ranges follow each other in CPU order.  Until the rings are set up,
- * w_lstart holds the CPUs with a remainder and w_lcur and w_leaf the high
- * and low words of each one's remainder.
+ * largest-remainder (Hamilton) apportionment.  The supplies add up to T,
+ * each is its share rounded down or up, and a CPU whose share rounds to
+ * zero supplies nothing.  The ranges follow each other in CPU order.
+ * Remainders are below total < 2^44, so a remainder and a CPU id fit in
+ * one 64-bit key and one sort orders them.
  */
-static uint64_t
-lbdeal_rem(const struct lbdeal_work *w, u_int j)
-{
-
-	return (((uint64_t)w->w_lcur[j] << 32) | w->w_leaf[j]);
-}
-
 static void
 lbdeal_supply(struct lbdeal_work *w, struct lbdeal_out *out, u_int ncpu,
-    uint64_t total)
+    u_int nslots, uint64_t total)
 {
 	uint64_t q, r;
-	u_int b, c, j, k, left, m;
+	u_int c, k, left, m, off;
 
-	left = out->do_nslots;
+	left = nslots;
 	m = 0;
 	for (c = 0; c < ncpu; c++) {
 		w->w_fill[c] = 0;
 		if (w->w_count[c] == 0)
 			continue;
-		q = (uint64_t)out->do_nslots * w->w_count[c];
-		r = q % total;
+		q = (uint64_t)nslots * w->w_count[c];
 		w->w_fill[c] = (u_int)(q / total);
+		r = q - w->w_fill[c] * total;
 		left -= w->w_fill[c];
-		if (r != 0) {
-			w->w_lstart[m] = c;
-			w->w_lcur[m] = (u_int)(r >> 32);
-			w->w_leaf[m] = (u_int)r;
-			m++;
-		}
+		if (r != 0)
+			w->w_rem[m++] = r << LBDEAL_CPUBITS |
+			    (LBDEAL_MAXCPU - 1 - c);
 	}
 	KASSERT(left <= m, ("%s: %u slots left for %u CPUs", __func__, left,
 	    m));
-	/* Move the largest remainders to the front, one per slot left. */
-	for (k = 0; k < left && k < m; k++) {
-		b = k;
-		for (j = k + 1; j < m; j++)
-			if (lbdeal_rem(w, j) > lbdeal_rem(w, b) ||
-			    (lbdeal_rem(w, j) == lbdeal_rem(w, b) &&
-			    w->w_lstart[j] < w->w_lstart[b]))
-				b = j;
-		c = w->w_lstart[b];
-		r = lbdeal_rem(w, b);
-		w->w_lstart[b] = w->w_lstart[k];
-		w->w_lcur[b] = w->w_lcur[k];
-		w->w_leaf[b] = w->w_leaf[k];
-		w->w_lstart[k] = c;
-		w->w_lcur[k] = (u_int)(r >> 32);
-		w->w_leaf[k] = (u_int)r;
-		w->w_fill[c]++;
-	}
-	b = 0;
+	if (left > 0)
+		qsort(w->w_rem, m, sizeof(*w->w_rem), lbdeal_cmp);
+	for (k = 0; k < left; k++)
+		w->w_fill[LBDEAL_MAXCPU - 1 -
+		    (w->w_rem[k] & (LBDEAL_MAXCPU - 1))]++;
+	off = 0;
 	for (c = 0; c < ncpu; c++) {
 		out->do_cpu[c] = w->w_fill[c] == 0 ? 0 :
-		    LBDEAL_ENTRY(b, w->w_fill[c]);
-		b += w->w_fill[c];
+		    LBDEAL_ENTRY(off, w->w_fill[c]);
+		off += w->w_fill[c];
 		w->w_fill[c] = 0;
 	}
 }
@@ -313,41 +292,50 @@ lbdeal_supply(struct lbdeal_work *w, struct lbdeal_out *out, u_int ncpu,
 bool
 lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out, void *scratch)
 {
+	struct lbdeal_group *g;
 	struct lbdeal_work w;
 	uint64_t total;
-	u_int c, g, i, k, left, n, ncpu, ring;
+	u_int c, gi, i, j, k, left, n, ncpu, nrx, p, ring;
 	bool tagged;
 
 	n = in->di_nmembers;
 	ncpu = in->di_ncpu;
-	KASSERT(n <= LBDEAL_MAXMEMBERS, ("%s: %u members", __func__, n));
-	if (n == 0 || n > LBDEAL_MAXMEMBERS)
+	if (n == 0 || n > LBDEAL_MAXMEMBERS || ncpu > LBDEAL_MAXCPU)
 		return (false);
-	lbdeal_carve(in->di_root, n, ncpu, scratch, &w);
+	lbdeal_carve(n, ncpu, scratch, &w);
+	for (c = 0; c < ncpu; c++)
+		w.w_pos[c] = w.w_leaf[c] = LBDEAL_NONE;
+	if (in->di_root != NULL)
+		lbdeal_walk(in->di_root, LBDEAL_NONE, 0, ncpu, &w);
+	/* CPUs in no group have an exact ring, and no other. */
+	for (c = 0; c < ncpu; c++)
+		if (w.w_pos[c] == LBDEAL_NONE)
+			w.w_pos[c] = w.w_npos++;
 
 	/*
 	 * Handshake counts per CPU.  Before anything is counted, each CPU
-	 * named by an explicit tag stands in with a count of one, so that
-	 * explicit claims work from the first connection (and on loopback,
-	 * where nothing is learned).  Learned tags do not stand in: a worker
-	 * pinned on a host whose NIC reports no hash must not starve its
-	 * neighbours by claiming a CPU that receives nothing.
+	 * named by a set tag stands in with a count of one, so that tags work
+	 * from the first connection (and on loopback, where nothing is
+	 * learned).  Learned tags do not stand in: a worker pinned on a host
+	 * whose NIC reports no hash must not starve its neighbours by
+	 * claiming a CPU that receives nothing.  The same pass counts the
+	 * members of every position, for the sort below.
 	 */
-	tagged = false;
 	total = 0;
 	for (c = 0; c < ncpu; c++) {
 		w.w_count[c] = in->di_counts != NULL ? in->di_counts[c] : 0;
 		total += w.w_count[c];
 	}
+	memset(w.w_start, 0, (ncpu + 1) * sizeof(u_int));
+	tagged = false;
 	for (i = 0; i < n; i++) {
-		if (!LBDEAL_TAGGED(in->di_tags[i]) ||
-		    (c = LBDEAL_TAG_CPU(in->di_tags[i])) >= ncpu)
+		w.w_deficit[i] = LBDEAL_SLOTS;
+		if ((c = lbdeal_cpu(in, i)) == LBDEAL_NONE)
 			continue;
 		tagged = true;
-		if (in->di_counts == NULL || total == 0) {
-			if ((in->di_tags[i] & LBDEAL_TAG_LEARNED) == 0)
-				w.w_count[c] = 1;
-		}
+		if (total == 0 && (in->di_tags[i] & LBDEAL_TAG_LEARNED) == 0)
+			w.w_count[c] = 1;
+		w.w_start[w.w_pos[c] + 1]++;
 	}
 	if (!tagged)
 		return (false);
@@ -356,45 +344,59 @@ lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out, void *scratch)
 			total += w.w_count[c];
 	if (total == 0)
 		return (false);
-
-	out->do_nslots = LBDEAL_SLOTS * n;
-	lbdeal_supply(&w, out, ncpu, total);
-	for (i = 0; i < n; i++)
-		w.w_deficit[i] = LBDEAL_SLOTS;
-
-	for (c = 0; c < ncpu; c++)
-		w.w_leaf[c] = LBDEAL_NOLEAF;
-	if (in->di_root != NULL) {
-		w.w_ngroups = 0;
-		lbdeal_walk(in->di_root, 0, 0, ncpu, &w);
-	}
-	lbdeal_lists(in, &w);
+	lbdeal_supply(&w, out, ncpu, LBDEAL_SLOTS * n, total);
 
 	/*
-	 * Ring 0 is the CPU itself; ring k, 1 <= k <= depth + 1, is the k-th
-	 * group enclosing the CPU (a CPU in a shallower part of the tree
-	 * reaches its root sooner and skips the rings above it); the last
-	 * ring holds every member.
+	 * Sort the tagged members by the position of their CPU, keeping
+	 * member order among the members of one CPU (a counting sort), and
+	 * start every cursor at its run.
 	 */
-	for (ring = 0; ring <= w.w_depth + 2; ring++) {
-		for (c = 0; c < ncpu; c++) {
-			if (out->do_cpu[c] == 0)
-				continue;
-			left = LBDEAL_CNT(out->do_cpu[c]) - w.w_fill[c];
-			if (left == 0)
-				continue;
+	for (p = 0; p < w.w_npos; p++)
+		w.w_start[p + 1] += w.w_start[p];
+	for (c = 0; c < ncpu; c++)
+		w.w_cur[c] = w.w_start[w.w_pos[c]];
+	for (i = 0; i < n; i++)
+		if ((c = lbdeal_cpu(in, i)) != LBDEAL_NONE)
+			w.w_order[w.w_cur[c]++] = i;
+	for (c = 0; c < ncpu; c++)
+		w.w_cur[c] = w.w_start[w.w_pos[c]];
+	for (gi = 0; gi < w.w_ngroups; gi++)
+		w.w_group[gi].g_cur = w.w_start[w.w_group[gi].g_first];
+
+	/*
+	 * The receiving CPUs, in order; each ring keeps only those with
+	 * supply left.  Ring 0 is the CPU itself; ring k, 1 <= k <= depth + 1,
+	 * is the k-th group enclosing the CPU (a CPU in a shallower part of
+	 * the tree reaches its root sooner and skips the rings above it); the
+	 * last ring holds every member.
+	 */
+	nrx = 0;
+	for (c = 0; c < ncpu; c++)
+		if (out->do_cpu[c] != 0)
+			w.w_rx[nrx++] = c;
+	left = LBDEAL_SLOTS * n;
+	for (ring = 0; ring <= w.w_depth + 2 && left > 0; ring++) {
+		for (i = j = 0; i < nrx; i++) {
+			c = w.w_rx[i];
+			gi = w.w_leaf[c];
 			if (ring == 0)
-				lbdeal_fill(&w, out, c, w.w_ngroups + c, &left);
+				left -= lbdeal_fill(&w, in, out, c, w.w_order,
+				    &w.w_cur[c], w.w_start[w.w_pos[c] + 1]);
 			else if (ring == w.w_depth + 2)
-				lbdeal_fill(&w, out, c, w.w_ngroups + ncpu,
-				    &left);
-			else if ((g = w.w_leaf[c]) != LBDEAL_NOLEAF &&
-			    ring <= w.w_gdepth[g] + 1) {
+				left -= lbdeal_fill(&w, in, out, c, NULL,
+				    &w.w_all, n);
+			else if (gi != LBDEAL_NONE &&
+			    ring <= w.w_group[gi].g_depth + 1) {
 				for (k = 1; k < ring; k++)
-					g = w.w_parent[g];
-				lbdeal_fill(&w, out, c, g, &left);
+					gi = w.w_group[gi].g_parent;
+				g = &w.w_group[gi];
+				left -= lbdeal_fill(&w, in, out, c, w.w_order,
+				    &g->g_cur, w.w_start[g->g_end]);
 			}
+			if (w.w_fill[c] != LBDEAL_CNT(out->do_cpu[c]))
+				w.w_rx[j++] = c;
 		}
+		nrx = j;
 	}
 #ifdef INVARIANTS
 	for (c = 0; c < ncpu; c++)

@@ -31,23 +31,18 @@
 #include <sys/types.h>
 #ifndef _KERNEL
 #include <stdbool.h>
-#ifdef __FreeBSD__
-#include <sys/_null.h>
-#endif
 #endif
 
 /*
- * Dealing the members of an SO_REUSEPORT_LB group to receiving CPUs.
+ * Dealing the members of a load-balancing group to receiving CPUs.
  *
- * Every member is owed LBDEAL_SLOTS slots of a map with T = LBDEAL_SLOTS *
- * nmembers entries.  Each receiving CPU supplies a contiguous range of the
+ * Every member is owed LBDEAL_SLOTS slots of a map of T = LBDEAL_SLOTS *
+ * members entries.  Each receiving CPU supplies a contiguous range of the
  * map whose length is proportional to its handshake count.  Supply is
  * dealt ring by ring, the rings being the enclosing groups of the
  * scheduler's cpu_group tree: the CPU itself, then each enclosing group
  * from the innermost (SMT core) to the root, then a last ring that admits
- * every member with deficit, untagged ones included.  The map built here
- * holds member indices; the caller turns them into whatever a slot must
- * hold (inpcb pointers in the kernel) and publishes the result.
+ * every member with deficit, untagged ones included.
  *
  * This file and in_pcblb_deal.c are also compiled in userspace, with a
  * compat header supplying cpuset_t and struct cpu_group, so that the
@@ -55,34 +50,35 @@
  */
 
 #define	LBDEAL_SLOTS		16	/* Slots owed to every member. */
-#define	LBDEAL_MAXMEMBERS	4095	/* T = 16 * n must fit in 16 bits. */
+#define	LBDEAL_MAXMEMBERS	4095	/* T must fit in 16 bits. */
+#define	LBDEAL_MAXCPU		4096	/* CPU ids fit in 12 bits. */
 
 /*
- * A member's tag.  The CPU lives in the low bits; LBDEAL_TAG_LEARNED marks
- * a tag captured at accept(2) rather than set with SO_REUSEPORT_LB_CPU.
- * Only explicit tags stand in as receiving CPUs before anything is
- * counted, so a group of captured tags on a NIC without hashes builds no
- * map.  NONE and HASH are both untagged; HASH also refuses capture.
+ * A member's tag: a CPU in the low bits, LBDEAL_TAG_LEARNED for a CPU
+ * learned at accept(2) rather than set by the application, or
+ * LBDEAL_TAG_NONE.  Only set tags stand in as receiving CPUs before
+ * anything is counted, so learned tags on a NIC without hashes build no
+ * map.
  */
 #define	LBDEAL_TAG_NONE		0xffff
-#define	LBDEAL_TAG_HASH		0xfffe
 #define	LBDEAL_TAG_LEARNED	0x8000
 #define	LBDEAL_TAG_CPUMASK	0x7fff
-#define	LBDEAL_TAGGED(t)	((t) < LBDEAL_TAG_HASH)
+#define	LBDEAL_TAGGED(t)	((t) != LBDEAL_TAG_NONE)
 #define	LBDEAL_TAG_CPU(t)	((u_int)((t) & LBDEAL_TAG_CPUMASK))
 
 /*
  * A per-CPU map entry packs the offset of the CPU's range in the slot
  * array (high 16 bits) and its length (low 16 bits).  Zero means the CPU
- * supplies nothing, and the lookup falls back to the tuple hash.
+ * supplies nothing and the lookup uses the tuple hash.
  */
 #define	LBDEAL_ENTRY(off, cnt)	(((uint32_t)(off) << 16) | (uint32_t)(cnt))
 #define	LBDEAL_OFF(e)		((u_int)((e) >> 16))
 #define	LBDEAL_CNT(e)		((u_int)((e) & 0xffff))
+
 /*
  * Scale a 32-bit hash onto a range: a multiply and a shift, no division.
- * The slot comes from the high bits of h, so h must carry its entropy
- * there; a hash that does not (the lbgroup tuple hash's high bits are the
+ * The slot comes from the high bits of h, so a hash that keeps its
+ * entropy in the low bits (the lbgroup tuple hash's high bits hold the
  * foreign address alone) goes through LBDEAL_MIX() first, a Fibonacci
  * multiply by 2^32 / phi.
  */
@@ -93,35 +89,35 @@
 
 struct cpu_group;
 
-/* Inputs of one deal.  All arrays are owned by the caller. */
+/* Inputs of one deal; the caller owns every array. */
 struct lbdeal_in {
 	const struct cpu_group	*di_root;	/* Scheduler topology. */
-	const uint16_t		*di_tags;	/* [di_nmembers] tags. */
-	const uint32_t		*di_counts;	/* [di_ncpu], or NULL. */
+	const uint16_t		*di_tags;	/* [di_nmembers] */
+	void *const		*di_members;	/* [di_nmembers] */
+	const uint32_t		*di_counts;	/* [di_ncpu], or NULL */
 	u_int			 di_nmembers;
-	u_int			 di_ncpu;	/* mp_maxid + 1. */
+	u_int			 di_ncpu;	/* mp_maxid + 1 */
 };
 
-/* Output of one deal, written into caller-provided arrays. */
+/* Output of one deal, written into the caller's arrays. */
 struct lbdeal_out {
-	uint32_t		*do_cpu;	/* [di_ncpu] LBDEAL_ENTRY(). */
-	uint16_t		*do_slot;	/* [16 * di_nmembers]. */
-	u_int			 do_nslots;	/* Set by lbdeal(). */
+	uint32_t		*do_cpu;	/* [di_ncpu] LBDEAL_ENTRY() */
+	void			**do_slot;	/* [LBDEAL_SLOTS * di_nmembers] */
 };
 
 /*
- * Returns the number of bytes of scratch space lbdeal() needs for a deal
- * of nmembers over ncpu CPUs on the given topology.
+ * Bytes of scratch space lbdeal() needs for nmembers over ncpu CPUs of
+ * the given topology.
  */
 size_t	lbdeal_scratch_size(const struct cpu_group *root, u_int nmembers,
 	    u_int ncpu);
 
 /*
- * Deal the members.  Returns true if a map was built, false if the group
- * needs none (no member is tagged, or nothing is counted and no member is
- * explicitly tagged); in that case the output is left untouched and
- * every lookup uses the tuple hash.  scratch must hold
- * lbdeal_scratch_size() bytes, suitably aligned for uint32_t.
+ * Deal the members.  Returns true if a map was built into out, whose
+ * do_slot[] then holds di_members[] entries; false if the group needs
+ * none (no member is tagged, or nothing is counted and only learned tags
+ * exist), and out is left untouched.  scratch must hold
+ * lbdeal_scratch_size() bytes, aligned for uint64_t.
  */
 bool	lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out,
 	    void *scratch);
@@ -129,10 +125,9 @@ bool	lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out,
 /*
  * The steered half of a lookup: if cpu supplies slots in the map whose
  * per-CPU array is cpuent, store the slot for hash h in *slot and return
- * true.  cpu must be below the map's ncpu; the kernel sizes every map
- * for mp_maxid + 1 CPUs, so curcpu always is.  Two loads (the entry,
- * then the caller's slot) and a multiply; no division, and no validation
- * because a published map is never modified.
+ * true.  cpu must be below the map's CPU count; the kernel sizes every
+ * map for mp_maxid + 1 CPUs.  Two loads (the entry, then the caller's
+ * slot) and a multiply; nothing to validate, since a map is immutable.
  */
 static __inline bool
 lbdeal_steer(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int *slot)
@@ -144,27 +139,6 @@ lbdeal_steer(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int *slot)
 		return (false);
 	*slot = LBDEAL_SLOT(e, h);
 	return (true);
-}
-
-/*
- * Select among n > 0 members for a packet hashed to h that arrived on cpu.
- * cpuent is the map's per-CPU array, or NULL when the group has no map.
- * Returns an index: into the map's slot array when *steered is set, into
- * the member array otherwise (the tuple hash, as without a map).  Never
- * fails for a non-empty group.
- */
-static __inline u_int
-lbdeal_select(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int n,
-    bool *steered)
-{
-	u_int slot;
-
-	if (cpuent != NULL && lbdeal_steer(cpuent, cpu, h, &slot)) {
-		*steered = true;
-		return (slot);
-	}
-	*steered = false;
-	return (h % n);
 }
 
 #endif /* !_NETINET_IN_PCBLB_DEAL_H_ */

@@ -26,14 +26,13 @@
  */
 
 /*
- * Receive-CPU counts of an SO_REUSEPORT_LB group, in two windows.
+ * Receive-CPU counts of a load-balancing group, in windows.
  *
  * The kernel counts a handshake on the CPU that completes it, where the
  * group's member was selected, so the counts follow where the NIC and
- * iflib put the flow.  This file only keeps the windows: snapshots of the
- * cumulative counts, taken when a window begins.  Two windows rather than
- * one keep a CPU's supply steady across a roll: its count in the previous
- * window carries it until the current one has seen it again.
+ * iflib put the flow.  This file only keeps the windows.  The deal reads
+ * two of them rather than one so that a CPU that received in one window
+ * and by chance not in the next keeps its share for a window.
  */
 
 #ifdef _KERNEL
@@ -44,97 +43,46 @@
 #include <netinet/in_pcblb_learn.h>
 
 void
-lblearn_init(struct lblearn *ll, uint32_t *snap0, uint32_t *snap1,
-    u_int ncpu, int window, int now, const uint32_t *cum)
+lblearn_init(struct lblearn *ll, uint32_t *snap, uint32_t *last,
+    uint32_t *sum, u_int ncpu, int window, int now, const uint32_t *cum)
 {
 
 	KASSERT(window > 0, ("%s: window %d", __func__, window));
-	ll->ll_snap[0] = snap0;
-	ll->ll_snap[1] = snap1;
+	ll->ll_snap = snap;
+	ll->ll_last = last;
+	ll->ll_sum = sum;
 	ll->ll_ncpu = ncpu;
-	ll->ll_cur = 0;
 	ll->ll_start = now;
 	ll->ll_window = window;
 	ll->ll_rolls = 0;
-	if (cum == NULL) {
-		memset(snap0, 0, ncpu * sizeof(*snap0));
-		memset(snap1, 0, ncpu * sizeof(*snap1));
-	} else {
-		memcpy(snap0, cum, ncpu * sizeof(*snap0));
-		memcpy(snap1, cum, ncpu * sizeof(*snap1));
-	}
-}
-
-/*
- * Ticks since the current window began.  ticks wraps; the difference of
- * two unsigned values is right across the wrap.
- */
-static __inline u_int
-lblearn_age(const struct lblearn *ll, int now)
-{
-
-	return ((u_int)now - (u_int)ll->ll_start);
+	if (cum != NULL)
+		memcpy(snap, cum, ncpu * sizeof(*snap));
+	else
+		memset(snap, 0, ncpu * sizeof(*snap));
+	memset(last, 0, ncpu * sizeof(*last));
+	memset(sum, 0, ncpu * sizeof(*sum));
 }
 
 bool
-lblearn_roll(struct lblearn *ll, int now, const uint32_t *cum)
+lblearn_roll(struct lblearn *ll, int now, int window, const uint32_t *cum)
 {
-	u_int age, cur;
-
-	age = lblearn_age(ll, now);
-	if (age < (u_int)ll->ll_window)
-		return (false);
-	/*
-	 * The older snapshot becomes the start of the new current window;
-	 * the one that started the ending window now starts the previous.
-	 */
-	cur = ll->ll_cur ^ 1;
-	memcpy(ll->ll_snap[cur], cum, ll->ll_ncpu * sizeof(uint32_t));
-	ll->ll_cur = cur;
-	ll->ll_rolls++;
-	if (age >= 2 * (u_int)ll->ll_window) {
-		/*
-		 * No roll for two windows: no handshake came (the first one
-		 * after a window ends asks for the roll), so what the current
-		 * window holds is older than a window.  Both start empty, now.
-		 */
-		memcpy(ll->ll_snap[cur ^ 1], cum,
-		    ll->ll_ncpu * sizeof(uint32_t));
-		ll->ll_start = now;
-	} else
-		ll->ll_start = (int)((u_int)ll->ll_start +
-		    (u_int)ll->ll_window);
-	return (true);
-}
-
-void
-lblearn_window(const struct lblearn *ll, const uint32_t *cum, u_int cpu,
-    uint32_t *prev, uint32_t *cur)
-{
-	const uint32_t *scur, *sprev;
-
-	if (cpu >= ll->ll_ncpu) {
-		*prev = *cur = 0;
-		return;
-	}
-	scur = ll->ll_snap[ll->ll_cur];
-	sprev = ll->ll_snap[ll->ll_cur ^ 1];
-	*prev = scur[cpu] - sprev[cpu];
-	*cur = cum[cpu] - scur[cpu];
-}
-
-uint64_t
-lblearn_sum(const struct lblearn *ll, const uint32_t *cum, uint32_t *sum)
-{
-	const uint32_t *sprev;
-	uint64_t total;
+	uint32_t cur;
 	u_int c;
+	bool adjacent;
 
-	sprev = ll->ll_snap[ll->ll_cur ^ 1];
-	total = 0;
+	if (!lblearn_due(ll, now))
+		return (false);
+	adjacent = (u_int)now - (u_int)ll->ll_start <
+	    2 * (u_int)ll->ll_window;
 	for (c = 0; c < ll->ll_ncpu; c++) {
-		sum[c] = cum[c] - sprev[c];
-		total += sum[c];
+		cur = cum[c] - ll->ll_snap[c];
+		ll->ll_sum[c] = cur + (adjacent ? ll->ll_last[c] : 0);
+		ll->ll_last[c] = cur;
+		ll->ll_snap[c] = cum[c];
 	}
-	return (total);
+	KASSERT(window > 0, ("%s: window %d", __func__, window));
+	ll->ll_start = now;
+	ll->ll_window = window;
+	ll->ll_rolls++;
+	return (true);
 }

@@ -29,72 +29,72 @@
 #define	_NETINET_IN_PCBLB_LEARN_H_
 
 #include <sys/types.h>
+#ifdef __FreeBSD__
+#include <machine/atomic.h>
+#endif
 #ifndef _KERNEL
 #include <stdbool.h>
 #endif
 
 /*
- * Receive-CPU counts of an SO_REUSEPORT_LB group, in two windows.
+ * Receive-CPU counts of a load-balancing group, in windows.
  *
  * The kernel counts every handshake of the group on the CPU that
  * completes it, in a per-CPU 32-bit counter that only that CPU writes and
- * that is never reset: the counts are cumulative and wrap.  A window is
- * the difference between the cumulative counts and a snapshot of them
- * taken when the window began, so the per-handshake path writes nothing
- * shared, and a roll is a copy of the counters into a snapshot instead of
- * a reset racing with increments.  Unsigned differences are right across
- * a wrap as long as a CPU counts fewer than 2^32 handshakes in two
- * windows.
+ * that is never reset: the counts are cumulative and wrap.  A window's
+ * count is the difference between the cumulative count and a snapshot
+ * taken when the window began, so counting writes nothing shared, and a
+ * roll reads the counters without resetting them.  Unsigned differences
+ * are right across a wrap as long as a CPU counts fewer than 2^31
+ * handshakes in a window.
  *
- * Two windows of LBLEARN_WINDOW_SEC seconds are kept: the current one and
- * the previous one.  The deal reads their sum, so a CPU that stops
- * receiving drops out after at most two windows.
- *
- * Time, in ticks, and the cumulative counts are passed in, so that the
- * userspace build of this file can be driven by tests.
+ * The deal's input is the sum of the last two complete windows, fixed at
+ * a roll: a CPU that stops receiving supplies for one more window, then
+ * drops out.  Time, in ticks, and the cumulative counts are passed in, so
+ * that the userspace build of this file can be driven by tests.
  */
 
-#define	LBLEARN_WINDOW_SEC	10	/* Length of one counting window. */
+#define	LBLEARN_WINDOW_MS	10000	/* Default length of a window. */
 
 struct lblearn {
-	uint32_t	*ll_snap[2];	/* [ll_ncpu] counts at window starts. */
+	uint32_t	*ll_snap;	/* [ll_ncpu] counts at the window start */
+	uint32_t	*ll_last;	/* [ll_ncpu] the last complete window */
+	uint32_t	*ll_sum;	/* [ll_ncpu] the last two: deal input */
 	u_int		 ll_ncpu;
-	u_int		 ll_cur;	/* ll_snap[ll_cur]: current window. */
-	int		 ll_start;	/* ticks at the current window start. */
-	int		 ll_window;	/* Window length in ticks. */
-	u_int		 ll_rolls;	/* Windows rolled so far. */
+	int		 ll_start;	/* ticks at the current window start */
+	int		 ll_window;	/* window length in ticks, > 0 */
+	u_int		 ll_rolls;	/* windows rolled so far */
 };
 
 /*
- * Initialize with two caller-provided arrays of ncpu snapshots, a window
- * of window ticks (LBLEARN_WINDOW_SEC * hz in the kernel), starting now,
- * when the cumulative counts are cum[ncpu] (NULL: all zero): both
- * windows are empty.
+ * Start with three caller-provided arrays of ncpu counts and a window of
+ * window ticks beginning now, when the cumulative counts are cum[] (NULL:
+ * all zero).  Nothing is counted: ll_sum[] is zero.
  */
-void	lblearn_init(struct lblearn *ll, uint32_t *snap0, uint32_t *snap1,
-	    u_int ncpu, int window, int now, const uint32_t *cum);
+void	lblearn_init(struct lblearn *ll, uint32_t *snap, uint32_t *last,
+	    uint32_t *sum, u_int ncpu, int window, int now,
+	    const uint32_t *cum);
 
 /*
- * If the current window has ended, roll: the current window becomes the
- * previous one and a new one begins at the cumulative counts cum[].  The
- * new window starts when the old one should have ended, so windows keep
- * their length.  After two windows or more without a roll both windows
- * start empty, now.  Returns true if it rolled.
+ * If the current window has ended, roll: ll_sum[] becomes the sum of the
+ * ending window and the one before it (that one only if the ending window
+ * lasted less than two window lengths: an older one is stale), and a new
+ * window of window ticks begins now at cum[].  Returns true if it rolled.
  */
-bool	lblearn_roll(struct lblearn *ll, int now, const uint32_t *cum);
+bool	lblearn_roll(struct lblearn *ll, int now, int window,
+	    const uint32_t *cum);
 
 /*
- * Counts of cpu in the previous and the current window, given the
- * cumulative counts cum[].
+ * True if the current window has ended at time now.  The kernel asks
+ * without the lock a roll holds, hence the atomic loads.
  */
-void	lblearn_window(const struct lblearn *ll, const uint32_t *cum,
-	    u_int cpu, uint32_t *prev, uint32_t *cur);
+static __inline bool
+lblearn_due(const struct lblearn *ll, int now)
+{
 
-/*
- * Write both windows' sum for every CPU into sum[ll_ncpu], the input of
- * lbdeal(), and return the total.
- */
-uint64_t lblearn_sum(const struct lblearn *ll, const uint32_t *cum,
-	    uint32_t *sum);
+	/* ticks wraps; the unsigned difference is right across the wrap. */
+	return ((u_int)now - (u_int)atomic_load_int(&ll->ll_start) >=
+	    (u_int)atomic_load_int(&ll->ll_window));
+}
 
 #endif /* !_NETINET_IN_PCBLB_LEARN_H_ */

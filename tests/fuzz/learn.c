@@ -15,16 +15,17 @@
  * Invariants, against an exact model in 64-bit arithmetic that never
  * wraps (in_pcblb_learn.h):
  *   - a roll happens exactly when the current window has ended, once per
- *     call; the new window starts when the old one should have ended, or
- *     now after two windows or more without a roll, when both start empty;
- *   - every CPU's previous and current window counts equal the model's:
- *     never negative (a wrapped difference), never lost, never counted
- *     twice, across the wrap of the cumulative counters and of ticks;
- *   - the deal's input is the sum of both windows, and its total the sum.
+ *     call, and the new window starts then;
+ *   - every CPU's count in the last complete window and in the current
+ *     one equals the model's: never negative (a wrapped difference), never
+ *     lost, never counted twice, across the wrap of the cumulative
+ *     counters and of ticks;
+ *   - the deal's input, fixed at a roll, is the ending window plus the one
+ *     before it when the ending one lasted less than two windows, and its
+ *     total the sum.
  * The core's stated preconditions are kept: a CPU counts fewer than 2^32
  * handshakes in two windows, and a roll is asked for at least every
- * 2^31 ticks.  (The first sighting of a CPU in a window is no longer the
- * core's: the kernel captures worker CPUs once per window itself.)
+ * 2^31 ticks.
  */
 
 #include "fuzz_common.h"
@@ -50,8 +51,8 @@ fz_print_case(FILE *fp)
 	fprintf(fp, "]}\n");
 }
 
-/* The model: exact counts of the two windows, time in 64 bits. */
-static uint64_t m_prev[FZ_MAXCPU], m_cur[FZ_MAXCPU];
+/* The model: exact counts of the windows, time in 64 bits. */
+static uint64_t m_last[FZ_MAXCPU], m_cur[FZ_MAXCPU], m_sum[FZ_MAXCPU];
 static int64_t m_now, m_start;
 
 static void
@@ -66,13 +67,14 @@ check_all(const struct rxl_learn *l, int step)
 	mtotal = 0;
 	for (cpu = 0; cpu < ncpu; cpu++) {
 		rxl_learn_window(l, cpu, &p, &c);
-		FZ_CHECK(p == m_prev[cpu] && c == m_cur[cpu],
-		    "event %d: cpu %d windows %u + %u, model %llu + %llu",
-		    step, cpu, p, c, (unsigned long long)m_prev[cpu],
+		FZ_CHECK(p == m_last[cpu] && c == m_cur[cpu],
+		    "event %d: cpu %d windows %u, %u, model %llu, %llu",
+		    step, cpu, p, c, (unsigned long long)m_last[cpu],
 		    (unsigned long long)m_cur[cpu]);
-		FZ_CHECK(sum[cpu] == m_prev[cpu] + m_cur[cpu],
-		    "event %d: cpu %d sum %u", step, cpu, sum[cpu]);
-		mtotal += m_prev[cpu] + m_cur[cpu];
+		FZ_CHECK(sum[cpu] == m_sum[cpu], "event %d: cpu %d sum %u, "
+		    "model %llu", step, cpu, sum[cpu],
+		    (unsigned long long)m_sum[cpu]);
+		mtotal += m_sum[cpu];
 	}
 	FZ_CHECK(total == mtotal, "event %d: total %llu, model %llu", step,
 	    (unsigned long long)total, (unsigned long long)mtotal);
@@ -156,8 +158,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	l = rxl_learn_new(ncpu, window, now0);
 	FZ_CHECK(l != NULL, "rxl_learn_new refused ncpu %d window %d", ncpu,
 	    window);
-	memset(m_prev, 0, (size_t)ncpu * sizeof(m_prev[0]));
+	memset(m_last, 0, (size_t)ncpu * sizeof(m_last[0]));
 	memset(m_cur, 0, (size_t)ncpu * sizeof(m_cur[0]));
+	memset(m_sum, 0, (size_t)ncpu * sizeof(m_sum[0]));
 	m_now = m_start = 0;
 	now = now0;
 	for (i = 0; i < nev; i++) {
@@ -168,9 +171,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (cpu >= 0 && cpu < ncpu) {
 				/* Fewer than 2^32 in two windows (the core's
 				 * precondition): count what still fits. */
-				if (m_prev[cpu] + m_cur[cpu] + n > UINT32_MAX)
+				if (m_last[cpu] + m_cur[cpu] + n > UINT32_MAX)
 					n = (uint32_t)(UINT32_MAX -
-					    m_prev[cpu] - m_cur[cpu]);
+					    m_last[cpu] - m_cur[cpu]);
 				m_cur[cpu] += n;
 			}
 			rxl_learn_count(l, cpu, n);
@@ -187,12 +190,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			mrolled = age >= window;
 			if (mrolled) {
 				for (cpu = 0; cpu < ncpu; cpu++) {
-					m_prev[cpu] = age < 2 * (int64_t)window ?
-					    m_cur[cpu] : 0;
+					m_sum[cpu] = m_cur[cpu] +
+					    (age < 2 * (int64_t)window ?
+					    m_last[cpu] : 0);
+					m_last[cpu] = m_cur[cpu];
 					m_cur[cpu] = 0;
 				}
-				m_start = age < 2 * (int64_t)window ?
-				    m_start + window : m_now;
+				m_start = m_now;
 			}
 			rolled = rxl_learn_roll(l, now);
 			FZ_CHECK(rolled == mrolled, "event %d: roll %d, model "

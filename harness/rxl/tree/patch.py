@@ -20,6 +20,12 @@ from rxl.errors import SourceError
 
 #: Where the series puts the project's ATF tests in a FreeBSD tree.
 ATF_DEST = "tests/sys/netinet"
+#: Files the series adds that hold FreeBSD's code, not the project's: 0002
+#: moves the lbgroup code out of in_pcb.c into its own file (no functional
+#: change), and later commits add to it.  They live in patches/ only; the
+#: project keeps in sys/ only files it wrote (docs/design.md, "One copy of
+#: the C").
+NOT_MIRRORED = frozenset({"sys/netinet/in_pcblb.c"})
 
 
 class SeriesError(SourceError):
@@ -280,9 +286,12 @@ def series_added_files(patches: Sequence[Patch]) -> dict[str, str]:
 def project_path_for(tree_path: str) -> Optional[str]:
     """The project file that must equal a file the series adds, or None.
 
-    ``sys/...`` maps to itself; ``tests/sys/netinet/NAME`` to
-    ``tests/atf/NAME``.  Anything else is not mirrored in the project.
+    ``sys/...`` maps to itself, except :data:`NOT_MIRRORED`;
+    ``tests/sys/netinet/NAME`` to ``tests/atf/NAME``.  Anything else is not
+    mirrored in the project.
     """
+    if tree_path in NOT_MIRRORED:
+        return None
     if tree_path.startswith("sys/"):
         return tree_path
     if tree_path.startswith(ATF_DEST + "/") and tree_path.endswith(".c"):

@@ -265,13 +265,24 @@ def test_committed_series_matches_sys_and_tests_atf():
 
 def test_committed_series_messages_and_base():
     ps = _series()
-    assert len(ps) == 3
+    assert len(ps) == 4
     for p in ps:
         assert C.check_message(p.subject, p.body) == [], p.name
     assert C.check_authors(ps) == []
     base = P.parse_base((PROJECT / "patches/BASE").read_text())
-    assert base.repository == "ilnp/ilnp-freebsd14"
-    assert base.freebsd_version == "1400507"
+    assert base.repository == "kactertech/Irid"
+    assert base.freebsd_version == "1500068"
+
+
+def test_moved_freebsd_code_is_not_mirrored():
+    # 0002 moves FreeBSD's lbgroup code into a file of its own: the series
+    # adds it, the project does not keep it in sys/.
+    added = P.series_added_files(_series())
+    assert "sys/netinet/in_pcblb.c" in added
+    assert P.project_path_for("sys/netinet/in_pcblb.c") is None
+    assert not (PROJECT / "sys/netinet/in_pcblb.c").exists()
+    assert P.project_path_for("sys/netinet/in_pcblb_deal.c") == \
+        "sys/netinet/in_pcblb_deal.c"
 
 
 def test_committed_series_check_without_tree():
@@ -296,7 +307,7 @@ def test_check_cli_json_reports_the_committed_series_clean():
     r = CliRunner().invoke(series, ["check", "--json", "--no-author"])
     doc = json.loads(r.output)
     assert r.exit_code == 0 and doc["ok"] is True and doc["problems"] == []
-    assert any(n.startswith("base ilnp/ilnp-freebsd14 2f2a4162bbb9") for n in doc["notes"])
+    assert any(n.startswith("base kactertech/Irid 2ec8aa904381") for n in doc["notes"])
 
 
 def test_check_cli_compares_the_author_only_when_asked(monkeypatch):

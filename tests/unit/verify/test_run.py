@@ -26,13 +26,15 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def copy_series_files(src):
-    """Put the series' files (this repository's sys/) into a fake tree."""
-    import shutil
-    for p in (REPO / "sys").rglob("*"):
-        if p.is_file():
-            dest = src / p.relative_to(REPO)
+    """Put every sys/ file the series adds (from patches/: in_pcblb.c is in
+    no project directory) into a fake tree."""
+    from rxl.tree import patch as tree_patch
+    added = tree_patch.series_added_files(tree_patch.load_series(REPO / "patches"))
+    for rel, text in added.items():
+        if rel.startswith("sys/"):
+            dest = src / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(p, dest)
+            dest.write_text(text)
 
 
 @pytest.fixture
@@ -371,7 +373,7 @@ def test_a_git_tree_without_the_base_is_refused_naming_where_it_is(fake_tree, tm
     res = _dry(fake_tree, tmp_path)
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert f"does not have the base commit {base[:12]}" in res.output
-    assert "ilnp/ilnp-freebsd14" in res.output and "series apply" not in res.output
+    assert "kactertech/Irid" in res.output and "series apply" not in res.output
     assert "buildkernel" not in res.output   # nothing planned
 
 
