@@ -121,12 +121,13 @@ def deal(topo_spec, members, counts, impl, as_json):
 @click.option("--queues", type=click.IntRange(min=1, max=4096), required=True,
               help="Queues to place (at most 4096).")
 @click.option("--domain", type=int, default=None,
-              help="The NIC's NUMA domain (default: unknown, then the "
-                   "domain of the lowest eligible CPU is local).")
-@click.option("--core-spread", "mode", type=click.IntRange(0, 2), default=1,
+              help="The NIC's NUMA domain (ACPI _PXM): the interrupt set is "
+                   "then its CPUs among --intr-cpus, as acpi_get_cpus() "
+                   "gives them (default: unknown, the whole set).")
+@click.option("--core-spread", "mode", type=click.IntRange(0, 1), default=1,
               show_default=True,
-              help="The tunable's value: 0 numeric order, 1 spread over the "
-                   "local domain's L3 groups, 2 spread across domains too.")
+              help="The tunable's value: 0 numeric order, 1 spread over "
+                   "cores, then L3 groups, one domain after another.")
 @click.option("--no-spread", is_flag=True,
               help="Today's numeric order (the same as --core-spread 0).")
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
@@ -136,21 +137,24 @@ def spread(topo_spec, intr_cpus, queues, domain, mode, no_spread, impl,
            as_json):
     """Order in which an iflib device's queues take CPUs.
 
-    With core_spread=1 every core's first SMT thread comes before any
-    second thread, and the L3 groups of the NIC's NUMA domain take turns;
-    every CPU of the domain comes before any other.  With core_spread=2
-    the domains take turns as well, so consecutive queues cross sockets.
-    A topology without L3 (cache-level 3) groups, such as a dump without
-    cache information, gets no spreading: the numeric order, as with
-    core_spread=0.
+    With core_spread=1 the CPUs are taken one NUMA domain after another,
+    within a domain every core's first SMT thread before any second
+    thread, and the L3 groups take turns among the CPUs of one such round.
+    A topology without L3 (cache-level 3) groups still gets the thread
+    order.
     """
     topo = topology.load(topo_spec)
     eligible = topology.parse_cpu_list(intr_cpus, "--intr-cpus")
     topology.check_cpus(topo, eligible, "--intr-cpus")
-    local = topology.domain_cpus(topo, domain) if domain is not None else None
+    if domain is not None:
+        mine = set(topology.domain_cpus(topo, domain))
+        eligible = [c for c in eligible if c in mine]
+        if not eligible:
+            raise click.BadParameter(f"no CPU of --intr-cpus is in domain "
+                                     f"{domain}", param_hint="'--domain'")
     if no_spread:
         mode = model.SPREAD_OFF
-    order = _impl(impl).spread_order(topo, eligible, local, mode)
+    order = _impl(impl).spread_order(topo, eligible, mode)
     doc = report.spread_doc(topo, order, queues, mode=mode)
     _emit(as_json, doc, report.spread_text(doc))
 

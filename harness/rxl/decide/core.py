@@ -54,8 +54,8 @@ struct rxl_learn;
 struct rxl_topo *rxl_topo_new(int, const int *, const int *, const int *,
     const int *, const int *);
 void rxl_topo_free(struct rxl_topo *);
-int rxl_spread(const struct rxl_topo *, const int *, int, const int *, int,
-    int, int, unsigned *);
+int rxl_spread(const struct rxl_topo *, const int *, int, int, int,
+    unsigned *);
 int rxl_deal(const struct rxl_topo *, int, const uint16_t *,
     const uint32_t *, int, uint32_t *, uint16_t *, unsigned *);
 unsigned rxl_select(const uint32_t *, int, int, uint32_t, int, int *);
@@ -272,7 +272,7 @@ def deal(topo: Topology, tags: Sequence[model.Tag],
 
 
 def select(d: Optional[CDeal], n: int, cpu: int, h: int) -> Tuple[int, bool]:
-    """``lbdeal_select()``: (member index, steered), as :func:`model.select`."""
+    """The lookup's rule: (member index, steered), as :func:`model.select`."""
     if n <= 0:
         raise ValueError("an empty group has no member to select")
     steered = _ffi.new("int *")
@@ -291,16 +291,12 @@ def mix(h: int) -> int:
 
 
 def spread_order(topo: Topology, eligible: Sequence[int],
-                 local: Optional[Sequence[int]] = None,
-                 mode: int = model.SPREAD_LOCAL) -> List[int]:
+                 mode: int = model.SPREAD_ON) -> List[int]:
     """``iflib_spread_order()`` (see :func:`model.spread_order`)."""
     ct = CTopology(topo)
     order = _ffi.new("unsigned[]", max(1, len(eligible)))
-    loc = _ffi.new("int[]", list(local)) if local is not None else _ffi.NULL
     n = lib().rxl_spread(ct.ptr, _ffi.new("int[]", list(eligible) or [0]),
-                         len(eligible), loc,
-                         len(local) if local is not None else 0,
-                         topo.ncpu, mode, order)
+                         len(eligible), topo.ncpu, mode, order)
     if n < 0:
         raise CoreError("iflib_spread_order refused its CPU sets or mode "
                         f"{mode}")
@@ -330,10 +326,10 @@ class Windows:
         return {c: buf[c] for c in range(self.ncpu) if buf[c]}
 
     def window_counts(self, cpu: int) -> Tuple[int, int]:
-        prev = _ffi.new("uint32_t *")
+        last = _ffi.new("uint32_t *")
         cur = _ffi.new("uint32_t *")
-        lib().rxl_learn_window(self._p, cpu, prev, cur)
-        return prev[0], cur[0]
+        lib().rxl_learn_window(self._p, cpu, last, cur)
+        return last[0], cur[0]
 
 
 def check_argvs(outdir: Path) -> List[List[str]]:

@@ -2,17 +2,18 @@
 
 This is the design (seed 000, "Distance rings and the dealing loop",
 "What one group holds", "Selecting a member", "Learning at accept(2)") in
-plain Python, kept independent of the C under ``sys/``: the C buckets
-members per group and skips paid members with jump links; the model asks
-the topology for every member's ring and scans.  Property tests require
-the two to agree exactly.
+plain Python, kept independent of the C under ``sys/``: the C sorts the
+members by their CPU's position in the tree once and gives every group's
+run a cursor; the model asks the topology for every member's ring and
+scans.  Property tests require the two to agree exactly.
 
 Constants, each named once:
 
 * :data:`SLOTS_PER_MEMBER` = 16: "every member is owed 16 slots" (seed 000,
   "Distance rings"); the C's ``LBDEAL_SLOTS``.
 * :data:`WINDOW_SEC` = 10: "two 10 s windows" (seed 000, "What one group
-  holds"); the C's ``LBLEARN_WINDOW_SEC``.
+  holds"); the C's ``LBLEARN_WINDOW_MS`` / 1000, the default of
+  ``net.inet.tcp.reuseport_lb.window_ms``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.decide import distance
-from rxl.decide.cpugroup import CG_FLAG_THREAD, CG_SHARE_L3, Topology
-from rxl.decide.distance import domain_of
+from rxl.decide.cpugroup import CG_FLAG_NODE, CG_FLAG_THREAD, CG_SHARE_L3, Topology
 
 SLOTS_PER_MEMBER = 16
 WINDOW_SEC = 10
@@ -35,7 +35,7 @@ class Tag:
     """A member's tag: the CPU its worker runs on, or None (untagged).
 
     ``learned`` marks a tag captured at accept(2) rather than set with
-    SO_REUSEPORT_LB_CPU; only explicit tags stand in as receiving CPUs
+    TCP_REUSPORT_LB_CPU; only explicit tags stand in as receiving CPUs
     before anything is counted (seed 000, "What one group holds").
     """
 
@@ -146,11 +146,21 @@ def deal(topo: Topology, tags: Sequence[Tag], counts: Mapping[int, int],
     dealt: Dict[int, List[int]] = {cpu: [] for cpu in give}
     left = dict(give)
     # Ring k admits the members inside the k-th enclosing group of the
-    # receiving CPU; one ring past the deepest chain admits everyone.
+    # receiving CPU; one ring past the deepest chain admits everyone.  The
+    # CPU's own ring and the last one take members in member order; a
+    # group's ring in the order of their CPUs in a depth-first walk of the
+    # tree (a leaf's CPUs ascending), members of one CPU in member order.
     last = 1 + max(len(topo.enclosing(c)) for c in topo.cpus)
+    pos = {c: k for k, c in enumerate(
+        c for g in topo.root.walk() if not g.children for c in g.cpus)}
+    by_pos = sorted(range(n), key=lambda i: (
+        pos.get(tags[i].cpu, len(pos)) if tags[i].cpu is not None
+        else len(pos), i))
     for ring in range(last + 1):
+        visit = list(range(n)) if ring in (0, last) else by_pos
         for cpu in sorted(give):
-            for i, tag in enumerate(tags):
+            for i in visit:
+                tag = tags[i]
                 if left[cpu] == 0:
                     break
                 if owed[i] == 0:
@@ -216,113 +226,77 @@ def ring_counts(topo: Topology, tags: Sequence[Tag],
 
 # -- spread order (commit 1) ------------------------------------------------
 
-#: Values of iflib's ``core_spread`` tunable (sys/net/iflib_spread.h).
-SPREAD_OFF, SPREAD_LOCAL, SPREAD_ACROSS = 0, 1, 2
-SPREAD_MODES = (SPREAD_OFF, SPREAD_LOCAL, SPREAD_ACROSS)
+#: Values of iflib's ``core_spread`` tunable (iflib.4): numeric, spread.
+SPREAD_OFF, SPREAD_ON = 0, 1
+SPREAD_MODES = (SPREAD_OFF, SPREAD_ON)
 
 
 def spread_order(topo: Topology, eligible: Sequence[int],
-                 local: Optional[Sequence[int]] = None,
-                 mode: int = SPREAD_LOCAL) -> List[int]:
+                 mode: int = SPREAD_ON) -> List[int]:
     """The order in which an iflib device's queues take CPUs.
 
     ``mode`` is the ``core_spread`` value: 0 the ascending order (iflib's
-    numeric walk); 1 every core's first SMT thread before any second
-    thread, and within each such round the L3 groups ("units") take turns
-    (by lowest CPU; CPUs in no L3 group last); every CPU of the local
-    domain before any other; 2 the domains take turns within a round as
-    well (the local one first, then by lowest CPU).  ``local`` is the
-    device's domain, None when unknown: then the domain
-    (:func:`domain_of`) of the lowest eligible CPU is local.  A tree
-    without L3 groups gets the ascending order.  Raises ValueError for an
-    unknown mode.
+    numeric walk); 1 one NUMA domain after another (the outermost groups
+    flagged NODE, by their lowest CPU; the CPUs in none form one more
+    domain, first), within a domain every core's first SMT thread before
+    any second thread (a CPU's rank: the eligible CPUs of its core, the
+    innermost THREAD group, below it), and within each rank the L3 groups
+    ("units": the outermost L3 group; CPUs in none last) take turns by
+    their lowest CPU, each giving its CPUs by id.  A tree without L3
+    groups still gets the thread order.  ``eligible`` is the interrupt
+    set: for a device with ACPI ``_PXM`` only its domain's CPUs.  Raises
+    ValueError for an unknown mode.
     """
     if mode not in SPREAD_MODES:
         raise ValueError(f"core_spread {mode} is not one of {SPREAD_MODES}")
     cpus = sorted(set(eligible))
-    if mode == SPREAD_OFF or not _outermost_l3(topo.root) or not cpus:
+    if mode == SPREAD_OFF:
         return cpus
-    anchor = min([c for c in cpus if local is not None and c in local]
-                 or cpus)
-    home = domain_of(topo, anchor)
-    if mode == SPREAD_ACROSS:
-        return _spread_phase(topo, cpus, home, True)
-    if local is not None:
-        near = [c for c in cpus if c in set(local)]
-    else:
-        near = [c for c in cpus if domain_of(topo, c) is home]
-    far = [c for c in cpus if c not in set(near)]
-    return (_spread_phase(topo, near, home, False) +
-            _spread_phase(topo, far, home, False))
 
-
-def _spread_phase(topo: Topology, cpus: Sequence[int], home,
-                  across: bool) -> List[int]:
-    """One phase of :func:`spread_order` (``cpus`` ascending)."""
-    unit = {c: topo.l3_of(c) for c in cpus}
-
-    # Rank: how many CPUs of the same core and unit come before.
-    rank: Dict[int, int] = {}
-    count: Dict[tuple, int] = {}
-    for c in cpus:
-        core = next((g for g in topo.enclosing(c)
-                     if g.flags & CG_FLAG_THREAD), c)
-        k = (id(core), id(unit[c]))
-        rank[c] = count.get(k, 0)
-        count[k] = rank[c] + 1
+    def outermost(c, pred):
+        return next((g for g in reversed(topo.enclosing(c)) if pred(g)),
+                    None)
 
     def dkey(c):
-        d = domain_of(topo, c)
-        if not across or d is home:
-            return (0,)
-        return (1, d is topo.root, min(d.cpus))
+        d = outermost(c, lambda g: g.flags & CG_FLAG_NODE)
+        return -1 if d is None else min(d.cpus)
 
-    def upos(c):
-        return min(unit[c].cpus) if unit[c] is not None else float("inf")
+    def ukey(c):
+        u = outermost(c, lambda g: g.level == CG_SHARE_L3)
+        return float("inf") if u is None else min(u.cpus)
 
-    # Index among the CPUs of the same rank, domain and unit, by id.
-    idx: Dict[int, int] = {}
+    rank: Dict[int, int] = {}
+    for c in cpus:
+        core = next((g for g in topo.enclosing(c)
+                     if g.flags & CG_FLAG_THREAD), None)
+        rank[c] = 0 if core is None else sum(
+            1 for x in cpus if x < c and x in core.cpus)
+    # Each CPU's turn among the CPUs of its domain, rank and unit, by id.
+    turn: Dict[int, int] = {}
     seen: Dict[tuple, int] = {}
     for c in cpus:
-        k = (rank[c], dkey(c), id(unit[c]))
-        idx[c] = seen.get(k, 0)
-        seen[k] = idx[c] + 1
-    # Within a rank (and domain) the units take turns.
-    seq = sorted(cpus, key=lambda c: (rank[c], dkey(c), idx[c], upos(c)))
-    if not across:
-        return seq
-    # Across: within a rank the domains take turns, each in that order.
-    turn: Dict[int, int] = {}
-    seen = {}
-    for c in seq:
-        k = (rank[c], dkey(c))
+        k = (dkey(c), rank[c], ukey(c))
         turn[c] = seen.get(k, 0)
         seen[k] = turn[c] + 1
-    return sorted(seq, key=lambda c: (rank[c], turn[c], dkey(c)))
+    return sorted(cpus, key=lambda c: (dkey(c), rank[c], turn[c], ukey(c),
+                                       c))
 
 
-def _outermost_l3(group) -> list:
-    if group.level == CG_SHARE_L3:
-        return [group]
-    return [g for child in group.children for g in _outermost_l3(child)]
-
-
-# -- learning windows (commit 3) --------------------------------------------
+# -- learning windows (commit 4) --------------------------------------------
 
 class Windows:
-    """Two windows of per-CPU handshake counts, time in ticks (seed 000,
-    "Two windows of counts"; the kernel's form is in docs/design.md,
-    "Core 3").
+    """Windows of per-CPU handshake counts, time in ticks (seed 000, "Two
+    windows of counts"; the kernel's form is in docs/design.md, "Core 3").
 
-    ``count(cpu, n)`` is what syncache_socket() does for ``n``
-    hardware-hashed handshakes completed on ``cpu``: it adds to that CPU's
-    cumulative 32-bit counter, never reset, and nothing else.
-    ``roll(now)`` is the roll the rebuild task does once a window is
-    ``window`` ticks old: the current window becomes the previous one and
-    a new one starts, ``window`` ticks after the old one did; after two
-    windows or more without a roll both start empty, now.  It returns
-    whether it rolled.  Windows are kept as snapshots of the counters, so
-    counts are unsigned 32-bit differences, right across a wrap.
+    ``count(cpu, n)`` is what syncache_socket() does for ``n`` counted
+    handshakes completed on ``cpu``: it adds to that CPU's cumulative
+    32-bit counter, never reset, and nothing else.  ``roll(now)`` is the
+    roll the first accept(2) after the end of a window does: the deal's
+    input becomes the ending window's counts plus the previous window's
+    (those only if the ending window lasted less than two window lengths),
+    and a new window starts now.  It returns whether it rolled.  Windows
+    are kept as snapshots of the counters, so counts are unsigned 32-bit
+    differences, right across a wrap.
     """
 
     def __init__(self, ncpu: int, window: int, now: int) -> None:
@@ -332,8 +306,9 @@ class Windows:
         self.window = window
         self.start = now
         self.cum = [0] * ncpu
-        self.snap_prev = [0] * ncpu     # counters when the previous began
-        self.snap_cur = [0] * ncpu      # counters when the current began
+        self.snap = [0] * ncpu          # counters when the window began
+        self.last = [0] * ncpu          # the last complete window
+        self.sum = [0] * ncpu           # the deal's input
 
     def count(self, cpu: int, n: int = 1) -> None:
         if 0 <= cpu < self.ncpu:        # other CPUs are not tracked
@@ -343,25 +318,20 @@ class Windows:
         age = (now - self.start) & 0xFFFFFFFF
         if age < self.window:
             return False
-        self.snap_prev = self.snap_cur
-        self.snap_cur = list(self.cum)
-        if age >= 2 * self.window:
-            self.snap_prev = list(self.cum)
-            self.start = now
-        else:
-            self.start += self.window
+        for c in range(self.ncpu):
+            cur = (self.cum[c] - self.snap[c]) & 0xFFFFFFFF
+            prev = self.last[c] if age < 2 * self.window else 0
+            self.sum[c] = (cur + prev) & 0xFFFFFFFF
+            self.last[c] = cur
+            self.snap[c] = self.cum[c]
+        self.start = now
         return True
 
     def window_counts(self, cpu: int) -> Tuple[int, int]:
-        """(previous, current) window counts of ``cpu``."""
-        return ((self.snap_cur[cpu] - self.snap_prev[cpu]) & 0xFFFFFFFF,
-                (self.cum[cpu] - self.snap_cur[cpu]) & 0xFFFFFFFF)
+        """(last complete window, current window so far) counts of ``cpu``."""
+        return (self.last[cpu],
+                (self.cum[cpu] - self.snap[cpu]) & 0xFFFFFFFF)
 
     def counts(self) -> Dict[int, int]:
-        """The deal's input: both windows summed, CPUs with zero left out."""
-        out = {}
-        for c in range(self.ncpu):
-            n = (self.cum[c] - self.snap_prev[c]) & 0xFFFFFFFF
-            if n:
-                out[c] = n
-        return out
+        """The deal's input as of the last roll, CPUs with zero left out."""
+        return {c: n for c, n in enumerate(self.sum) if n}

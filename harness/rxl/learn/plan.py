@@ -70,13 +70,13 @@ WORKER_SETS = ("rxq", "all", "free")
 DEFAULT_WORKER_SETS = ("rxq", "all")
 #: Loader tunable of commit 1 for the guest's em0 (CTLFLAG_RDTUN in iflib.c).
 SPREAD_TUNABLE = "dev.em.0.iflib.core_spread"
-#: Its value for learn-spread: 2 (model.SPREAD_ACROSS, "the domains take
-#: turns as well"), which puts em0's two queues on CPUs 0 and 4, one per
-#: socket and L3 of qemu-2s.  1 spreads over the L3 groups of the NIC's own
-#: domain only, and qemu-2s has one L3 per domain, so it gives CPUs 0 and 2
-#: (`rxl spread --topology qemu-2s --intr-cpus 0-7 --queues 2`).  Before
-#: commit 1's rework 1 meant what 2 means now.
-SPREAD_VALUE = "2"
+#: Its value for learn-spread: 1, the only spreading value of the 15 series
+#: (model.SPREAD_ON): the L3 groups of a domain take turns, so a guest whose
+#: NIC domain holds two L3 groups gets its queues on both; on qemu-2s (one L3
+#: per socket) the queues stay on socket 0, CPUs 0 and 2 (`rxl spread
+#: --topology qemu-2s --intr-cpus 0-7 --queues 2`).  The 14 series' 2, which
+#: crossed sockets on purpose, is gone.
+SPREAD_VALUE = "1"
 #: Interval between two copies of the groups view learnd takes (-G), ms:
 #: half a learning window, so every window is seen at least once.
 GROUPS_MS = WINDOW_S * 1000 // 2

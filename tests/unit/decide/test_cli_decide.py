@@ -67,9 +67,10 @@ def test_spread_cli():
 
 
 def test_spread_domain():
+    # The NIC's domain narrows the interrupt set, as ACPI's _PXM does.
     code, out = run("spread", "--topology", "qemu-2s", "--intr-cpus",
                     "0,2,4,6", "--queues", "2", "--domain", "1", "--json")
-    assert json.loads(out)["order"] == [4, 6, 0, 2]
+    assert json.loads(out)["order"] == [4, 6]
     code, out = run("spread", "--topology", "qemu-2s", "--intr-cpus", "0",
                     "--queues", "1", "--domain", "2")
     assert code == 2 and "NUMA domain" in out
@@ -142,7 +143,7 @@ def test_xml_topology_file(tmp_path):
     assert json.loads(out)["order"] == [0, 2, 4, 6]     # one L3 per node
     code, out = run("spread", "--topology", str(f), "--intr-cpus", "0,2,4,6",
                     "--queues", "2", "--core-spread", "2", "--json")
-    assert json.loads(out)["order"] == [0, 4, 2, 6]
+    assert code == 2 and "--core-spread" in out     # 0 or 1 only
     f.write_text("<groups><group>")
     code, out = run("deal", "--topology", str(f), "--members", "0")
     assert code == 2 and "line 1: the dump ends before the <group> of " \

@@ -87,11 +87,13 @@ def test_deal_case(path):
                          ids=lambda p: p.stem)
 def test_spread_case(path):
     case, topo = load(path)
-    eligible, local = case["eligible"], case["local"]
+    eligible = case["eligible"]
     present = set(topo.cpus)
-    if not set(eligible) | set(local or ()) <= present:
+    if not set(eligible) <= present:
         pytest.skip("names CPUs outside the tree: the fuzz target checks it")
-    mode = case.get("mode", 1)
-    got = core.spread_order(topo, eligible, local, mode)
-    assert got == model.spread_order(topo, eligible, local, mode)
+    # Cases written before the 15 series may carry a local set and mode 2,
+    # which the order no longer has: the set is the interrupt set alone.
+    mode = min(case.get("mode", 1), model.SPREAD_ON)
+    got = core.spread_order(topo, eligible, mode)
+    assert got == model.spread_order(topo, eligible, mode)
     assert sorted(got) == sorted(eligible)

@@ -1,12 +1,12 @@
 """Commit 1's spread order (``iflib_spread_order()``), C and model.
 
 Every expected order below follows from the rules in
-sys/net/iflib_spread.h: L3 groups of the local domain take
-turns, every core's first thread before any second thread, local CPUs
-before others, ``core_spread=2`` lets the domains take turns too, and a
-tree without L3 groups keeps the numeric order.  Trees are written out by
-hand: SMT siblings numbered adjacent ((0,1) (2,3) ...) and split in halves
-((0,4) (1,5) ...), with and without NUMA (NODE) groups and packages.
+sys/net/iflib_spread.c: one NUMA domain after another (the CPUs in no
+NODE group first), within a domain every core's first thread before any
+second thread, and within each such round the L3 groups take turns.  The
+SMT rule holds without L3 groups too.  Trees are written out by hand: SMT
+siblings numbered adjacent ((0,1) (2,3) ...) and split in halves ((0,4)
+(1,5) ...), with and without NUMA (NODE) groups.
 """
 
 import pytest
@@ -18,7 +18,7 @@ from rxl.decide.cpugroup import Group, Topology
 from strategies import trees
 
 IMPLS = [core, model]
-OFF, LOCAL, ACROSS = model.SPREAD_MODES
+OFF, ON = model.SPREAD_MODES
 
 
 def smt(*cpus):
@@ -51,7 +51,7 @@ NUMA_2X2 = topo(pkg(
         flags=T.CG_FLAG_NODE),
     pkg(l3(smt(8, 9), smt(10, 11)), l3(smt(12, 13), smt(14, 15)),
         flags=T.CG_FLAG_NODE)))
-# The same without NODE flags: the packages stand in for the domains.
+# The same without NODE flags: one domain, four L3 groups.
 PKG_2X2 = topo(pkg(
     pkg(l3(smt(0, 1), smt(2, 3)), l3(smt(4, 5), smt(6, 7))),
     pkg(l3(smt(8, 9), smt(10, 11)), l3(smt(12, 13), smt(14, 15)))))
@@ -61,9 +61,9 @@ NO_CACHE = topo(pkg(
     pkg(Group((4, 5), 0, T.CG_FLAG_SMT), Group((6, 7), 0, T.CG_FLAG_SMT))))
 
 
-def order(impl, t, eligible=None, local=None, mode=LOCAL):
+def order(impl, t, eligible=None, mode=ON):
     return impl.spread_order(t, list(t.cpus) if eligible is None
-                             else eligible, local, mode)
+                             else eligible, mode)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -74,21 +74,19 @@ def test_smt_first_threads_before_second(impl):
     assert order(impl, SPLIT) == [0, 1, 2, 3, 4, 5, 6, 7]
     # Two L3s: first threads 0-3 alternate between the L3s, then 4-7.
     assert order(impl, SPLIT_2L3) == [0, 2, 1, 3, 4, 6, 5, 7]
-    # The project's qemu-2s tree, across sockets (core_spread=2's order).
-    assert order(impl, topology.load("qemu-2s"), mode=ACROSS) == \
-        [0, 4, 2, 6, 1, 5, 3, 7]
+    # The project's qemu-2s tree: socket 0's domain, then socket 1's.
+    assert order(impl, topology.load("qemu-2s")) == [0, 2, 1, 3, 4, 6, 5, 7]
     # A core with one eligible CPU left still counts as a first thread.
     assert order(impl, ADJACENT, [1, 2, 3, 5]) == [1, 2, 5, 3]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_unknown_domain_stays_on_the_first_cpus_domain(impl):
-    """Fault 2: domain unknown -> the domain of the lowest eligible CPU
-    is local; its L3 groups take turns, the other socket comes last."""
+def test_domains_one_after_another(impl):
+    """Fault 2: a NIC without _PXM may interrupt every CPU: the domain of
+    CPU 0 fills first, its L3 groups taking turns; the other socket comes
+    last."""
     assert order(impl, NUMA_2X2) == [0, 4, 2, 6, 1, 5, 3, 7,
                                      8, 12, 10, 14, 9, 13, 11, 15]
-    # Same on packages without NUMA groups.
-    assert order(impl, PKG_2X2) == order(impl, NUMA_2X2)
     # The interrupt set without hyperthreads; socket 1's lowest CPU first.
     assert order(impl, NUMA_2X2, [2, 6, 8, 10, 12, 14]) == \
         [2, 6, 8, 12, 10, 14]
@@ -96,50 +94,44 @@ def test_unknown_domain_stays_on_the_first_cpus_domain(impl):
     # One package with two L3 groups (Ryzen): both are local.
     assert order(impl, topology.load("ryzen-5950x"), list(range(0, 32, 2)))[:4] \
         == [0, 16, 2, 18]
-    # qemu-2s: one L3 per socket: nothing to interleave locally.
+    # qemu-2s: one L3 per socket: nothing to interleave within a domain.
     assert order(impl, topology.load("qemu-2s"), [0, 2, 4, 6]) == [0, 2, 4, 6]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_known_domain_first(impl):
+def test_no_numa_groups_is_one_domain(impl):
+    """Packages without NODE flags do not stand in for domains: all four
+    L3 groups take turns."""
+    assert order(impl, PKG_2X2) == [0, 4, 8, 12, 2, 6, 10, 14,
+                                    1, 5, 9, 13, 3, 7, 11, 15]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_pxm_narrows_the_set_to_the_domain(impl):
+    """ACPI gives a device with _PXM only its domain's CPUs (INTR_CPUS):
+    only they are spread."""
     node1 = list(range(8, 16))
-    assert order(impl, NUMA_2X2, local=node1) == [
-        8, 12, 10, 14, 9, 13, 11, 15, 0, 4, 2, 6, 1, 5, 3, 7]
-    # ACPI narrows the interrupt set to the domain: only it is spread.
-    assert order(impl, NUMA_2X2, node1, node1) == \
-        [8, 12, 10, 14, 9, 13, 11, 15]
+    assert order(impl, NUMA_2X2, node1) == [8, 12, 10, 14, 9, 13, 11, 15]
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_across_sockets(impl):
-    """core_spread=2: domains take turns, then L3 groups within each."""
-    assert order(impl, NUMA_2X2, mode=ACROSS) == [
-        0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15]
-    assert order(impl, PKG_2X2, mode=ACROSS) == \
-        order(impl, NUMA_2X2, mode=ACROSS)
-    # The local domain goes first.
-    assert order(impl, NUMA_2X2, local=list(range(8, 16)),
-                 mode=ACROSS)[:4] == [8, 0, 12, 4]
-
-
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("mode", [LOCAL, ACROSS])
-def test_no_cache_groups_no_spreading(impl, mode):
-    """Fault 3: no L3 group anywhere: the numeric order."""
-    assert order(impl, NO_CACHE, mode=mode) == list(range(8))
-    assert order(impl, NO_CACHE, [6, 1, 4], mode=mode) == [1, 4, 6]
+def test_no_cache_groups_still_thread_order(impl):
+    """Fault 3: no L3 group anywhere: the SMT rule still holds (it needs
+    only the THREAD groups); nothing to take turns."""
+    assert order(impl, NO_CACHE) == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert order(impl, NO_CACHE, [6, 1, 4]) == [1, 4, 6]
 
 
 def test_bad_mode():
-    with pytest.raises(ValueError, match="core_spread 3"):
-        model.spread_order(ADJACENT, [0], None, 3)
-    with pytest.raises(core.CoreError, match="mode 3"):
-        core.spread_order(ADJACENT, [0], None, 3)
+    with pytest.raises(ValueError, match="core_spread 2"):
+        model.spread_order(ADJACENT, [0], 2)
+    with pytest.raises(core.CoreError, match="mode 2"):
+        core.spread_order(ADJACENT, [0], 2)
 
 
 def numeric_walk(eligible):
     """iflib's cpuid_advance() from the lowest CPU, queue by queue, as
-    FreeBSD 14 sys/net/iflib.c does it without core_spread: step to the
+    FreeBSD 15 sys/net/iflib.c does it without core_spread: step to the
     next id, wrap from the highest to the lowest, skip CPUs not in the
     set."""
     s = set(eligible)
@@ -201,61 +193,62 @@ def spreads(draw):
     t = draw(st.one_of(trees(max_cpus=40), numa_trees()))
     cpus = list(t.cpus)
     eligible = draw(st.lists(st.sampled_from(cpus), unique=True))
-    local = draw(st.one_of(st.none(), st.lists(st.sampled_from(cpus),
-                                               unique=True)))
     mode = draw(st.sampled_from(model.SPREAD_MODES))
-    return t, eligible, local, mode
+    return t, eligible, mode
+
+
+def _domain_key(t, c):
+    d = next((g for g in reversed(t.enclosing(c)) if g.flags & T.CG_FLAG_NODE),
+             None)
+    return -1 if d is None else min(d.cpus)
+
+
+def _rank(t, eligible, c):
+    core = next((g for g in t.enclosing(c) if g.flags & T.CG_FLAG_THREAD),
+                None)
+    return 0 if core is None else sum(1 for x in eligible
+                                      if x < c and x in core.cpus)
 
 
 @given(spreads())
 def test_spread_c_equals_model(case):
-    t, eligible, local, mode = case
-    got = core.spread_order(t, eligible, local, mode)
-    assert got == model.spread_order(t, eligible, local, mode)
+    t, eligible, mode = case
+    got = core.spread_order(t, eligible, mode)
+    assert got == model.spread_order(t, eligible, mode)
     assert sorted(got) == sorted(eligible)
-    if not any(g.level == T.CG_SHARE_L3 for g in t.root.walk()):
-        assert got == sorted(eligible)      # no L3 group: no spreading
-        return
-    if mode == LOCAL and local is not None:
-        flags = [c in local for c in got]
-        assert flags == sorted(flags, reverse=True)   # local CPUs first
-    if mode == LOCAL and local is None and eligible:
-        home = model.domain_of(t, min(eligible))
-        flags = [model.domain_of(t, c) is home for c in got]
-        assert flags == sorted(flags, reverse=True)
+    if mode == ON:
+        # Domains in order of their lowest CPU, ranks rising within one.
+        keys = [(_domain_key(t, c), _rank(t, eligible, c)) for c in got]
+        assert keys == sorted(keys)
 
 
 @given(spreads())
 def test_spread_off_is_todays_numeric_walk(case):
-    t, eligible, local, _ = case
-    got = core.spread_order(t, eligible, local, OFF)
+    t, eligible, _ = case
+    got = core.spread_order(t, eligible, OFF)
     assert got == (numeric_walk(eligible) if eligible else [])
 
 
 @given(numa_trees(), st.data())
-def test_spread_smt_and_domains(t, data):
+def test_spread_smt_and_units(t, data):
     eligible = data.draw(st.lists(st.sampled_from(list(t.cpus)),
                                   unique=True, min_size=1))
-    mode = data.draw(st.sampled_from([LOCAL, ACROSS]))
-    got = core.spread_order(t, eligible, None, mode)
-    units = [g for g in t.root.walk() if g.level == T.CG_SHARE_L3]
-    if not units:
-        assert got == sorted(eligible)
-        return
-    # Within a unit, no core's second thread before every core's first.
-    for u in units:
-        seq = [c for c in got if c in u.cpus]
+    got = core.spread_order(t, eligible, ON)
+    # Within a domain, no core's second thread before every core's first,
+    # L3 groups or not.
+    for d in {_domain_key(t, c) for c in got}:
+        seq = [c for c in got if _domain_key(t, c) == d]
         cores = [next((g.cpus for g in t.enclosing(c)
                        if g.flags & T.CG_FLAG_THREAD), (c,)) for c in seq]
         first = [cores.index(k) == i for i, k in enumerate(cores)]
-        if mode == ACROSS or len({model.domain_of(t, c) for c in seq}) == 1:
-            assert first == sorted(first, reverse=True)
-    # Across: the first two queues land in two domains when two domains
-    # have CPUs in L3 groups.
-    doms = {id(model.domain_of(t, c)) for c in eligible
-            if t.l3_of(c) is not None}
-    if mode == ACROSS and len(doms) > 1:
-        assert model.domain_of(t, got[0]) is not model.domain_of(t, got[1])
+        assert first == sorted(first, reverse=True)
+    # The first two queues of a domain with two L3 groups holding first
+    # threads land in two L3 groups.
+    dom0 = [c for c in got if _domain_key(t, c) == _domain_key(t, got[0])]
+    firsts = [c for c in dom0 if _rank(t, eligible, c) == 0]
+    if len({id(t.l3_of(c)) for c in firsts if t.l3_of(c) is not None}) > 1 \
+            and t.l3_of(firsts[0]) is not None and t.l3_of(firsts[1]) is not None:
+        assert t.l3_of(firsts[0]) is not t.l3_of(firsts[1])
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -269,4 +262,3 @@ def test_two_l3_guest_orders(impl):
     intr = list(range(0, 16, 2))
     assert order(impl, t, intr, mode=OFF)[:2] == [0, 2]       # one L3
     assert order(impl, t, intr) == [0, 4, 2, 6, 8, 12, 10, 14]
-    assert order(impl, t, intr, mode=ACROSS) == [0, 8, 4, 12, 2, 10, 6, 14]

@@ -179,16 +179,21 @@ def test_report_of_a_log_with_views(tmp_path):
 
 # --------------------------------------------------------------- the plan
 
-def test_spread_value_puts_one_queue_on_each_socket():
-    """learn-spread needs em0's two queues on both sockets of qemu-2s; with
-    commit 1 reworked that is core_spread=2, and 1 keeps them on socket 0."""
+def test_spread_value_takes_turns_between_the_l3_groups_of_a_domain():
+    """learn-spread boots core_spread=1: on a guest whose first domain holds
+    two L3 groups the first two queues land on both; on qemu-2s (one L3 per
+    socket) they stay on socket 0."""
+    from pathlib import Path
+    from rxl.decide import topology
     assert L.plan_boots(["learn-spread"], ["rxq"])[0].tunables == \
         ((L.SPREAD_TUNABLE, L.SPREAD_VALUE),)
-    across = model.spread_order(QEMU, range(8), mode=int(L.SPREAD_VALUE))[:2]
-    local = model.spread_order(QEMU, range(8), mode=1)[:2]
+    mode = int(L.SPREAD_VALUE)
+    two = topology.load(str(Path(__file__).resolve().parents[2] / "data" /
+                            "topology" / "qemu-2s2l3-numa.xml"))
+    first = model.spread_order(two, range(0, 16, 2), mode=mode)[:2]
+    assert two.l3_of(first[0]) is not two.l3_of(first[1])
+    local = model.spread_order(QEMU, range(8), mode=mode)[:2]
     sockets = [g.cpus for g in QEMU.root.children]
-    assert across == [0, 4] and any(0 in s for s in sockets) and \
-        not any(set(across) <= set(s) for s in sockets)
     assert any(set(local) <= set(s) for s in sockets)
 
 
