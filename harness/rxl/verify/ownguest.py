@@ -71,8 +71,8 @@ from rxl.verify.request import BuildRequest, GuestRequest, RunRequest
 #: device tunable, CTLFLAG_RDTUN under dev.<driver>.0.iflib): :func:`spread_tunable`.
 SPREAD_TUNABLE = "dev.{driver}.0.iflib.core_spread"
 #: The boots with commit 1's tunable and its value: spread (core_spread=1,
-#: the L3 groups of the local domain) and spread2 (2, across domains).
-SPREAD_BOOTS = {"spread": "1", "spread2": "2"}
+#: cores before SMT siblings, L3 groups in turn, in the NIC's domain).
+SPREAD_BOOTS = {"spread": "1"}
 #: What to do when the installed QEMU cannot run the guest's shape.
 QEMU_ADVICE = ("run `rxl doctor --install` (on Debian 12 it adds bookworm-backports' "
                "QEMU 10), or pick a shape for this QEMU: --target guest-e1000e")

@@ -165,12 +165,11 @@ def expected_order(topo: Topology, intr: List[int], domain: Optional[int], core_
                    queues: int) -> List[int]:
     """The CPUs of queues 0..``queues``-1: the numeric walk of ``intr`` for
     ``core_spread=0``, else the model's spread order. Pure."""
-    from rxl.decide.topology import domain_cpus
     if core_spread == 0:
         order = list(intr)
     else:
-        local = domain_cpus(topo, domain) if domain is not None else None
-        order = model.spread_order(topo, intr, local, core_spread)
+        # intr is already the domain's CPUs when the domain is known.
+        order = model.spread_order(topo, intr, core_spread)
     return [order[i % len(order)] for i in range(queues)] if order else []
 
 

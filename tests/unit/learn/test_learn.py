@@ -56,7 +56,7 @@ def test_boots_cover_every_config_and_keep_off_before_on():
     assert [r.label for r in boots[0].runs] == [
         "learn-off.rxq", "learn-off.all", "learn-on.rxq", "learn-on.all"]
     assert [r.learning for r in boots[0].runs] == [0, 0, 1, 1]
-    assert boots[1].tunables == (("dev.em.0.iflib.core_spread", "2"),)
+    assert boots[1].tunables == (("dev.em.0.iflib.core_spread", "1"),)
     assert [r.label for r in boots[1].runs] == ["learn-spread.all", "learn-spread.rxq"]
     assert boots[2].kernel == "pristine"
     assert all(r.learning is None for r in boots[2].runs)
