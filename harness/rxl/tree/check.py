@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 
 from rxl.tree.patch import (Patch, SeriesError, check_consistency, load_series, parse_base,
                             patch_files, touched_man_pages)
-from rxl.tree.series import run_git
+from rxl.tree import version as tree_version
+from rxl.tree.series import SeriesState, run_git, series_state
 
 #: Subjects must be shorter than this (FreeBSD committer's guide).
 SUBJECT_MAX = 67
@@ -142,7 +143,11 @@ def check_series(project: Path, src: Optional[Path] = None,
     Without ``src``: consistency of ``sys/`` and ``tests/atf/`` with the
     patches, commit-message rules, authors.  With ``src`` (a tree on which
     the series is applied, at HEAD): ``mandoc -Tlint -W warning`` on the
-    touched man pages and ``tools/build/checkstyle9.pl`` on every patch.
+    touched man pages and ``tools/build/checkstyle9.pl`` on every patch; first,
+    that the tree is of the series' base release and carries the series at HEAD
+    (:func:`rxl.tree.series.series_state`): a tree without it is a problem, said
+    as such (and whether the series applies there), and nothing else is checked
+    on it.
     """
     rep = CheckReport()
     patches_dir = Path(project) / "patches"
@@ -166,6 +171,29 @@ def check_series(project: Path, src: Optional[Path] = None,
         rep.notes.append("no --src: mandoc and checkstyle9.pl not run")
         return rep
     src = Path(src)
+    tree_v = tree_version.version_or_none(str(src))
+    if tree_v is not None:
+        rep.notes.append(f"tree {src}: {tree_v.describe()}")
+        try:
+            want = int(parse_base((patches_dir / "BASE").read_text()).freebsd_version)
+        except (OSError, SeriesError, ValueError):
+            want = None
+        if want is not None and want // 100000 != tree_v.major:
+            rep.problems.append(f"--src {src} is FreeBSD {tree_v.release} "
+                                f"({tree_v.freebsd_version}), the series' base is "
+                                f"__FreeBSD_version {want}")
+    try:
+        state, detail = series_state(src, patch_files(patches_dir))
+    except SeriesError as e:
+        state, detail = SeriesState.NEITHER, str(e)
+    if state != SeriesState.APPLIED:
+        how = ("apply it first: rxl series apply --src " + str(src)
+               if state == SeriesState.APPLICABLE else "")
+        rep.problems.append(f"--src {src} does not carry the series at HEAD: {detail}"
+                            + (f"; {how}" if how else ""))
+        rep.notes.append("mandoc and checkstyle9.pl not run: they check the series' "
+                         "man pages in a tree that has the series")
+        return rep
     mans = []
     for m in touched_man_pages(patches):
         if (src / m).is_file():

@@ -26,7 +26,6 @@ Facts this module relies on, and where they come from:
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -347,10 +346,44 @@ def sync_project_files(src: Path, project: Path, *,
     return updated
 
 
-def freebsd_version(src: Path) -> str:
-    """``__FreeBSD_version`` from ``sys/sys/param.h`` of a tree."""
-    text = (Path(src) / "sys/sys/param.h").read_text(errors="replace")
-    m = re.search(r"^#define\s+__FreeBSD_version\s+(\d+)", text, re.M)
-    if not m:
-        raise SeriesError(f"{src}: no __FreeBSD_version in sys/sys/param.h")
-    return m.group(1)
+class SeriesState:
+    """What :func:`series_state` found (strings, for messages and tests)."""
+
+    APPLIED = "applied"        # HEAD carries every patch: reversing them all applies
+    APPLICABLE = "applicable"  # HEAD carries none: they all apply on it, in order
+    NEITHER = "neither"        # a part, another version, or another tree
+
+
+def series_state(src: Path, patches: list[Path]) -> tuple[str, str]:
+    """Whether ``src``'s HEAD carries the series, read-only: (state, detail).
+
+    With a scratch index made from HEAD (``GIT_INDEX_FILE``; the work tree and the
+    real index are not touched): the patches reversed, last first, all apply
+    (``git apply --cached -R``): :attr:`SeriesState.APPLIED`; else, from HEAD again,
+    all apply in order: :attr:`SeriesState.APPLICABLE`; else
+    :attr:`SeriesState.NEITHER`, with the patch and git's message that stopped it.
+    Raises :class:`SeriesError` when ``src`` is not a git tree with a HEAD.
+    """
+    ensure_git_tree(Path(src))
+
+    def attempt(order: list[Path], reverse: bool) -> Optional[str]:
+        with tempfile.TemporaryDirectory() as d:
+            env = dict(os.environ, GIT_INDEX_FILE=os.path.join(d, "index"),
+                       GIT_NO_LAZY_FETCH="1")
+            run_git(Path(src), "read-tree", "HEAD", env=env)
+            for p in order:
+                cp = run_git(Path(src), "apply", "--cached", *(["-R"] if reverse else []),
+                             str(p), check=False, env=env)
+                if cp.returncode != 0:
+                    msg = (cp.stderr.strip() or "exit %d" % cp.returncode).splitlines()[0]
+                    return f"{Path(p).name}: {msg}"
+        return None
+
+    back = attempt(list(reversed(patches)), True)
+    if back is None:
+        return SeriesState.APPLIED, f"HEAD carries all {len(patches)} patches"
+    fwd = attempt(list(patches), False)
+    if fwd is None:
+        return SeriesState.APPLICABLE, f"none of the {len(patches)} patches is applied; " \
+            "all apply on HEAD"
+    return SeriesState.NEITHER, f"not applied ({back}) and does not apply ({fwd})"
