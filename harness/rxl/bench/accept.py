@@ -8,7 +8,10 @@ the tables, JSON document and plot :mod:`rxl.bench.accept_output`.
 
 The workload is the one of seed 004 ("The rig"): N workers, one
 connection at a time from loopback, a fixed spacing, repeated runs, and per
-worker the wakeups, accepts, empty wakeups and CPU time.
+worker the wakeups, accepts, empty wakeups and CPU time.  With
+``Knobs.requests`` it is the request workload instead: persistent
+connections, each carrying that many requests, and the cross-CPU wakeups
+they cost (:mod:`rxl.bench.wakeups`).
 """
 
 from __future__ import annotations
@@ -155,6 +158,15 @@ class RunConfig:
                    MAX_REORDER_EVERY)
         except ValueError as e:
             raise BenchError(str(e)) from None
+        if self.kill_first_at is not None and self.knobs.requests:
+            raise BenchError("--kill-first-at does not apply with "
+                             "--requests")
+        if self.knobs.requests and self.knobs.rx_cpus is not None and \
+                len(self.knobs.rx_cpus) > self.connections:
+            raise BenchError(f"--requests needs a connection per "
+                             f"receiving CPU: --connections "
+                             f"{self.connections} < "
+                             f"{len(self.knobs.rx_cpus)} --rx-cpus")
         if self.kill_first_at is not None and not (
                 1 <= self.kill_first_at < self.connections):
             raise BenchError(f"--kill-first-at must be 1..connections-1 "
@@ -255,7 +267,7 @@ def server_argv(binary: os.PathLike, setup: str, cfg: RunConfig) -> List[str]:
         argv += ["-k", str(cfg.kill_first_at)]
     if cfg.pin:
         argv.append("-p")
-    if cfg.client_rotate:
+    if cfg.client_rotate and not cfg.knobs.requests:
         argv.append("-c")
     return argv
 

@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import List, Sequence
 
-from rxl.bench import tables
+from rxl.bench import tables, wakeups
 from rxl.bench.accept import BenchError
 from rxl.bench.accept_stats import Summary
 
@@ -85,10 +85,33 @@ def plain_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
+def wakeup_items(summaries: Sequence[Summary]) -> list:
+    """(label, [RunWakeups per run], prediction) of every summary that ran
+    the request workload, for :func:`rxl.bench.wakeups.rows`."""
+    return [(s.label, [wakeups.run_wakeups(r.raw) for r in s.runs],
+             s.runs[0].raw.get("wakeups_prediction"))
+            for s in summaries if s.runs[0].raw.get("requests")]
+
+
 def results_json(summaries: Sequence[Summary], config: dict) -> dict:
-    """The --json document: config, then per setup its runs and summary."""
-    return {"config": config,
-            "results": [s.as_json() for s in summaries]}
+    """The --json document: config, then per setup its runs and summary;
+    with the request workload also each run's wakeup figures and the
+    setup's wakeup summary (rxl.bench.wakeups)."""
+    results = []
+    for s in summaries:
+        doc = s.as_json()
+        if s.runs[0].raw.get("requests"):
+            ws = [wakeups.run_wakeups(r.raw) for r in s.runs]
+            for rj, w in zip(doc["runs"], ws):
+                rj["wakeups"] = {"figures": w.figures(),
+                                 "res_by_cpu": w.res_by_cpu,
+                                 "bg_res_by_cpu": w.bg_res_by_cpu,
+                                 "cal_by_cpu": w.cal_by_cpu,
+                                 "softirq_ms_by_cpu": w.softirq_ms_by_cpu}
+            doc["wakeups"] = wakeups.summary(
+                ws, s.runs[0].raw.get("wakeups_prediction"))
+        results.append(doc)
+    return {"config": config, "results": results}
 
 
 def check_plot_target(path: os.PathLike) -> None:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from rxl.bench import accept, accept_stats, ebpf
+from rxl.bench import accept, accept_stats, ebpf, wakeups
+from rxl.bench.counters import CounterError
 from rxl.decide import topology
 
 
@@ -48,6 +49,7 @@ class _Ebpf:
     maps: Dict[str, Path]
     deal: Optional[object] = None
     index: Optional[List[int]] = None      # numa-rr: rank -> sockarray
+    nodes: Optional[Dict[int, int]] = None  # numa-rr: cpu -> node
 
 
 def _ebpf_prepare(req: Request, cfg: accept.RunConfig, echo) -> Optional[_Ebpf]:
@@ -80,7 +82,11 @@ def _ebpf_prepare(req: Request, cfg: accept.RunConfig, echo) -> Optional[_Ebpf]:
     # acceptd pins rank r to CPU r mod (this host's CPUs), whatever the
     # topology says: the map must be dealt for those CPUs.
     cpus = ebpf.pinned_cpus(cfg.workers, topo)
-    lines, d = ebpf.deal_lines(topo, cpus)
+    # --deal-counts rx: dealt from the receiving CPUs' connections, as
+    # learning would have counted them; tags: nothing counted yet.
+    counts = (wakeups.client_conns(cfg.connections, rx_cpus(cfg))
+              if cfg.knobs.deal_counts == "rx" else None)
+    lines, d = ebpf.deal_lines(topo, cpus, counts=counts)
     nodes = (ebpf.parse_node_map(req.numa_map) if req.numa_map is not None
              else ebpf.host_nodes() or {c: 0 for c in topo.cpus})
     maps = {}
@@ -95,7 +101,35 @@ def _ebpf_prepare(req: Request, cfg: accept.RunConfig, echo) -> Optional[_Ebpf]:
         if not req.dry_run:
             p.write_text("\n".join(content) + "\n")
         maps[setup] = p
-    return _Ebpf(server, obj, maps, d, ebpf.numa_layout(cpus, nodes)[0])
+    return _Ebpf(server, obj, maps, d, ebpf.numa_layout(cpus, nodes)[0],
+                 nodes)
+
+
+def rx_cpus(cfg: accept.RunConfig) -> List[int]:
+    """The request workload's receiving (client) CPUs: --rx-cpus, else
+    every CPU acceptd sees."""
+    if cfg.knobs.rx_cpus is not None:
+        return list(cfg.knobs.rx_cpus)
+    return list(range(ebpf.host_ncpu()))
+
+
+def prediction(setup: str, cfg: accept.RunConfig,
+               eb: Optional[_Ebpf]) -> Optional[dict]:
+    """What the setup's rule predicts for the request workload
+    (:func:`rxl.bench.wakeups.predict`, as JSON), or None: no request
+    workload, unpinned workers, or a setup without a rule."""
+    if not cfg.knobs.requests or not cfg.pin:
+        return None
+    ncpu = ebpf.host_ncpu()
+    untagged = cfg.knobs.untagged
+    if untagged is None:
+        untagged = cfg.workers - 1          # acceptd's default: the last
+    p = wakeups.predict(setup, ebpf.worker_cpus(cfg.workers, ncpu),
+                        wakeups.client_conns(cfg.connections, rx_cpus(cfg)),
+                        ncpu=ncpu, deal=eb.deal if eb else None,
+                        untagged=None if untagged < 0 else untagged,
+                        nodes=eb.nodes if eb else None)
+    return p.as_json() if p is not None else None
 
 
 def _argv(req: Request, binary: Path, setup: str, cfg: accept.RunConfig,
@@ -133,6 +167,15 @@ def _run_setup(req: Request, argv: List[str], setup: str,
             run = accept_stats.parse_run(out)
             # acceptd names the mode ("ebpf"); label by setup.
             run.setup = run.raw["setup"] = setup
+            if setup == "ebpf-deal":
+                run.raw["deal_counts"] = cfg.knobs.deal_counts
+            if cfg.knobs.requests:
+                run.raw["wakeups_prediction"] = prediction(setup, cfg, eb)
+                try:     # fail closed: a run whose counts do not add up
+                    wakeups.run_wakeups(run.raw)
+                except CounterError as e:
+                    raise accept.BenchError(f"{setup} run {rep + 1}: "
+                                            f"{e}") from None
             if setup in accept.EBPF_SETUPS:
                 run.raw["ebpf_summary"] = ebpf.summary(
                     run.raw, eb.index if setup == "ebpf-numa-rr"

@@ -100,7 +100,8 @@ _RUN_EXTRAS = ("server", "work_kind", "hold_us", "accepts_per_wakeup",
                "aborted", "aborted_established", "resets", "completed",
                "conn_per_s", "connect_us",
                "response_us", "queue_wait_us", "acceptor", "untagged_rank",
-               "reorder_every", "lag_us", "model_agreement", "ebpf_summary")
+               "reorder_every", "lag_us", "model_agreement", "ebpf_summary",
+               "deal_counts", "wakeups_prediction")
 
 
 def _finite(d: dict) -> dict:

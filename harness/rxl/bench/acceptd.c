@@ -32,6 +32,22 @@
  * first worker" a plain SIGKILL and give exact per-worker CPU time through
  * wait4(2).
  *
+ * The request workload (-q, event-loop model only): instead of the parent's
+ * connection schedule, one client process per receiving CPU (-R, default
+ * every CPU), pinned there, opens its share of the -n connections and then
+ * runs a closed loop over them: -F requests in flight, each request the
+ * next connection's turn, -q requests per connection.  A request is 8
+ * bytes (the CPU its send ran on, a sequence number); the worker answers
+ * each with 8 bytes (its CPU, the sequence number).  Over loopback the
+ * sender's CPU is the receiving CPU: the segment is processed in the
+ * softirq its send raises on that CPU, which is where the SYN chose the
+ * listener and where each request wakes the worker.  Both sides count
+ * their wakeups (a wait that found nothing ready and then returned with an
+ * event) by whether the first ready event came from their own CPU; the
+ * parent snapshots the kernel's counters (/proc/interrupts, /proc/stat,
+ * each worker's and client's /proc/<pid>/status and schedstat) around an
+ * idle window (-I ms, the background) and around the requests.
+ *
  * Everything is bounded: every wait has a timeout, the whole run has a
  * deadline (-d) after which workers exit on their own, and only loopback
  * is ever connected to.
@@ -88,6 +104,8 @@
 #define	HOLD_CLIENT	(-1L)		/* -H: hold until the client closes */
 #define	UNTAGGED_LAST	(-2)		/* -u not given: the last rank */
 #define	UNTAGGED_NONE	(-1)		/* -u none: every listener tagged */
+#define	REQ_SIZE	8		/* request and response: cpu, seq */
+#define	MAXINFLIGHT	1024
 
 enum mode {
 	M_NOFLAG,	/* shared listener, epoll, no flag */
@@ -171,6 +189,33 @@ struct wstat {
 	volatile int	hcpu_unknown;
 	volatile int	regerr;		/* errno of a failed registration */
 	volatile int	pinfail;	/* it was pinning (-p) that failed */
+	/* -q: requests served, by the CPU their send ran on; wakeups. */
+	volatile long	rq;
+	volatile long	rq_local;	/* sender CPU == worker CPU */
+	volatile long	rq_bad;		/* malformed request */
+	volatile long	wk;		/* waits that slept, then an event */
+	volatile long	wk_local;	/* ... first event sent on our CPU */
+	volatile long	wk_remote;	/* ... sent on another CPU */
+	volatile long	wk_other;	/* ... the listener or a close */
+	volatile long	rq_from[MAXCPUS];
+};
+
+/* One request-workload client (-q), written by that client only. */
+struct cstat {
+	volatile int	cpu;
+	volatile int	ready;		/* its connections are established */
+	volatile int	done;		/* every response came */
+	volatile int	err;		/* errno of a failure, or 0 */
+	volatile long	conns;
+	volatile long	sent;
+	volatile long	replies;
+	volatile long	rp_remote;	/* answered by a worker on another CPU */
+	volatile long	rp_bad;		/* malformed or unexpected response */
+	volatile long	wk;
+	volatile long	wk_local;
+	volatile long	wk_remote;
+	volatile long	wk_other;
+	volatile long	by_cpu[MAXCPUS];	/* replies by worker CPU */
 };
 
 struct shared {
@@ -180,6 +225,7 @@ struct shared {
 	volatile long	nrec;		/* -C records used so far (approx.) */
 	struct wstat	w[MAXWORKERS];
 	struct wstat	acc;		/* the handoff acceptor */
+	struct cstat	c[MAXCPUS];	/* -q clients, one per receiving CPU */
 	/* Accept time (CLOCK_MONOTONIC ns) by the client's port. */
 	volatile long long acc_ns[NPORTS];
 };
@@ -221,6 +267,12 @@ struct opts {
 	int		 port;
 	int		 order[MAXWORKERS];	/* rank -> worker id */
 	int		 ncpu;
+	long		 requests;	/* -q: per connection; 0: no requests */
+	int		 inflight;	/* -F: per client */
+	long		 think_us;	/* -Z: client pause after a reply */
+	long		 idle_ms;	/* -I: background window */
+	int		 nrx;		/* -R: client (receiving) CPUs */
+	int		 rx[MAXCPUS];
 };
 
 static struct shared	*sh;
@@ -251,6 +303,8 @@ usage(void)
 	    "[-o id,id,...]\n"
 	    "               [-u untagged_rank|none] [-P port] [-B obj:prog] "
 	    "[-b mapfile]\n"
+	    "               [-q requests -F in_flight -Z think_us -I idle_ms "
+	    "-R cpu,...]\n"
 	    "               [-p] [-c] [-C]\n"
 	    "modes: noflag exclusive half reorder et exclusive-et "
 	    "accept-mutex\n"
@@ -767,6 +821,8 @@ is_reset(int err)
 struct conn {
 	long long	expire;		/* ns; 0: no expiry */
 	char		open;
+	unsigned char	rlen;		/* -q: bytes of a request so far */
+	unsigned char	rbuf[REQ_SIZE];
 };
 
 struct loop {
@@ -798,7 +854,7 @@ static void
 loop_serve(const struct opts *o, struct loop *lp, struct wstat *ws, int fd)
 {
 	char c = 'x';
-	int slot;
+	int slot, one = 1;
 
 	if (fd >= lp->ntab) {
 		/* No room to hold it: serve and close. */
@@ -811,6 +867,18 @@ loop_serve(const struct opts *o, struct loop *lp, struct wstat *ws, int fd)
 	}
 	lp->tab[fd].open = 1;
 	lp->tab[fd].expire = 0;
+	lp->tab[fd].rlen = 0;
+	if (o->requests > 0) {
+		/* The requests come later; held until the client closes. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
+		if (pl_add(&lp->pl, fd, 0) != 0) {
+			ws->errors++;
+			ws->handled++;
+			conn_close(lp, ws, fd);
+		}
+		return;
+	}
 	do_work(o, ws);
 	if (send(fd, &c, 1, MSG_NOSIGNAL) != 1) {
 		if (is_reset(errno))
@@ -879,6 +947,112 @@ loop_conn_event(struct loop *lp, struct wstat *ws, int fd)
 			ws->errors++;
 	}
 	conn_close(lp, ws, fd);
+}
+
+/* The 8 bytes of a request or response: a CPU and a sequence number. */
+static void
+req_pack(unsigned char *b, unsigned cpu, unsigned seq)
+{
+	memcpy(b, &cpu, 4);
+	memcpy(b + 4, &seq, 4);
+}
+
+static void
+req_unpack(const unsigned char *b, unsigned *cpu, unsigned *seq)
+{
+	memcpy(cpu, b, 4);
+	memcpy(seq, b + 4, 4);
+}
+
+/*
+ * -q: a held connection is readable.  Answer every whole request with
+ * this CPU and the request's sequence number; count it by the CPU its
+ * send ran on.  waker: this connection's event ended a wait that slept,
+ * so its first request says from which CPU the worker was woken.  EOF or
+ * an error closes the connection (the client closes after its last).
+ */
+static void
+loop_requests(const struct opts *o, struct loop *lp, struct wstat *ws,
+    int fd, int waker)
+{
+	struct conn *c = &lp->tab[fd];
+	unsigned char out[REQ_SIZE];
+	unsigned cpu, seq;
+	ssize_t n;
+	int me;
+
+	for (;;) {
+		n = recv(fd, c->rbuf + c->rlen, REQ_SIZE - c->rlen,
+		    MSG_DONTWAIT);
+		if (n == -1 && (errno == EAGAIN || errno == EWOULDBLOCK ||
+		    errno == EINTR))
+			break;
+		if (n <= 0) {
+			if (n == -1 && is_reset(errno))
+				ws->resets++;
+			else if (n == -1)
+				ws->errors++;
+			if (waker)
+				ws->wk_other++;
+			ws->handled++;
+			conn_close(lp, ws, fd);
+			return;
+		}
+		c->rlen += (unsigned char)n;
+		if (c->rlen < REQ_SIZE)
+			continue;
+		c->rlen = 0;
+		req_unpack(c->rbuf, &cpu, &seq);
+		me = cur_cpu();
+		ws->rq++;
+		if (cpu < MAXCPUS)
+			ws->rq_from[cpu]++;
+		else
+			ws->rq_bad++;
+		if ((int)cpu == me)
+			ws->rq_local++;
+		if (waker) {
+			if ((int)cpu == me)
+				ws->wk_local++;
+			else
+				ws->wk_remote++;
+			waker = 0;
+		}
+		do_work(o, ws);
+		req_pack(out, (unsigned)me, seq);
+		if (send(fd, out, REQ_SIZE, MSG_NOSIGNAL) != REQ_SIZE) {
+			if (is_reset(errno))
+				ws->resets++;
+			else
+				ws->errors++;
+			ws->handled++;
+			conn_close(lp, ws, fd);
+			return;
+		}
+	}
+}
+
+/*
+ * -q: wait like pl_wait, and say whether the wait slept.  A first look
+ * with timeout 0 that finds nothing means the wait that follows blocks,
+ * so an event it returns woke the process (a race in between, an event
+ * arriving after the look, is counted as a wakeup too).  epoll returns
+ * events in the order they became ready, so ev[0] is the one that woke
+ * it; poll(2) returns them in descriptor order.
+ */
+static int
+pl_wait_woken(struct poller *pl, struct pev *out, int max, int timeout,
+    int *slept)
+{
+	int n;
+
+	*slept = 0;
+	n = pl_wait(pl, out, max, 0);
+	if (n != 0)
+		return (n);
+	n = pl_wait(pl, out, max, timeout);
+	*slept = n > 0;
+	return (n);
 }
 
 /*
@@ -969,6 +1143,7 @@ loop_worker(const struct opts *o, int rank, int src, struct loop *lp,
 	struct wstat *ws = &sh->w[rank];
 	struct pev ev[MAXBATCH];
 	int pend[MAXBATCH], npend, i, n, fd, timeout, held = 0, registered;
+	int slept;
 	int limit, handoff = o->listener == L_HANDOFF;
 	long long t_acc;
 	long before;
@@ -999,9 +1174,24 @@ loop_worker(const struct opts *o, int rank, int src, struct loop *lp,
 					    1000);
 			}
 		}
-		n = pl_wait(&lp->pl, ev, MAXBATCH, timeout);
+		slept = 0;
+		if (o->requests > 0)
+			n = pl_wait_woken(&lp->pl, ev, MAXBATCH, timeout,
+			    &slept);
+		else
+			n = pl_wait(&lp->pl, ev, MAXBATCH, timeout);
+		if (slept) {
+			ws->wk++;
+			if (ev[0].fd == src)
+				ws->wk_other++;
+		}
 		npend = 0;
 		for (i = 0; i < n; i++) {
+			if (ev[i].fd != src && o->requests > 0) {
+				loop_requests(o, lp, ws, ev[i].fd,
+				    slept && i == 0);
+				continue;
+			}
 			if (ev[i].fd != src) {
 				loop_conn_event(lp, ws, ev[i].fd);
 				continue;
@@ -1569,6 +1759,182 @@ client_close_all(struct client *cl)
 	cl->n = 0;
 }
 
+/* ---------------------------------------------------------- snapshots */
+
+/*
+ * The kernel's counters at one moment, as the text the kernel gives (the
+ * harness does the arithmetic, rxl.bench.wakeups): /proc/interrupts
+ * whole, the cpu lines of /proc/stat, and per worker and client process
+ * the context-switch lines of /proc/<pid>/status and its
+ * /proc/<pid>/schedstat (run time ns, wait time ns, timeslices).  Linux
+ * only; elsewhere the texts are absent (null in the JSON).
+ */
+#define	NSNAPS		4	/* idle0, idle1, before, after */
+#define	SNAP_IDLE0	0
+#define	SNAP_IDLE1	1
+#define	SNAP_BEFORE	2
+#define	SNAP_AFTER	3
+#define	MAXSNAPPROCS	(MAXWORKERS + MAXCPUS)
+
+static const char *const snap_names[NSNAPS] = {
+	"idle0", "idle1", "before", "after"
+};
+
+struct psnap {
+	int	 role;		/* 'w' worker, 'c' client */
+	int	 index;		/* rank, or client index */
+	pid_t	 pid;
+	char	*text;
+};
+
+struct snap {
+	long long	 t_ns;
+	char		*intr;
+	char		*stat;
+	int		 nproc;
+	struct psnap	 p[MAXSNAPPROCS];
+};
+
+/*
+ * A file's lines starting with one of prefixes (NULL: every line), as one
+ * malloc'd string; NULL when the file cannot be read.
+ */
+static char *
+read_lines(const char *path, const char *const *prefixes)
+{
+	FILE *f;
+	char line[65536], *out = NULL, *nout;
+	size_t len = 0, l;
+	int k, keep;
+
+	if ((f = fopen(path, "r")) == NULL)
+		return (NULL);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		keep = prefixes == NULL;
+		for (k = 0; !keep && prefixes[k] != NULL; k++)
+			keep = strncmp(line, prefixes[k],
+			    strlen(prefixes[k])) == 0;
+		if (!keep)
+			continue;
+		l = strlen(line);
+		if ((nout = realloc(out, len + l + 1)) == NULL)
+			die("realloc");
+		out = nout;
+		memcpy(out + len, line, l + 1);
+		len += l;
+	}
+	fclose(f);
+	if (out == NULL && (out = strdup("")) == NULL)
+		die("strdup");
+	return (out);
+}
+
+static void
+snap_proc(struct snap *sn, int role, int index, pid_t pid)
+{
+#ifdef __linux__
+	static const char *const ctxt[] = { "voluntary_ctxt_switches",
+	    "nonvoluntary_ctxt_switches", NULL };
+	char path[64], *st, *ss, *t;
+	size_t n;
+
+	if (pid <= 0 || sn->nproc >= MAXSNAPPROCS)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	st = read_lines(path, ctxt);
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	ss = read_lines(path, NULL);
+	n = (st ? strlen(st) : 0) + (ss ? strlen(ss) : 0) + 16;
+	if ((t = malloc(n)) == NULL)
+		die("malloc");
+	snprintf(t, n, "%sschedstat: %s", st ? st : "", ss ? ss : "\n");
+	free(st);
+	free(ss);
+	sn->p[sn->nproc].role = role;
+	sn->p[sn->nproc].index = index;
+	sn->p[sn->nproc].pid = pid;
+	sn->p[sn->nproc].text = t;
+	sn->nproc++;
+#else
+	(void)sn;
+	(void)role;
+	(void)index;
+	(void)pid;
+#endif
+}
+
+static struct snap *
+snapshot(const struct opts *o, const pid_t *wpid, const pid_t *cpid)
+{
+	static const char *const cpu[] = { "cpu", NULL };
+	struct snap *sn;
+	int r;
+
+	if ((sn = calloc(1, sizeof(*sn))) == NULL)
+		die("calloc");
+	sn->t_ns = now_ns();
+#ifdef __linux__
+	sn->intr = read_lines("/proc/interrupts", NULL);
+	sn->stat = read_lines("/proc/stat", cpu);
+#endif
+	for (r = 0; r < o->workers; r++)
+		snap_proc(sn, 'w', r, wpid[r]);
+	for (r = 0; r < o->nrx; r++)
+		snap_proc(sn, 'c', r, cpid[r]);
+	return (sn);
+}
+
+/* A JSON string, or null. */
+static void
+print_jstr(const char *s)
+{
+	const unsigned char *p;
+
+	if (s == NULL) {
+		printf("null");
+		return;
+	}
+	putchar('"');
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p == '\n')
+			printf("\\n");
+		else if (*p == '\t')
+			printf("\\t");
+		else if (*p < 0x20)
+			printf("\\u%04x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void
+print_snap(const struct snap *sn)
+{
+	int i;
+
+	if (sn == NULL) {
+		printf("null");
+		return;
+	}
+	printf("{\"t_ns\": %lld, \"interrupts\": ", sn->t_ns);
+	print_jstr(sn->intr);
+	printf(", \"stat\": ");
+	print_jstr(sn->stat);
+	printf(", \"procs\": [");
+	for (i = 0; i < sn->nproc; i++) {
+		printf("%s{\"role\": \"%s\", \"index\": %d, \"pid\": %d, "
+		    "\"text\": ", i ? ", " : "",
+		    sn->p[i].role == 'w' ? "worker" : "client", sn->p[i].index,
+		    (int)sn->p[i].pid);
+		print_jstr(sn->p[i].text);
+		putchar('}');
+	}
+	printf("]}");
+}
+
 /* ------------------------------------------------------------- parent */
 
 static long
@@ -1630,6 +1996,27 @@ parse_order(struct opts *o, char *s)
 			fail("-o must be a permutation of 0..workers-1");
 }
 
+/* -R: the receiving (client) CPUs, each once, each online. */
+static void
+parse_rx(struct opts *o, char *s)
+{
+	char *tok, *save = NULL;
+	int seen[MAXCPUS], cpu;
+
+	memset(seen, 0, sizeof(seen));
+	o->nrx = 0;
+	for (tok = strtok_r(s, ",", &save); tok != NULL;
+	    tok = strtok_r(NULL, ",", &save)) {
+		cpu = (int)num(tok, 0, o->ncpu - 1, "CPU in -R");
+		if (seen[cpu])
+			fail("-R must list each CPU once");
+		seen[cpu] = 1;
+		o->rx[o->nrx++] = cpu;
+	}
+	if (o->nrx == 0)
+		fail("-R needs a CPU");
+}
+
 /* Abort connection i?  Spread evenly: per mille, Bresenham style. */
 static int
 aborts(const struct opts *o, long i)
@@ -1663,13 +2050,18 @@ struct run {
 	int		 deadline_hit;
 	long		 t0, deadline, tc0, tc1;
 	long		 ok, failed, aborted, started;
+	/* -q: the client processes, one per receiving CPU, and snapshots. */
+	pid_t		 cpid[MAXCPUS];
+	struct rusage	 cru[MAXCPUS];
+	int		 cexited[MAXCPUS];
+	struct snap	*snaps[NSNAPS];
 };
 
 /* The options: getopt, then the checks that need all of them. */
 static void
 parse_opts(struct opts *o, int argc, char **argv)
 {
-	char *order_arg = NULL;
+	char *order_arg = NULL, *rx_arg = NULL;
 	unsigned m;
 	int ch, r;
 
@@ -1687,7 +2079,7 @@ parse_opts(struct opts *o, int argc, char **argv)
 	o->lag_us = 10000;
 	o->mutex_delay_us = 500000;	/* nginx accept_mutex_delay default */
 	while ((ch = getopt(argc, argv,
-	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:B:b:pcC")) != -1) {
+	    "m:M:w:n:s:t:T:H:a:l:x:X:L:D:d:k:r:o:u:P:B:b:q:F:I:R:Z:pcC")) != -1) {
 		switch (ch) {
 		case 'm':
 			o->mode_name = optarg;
@@ -1765,6 +2157,23 @@ parse_opts(struct opts *o, int argc, char **argv)
 		case 'P':
 			o->port = (int)num(optarg, 0, 65535, "port");
 			break;
+		case 'q':
+			o->requests = num(optarg, 1, 1000000,
+			    "requests per connection");
+			break;
+		case 'F':
+			o->inflight = (int)num(optarg, 1, MAXINFLIGHT,
+			    "requests in flight");
+			break;
+		case 'I':
+			o->idle_ms = num(optarg, 0, 60000, "idle_ms");
+			break;
+		case 'Z':
+			o->think_us = num(optarg, 0, 10000000, "think_us");
+			break;
+		case 'R':
+			rx_arg = optarg;
+			break;
 		case 'p':
 			o->pin = 1;
 			break;
@@ -1807,6 +2216,22 @@ parse_opts(struct opts *o, int argc, char **argv)
 		o->ncpu = 1;
 	if (o->ncpu > MAXCPUS)
 		o->ncpu = MAXCPUS;
+	if (o->inflight == 0)
+		o->inflight = 1;
+	if (rx_arg != NULL)
+		parse_rx(o, rx_arg);
+	else
+		for (o->nrx = 0; o->nrx < o->ncpu; o->nrx++)
+			o->rx[o->nrx] = o->nrx;
+	if (o->requests > 0 && !o->loop)
+		fail("-q needs the event-loop model (-M loop)");
+	if (o->requests > 0 && (o->closed || o->abort_pm > 0 ||
+	    o->kill_at >= 0 || o->hold_us != 0))
+		fail("-q is its own client: no -l, -x, -k or -H");
+	if (o->requests == 0 && (rx_arg != NULL || o->think_us > 0))
+		fail("-R and -Z go with -q");
+	if (o->requests > 0 && o->conns < o->nrx)
+		fail("-q needs at least one connection per -R CPU");
 }
 
 /*
@@ -2141,6 +2566,352 @@ collect(const struct opts *o, struct run *run)
 	}
 }
 
+/* ------------------------------------------------------- request load */
+
+static int	cgo[MAXCPUS][2];	/* -q: parent -> client k: go */
+static int	cnote[2];		/* -q: clients -> parent: 'r', 'd' */
+
+/* A client's failure: its errno (or EPROTO) once, and stop. */
+static void
+rq_fail(struct cstat *cs, int err)
+{
+	if (cs->err == 0)
+		cs->err = err != 0 ? err : EPROTO;
+}
+
+/*
+ * One -q client, pinned to receiving CPU o->rx[k]: connects its share of
+ * the connections (connection i is client i mod nrx's), says ready, waits
+ * for go, then keeps o->inflight requests outstanding, each to the next
+ * connection in turn, until every connection carried o->requests; closes
+ * them and says done.
+ */
+static void
+rq_client(const struct opts *o, int k, int lfd, long deadline)
+{
+	struct cstat *cs = &sh->c[k];
+	struct sockaddr_in sin;
+	struct pollfd pfd;
+	struct poller pl;
+	struct pev ev[MAXBATCH];
+	unsigned char b[REQ_SIZE], (*rb)[REQ_SIZE];
+	unsigned char *rl;
+	long nconn, i, total, next = 0, *sent, *got;
+	int *fds, *cidx = NULL, maxfd = 0, fd, n, j, slept, me, waker;
+	int one = 1, r;
+	unsigned cpu, seq;
+	ssize_t m;
+	char c;
+
+	close_inherited(o, -1);
+	for (r = 0; r < o->workers; r++)
+		close_made(&hfd[r][0]);
+	if (lfd != -1)
+		close(lfd);
+	for (r = 0; r < o->nrx; r++) {
+		close_made(&cgo[r][1]);
+		if (r != k)
+			close_made(&cgo[r][0]);
+	}
+	close_made(&cnote[0]);
+	cs->cpu = o->rx[k];
+	nconn = o->conns / o->nrx + (k < o->conns % o->nrx);
+	cs->conns = nconn;
+	total = nconn * o->requests;
+	fds = calloc((size_t)nconn + 1, sizeof(*fds));
+	sent = calloc((size_t)nconn + 1, sizeof(*sent));
+	got = calloc((size_t)nconn + 1, sizeof(*got));
+	rb = calloc((size_t)nconn + 1, sizeof(*rb));
+	rl = calloc((size_t)nconn + 1, 1);
+	if (fds == NULL || sent == NULL || got == NULL || rb == NULL ||
+	    rl == NULL || pl_init(&pl, (int)nconn + 1) != 0) {
+		rq_fail(cs, errno);
+		goto out;
+	}
+	if (pin_self(o->rx[k]) != 0) {
+		rq_fail(cs, errno);
+		goto out;
+	}
+	lo_addr(&sin, sh->port);
+	for (i = 0; i < nconn; i++) {
+		if ((fd = socket(AF_INET, SOCK_STREAM, 0)) == -1 ||
+		    connect(fd, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+			rq_fail(cs, errno);
+			goto out;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		    sizeof(one));
+		set_nonblock(fd);
+		fds[i] = fd;
+		if (fd > maxfd)
+			maxfd = fd;
+		if (pl_add(&pl, fd, 0) != 0) {
+			rq_fail(cs, errno);
+			goto out;
+		}
+	}
+	if ((cidx = calloc((size_t)maxfd + 1, sizeof(*cidx))) == NULL) {
+		rq_fail(cs, errno);
+		goto out;
+	}
+	for (i = 0; i < nconn; i++)
+		cidx[fds[i]] = (int)i;
+	cs->ready = 1;
+	c = 'r';
+	(void)write(cnote[1], &c, 1);
+	pfd.fd = cgo[k][0];
+	pfd.events = POLLIN;
+	if (poll(&pfd, 1, deadline > now_ms() ? (int)(deadline - now_ms()) :
+	    0) != 1 || read(cgo[k][0], &c, 1) != 1 || c != 'g')
+		goto out;
+	me = cur_cpu();
+	for (j = 0; j < o->inflight && cs->sent < total; j++) {
+		i = next++ % nconn;
+		req_pack(b, (unsigned)cur_cpu(), (unsigned)sent[i]++);
+		if (send(fds[i], b, REQ_SIZE, MSG_NOSIGNAL) != REQ_SIZE) {
+			rq_fail(cs, errno);
+			goto out;
+		}
+		cs->sent++;
+	}
+	while (cs->replies < total && cs->err == 0 && !sh->stop &&
+	    now_ms() < deadline) {
+		n = pl_wait_woken(&pl, ev, MAXBATCH, WAIT_MS, &slept);
+		if (slept)
+			cs->wk++;
+		for (j = 0; j < n && cs->err == 0; j++) {
+			fd = ev[j].fd;
+			i = cidx[fd];
+			waker = slept && j == 0;
+			for (;;) {
+				m = recv(fd, rb[i] + rl[i], REQ_SIZE - rl[i],
+				    MSG_DONTWAIT);
+				if (m == -1 && (errno == EAGAIN ||
+				    errno == EWOULDBLOCK || errno == EINTR))
+					break;
+				if (m <= 0) {
+					/* The worker closed before the last. */
+					rq_fail(cs, m == 0 ? ECONNRESET :
+					    errno);
+					break;
+				}
+				rl[i] += (unsigned char)m;
+				if (rl[i] < REQ_SIZE)
+					continue;
+				rl[i] = 0;
+				req_unpack(rb[i], &cpu, &seq);
+				if (seq != (unsigned)got[i] || got[i] >=
+				    sent[i]) {
+					cs->rp_bad++;
+					rq_fail(cs, EPROTO);
+					break;
+				}
+				got[i]++;
+				cs->replies++;
+				if (cpu < MAXCPUS)
+					cs->by_cpu[cpu]++;
+				if ((int)cpu != me)
+					cs->rp_remote++;
+				if (waker) {
+					if ((int)cpu == me)
+						cs->wk_local++;
+					else
+						cs->wk_remote++;
+					waker = 0;
+				}
+				if (cs->sent >= total)
+					continue;
+				/*
+				 * Think time: the client sleeps (its CPU may
+				 * idle) before the next request, so each
+				 * request finds its worker asleep.
+				 */
+				sleep_us(o->think_us);
+				i = next++ % nconn;
+				req_pack(b, (unsigned)cur_cpu(),
+				    (unsigned)sent[i]++);
+				if (send(fds[i], b, REQ_SIZE, MSG_NOSIGNAL) !=
+				    REQ_SIZE) {
+					rq_fail(cs, errno);
+					break;
+				}
+				cs->sent++;
+				i = cidx[fd];
+			}
+			if (waker)
+				cs->wk_other++;
+		}
+	}
+	if (cs->replies < total)
+		rq_fail(cs, ETIMEDOUT);
+out:
+	if (fds != NULL)
+		for (i = 0; i < nconn; i++)
+			if (fds[i] > 0)
+				close(fds[i]);
+	cs->done = 1;
+	c = 'd';
+	(void)write(cnote[1], &c, 1);
+	_exit(0);
+}
+
+/* Read the clients' notes until `want` of kind c came; 0, or -1 at the deadline. */
+static int
+rq_await(char kind, int want, long deadline)
+{
+	struct pollfd pfd;
+	char c;
+	int got = 0;
+
+	while (got < want) {
+		pfd.fd = cnote[0];
+		pfd.events = POLLIN;
+		if (now_ms() >= deadline ||
+		    poll(&pfd, 1, (int)(deadline - now_ms())) != 1 ||
+		    read(cnote[0], &c, 1) != 1)
+			return (-1);
+		if (c == kind)
+			got++;
+		else if (c == 'd')
+			return (-1);	/* a client gave up */
+	}
+	return (0);
+}
+
+/*
+ * The -q run: fork the clients, wait until every connection is accepted,
+ * snapshot an idle window (the background) and the requests.  The
+ * counters go into the JSON; a client that failed says why there.
+ */
+static void
+run_requests(const struct opts *o, struct run *run)
+{
+	long last, n;
+	int k, st;
+	char c = 'g';
+
+	if (pipe(cnote) != 0)
+		die("pipe");
+	for (k = 0; k < o->nrx; k++) {
+		if (pipe(cgo[k]) != 0)
+			die("pipe");
+	}
+	fflush(stdout);
+	for (k = 0; k < o->nrx; k++) {
+		if ((run->cpid[k] = fork()) == -1)
+			die("fork");
+		if (run->cpid[k] == 0)
+			rq_client(o, k, run->lfd, run->deadline);
+		close_made(&cgo[k][0]);
+	}
+	close_made(&cnote[1]);
+	run->tc0 = now_ms();
+	if (rq_await('r', o->nrx, run->deadline) == 0) {
+		/* Every connection established; wait for their accepts. */
+		last = now_ms();
+		n = SUM(o, accepts);
+		while (SUM(o, accepts) < o->conns && now_ms() < run->deadline &&
+		    now_ms() - last < 2000) {
+			sleep_us(1000);
+			if (SUM(o, accepts) != n) {
+				n = SUM(o, accepts);
+				last = now_ms();
+			}
+		}
+		if (o->idle_ms > 0) {
+			run->snaps[SNAP_IDLE0] = snapshot(o, run->pid,
+			    run->cpid);
+			sleep_us(o->idle_ms * 1000);
+			run->snaps[SNAP_IDLE1] = snapshot(o, run->pid,
+			    run->cpid);
+		}
+		run->snaps[SNAP_BEFORE] = snapshot(o, run->pid, run->cpid);
+		for (k = 0; k < o->nrx; k++)
+			(void)write(cgo[k][1], &c, 1);
+		if (rq_await('d', o->nrx, run->deadline) == 0)
+			run->snaps[SNAP_AFTER] = snapshot(o, run->pid,
+			    run->cpid);
+	}
+	run->tc1 = now_ms();
+	for (k = 0; k < o->nrx; k++)
+		close_made(&cgo[k][1]);
+	for (k = 0; k < o->nrx; k++)
+		run->ok += sh->c[k].ready ? sh->c[k].conns : 0;
+	/* The clients exit right after their note; reap them, bounded. */
+	last = now_ms();
+	for (;;) {
+		int left = 0;
+
+		for (k = 0; k < o->nrx; k++) {
+			if (run->cexited[k])
+				continue;
+			if (wait4(run->cpid[k], &st, WNOHANG, &run->cru[k]) ==
+			    run->cpid[k])
+				run->cexited[k] = 1;
+			else
+				left++;
+		}
+		if (left == 0 || now_ms() - last > 3000)
+			break;
+		if (now_ms() - last > 2000)
+			for (k = 0; k < o->nrx; k++)
+				if (!run->cexited[k])
+					(void)kill(run->cpid[k], SIGKILL);
+		sleep_us(2000);
+	}
+	close_made(&cnote[0]);
+}
+
+static void
+print_requests(const struct opts *o, const struct run *run)
+{
+	int k, r;
+
+	printf(", \"requests\": {\"per_connection\": %ld, \"in_flight\": %d, "
+	    "\"think_us\": %ld, \"idle_ms\": %ld, \"clk_tck\": %ld, "
+	    "\"rx_cpus\": [", o->requests, o->inflight, o->think_us,
+	    o->idle_ms, sysconf(_SC_CLK_TCK));
+	for (k = 0; k < o->nrx; k++)
+		printf("%s%d", k ? ", " : "", o->rx[k]);
+	printf("], \"clients\": [");
+	for (k = 0; k < o->nrx; k++) {
+		const struct cstat *cs = &sh->c[k];
+
+		printf("%s{\"index\": %d, \"cpu\": %d, \"pid\": %d, "
+		    "\"conns\": %ld, \"sent\": %ld, \"replies\": %ld, "
+		    "\"rp_remote\": %ld, \"rp_bad\": %ld, \"wk\": %ld, "
+		    "\"wk_local\": %ld, \"wk_remote\": %ld, \"wk_other\": %ld, "
+		    "\"ready\": %s, \"done\": %s, \"error\": ",
+		    k ? ", " : "", k, o->rx[k], (int)run->cpid[k], cs->conns,
+		    cs->sent, cs->replies, cs->rp_remote, cs->rp_bad, cs->wk,
+		    cs->wk_local, cs->wk_remote, cs->wk_other,
+		    cs->ready ? "true" : "false", cs->done ? "true" : "false");
+		print_jstr(cs->err ? strerror(cs->err) : NULL);
+		printf(", \"cpu_ms\": %.3f, \"by_cpu\": ", ru_ms(&run->cru[k]));
+		print_longs(cs->by_cpu, o->ncpu);
+		putchar('}');
+	}
+	printf("], \"workers\": [");
+	for (r = 0; r < o->workers; r++) {
+		const struct wstat *ws = &sh->w[r];
+
+		printf("%s{\"rank\": %d, \"pid\": %d, \"rq\": %ld, "
+		    "\"rq_local\": %ld, \"rq_bad\": %ld, \"wk\": %ld, "
+		    "\"wk_local\": %ld, \"wk_remote\": %ld, \"wk_other\": %ld, "
+		    "\"rq_from\": ", r ? ", " : "", r, (int)run->pid[r], ws->rq,
+		    ws->rq_local, ws->rq_bad, ws->wk, ws->wk_local,
+		    ws->wk_remote, ws->wk_other);
+		print_longs(ws->rq_from, o->ncpu);
+		putchar('}');
+	}
+	printf("], \"snapshots\": {");
+	for (k = 0; k < NSNAPS; k++) {
+		printf("%s\"%s\": ", k ? ", " : "", snap_names[k]);
+		print_snap(run->snaps[k]);
+	}
+	printf("}}");
+}
+
 /* The run as one JSON object on stdout (print_lat sorts the client's latencies). */
 static void
 print_json(const struct opts *o, struct client *cl, const struct run *run)
@@ -2229,6 +3000,8 @@ print_json(const struct opts *o, struct client *cl, const struct run *run)
 		putchar('}');
 	}
 	putchar(']');
+	if (o->requests > 0)
+		print_requests(o, run);
 #ifdef RXL_EBPF
 	if (o->mode == M_EBPF)
 		ebpf_print(stdout);
@@ -2276,7 +3049,10 @@ main(int argc, char **argv)
 		run.lfd = shared_listener(&o);
 	if (start_workers(&o, &run) != 0)
 		return (1);
-	run_client(&o, &cl, &run);
+	if (o.requests > 0)
+		run_requests(&o, &run);
+	else
+		run_client(&o, &cl, &run);
 	settle(&o, &cl, &run);
 	collect(&o, &run);
 	print_json(&o, &cl, &run);

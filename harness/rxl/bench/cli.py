@@ -17,7 +17,7 @@ from rich.text import Text
 
 from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
-from rxl.bench import lbsetsock, tables
+from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TopologyError
@@ -49,19 +49,28 @@ def _print_tables(tables, use_rich: bool) -> None:
 def _echo_tables(summaries, use_rich: bool) -> None:
     dhead = ["setup", "accepts by registration rank: mean (min-max)",
              "median run"]
+    items = accept_output.wakeup_items(summaries)
+    # The request workload's clients are not the parent's: no client table.
+    client = [] if items else [(list(tables.CLIENT_COLUMNS),
+                                tables.client_rows(summaries))]
     _print_tables([(list(accept_output.SUMMARY_COLUMNS), accept_output.summary_rows(summaries)),
                    (list(tables.IMBALANCE_COLUMNS),
                     tables.imbalance_rows(summaries)),
                    (dhead, accept_output.distribution_rows(summaries)),
                    (list(tables.WORKER_COLUMNS), tables.worker_rows(summaries)),
-                   (list(tables.CLIENT_COLUMNS), tables.client_rows(summaries))],
-                  use_rich)
+                   *client], use_rich)
     for line in tables.ebpf_lines(summaries):
         click.echo(line)
     for note in accept_output.COLUMN_NOTES + tables.NOTES:
         click.echo("  " + note)
     click.echo("  [E] flagged EPOLLEXCLUSIVE (half), [u] untagged "
                "listener, [k] killed worker.")
+    if items:
+        _print_tables([(list(wakeups.COLUMNS), wakeups.rows(items)),
+                       (list(wakeups.CPU_COLUMNS), wakeups.cpu_rows(items))],
+                      use_rich)
+        for note in wakeups.NOTES:
+            click.echo("  " + note)
 
 
 def _finite(option):
@@ -164,6 +173,29 @@ def _parsed(fn):
               default="rotate", show_default=True,
               help="rotate: the client connects from CPU i mod ncpu for "
                    "connection i, so handshakes land on every CPU.")
+@click.option("--requests", type=int, default=0, show_default=True,
+              help="Request workload: this many requests per connection "
+                   "over persistent connections, one client process "
+                   "pinned per --rx-cpus CPU, with the cross-CPU wakeup "
+                   "tables (0: the accept workload).")
+@click.option("--rx-cpus", default=None,
+              help="--requests: the receiving CPUs, where the clients "
+                   "run (over loopback a send's softirq runs on its CPU); "
+                   "default every CPU.")
+@click.option("--in-flight", type=int, default=1, show_default=True,
+              help="--requests: requests outstanding per client.")
+@click.option("--think-us", type=float, default=0.0, show_default=True,
+              callback=_finite("--think-us"),
+              help="--requests: client sleep after each reply, us.")
+@click.option("--idle-ms", type=float, default=accept_knobs.DEFAULT_IDLE_MS,
+              show_default=True, callback=_finite("--idle-ms"),
+              help="--requests: idle window before the requests that "
+                   "measures the background IPI rate (0: none).")
+@click.option("--deal-counts", type=click.Choice(accept_knobs.DEAL_COUNTS),
+              default="tags", show_default=True,
+              help="ebpf-deal: deal the map from the tags alone (nothing "
+                   "counted) or from the receiving CPUs' connections "
+                   "(what learning counts).")
 @click.option("--topology", "topo", default=None,
               help="ebpf-deal: the topology to deal on (default: this "
                    "host's, from sysfs).")
@@ -190,8 +222,9 @@ def _parsed(fn):
 def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
                server, work_ms, work_kind, hold, batch, client, concurrency,
                abort_share, abort_kind, untagged, lag_ms, mutex_delay_ms,
-               order, kill_first_at, reorder_every, pin, client_cpu, topo,
-               numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
+               order, kill_first_at, reorder_every, pin, client_cpu,
+               requests, rx_cpus, in_flight, think_us, idle_ms, deal_counts,
+               topo, numa_map, as_json, plot, raw_dir, build_dir, cc, plain,
                dry_run):
     """Accept distribution of shared-listener, handoff and SO_REUSEPORT
     setups.
@@ -201,13 +234,15 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
     accepts over the workers (idle workers, top-k share, CV), per-worker
     CPU and open connections, and the client's rate and latencies.
     """
-    knobs = accept_knobs.Knobs(server=server, work_kind=work_kind, hold_ms=hold,
-                     accepts_per_wakeup=batch, client=client,
-                     concurrency=concurrency, abort_share=abort_share,
-                     abort_kind=abort_kind, untagged=untagged,
-                     lag_ms=lag_ms, mutex_delay_ms=mutex_delay_ms)
     works = work_ms or (accept.DEFAULT_WORK_MS,)
     try:  # every option value, before any build: a usage error (exit 2)
+        knobs = accept_knobs.Knobs(
+            server=server, work_kind=work_kind, hold_ms=hold,
+            accepts_per_wakeup=batch, client=client, concurrency=concurrency,
+            abort_share=abort_share, abort_kind=abort_kind, untagged=untagged,
+            lag_ms=lag_ms, mutex_delay_ms=mutex_delay_ms, requests=requests,
+            in_flight=in_flight, think_us=think_us, idle_ms=idle_ms,
+            rx_cpus=_rx_cpus(rx_cpus), deal_counts=deal_counts)
         req = _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
                               knobs, order, kill_first_at, reorder_every, pin, client_cpu,
                               topo, numa_map, as_json, plot, raw_dir, build_dir, cc, dry_run)
@@ -240,6 +275,18 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
             click.echo(f"plot: {plot}")
 
 
+def _rx_cpus(text):
+    """--rx-cpus: a CPU list of this host's online CPUs, or None."""
+    if text is None:
+        return None
+    cpus = tuple(topology.parse_cpu_list(text, "--rx-cpus"))
+    ncpu = ebpf.host_ncpu()
+    if max(cpus) >= ncpu:
+        raise ValueError(f"--rx-cpus: CPU {max(cpus)} is not one of this "
+                         f"host's {ncpu} (the clients are pinned there)")
+    return cpus
+
+
 def _accept_request(setups, workers, connections, spacing_ms, repetitions, works,
                     knobs, order, kill_first_at, reorder_every, pin, client_cpu,
                     topo, numa_map, as_json, plot, raw_dir, build_dir, cc,
@@ -263,6 +310,13 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
         for s in setups:
             accept.server_argv("acceptd", s, c)      # refuse before any run
     # An option no setup reads is refused.
+    if knobs.deal_counts != "tags" and "ebpf-deal" not in setups:
+        raise accept.BenchError("--deal-counts is read only by --setup "
+                                "ebpf-deal")
+    if knobs.requests and connections < len(accept_run.rx_cpus(cfgs[0])):
+        raise accept.BenchError(f"--requests needs a connection per "
+                                f"receiving CPU, got --connections "
+                                f"{connections}")
     if topo is not None:
         if "ebpf-deal" not in setups:
             raise accept.BenchError("--topology is read only by --setup ebpf-deal")

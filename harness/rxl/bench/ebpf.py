@@ -221,14 +221,17 @@ def host_topology(root: Path = Path("/sys/devices/system/cpu")) -> Topology:
     return topo
 
 
-def deal_lines(topo: Topology, cpus: Sequence[int], deal_fn=None) \
+def deal_lines(topo: Topology, cpus: Sequence[int], deal_fn=None,
+               counts: Optional[Mapping[int, int]] = None) \
         -> Tuple[List[str], Optional[model.Deal]]:
     """Map-file lines of the dealt map for workers on ``cpus`` (one member
     per rank, tagged with its CPU), and the deal itself.
 
     ``deal_fn`` defaults to the C cores (:func:`rxl.decide.core.deal`).
-    The receiving CPUs are the tags' CPUs, equal counts, as a group with
-    explicit tags and nothing counted yet.  The per-CPU entry packs
+    Without ``counts`` the receiving CPUs are the tags' CPUs, equal
+    counts, as a group with explicit tags and nothing counted yet; with
+    ``counts`` ({cpu: handshakes}) the map is dealt from them, as after
+    learning at accept(2) counted them.  The per-CPU entry packs
     ``(offset << 16) | count`` (LBDEAL_ENTRY).  Raises ValueError for more
     than :data:`MAX_MEMBERS` workers or a CPU past :data:`MAX_CPUS`.
     """
@@ -239,7 +242,7 @@ def deal_lines(topo: Topology, cpus: Sequence[int], deal_fn=None) \
         raise ValueError(f"CPU {max(cpus)} past the map's {MAX_CPUS}")
     if deal_fn is None:
         deal_fn = core.deal
-    d = deal_fn(topo, [model.Tag(c) for c in cpus], {})
+    d = deal_fn(topo, [model.Tag(c) for c in cpus], dict(counts or {}))
     if d is None:
         return [], None
     lines = [f"cpuent {c} {(off << 16) | cnt}"

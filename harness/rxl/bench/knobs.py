@@ -24,13 +24,22 @@ Defaults and their sources:
 * ``mutex_delay_ms=500``: nginx's ``accept_mutex_delay`` default.
 * ``concurrency=8``: closed-loop connections in flight, one per default
   worker.
+* ``requests=0``: the accept workload (each connection one response).  A
+  positive value is the request workload (rxl.bench.wakeups): that many
+  requests per connection, ``in_flight=1`` per client process (one client
+  pinned per receiving CPU, ``rx_cpus`` None: every CPU), each after
+  ``think_us=0`` of client sleep, with an ``idle_ms=1000`` window before
+  them to measure the background.  ``deal_counts="tags"``: ebpf-deal's map
+  is dealt from the workers' tags alone (nothing counted, the kernel's
+  state before learning); ``"rx"`` deals it from the receiving CPUs'
+  connection counts, what learning at accept(2) converges to.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 SERVERS = ("loop", "serial")
 WORK_KINDS = ("sleep", "cpu")
@@ -40,6 +49,8 @@ ABORT_KINDS = ("reset", "handshake")
 DEFAULT_LAG_MS = 10.0
 DEFAULT_MUTEX_DELAY_MS = 500.0
 DEFAULT_CONCURRENCY = 8
+DEFAULT_IDLE_MS = 1000.0
+DEAL_COUNTS = ("tags", "rx")
 
 #: acceptd's bounds: -H in us up to one hour, -l up to 10000, -L up to
 #: 60 s, -D 1 ms..10 s, -a 0..64.
@@ -47,6 +58,14 @@ MAX_HOLD_MS = 3600000.0
 MAX_CONCURRENCY = 10000
 MAX_LAG_MS = 60000.0
 MAX_BATCH = 64
+#: acceptd's -q, -F, -Z (us) and -I (ms) bounds.
+MAX_REQUESTS = 1000000
+MAX_IN_FLIGHT = 1024
+MAX_THINK_US = 10000000.0
+MAX_IDLE_MS = 60000.0
+#: Allowance per request in the run's deadline, ms: a cross-CPU round
+#: trip to a halted vCPU took 0.5 ms on the 2-vCPU build host.
+REQUEST_ALLOWANCE_MS = 2.0
 
 #: Setups that only exist in the event-loop model (acceptd refuses them
 #: with -M serial): the point of each is how a loop registers or receives.
@@ -124,7 +143,9 @@ class Knobs:
     Units: ms for times (the server takes us, rounded); ``hold_ms`` None
     means until the client closes; ``accepts_per_wakeup`` 0 is unlimited;
     ``abort_share`` a fraction 0..1 of the connections; ``untagged`` None
-    for the server's default (the last rank), -1 for none.
+    for the server's default (the last rank), -1 for none; ``requests``
+    per connection (0: the accept workload), ``think_us`` in us,
+    ``idle_ms`` in ms, ``rx_cpus`` CPU ids or None for every CPU.
     """
 
     server: str = "loop"
@@ -138,6 +159,12 @@ class Knobs:
     untagged: Optional[int] = None
     lag_ms: float = DEFAULT_LAG_MS
     mutex_delay_ms: float = DEFAULT_MUTEX_DELAY_MS
+    requests: int = 0
+    in_flight: int = 1
+    think_us: float = 0.0
+    idle_ms: float = DEFAULT_IDLE_MS
+    rx_cpus: Optional[Tuple[int, ...]] = None
+    deal_counts: str = "tags"
 
     def validate(self, workers: int) -> None:
         """Raise ValueError on a value acceptd would refuse."""
@@ -164,6 +191,45 @@ class Knobs:
         if self.untagged is not None and self.untagged >= workers:
             raise ValueError(f"--untagged rank must be below --workers "
                              f"({workers}), got {self.untagged}")
+        self._validate_requests()
+
+    def _validate_requests(self) -> None:
+        if self.deal_counts not in DEAL_COUNTS:
+            raise ValueError(f"--deal-counts must be one of "
+                             f"{', '.join(DEAL_COUNTS)}, got "
+                             f"{self.deal_counts!r}")
+        if not isinstance(self.requests, int) or \
+                not 0 <= self.requests <= MAX_REQUESTS:
+            raise ValueError(f"--requests must be 0..{MAX_REQUESTS}, "
+                             f"got {self.requests}")
+        if not 1 <= self.in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(f"--in-flight must be 1..{MAX_IN_FLIGHT}, "
+                             f"got {self.in_flight}")
+        finite(self.think_us, "--think-us", 0, MAX_THINK_US)
+        finite(self.idle_ms, "--idle-ms", 0, MAX_IDLE_MS)
+        if self.rx_cpus is not None and (
+                not self.rx_cpus or len(set(self.rx_cpus)) !=
+                len(self.rx_cpus) or min(self.rx_cpus) < 0):
+            raise ValueError(f"--rx-cpus must name each CPU once, got "
+                             f"{list(self.rx_cpus)}")
+        if self.requests == 0:
+            for opt, off in (("--rx-cpus", self.rx_cpus is not None),
+                             ("--in-flight", self.in_flight != 1),
+                             ("--think-us", self.think_us != 0),
+                             ("--idle-ms", self.idle_ms != DEFAULT_IDLE_MS)):
+                if off:
+                    raise ValueError(f"{opt} goes with --requests (the "
+                                     f"request workload)")
+            return
+        for opt, off in (("--server serial", self.server != "loop"),
+                         ("--client closed", self.client != "open"),
+                         ("--hold-ms", self.hold_ms != 0),
+                         ("--abort-share", self.abort_share != 0)):
+            if off:
+                raise ValueError(f"{opt} does not apply with --requests: "
+                                 f"its clients hold every connection "
+                                 f"open and run their own closed loop "
+                                 f"in the event-loop model")
 
     def check_setup(self, setup: str) -> None:
         """Raise ValueError if ``setup`` cannot run in this model."""
@@ -185,6 +251,12 @@ class Knobs:
                     "-X", self.abort_kind]
         if self.untagged is not None:
             out += ["-u", "none" if self.untagged < 0 else str(self.untagged)]
+        if self.requests:
+            out += ["-q", str(self.requests), "-F", str(self.in_flight),
+                    "-Z", str(int(round(self.think_us))),
+                    "-I", str(int(round(self.idle_ms)))]
+            if self.rx_cpus is not None:
+                out += ["-R", ",".join(str(c) for c in self.rx_cpus)]
         return out
 
     def extra_ms(self, connections: int) -> float:
@@ -192,6 +264,9 @@ class Knobs:
         a held connection's hold (the run waits for the last to end), the
         closed loop's holds in sequence per slot, aborted clients' settle."""
         hold = self.hold_ms or 0.0
+        if self.requests:
+            return self.idle_ms + connections * self.requests * (
+                self.think_us / 1000.0 + REQUEST_ALLOWANCE_MS)
         if self.client == "closed":
             rounds = math.ceil(connections / self.concurrency)
             return rounds * (hold + 1.0)
@@ -235,6 +310,19 @@ def run_label(raw: dict) -> str:
     if raw.get("setup") == "handoff-lc" and \
             raw.get("lag_us", 10000) != int(DEFAULT_LAG_MS * 1000):
         parts.append(f"lag={raw['lag_us'] / 1000.0:g}ms")
+    rq = raw.get("requests")
+    if rq:
+        parts.append(f"requests={rq.get('per_connection')}")
+        if rq.get("in_flight", 1) != 1:
+            parts.append(f"in-flight={rq['in_flight']}")
+        if rq.get("think_us"):
+            parts.append(f"think={rq['think_us']}us")
+        rx = rq.get("rx_cpus", [])
+        if sorted(rx) != list(range(raw.get("ncpu", len(rx)))):
+            parts.append("rx=" + ",".join(str(c) for c in rx))
+    # Set by the harness for ebpf-deal (acceptd only reads the map).
+    if raw.get("deal_counts") == "rx":
+        parts.append("deal=rx")
     if raw.get("setup") == "accept-mutex" and \
             raw.get("mutex_delay_us", 500000) != \
             int(DEFAULT_MUTEX_DELAY_MS * 1000):
