@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import errno
 import io
+import ipaddress
 import logging
 import os
 import re
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from rxl.errors import DataError, MachineError
+from rxl.errors import DataError, MachineError, show
 from rxl.guest.sshkeys import (RecordPolicy, fingerprint, harness_key, key_from_line, load_key,
                                ssh_dir)
 
@@ -69,8 +70,15 @@ BOOT_ID_COMMAND = "sysctl -n kern.boottime"
 #: (unlike ``reboot``), so a one-shot ``nextboot -k`` is honoured the same way.
 REBOOT_COMMAND = "shutdown -r now"
 
-_URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:]+\]|[^@/:\s\[\]]+)"
-                  r"(?::(?P<port>[0-9]+))?/?")
+_URL = re.compile(r"ssh://(?:(?P<user>[^@/\[\]]*)@)?(?P<host>\[[^\]]*\]|[^@/:\[\]]*)"
+                  r"(?::(?P<port>[0-9]{1,5}))?/?")
+#: One label of a host name (RFC 1123): letters, digits and '-', not at either end.
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+#: A login name: what FreeBSD's pw(8) takes, not starting with '-' (it would be
+#: an option to whatever reads it); at most 32 characters (MAXLOGNAME - 1).
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")
+#: Longest host name (RFC 1035: 253 characters in text form).
+HOST_MAX = 253
 
 
 class SSHError(MachineError):
@@ -151,19 +159,71 @@ class SSHTarget:
         return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
 
 
+def check_host(text: str) -> str:
+    """``text`` as a host to connect to, or TargetError saying why.
+
+    An IP literal (the :mod:`ipaddress` module: IPv4, IPv6, an IPv6 scope of
+    letters and digits, IPv6 in brackets as URLs write it) or a host name of
+    RFC 1123 labels (at most 253 characters, labels of 1-63 letters, digits
+    and '-' not at either end, the last not all digits); nothing else, so no
+    option (``-oProxyCommand=...``), query, path or shell word gets through.
+    Returns the host as :class:`SSHTarget` holds it: an address in its
+    canonical form (brackets dropped), a name as given.
+    """
+    if not isinstance(text, str) or not text:
+        raise TargetError("no host given (a host name or an IP address)")
+    shown = show(text, 60)
+    inner = text[1:-1] if text.startswith("[") and text.endswith("]") else None
+    candidate = inner if inner is not None else text
+    addr, _, scope = candidate.partition("%")
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if inner is not None and ip.version != 6:
+            raise TargetError(f"{shown}: brackets hold an IPv6 address, not {ip}")
+        if scope and (ip.version != 6 or not re.fullmatch(r"[A-Za-z0-9]{1,15}", scope)):
+            raise TargetError(f"{shown}: an IPv6 scope is an interface name (fe80::1%em0)")
+        return f"{ip}%{scope}" if scope else str(ip)
+    if inner is not None or "%" in text:
+        raise TargetError(f"{shown}: not an IPv6 address")
+    labels = text.split(".")
+    if len(text) > HOST_MAX or not all(_LABEL.fullmatch(lb) for lb in labels) \
+            or labels[-1].isdigit():
+        raise TargetError(f"{shown}: not a host name or IP address (host names are "
+                          "letters, digits, '-' and '.', at most 253 characters)")
+    return text
+
+
+def check_user(text: str) -> str:
+    """``text`` if it is a login name (:data:`_USER`), else TargetError."""
+    if not isinstance(text, str) or not _USER.fullmatch(text):
+        raise TargetError(f"{show(text, 40)}: not a login name (letters, digits, '_', '.', "
+                          "'-', not starting with '-', at most 32)")
+    return text
+
+
 def parse_url(url: str, *, default_user: str = "root", key: Optional[str] = None) -> SSHTarget:
     """``ssh://[user@]host[:port]`` -> :class:`SSHTarget` (port 22, ``default_user``).
 
-    Raises :class:`TargetError` with a one-line reason.
+    The host is :func:`check_host`'s (a name or an IP literal, IPv6 in
+    brackets), the user :func:`check_user`'s, the port 1-65535; nothing else
+    (no query, fragment or path). Raises :class:`TargetError` with a
+    one-line reason.
     """
-    m = _URL.fullmatch(url.strip())
+    m = _URL.fullmatch(url.strip()) if isinstance(url, str) else None
     if not m:
-        raise TargetError(f"{url!r}: not an ssh://[user@]host[:port] address")
+        raise TargetError(f"{show(url, 80)}: not an ssh://[user@]host[:port] address")
     port = int(m.group("port") or 22)
     if not 1 <= port <= 65535:
-        raise TargetError(f"{url!r}: port {port} is not in 1..65535")
-    host = m.group("host").strip("[]")
-    return SSHTarget(host=host, port=port, user=m.group("user") or default_user, key=key)
+        raise TargetError(f"{show(url, 80)}: port {port} is not in 1..65535")
+    try:
+        host = check_host(m.group("host"))
+        user = check_user(m.group("user")) if m.group("user") is not None else default_user
+    except TargetError as exc:
+        raise TargetError(f"{show(url, 80)}: {exc}") from None
+    return SSHTarget(host=host, port=port, user=user, key=key)
 
 
 @dataclass

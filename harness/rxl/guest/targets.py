@@ -44,7 +44,7 @@ from rxl import paths
 from rxl.errors import DataError
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
-from rxl.guest.ssh import SSHTarget, parse_url
+from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
 from rxl.guest.sshkeys import KeyFileError, check_key_file
 
 KINDS = ("qemu", "bhyve", "box")
@@ -333,16 +333,20 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         if host is None:
             errs.append(f"{where}.host: required for kind {kind} (a name or address)")
             continue
-        if not isinstance(host, str) or not host.strip() or any(c.isspace() for c in host):
-            errs.append(f"{where}.host: must be a name or address, got {host!r}")
+        try:
+            host = check_host(host)
+        except TargetError as exc:
+            errs.append(f"{where}.host: {exc}")
             continue
         port = d.get("port", 22)
         if not _is_int(port) or not 1 <= port <= 65535:
             errs.append(f"{where}.port: must be an integer in 1..65535, got {port!r}")
             continue
         user = d.get("user", "root")
-        if not isinstance(user, str) or not user or any(c in user for c in "@: \t"):
-            errs.append(f"{where}.user: must be a login name, got {user!r}")
+        try:
+            user = check_user(user)
+        except TargetError as exc:
+            errs.append(f"{where}.user: {exc}")
             continue
         key = d.get("key")
         if key is not None:

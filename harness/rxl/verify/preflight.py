@@ -102,25 +102,33 @@ def check_request(req: RunRequest) -> Optional[str]:
 #: Characters a target's work directory may hold: it goes into remote shell
 #: commands and into the printed undo (``rm -rf WORKDIR``).
 _WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
-#: Shared directories two levels deep a work directory may not be (any top-level
-#: directory, the root and all of /boot are refused by :func:`check_workdir` itself).
-_WORKDIR_REFUSED = ("/var/tmp", "/usr/local", "/var/db", "/var/log")
+#: Where a work directory may be: the directories for temporary files every
+#: FreeBSD machine has (hier(7)), whose contents nothing else depends on.
+WORKDIR_PARENTS = ("/tmp", "/var/tmp")
 
 
 def check_workdir(workdir: str) -> None:
-    """Refuse (rxl.errors.BadOption, exit 2) a ``--workdir`` that is not an
-    absolute path of plain characters (:data:`_WORKDIR_CHARS`), or that is /, a
-    top-level directory, one of :data:`_WORKDIR_REFUSED` or under /boot:
-    everything in it is removed by the printed undo. /var/tmp/rxl (the default)
-    and /tmp/x are fine."""
+    """Refuse (rxl.errors.BadOption, exit 2) a ``--workdir`` the harness cannot
+    own: it must be written plainly (absolute, normalised: no ``.``, ``..``,
+    ``//`` or trailing ``/``; letters, digits and ``. _ / -``) and lie below
+    /tmp or /var/tmp (:data:`WORKDIR_PARENTS`), never one of them or any
+    other system directory, because the printed undo is ``rm -rf WORKDIR``.
+    On the target the directory must then be new or marked as the harness's
+    (rxl.verify.remote.claim_command). /var/tmp/rxl (the default) and
+    /tmp/rxl-2 are fine."""
     hint = "--workdir"
     if not workdir.startswith("/") or not _WORKDIR_CHARS.fullmatch(workdir):
-        raise BadOption(f"{workdir!r}: must be an absolute path of letters, digits "
+        raise BadOption(f"{show(workdir)}: must be an absolute path of letters, digits "
                         "and . _ / - (it goes into remote commands)", hint)
     norm = os.path.normpath(workdir)
-    if norm in _WORKDIR_REFUSED or norm.startswith("/boot/") or norm.count("/") < 2:
-        raise BadOption(f"{workdir}: the undo would be rm -rf {norm}; give a "
-                        "directory of its own, e.g. /var/tmp/rxl", hint)
+    if norm != workdir or workdir.startswith("//"):
+        raise BadOption(f"{workdir}: give it as {norm} (no '.', '..', '//' or trailing "
+                        "'/': the undo removes exactly this path)", hint)
+    if not any(workdir.startswith(p + "/") for p in WORKDIR_PARENTS) or \
+            any(part.startswith(".") for part in workdir.split("/")[2:]):
+        raise BadOption(f"{workdir}: a work directory is one of the harness's own below "
+                        f"/tmp or /var/tmp (the undo is rm -rf {workdir}), e.g. "
+                        "/var/tmp/rxl", hint)
 
 
 #: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind),

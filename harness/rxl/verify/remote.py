@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 from rxl.errors import MachineError
 from rxl.guest import console
 from rxl.guest.image import render_rc
-from rxl.guest.ssh import SSHError
+from rxl.guest.ssh import SSHError, last_line
 from rxl.verify import parse
 from rxl.verify.kyua import (KYUA_LOGS, LIST_CASE, KyuaJUnitError, cases_from_kyua_junit,
                              kyua_commands, kyuafile, listing_notes, unlisted_programs)
@@ -180,9 +180,33 @@ def install_plan(data: bytes, boot_dir: str = "/boot") -> InstallPlan:
     ])
 
 
+#: The file that marks a directory on a target as a work directory the harness
+#: made: a --workdir that exists without it is refused (:func:`claim_command`).
+WORKDIR_MARK = ".rxl-workdir"
+#: claim_command's exit status when it refuses the directory.
+CLAIM_REFUSED = 3
+
+
+def claim_command(workdir: str) -> str:
+    """The remote command run before anything is written: it refuses (exit
+    :data:`CLAIM_REFUSED`, one line) a ``workdir`` that is a symbolic link or
+    exists without :data:`WORKDIR_MARK` (a directory rxl did not make, whose
+    contents the undo ``rm -rf`` would take), else makes it with its
+    ``tests`` directory and marks it. ``workdir`` is checked already
+    (rxl.verify.preflight.check_workdir: plain characters, below /tmp or
+    /var/tmp)."""
+    w = shlex.quote(workdir)
+    return (f"if [ -L {w} ]; then echo 'rxl: {workdir} is a symbolic link'; "
+            f"exit {CLAIM_REFUSED}; fi; "
+            f"if [ -e {w} ] && [ ! -f {w}/{WORKDIR_MARK} ]; then echo 'rxl: {workdir} "
+            f"exists and rxl did not make it (no {WORKDIR_MARK})'; exit {CLAIM_REFUSED}; fi; "
+            f"mkdir -p {w}/tests && touch {w}/{WORKDIR_MARK}")
+
+
 def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:
     """Lines saying what a run changes on the target and how to undo each."""
-    out = [f"work directory {workdir} (tests, run.sh, Kyuafile, results); "
+    out = [f"work directory {workdir} (tests, run.sh, Kyuafile, results, its "
+           f"{WORKDIR_MARK} mark); "
            f"undo: rm -rf {shlex.quote(workdir)}"]
     if install is not None:
         out.append(f"kernel directory {install.kernel_dir} (the kernel only); "
@@ -304,7 +328,12 @@ class RemoteRun:
         if self.dry and self.job.kyua is None:
             self.s.commands.append("# the kyua path, taken when the probe finds kyua (FreeBSD "
                                    "14's base has it); else run.sh's loop (--no-kyua shows it)")
-        self.s.run(f"mkdir -p {w}/tests", timeout=60, check=True)
+        r = self.s.run(claim_command(w), timeout=60)
+        if r.rc != 0:
+            why = last_line(r.stdout) or last_line(r.stderr) or f"exit {r.rc}"
+            raise RemoteError(f"--workdir {w}: {why.removeprefix('rxl: ')}; give a new name "
+                              f"(an older rxl run's directory without {WORKDIR_MARK}: "
+                              f"remove it first)")
         for name, local in sorted(self.job.tests.items()):
             self.s.put(local, f"{w}/tests/{name}", mode=0o755)
         out = Path(self.job.out)

@@ -92,7 +92,7 @@ def test_every_mistake_one_line(tmp_path):
         "targets.e.shape: 'nosuch' is not a shape of this file (known: s1, s2)",
         "targets.f.host: not for kind qemu",
         "targets.h: give shape: or the shape fields (cores), not both",
-        "targets.i.user: must be a login name",
+        "targets.i.user: a@b: not a login name",
         "targets.j.memory_mib: 100 must be >= 128 per NUMA node",
     ]
     assert len(errs) == len(expect), errs

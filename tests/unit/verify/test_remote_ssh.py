@@ -142,7 +142,8 @@ def test_refuses_pristine_kernel_then_installs_and_runs(box):
     assert res.sockets == [(0, 1), (2, 3)]
     assert res.sysctls["net.isr.dispatch"] == "direct"
     # nothing outside the work directory and the kernel directory was written
-    assert sorted(p.name for p in (tmp_path / "target-work").iterdir()) == ["run.sh", "tests"]
+    assert sorted(p.name for p in (tmp_path / "target-work").iterdir()) == [
+        ".rxl-workdir", "run.sh", "tests"]
 
 
 def test_install_refuses_a_kernel_that_did_not_boot(box):
@@ -385,3 +386,39 @@ def test_programs_dir_replaces_the_world_stage(tmp_path):
     (d / "a_test").chmod(0o644)
     with pytest.raises(StageFailed, match="no executable files"):
         Target().world(opts, RunState.start(opts, lambda s: None))
+
+
+@pytest.mark.parametrize("make", ["dir", "file", "link"])
+def test_a_workdir_rxl_did_not_make_is_refused_and_left_alone(box, make):
+    """An existing directory without the mark (or a file, or a symbolic link
+    to one) is never written to: its undo, rm -rf, would take what it holds."""
+    tmp_path, srv, prog = box
+    w = tmp_path / "target-work"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "keep").write_text("x")
+    if make == "dir":
+        w.mkdir()
+        (w / "keep").write_text("x")
+    elif make == "file":
+        w.write_text("x")
+    else:
+        w.symlink_to(theirs)
+    def state():  # everything but the harness's own $RXL_WORK (known_hosts)
+        return sorted(str(p) for p in tmp_path.rglob("*")
+                      if not str(p).startswith(str(tmp_path / "work")))
+    before = state()
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog))
+        with pytest.raises(R.RemoteError, match="--workdir .*(did not make|symbolic link)"):
+            run.upload()
+    assert state() == before
+
+
+def test_a_workdir_rxl_made_is_used_again(box):
+    tmp_path, srv, prog = box
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog))
+        run.upload()
+        assert "1 programs, run.sh" in run.upload()
+    assert (tmp_path / "target-work" / R.WORKDIR_MARK).is_file()
