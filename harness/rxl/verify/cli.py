@@ -42,7 +42,7 @@ from rxl import paths
 from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
 from rxl.cli.options import check_input, read_input
 from rxl.cli.surface import command
-from rxl.errors import DataError, HostError, show
+from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import targets
 from rxl.guest import up as guest_up
 from rxl.guest.image import check_atf_var
@@ -54,9 +54,9 @@ from rxl.tree.world import REPO_ATF_DIR, series_tests
 from rxl.verify import inspect, ownguest, parse, pipeline
 from rxl.verify import report as report_mod
 from rxl.verify.machine import Machine
-from rxl.verify.preflight import CHECKED, check_request
+from rxl.verify.preflight import CHECKED, CHECKED_TARGET, check_request, target_needs_tree
 from rxl.verify.request import RunRequest
-from rxl.verify.target import Target
+from rxl.verify.target import Target, programs_in
 
 
 def _default_out() -> str:
@@ -213,6 +213,12 @@ session_opts = OptionGroup(
            help="With an SSH target: run the cases with kyua [default: when it has kyua]."))
 
 
+def _opt(ctx: click.Context, name: str) -> str:
+    """The command-line name of parameter ``name`` (``--programs`` for programs_dir)."""
+    param = next(p for p in ctx.command.params if p.name == name)
+    return max(param.opts, key=len)
+
+
 def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
                        shape: Optional[Shape]) -> None:
     """Refuse (usage error naming the option) an option of a machine other than the
@@ -269,6 +275,11 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
     With --target ssh://... (or a named bhyve/box target) the suite runs on
     that machine instead: see rxl.verify.target and the README.
     """
+    for name in ("src", "base_url", "objdir", "guest_dir", "kernel", "pristine_kernel",
+                 "pristine_src", "targets_file", "programs_dir", "out", "workdir"):
+        if ctx.params[name] == "":
+            raise BadOption("an empty path: give one, or leave the option out",
+                            _opt(ctx, name))
     stests = series_tests(atf_dir)
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
@@ -289,14 +300,18 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
         base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),
         ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto")
-    kind = check_request(req)
+    kind = check_request(req, ssh=transport != "serial")
     if check_only:
-        if req.src:
-            says = f"--src {req.src}: {CHECKED[kind]}"
+        if ssh_target is not None and not target_needs_tree(req):
+            says = (f"--programs {req.programs_dir}: {len(programs_in(req.programs_dir))} "
+                    "programs; the target's kernel runs them")
+        elif req.src:
+            says = f"--src {req.src}: {CHECKED[kind]}" + (CHECKED_TARGET if ssh_target else "")
         else:
             b = parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
             says = (f"no --src: the base {b.commit[:12]} will be fetched from "
-                    f"{tree_base.base_url(b.repository, base_url)} into {req.work}")
+                    f"{tree_base.base_url(b.repository, base_url)} into {req.work}, the "
+                    "series applied in a work clone" + (CHECKED_TARGET if ssh_target else ""))
         if as_json:
             click.echo(json.dumps({"check_only": True, "src": req.src, "src_kind": kind,
                                    "target": req.target.url if req.target else None,

@@ -12,16 +12,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Optional
 
 from rxl.cli.options import check_guest, check_out_dir
 from rxl.errors import BadOption, DataError, HostError, show
-from rxl.guest import qemu
+from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
 from rxl.tree import world as tree_world
+from rxl.tree.patch import parse_base
 from rxl.verify.ownguest import guest_config
+from rxl.verify import remote
 from rxl.verify.request import RunRequest
+from rxl.verify.target import programs_in
 
 #: Longest --case-timeout, s: a day. The guest's rc hands it to timeout(1),
 #: which refuses a duration it cannot represent, so every case would "fail"
@@ -29,16 +33,18 @@ from rxl.verify.request import RunRequest
 MAX_CASE_TIMEOUT = 86400
 
 
-def check_request(req: RunRequest) -> Optional[str]:
+def check_request(req: RunRequest, *, ssh: bool = True) -> Optional[str]:
     """Refuse, in one line (rxl.errors.BadOption: exit 2), everything that would
     otherwise fail only after the builds: the guest (--memory, at most the host's
     RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
     --test sources, names given to --new-program, --kernel, --pristine-kernel and
-    --pristine-src, and --src (rxl.tree.base.classify: no such directory, not a
+    --pristine-src, --src (rxl.tree.base.classify: no such directory, not a
     FreeBSD tree, the base commit missing, a plain tree without a pristine
-    kernel), and with an SSH target its --workdir (:func:`check_workdir`).
-    Returns what --src is (rxl.tree.base.SrcKind), "target" with an SSH
-    target, None without --src."""
+    kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
+    with an SSH target its --workdir (:func:`check_workdir`), --programs
+    (rxl.verify.target.programs_in) and the client key; and the harness key
+    whenever SSH may be used (``ssh``: not ``--transport serial``).
+    Returns what --src is (rxl.tree.base.SrcKind), None without --src."""
     if not 1 <= req.case_timeout <= MAX_CASE_TIMEOUT:
         raise BadOption(f"{show(req.case_timeout, 24)}: must be 1..."
                         f"{MAX_CASE_TIMEOUT} (seconds per case)", "--case-timeout")
@@ -78,25 +84,95 @@ def check_request(req: RunRequest) -> Optional[str]:
             tree_base.check_tree_dir(req.pristine_src, "--pristine-src")
         except tree_base.TreeError as exc:
             raise BadOption(str(exc).partition(" ")[2], "--pristine-src") from None
+    if req.install_kernel and req.kernel:  # what the install plan reads (its dry run too)
+        try:
+            remote.kernel_version(Path(req.kernel).read_bytes())
+        except remote.RemoteError as exc:
+            raise BadOption(f"{req.kernel}: not a FreeBSD kernel: {exc}", "--kernel") from None
+        except OSError as exc:
+            raise BadOption(f"{req.kernel}: {exc.strerror}", "--kernel") from None
+    if req.target is not None or ssh:
+        check_keys(req)
     if req.target is not None:
         check_workdir(req.workdir)
-        # An SSH target's stages check the tree they use (rxl.verify.target).
-        return "target"
+        if req.programs_dir is not None:
+            programs_in(req.programs_dir)
+        if not target_needs_tree(req):
+            return None  # no tree is used: the programs are given, no kernel is built
     if req.src is None:
         if shutil.which("git") is None:
             raise HostError("git is not installed, so the base cannot be fetched: "
                             "rxl doctor --install, or give --src")
+        check_base_url(req.base_url)
         return None
     try:
         kind = tree_base.classify(req.src)
     except tree_base.TreeError as exc:
         raise BadOption(str(exc).partition(" ")[2], "--src") from None
-    if kind == tree_base.SrcKind.PLAIN_APPLIED and not req.pristine_kernel \
-            and not req.pristine_src:
+    if kind == tree_base.SrcKind.PLAIN_APPLIED and req.target is None \
+            and not req.pristine_kernel and not req.pristine_src:
         raise BadOption(f"{req.src} is not a git clone, so no pristine kernel can "
                         "be built from it and the verdict would be FAIL; give "
                         "--pristine-kernel or --pristine-src, or a git clone", "--src")
     return kind
+
+
+def target_needs_tree(req: RunRequest) -> bool:
+    """Whether a run on an SSH target uses a FreeBSD tree: to build the test
+    programs (no ``--programs``) or the kernel ``--install-kernel`` boots (no
+    ``--kernel``)."""
+    return req.programs_dir is None or (req.install_kernel and not req.kernel)
+
+
+def check_keys(req: RunRequest) -> None:
+    """Refuse a client key SSH could not log in with, before anything runs: the
+    target's ``key:`` (rxl.guest.targets checks it when the target is named),
+    else the harness key when it exists (it is made on first use otherwise).
+    Raises rxl.guest.sshkeys.KeyFileError (exit 2)."""
+    if req.target is not None and req.target.key:
+        sshkeys.check_key_file(req.target.key)
+        return
+    own = sshkeys.ssh_dir(Path(req.work) if req.work else None) / "id_ed25519"
+    if own.exists() or own.is_symlink():
+        sshkeys.harness_key(Path(req.work) if req.work else None)
+
+
+def check_base_url(override: Optional[str]) -> None:
+    """Refuse a base the series stage could not fetch: ``--base-url`` (or
+    ``$RXL_BASE_URL``) naming a local directory that does not exist, is not a
+    git repository or lacks patches/BASE's commit, or a URL whose scheme git
+    cannot fetch over. A remote URL is not contacted (that is the series
+    stage's work); GitHub's default is not checked."""
+    if override is not None:
+        url, opt = override, "--base-url"
+    elif os.environ.get(tree_base.URL_ENV):
+        url, opt = os.environ[tree_base.URL_ENV], f"${tree_base.URL_ENV}"
+    else:
+        return
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        if scheme not in ("https", "http", "git", "ssh", "file"):
+            raise BadOption(f"{show(url)}: git fetches over https, http, git, ssh or file "
+                            f"URLs, not {show(scheme, 20)}", opt)
+        if scheme != "file":
+            return
+        url = rest
+    elif re.fullmatch(r"[^/:]+:.*", url):  # git's host:path (scp) form
+        return
+    path = Path(url).expanduser()
+    if not path.is_dir():
+        raise BadOption(f"{show(url)}: no such directory (a local base is a git "
+                        "repository holding patches/BASE's commit)", opt)
+    base = parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
+
+    def git(*args: str) -> int:
+        return subprocess.run(["git", "-C", str(path), *args], capture_output=True).returncode
+
+    if git("rev-parse", "--git-dir") != 0:
+        raise BadOption(f"{show(url)}: not a git repository", opt)
+    if git("cat-file", "-e", f"{base.commit}^{{commit}}") != 0:
+        raise BadOption(f"{show(url)}: does not have the base commit {base.commit[:12]} "
+                        f"(patches/BASE, from {base.repository})", opt)
 
 
 #: Characters a target's work directory may hold: it goes into remote shell
@@ -131,11 +207,10 @@ def check_workdir(workdir: str) -> None:
                         "/var/tmp/rxl", hint)
 
 
-#: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind),
-#: and of a --src whose run goes to an SSH target.
+#: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind).
 CHECKED = {"applied": "the series is applied; it is built as it is",
            "base": "holds the base; the series will be applied in a work clone under "
                    "$RXL_WORK (the tree itself is not touched)",
-           "plain": "not a git tree; the series' files are there; built as it is",
-           "target": "the test programs are built from it (or --programs); the target's "
-                     "kernel runs them"}
+           "plain": "not a git tree; the series' files are there; built as it is"}
+#: What it adds when the run goes to an SSH target and builds from the tree.
+CHECKED_TARGET = "; the test programs are built from it and the target's kernel runs them"

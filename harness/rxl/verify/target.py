@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
+from rxl.errors import BadOption, show
 from rxl.guest import console, ssh
 from rxl.verify import remote
 from rxl.verify import report as report_mod
@@ -37,6 +38,27 @@ from rxl.verify.request import RunRequest, TargetRequest
 CONNECT_WAIT = 60.0
 #: The run's label in the reports: the steering tests run only on the series' kernel.
 LABEL = "patched"
+
+
+def programs_in(directory: str) -> Dict[str, Path]:
+    """``--programs DIR``: every executable regular file in it, by name.
+    Raises rxl.errors.BadOption for a directory that is missing, not a
+    directory, or holds no executable file."""
+    d = Path(directory)
+    if not d.exists():
+        raise BadOption(f"{show(directory)}: no such directory", "--programs")
+    if not d.is_dir():
+        raise BadOption(f"{show(directory)}: not a directory (the test programs' "
+                        "directory)", "--programs")
+    try:
+        found = {p.name: p for p in sorted(d.iterdir())
+                 if p.is_file() and os.access(p, os.X_OK)}
+    except OSError as exc:
+        raise BadOption(f"{show(directory)}: {exc.strerror}", "--programs") from None
+    if not found:
+        raise BadOption(f"{show(directory)}: no executable files there (the ATF programs "
+                        "the run copies to the target)", "--programs")
+    return found
 
 
 class CommandLog:
@@ -59,9 +81,13 @@ class Target(Machine):
     PREPARE, RUN, COLLECT = "target", "tests", None
 
     def series(self, req: RunRequest, st: RunState) -> StageRecord:
-        """The tree, only when ``--install-kernel`` needs a kernel built."""
-        if not req.install_kernel or req.kernel:
-            return StageRecord("series", "skipped", detail="no kernel to build")
+        """The tree (with the series applied, in a work clone if need be), when
+        the world stage builds the test programs from it (no ``--programs``:
+        they need the series' headers) or ``--install-kernel`` needs a kernel
+        built."""
+        if req.programs_dir is not None and (not req.install_kernel or req.kernel):
+            return StageRecord("series", "skipped", detail="--programs given and no "
+                                                           "kernel to build")
         return super().series(req, st)
 
     def build(self, req: RunRequest, st: RunState) -> StageRecord:
@@ -76,10 +102,7 @@ class Target(Machine):
         if not req.programs_dir:
             return super().world(req, st)
         d = Path(req.programs_dir)
-        found = {p.name: p for p in sorted(d.iterdir()) if p.is_file() and os.access(p, os.X_OK)} \
-            if d.is_dir() else {}
-        if not found:
-            raise StageFailed(f"world: --programs {d}: no executable files there")
+        found = programs_in(str(d))
         st.tests = found
         return StageRecord("world", "skipped",
                            detail=f"--programs {d}: {', '.join(sorted(found))}")

@@ -127,8 +127,10 @@ def test_a_bad_targets_file_is_exit_2_everywhere_with_the_mistakes_listed(tmp_pa
 
 def test_json_under_check_only_and_dry_run_is_the_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
-    base = tmp_path / "base.git"
-    base.mkdir()
+    from fakefreebsd import _series, _tree
+    from rxl.tree import base as tree_base
+    base = tmp_path / "base"
+    monkeypatch.setattr(tree_base, "REPO_PATCHES", _series(tmp_path, base, _tree(base)))
     r = _run(["run", "--check-only", "--json", "--base-url", str(base),
               "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output

@@ -14,7 +14,7 @@ from rxl.guest.ssh import TargetError, parse_url
 
 def _run(tmp_path, monkeypatch, *args):
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
-    return CliRunner().invoke(main, ["run", "--src", str(tmp_path), *args])
+    return CliRunner().invoke(main, ["run", "--src", str(tmp_path), *map(str, args)])
 
 
 @pytest.mark.parametrize("workdir", [
@@ -32,8 +32,12 @@ def test_a_workdir_the_harness_cannot_own_is_refused(workdir, tmp_path, monkeypa
 
 @pytest.mark.parametrize("workdir", ["/var/tmp/rxl", "/tmp/rxl-2", "/var/tmp/ci/run_7"])
 def test_a_workdir_under_tmp_of_its_own_is_fine(workdir, tmp_path, monkeypatch):
-    r = _run(tmp_path, monkeypatch, "--target", "ssh://root@192.0.2.10",
-             "--workdir", workdir, "--check-only")
+    progs = tmp_path / "progs"
+    progs.mkdir()
+    (progs / "t").write_text("#!/bin/sh\n")
+    (progs / "t").chmod(0o755)
+    r = _run(tmp_path, monkeypatch, "--target", "ssh://root@192.0.2.10", "--programs",
+             progs, "--workdir", workdir, "--check-only")
     assert r.exit_code == 0, r.output
 
 

@@ -295,7 +295,8 @@ def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
         st.tests = {"lb_test": prog}
         return StageRecord("world", "ok")
 
-    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
+    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"),
+                 programs_dir=str(tmp_path))
     steps = (("world", world),) + tuple(s for s in Target().stages() if s[0] != "world")
     ok, st = pipeline.run(opts, steps, echo=lambda s: None)
     assert [r.name for r in st.records] == ["world", "series", "build", "target", "tests",
@@ -328,7 +329,8 @@ def test_pipeline_refuses_a_target_without_the_series(box):
         st.tests = {"lb_test": prog}
         return StageRecord("world", "ok")
 
-    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"))
+    opts = _opts(tmp_path, target=ssh.SSHTarget("127.0.0.1", srv.port, name="box"),
+                 programs_dir=str(tmp_path))
     steps = (("world", world),) + tuple(s for s in Target().stages() if s[0] != "world")
     ok, st = pipeline.run(opts, steps, echo=lambda s: None)
     assert not ok and st.records[-1].name == "target"
@@ -343,7 +345,11 @@ def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
-    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path / "src"), "--out",
+    progs = tmp_path / "progs"
+    progs.mkdir()
+    (progs / "lb_test").write_text("#!/bin/sh\n")
+    (progs / "lb_test").chmod(0o755)
+    res = CliRunner().invoke(main, ["run", "--programs", str(progs), "--out",
                                     str(tmp_path / "out"), "--target", "ssh://root@h:2222",
                                     "--kernel", str(kernel), "--install-kernel", "--kyua",
                                     "--dry-run"])
@@ -372,7 +378,8 @@ def test_cli_target_refusals(tmp_path, monkeypatch, args, msg):
 
 
 def test_programs_dir_replaces_the_world_stage(tmp_path):
-    from rxl.verify.pipeline import RunState, StageFailed
+    from rxl.errors import BadOption
+    from rxl.verify.pipeline import RunState
     from rxl.verify.target import Target
     d = tmp_path / "progs"
     d.mkdir()
@@ -384,7 +391,7 @@ def test_programs_dir_replaces_the_world_stage(tmp_path):
     rec = Target().world(opts, st)
     assert rec.status == "skipped" and list(st.tests) == ["a_test"]
     (d / "a_test").chmod(0o644)
-    with pytest.raises(StageFailed, match="no executable files"):
+    with pytest.raises(BadOption, match="no executable files"):
         Target().world(opts, RunState.start(opts, lambda s: None))
 
 

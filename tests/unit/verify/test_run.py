@@ -495,11 +495,12 @@ def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
 def test_check_only_with_an_ssh_target(tmp_path, monkeypatch):
     """make run SRC=DIR RUN_ARGS='--target ssh://...' starts with --check-only:
     it said nothing useful and crashed (KeyError: None)."""
-    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
-    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--check-only",
+    src, _ = _fake_series(tmp_path, monkeypatch, applied=True)
+    res = CliRunner().invoke(main, ["run", "--src", str(src), "--check-only",
                                     "--target", "ssh://root@192.0.2.10"])
     assert res.exit_code == 0, res.output
-    assert f"--src {tmp_path}: the test programs are built from it" in res.output
+    assert (f"--src {src}: the series is applied; it is built as it is; the test programs "
+            "are built from it") in res.output
     assert "options checked: nothing run" in res.output
 
 
@@ -523,8 +524,8 @@ def test_a_workdir_that_the_undo_would_wreck_is_refused(tmp_path, monkeypatch, w
 
 
 def test_a_workdir_of_its_own_is_fine(tmp_path, monkeypatch):
-    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
-    res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--target",
+    src, _ = _fake_series(tmp_path, monkeypatch, applied=True)
+    res = CliRunner().invoke(main, ["run", "--src", str(src), "--target",
                                     "ssh://root@192.0.2.10", "--workdir", "/var/tmp/rxl-2",
                                     "--check-only"])
     assert res.exit_code == 0, res.output

@@ -1,0 +1,131 @@
+"""rxl run --check-only (what make run runs before installing anything)
+refuses everything the dry run or a later stage would refuse, and says what
+the run will do with the tree."""
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+from test_run import _fake_series
+
+URL = "ssh://root@192.0.2.10"
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["run", *map(str, args)])
+
+
+def _refused(r, opt, words):
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 2, (r.exit_code, r.output)
+    (line,) = r.stderr.splitlines()
+    assert opt in line and words in line, line
+    return line
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("make,words", [
+    ("missing", "no such directory"), ("file", "not a directory"),
+    ("empty", "no executable"), ("", "empty"),
+])
+def test_programs_that_cannot_be_run(make, words, work):
+    d = work / "progs"
+    if make == "file":
+        d.write_text("x")
+    elif make == "empty":
+        d.mkdir()
+        (d / "README").write_text("not a program")
+    arg = "" if make == "" else d
+    for mode in ("--check-only", "--dry-run"):
+        _refused(_run("--src", work, "--target", URL, "--programs", arg, mode),
+                 "'--programs'", words)
+
+
+def test_a_damaged_harness_key_is_refused_before_anything(work):
+    (work / "work" / "ssh").mkdir(parents=True)
+    (work / "work" / "ssh" / "id_ed25519").write_text("garbage\n")
+    progs = work / "progs"
+    progs.mkdir()
+    (progs / "t").write_text("#!/bin/sh\n")
+    (progs / "t").chmod(0o755)
+    _refused(_run("--target", URL, "--programs", progs, "--check-only"), "harness key",
+             "not a private key")
+
+
+@pytest.mark.parametrize("opt", ["--kernel", "--pristine-kernel", "--pristine-src", "--src",
+                                 "--out", "--guest-dir", "--objdir", "--base-url",
+                                 "--targets"])
+def test_an_empty_path_is_refused_not_ignored(opt, work):
+    extra = ["--target", "guest"] if opt == "--targets" else []
+    _refused(_run(opt, "", *extra, "--check-only"), f"'{opt}'", "empty")
+
+
+@pytest.mark.parametrize("make,words", [("missing", "no such directory"),
+                                        ("plain", "not a git repository"),
+                                        ("other", "does not have the base commit")])
+def test_a_base_url_that_cannot_give_the_base(make, words, work, monkeypatch):
+    src, base = _fake_series(work, monkeypatch, applied=False)
+    d = work / "base-repo"
+    if make == "plain":
+        d.mkdir()
+    elif make == "other":
+        from fakefreebsd import _tree
+        _tree(d, salt="other")
+    _refused(_run("--base-url", d, "--check-only"), "'--base-url'", words)
+    monkeypatch.setenv("RXL_BASE_URL", str(d))
+    _refused(_run("--check-only"), "RXL_BASE_URL", words)
+
+
+def test_a_base_url_that_holds_the_base_passes(work, monkeypatch):
+    src, base = _fake_series(work, monkeypatch, applied=False)
+    r = _run("--base-url", src, "--check-only")
+    assert r.exit_code == 0, r.output
+    assert f"will be fetched from {src}" in r.stdout
+
+
+def test_a_base_only_src_with_a_target_gets_the_series_applied(work, monkeypatch):
+    """The test programs are built from --src: at the base they would be built
+    against the unpatched headers. The series is applied in a work clone, as
+    for the own guest, and the check says so."""
+    src, base = _fake_series(work, monkeypatch, applied=False)
+    r = _run("--src", src, "--target", URL, "--check-only")
+    assert r.exit_code == 0, r.output
+    assert "the series will be applied in a work clone" in r.stdout
+    assert "the test programs are built from it" in r.stdout
+    r = _run("--src", src, "--target", URL, "--dry-run", "--out", work / "o")
+    assert r.exit_code == 0, r.output
+    assert "git clone -q --shared --no-checkout" in r.stdout
+    world = r.stdout.split("# world:")[1]
+    assert f"{work}/work/src-{base[:12]}" in world
+
+
+def test_a_target_without_src_or_programs_fetches_and_applies(work, monkeypatch):
+    """It crashed in the world stage (no tree) after check-only passed."""
+    src, base = _fake_series(work, monkeypatch, applied=False)
+    r = _run("--target", URL, "--base-url", src, "--dry-run", "--out", work / "o")
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == 0, r.output
+    assert f"src-{base[:12]}" in r.stdout.split("# world:")[1]
+
+
+def test_a_src_that_is_no_tree_is_refused_with_a_target(work):
+    r = _run("--src", work / "nowhere", "--target", URL, "--check-only")
+    _refused(r, "'--src'", "no such directory")
+
+
+def test_install_kernel_of_a_file_that_is_no_kernel(work):
+    progs = work / "progs"
+    progs.mkdir()
+    (progs / "t").write_text("#!/bin/sh\n")
+    (progs / "t").chmod(0o755)
+    k = work / "kernel"
+    k.write_bytes(b"\x7fELF not a kernel")
+    for mode in ("--check-only", "--dry-run"):
+        r = _run("--target", URL, "--programs", progs, "--install-kernel", "--kernel", k, mode)
+        _refused(r, "'--kernel'", "not a FreeBSD kernel")
