@@ -1,16 +1,26 @@
 /*-
  * SPDX-License-Identifier: BSD-2-Clause
  *
- * lbsetsock: the setsockopt cost target, run inside the guest.
+ * lbsetsock: the tagging cost targets of the series, run inside the guest.
  *
- * A load-balancing group of N listeners (SO_REUSEPORT_LB on
- * 127.0.0.1:port), member i tagged with SO_REUSEPORT_LB_CPU = i % ncpu.
- * A child process then sets every member's tag again, unchanged, C times
- * in all (member k % N at call k), while the parent times a bystander:
- * connect(2) to a plain listener on another port plus the accept(2) that
- * returns it, over loopback.  The series' rebuild counter
- * (net.inet.tcp.reuseport_lb.rebuilds) is read before and after: an
- * unchanged tag must cause none.
+ * First, creation: one process makes a load-balancing group of N
+ * listeners on 127.0.0.1:port (socket, SO_REUSEPORT_LB, the tag
+ * TCP_REUSPORT_LB_CPU = i % ncpu unless -u, bind, listen), K times over,
+ * closing the group between repetitions.  It reports the median time of
+ * one group's creation and the voluntary context switches the process
+ * made meanwhile (getrusage ru_nvcsw: a syscall that slept shows there).
+ * A pristine kernel, untagged (-u), gives the baseline.
+ *
+ * Then, with -c C > 0, a child process sets member tags C times in all
+ * (member k % N at call k), as an unprivileged user (-U uid, default
+ * 65534), while the parent times a bystander: connect(2) to a plain
+ * listener on another port plus the accept(2) that returns it, over
+ * loopback.  Without -a every call sets the tag the member has (no
+ * change: the kernel must not rebuild); with -a each call changes it,
+ * member k alternating between k % ncpu and (k + 1) % ncpu, so every
+ * call rebuilds the group's map.  The group's rebuild count (the
+ * `rebuilds` of its line in net.inet.tcp.reuseport_lb.groups, read by
+ * the parent, which is root) is read before and after.
  *
  * The bystander is timed in three conditions: idle, beside the loop, and
  * beside a control loop that makes as many setsockopt(2) calls of another
@@ -24,8 +34,11 @@
  *
  * Output, sentinel lines on stdout (the guest's console):
  *
- *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n> blocks=<P>
- *   ==RXL== LBSET SYSCTL <name> before=<v> after=<v>
+ *   ==RXL== LBSET CREATE members=<n> tagged=<0|1> reps=<k> p50_ns=<ns>
+ *       min_ns=<ns> nvcsw=<n> tagerr=<n>
+ *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n>
+ *       blocks=<P> change=<0|1> uid=<uid>
+ *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (only with the view)
  *   ==RXL== LBSET LAT <idle|control|loop> n=<k> p50_ns=<ns> p90_ns=<ns>
  *       p99_ns=<ns>
  *   ==RXL== LBSET LOOP calls=<c> errors=<n> elapsed_ns=<ns>
@@ -40,11 +53,13 @@
 
 #include <sys/types.h>
 #include <sys/cpuset.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
 #include <sys/wait.h>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 
 #include <errno.h>
@@ -56,21 +71,17 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef SO_REUSEPORT_LB_CPU
-#define	SO_REUSEPORT_LB_CPU	0x1030
+/* The series' option (commit 3, netinet/tcp.h), for a world without it. */
+#ifndef TCP_REUSPORT_LB_CPU
+#define	TCP_REUSPORT_LB_CPU	1027
 #endif
 
 #define	MARK		"==RXL== LBSET"
-#define	MAXMEMBERS	256	/* INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.h */
+#define	MAXMEMBERS	256	/* INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb_var.h */
 #define	MAXLAT		200000
-
-static const char *counters[] = {
-	"net.inet.tcp.reuseport_lb.rebuilds",
-	"net.inet.tcp.reuseport_lb.published",
-	"net.inet.tcp.reuseport_lb.unchanged",
-	"net.inet.tcp.reuseport_lb.noop",
-};
-#define	NCOUNTERS	(sizeof(counters) / sizeof(counters[0]))
+#define	MAXREPS		1000
+#define	GROUPS		"net.inet.tcp.reuseport_lb.groups"
+#define	GVIEW		(1 << 20)
 
 static uint64_t
 now_ns(void)
@@ -81,14 +92,32 @@ now_ns(void)
 	return ((uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec);
 }
 
-static int
-read_counter(const char *name, uint64_t *v)
+/*
+ * The rebuild count of the group on port, from the groups view
+ * ("group port <p> af inet members <n> map <s> rebuilds <r> ..."); -1
+ * without the view or the group.
+ */
+static long
+group_rebuilds(in_port_t port)
 {
+	static char view[GVIEW];
+	char *line, *next, *r;
 	size_t len;
+	unsigned p;
 
-	len = sizeof(*v);
-	*v = 0;
-	return (sysctlbyname(name, v, &len, NULL, 0));
+	len = sizeof(view) - 1;
+	if (sysctlbyname(GROUPS, view, &len, NULL, 0) != 0)
+		return (-1);
+	view[len] = '\0';
+	for (line = view; line != NULL && *line != '\0'; line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL)
+			*next++ = '\0';
+		if (sscanf(line, "group port %u ", &p) == 1 && p == port &&
+		    (r = strstr(line, " rebuilds ")) != NULL)
+			return (strtol(r + 10, NULL, 10));
+	}
+	return (-1);
 }
 
 static void
@@ -106,8 +135,13 @@ pin(int cpu)
 		    strerror(errno));
 }
 
+/*
+ * A listener on 127.0.0.1:port, in the port's load-balancing group when
+ * lb; tagged with *tag unless tag is NULL (a failed tag counts in
+ * *tagerr, the listener is made anyway).
+ */
 static int
-listener(in_port_t port, int lb)
+listener(in_port_t port, int lb, const int *tag, int *tagerr)
 {
 	struct sockaddr_in sin;
 	int one, s;
@@ -119,6 +153,9 @@ listener(in_port_t port, int lb)
 	if (lb && setsockopt(s, SOL_SOCKET, SO_REUSEPORT_LB, &one,
 	    sizeof(one)) != 0)
 		goto fail;
+	if (tag != NULL && setsockopt(s, IPPROTO_TCP, TCP_REUSPORT_LB_CPU,
+	    tag, sizeof(*tag)) != 0)
+		(*tagerr)++;
 	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
 		goto fail;
 	memset(&sin, 0, sizeof(sin));
@@ -208,15 +245,38 @@ pool_add(struct pool *p, uint64_t d)
 		p->lat[p->n++] = d;
 }
 
+/* What a loop does: which members, which option, as whom. */
+struct loop {
+	const int	*fds;
+	int		 n;
+	int		 ncpu;
+	int		 change;	/* -a: alternate each member's tag */
+	int		 sndbuf;	/* the control's SO_SNDBUF value */
+	int		 lcpu;
+	uid_t		 uid;		/* the loop runs unprivileged */
+};
+
+/* The tag member c % n gets at call c. */
+static int
+loop_tag(const struct loop *lp, long c)
+{
+	int k;
+
+	k = (int)(c % lp->n);
+	if (lp->change && (c / lp->n) % 2 == 0)
+		return ((k + 1) % lp->ncpu);
+	return (k % lp->ncpu);
+}
+
 /*
  * A loop of calls setsockopt(2) calls on the members, run in a child
- * pinned to lcpu: the tag (SO_REUSEPORT_LB_CPU, unchanged) when lb, else
- * SO_SNDBUF set to sndbuf, its value.  The parent times the bystander
- * until the child exits (at most 30 min) into p.
+ * pinned to lp->lcpu as lp->uid: the tag (TCP_REUSPORT_LB_CPU) when lb,
+ * else SO_SNDBUF set to its value.  The parent times the bystander until
+ * the child exits (at most 30 min) into p.
  */
 static int
-loop_slice(struct pool *p, int lb, const int *fds, int n, int ncpu,
-    long calls, int sndbuf, int lcpu, int bs, in_port_t bport)
+loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
+    long calls, int bs, in_port_t bport)
 {
 	uint64_t t0, deadline;
 	int pfd[2], e, status;
@@ -230,19 +290,23 @@ loop_slice(struct pool *p, int lb, const int *fds, int n, int ncpu,
 		return (-1);
 	if (pid == 0) {
 		long c;
+		int tag;
 
 		close(pfd[0]);
-		pin(lcpu);
+		pin(lp->lcpu);
 		e = 0;
-		for (c = 0; c < calls; c++) {
-			int tag = (int)(c % n) % ncpu;
-
-			if (lb ? setsockopt(fds[c % n], SOL_SOCKET,
-			    SO_REUSEPORT_LB_CPU, &tag, sizeof(tag)) != 0 :
-			    setsockopt(fds[c % n], SOL_SOCKET, SO_SNDBUF,
-			    &sndbuf, sizeof(sndbuf)) != 0)
+		if (setgid(lp->uid) != 0 || setuid(lp->uid) != 0)
+			e = -1;
+		for (c = first; e >= 0 && c < first + calls; c++) {
+			tag = loop_tag(lp, c);
+			if (lb ? setsockopt(lp->fds[c % lp->n], IPPROTO_TCP,
+			    TCP_REUSPORT_LB_CPU, &tag, sizeof(tag)) != 0 :
+			    setsockopt(lp->fds[c % lp->n], SOL_SOCKET,
+			    SO_SNDBUF, &lp->sndbuf, sizeof(lp->sndbuf)) != 0)
 				e++;
 		}
+		if (e < 0)
+			e = (int)calls;
 		(void)write(pfd[1], &e, sizeof(e));
 		_exit(0);
 	}
@@ -266,11 +330,40 @@ loop_slice(struct pool *p, int lb, const int *fds, int n, int ncpu,
 	return (0);
 }
 
+/*
+ * Make the group: n listeners on port, tagged i % ncpu unless untagged.
+ * Returns 0 and the time it took in *ns, or -1.
+ */
+static int
+make_group(int *fds, int n, in_port_t port, int ncpu, int untagged,
+    int *tagerr, uint64_t *ns)
+{
+	uint64_t t0;
+	int i, tag;
+
+	*tagerr = 0;
+	t0 = now_ns();
+	for (i = 0; i < n; i++) {
+		tag = i % ncpu;
+		fds[i] = listener(port, 1, untagged ? NULL : &tag, tagerr);
+		if (fds[i] < 0) {
+			fprintf(stderr, "lbsetsock: member %d: %s\n", i,
+			    strerror(errno));
+			while (i-- > 0)
+				close(fds[i]);
+			return (-1);
+		}
+	}
+	*ns = now_ns() - t0;
+	return (0);
+}
+
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: lbsetsock [-n members] [-c calls] [-r rounds] "
-	    "[-P blocks] [-p port] [-b bystander_cpu] [-l loop_cpu]\n");
+	fprintf(stderr, "usage: lbsetsock [-au] [-n members] [-k reps] "
+	    "[-c calls] [-r rounds] [-P blocks] [-p port] [-b bystander_cpu] "
+	    "[-l loop_cpu] [-U uid]\n");
 	exit(2);
 }
 
@@ -278,80 +371,105 @@ int
 main(int argc, char **argv)
 {
 	static uint64_t lat[3][MAXLAT];
+	static uint64_t made[MAXREPS];
 	static int fds[MAXMEMBERS];
 	struct pool pools[3] = {
 		{ "idle", lat[0], 0, 0, 0, 0 },
 		{ "control", lat[1], 0, 0, 0, 0 },
 		{ "loop", lat[2], 0, 0, 0, 0 },
 	};
-	uint64_t before[NCOUNTERS], after[NCOUNTERS];
-	long calls;
-	int b, blocks, ch, i, j, k, n, rounds, ncpu, tagerr, bcpu, lcpu, bs;
-	int sndbuf;
+	struct loop lp;
+	struct rusage ru0, ru1;
+	long calls, done, before, after, slice;
+	int b, blocks, ch, i, j, k, n, reps, rounds, ncpu, tagerr, bcpu, bs;
+	int untagged;
 	in_port_t port;
 	socklen_t slen;
 	size_t len;
 
+	memset(&lp, 0, sizeof(lp));
 	n = MAXMEMBERS;
+	reps = 20;
 	calls = 1000000;
 	rounds = 2000;
 	blocks = 10;
 	port = 9100;
 	bcpu = 0;
-	lcpu = 1;
-	while ((ch = getopt(argc, argv, "n:c:r:P:p:b:l:")) != -1) {
+	lp.lcpu = 1;
+	lp.uid = 65534;
+	untagged = 0;
+	while ((ch = getopt(argc, argv, "an:k:c:r:P:p:b:l:uU:")) != -1) {
 		switch (ch) {
+		case 'a': lp.change = 1; break;
 		case 'n': n = atoi(optarg); break;
+		case 'k': reps = atoi(optarg); break;
 		case 'c': calls = atol(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'P': blocks = atoi(optarg); break;
 		case 'p': port = (in_port_t)atoi(optarg); break;
 		case 'b': bcpu = atoi(optarg); break;
-		case 'l': lcpu = atoi(optarg); break;
+		case 'l': lp.lcpu = atoi(optarg); break;
+		case 'u': untagged = 1; break;
+		case 'U': lp.uid = (uid_t)atoi(optarg); break;
 		default: usage();
 		}
 	}
-	if (n < 1 || n > MAXMEMBERS || calls < 1 || rounds < 1 ||
-	    rounds > MAXLAT || blocks < 1 || blocks > rounds ||
-	    calls < blocks)
+	if (n < 1 || n > MAXMEMBERS || reps < 1 || reps > MAXREPS ||
+	    calls < 0 || rounds < 1 || rounds > MAXLAT || blocks < 1 ||
+	    blocks > rounds || (calls > 0 && calls < blocks) ||
+	    (calls > 0 && untagged))
 		usage();
 	len = sizeof(ncpu);
 	if (sysctlbyname("hw.ncpu", &ncpu, &len, NULL, 0) != 0 || ncpu < 1)
 		ncpu = 1;
-
-	tagerr = 0;
-	for (i = 0; i < n; i++) {
-		int tag = i % ncpu;
-
-		fds[i] = listener(port, 1);
-		if (fds[i] < 0) {
-			fprintf(stderr, "lbsetsock: member %d: %s\n", i,
-			    strerror(errno));
-			return (1);
-		}
-		if (setsockopt(fds[i], SOL_SOCKET, SO_REUSEPORT_LB_CPU, &tag,
-		    sizeof(tag)) != 0)
-			tagerr++;
+	if (lp.change && ncpu < 2) {
+		fprintf(stderr, "lbsetsock: -a needs two CPUs to alternate\n");
+		return (1);
 	}
-	slen = sizeof(sndbuf);
-	if (getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &slen) != 0) {
+	pin(bcpu);
+
+	/* Creation, reps times; the last group stays for the loop. */
+	getrusage(RUSAGE_SELF, &ru0);
+	for (i = 0; i < reps; i++) {
+		if (make_group(fds, n, port, ncpu, untagged, &tagerr,
+		    &made[i]) != 0)
+			return (1);
+		if (i + 1 < reps)
+			for (j = 0; j < n; j++)
+				close(fds[j]);
+	}
+	getrusage(RUSAGE_SELF, &ru1);
+	qsort(made, reps, sizeof(made[0]), cmp64);
+	printf("%s CREATE members=%d tagged=%d reps=%d p50_ns=%ju min_ns=%ju "
+	    "nvcsw=%ld tagerr=%d\n", MARK, n, !untagged, reps,
+	    (uintmax_t)made[reps / 2], (uintmax_t)made[0],
+	    ru1.ru_nvcsw - ru0.ru_nvcsw, tagerr);
+	if (calls == 0) {
+		printf("%s DONE\n", MARK);
+		return (0);
+	}
+
+	lp.fds = fds;
+	lp.n = n;
+	lp.ncpu = ncpu;
+	slen = sizeof(lp.sndbuf);
+	if (getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &lp.sndbuf, &slen) !=
+	    0) {
 		fprintf(stderr, "lbsetsock: SO_SNDBUF: %s\n", strerror(errno));
 		return (1);
 	}
-	bs = listener(port + 1, 0);
+	bs = listener(port + 1, 0, NULL, NULL);
 	if (bs < 0) {
 		fprintf(stderr, "lbsetsock: bystander: %s\n", strerror(errno));
 		return (1);
 	}
-	printf("%s GROUP members=%d port=%u ncpu=%d tagerr=%d blocks=%d\n",
-	    MARK, n, port, ncpu, tagerr, blocks);
+	printf("%s GROUP members=%d port=%u ncpu=%d tagerr=%d blocks=%d "
+	    "change=%d uid=%u\n", MARK, n, port, ncpu, tagerr, blocks,
+	    lp.change, (unsigned)lp.uid);
 	fflush(stdout);
-	/* Let the rebuilds the tagging queued run (remap_min is 10 ms). */
-	sleep(2);
-	pin(bcpu);
 
-	for (i = 0; i < (int)NCOUNTERS; i++)
-		read_counter(counters[i], &before[i]);
+	before = group_rebuilds(port);
+	done = 0;
 	for (b = 0; b < blocks; b++) {
 		for (j = 0; j < 3; j++) {
 			/* idle, control, loop; reversed in odd blocks. */
@@ -361,26 +479,29 @@ main(int argc, char **argv)
 				    (b < rounds % blocks); i++)
 					pool_add(&pools[0],
 					    bystander_once(bs, port + 1));
-			} else if (loop_slice(&pools[k], k == 2, fds, n, ncpu,
-			    calls / blocks + (b < calls % blocks), sndbuf, lcpu,
-			    bs, port + 1) != 0) {
+				continue;
+			}
+			slice = calls / blocks + (b < calls % blocks);
+			if (loop_slice(&pools[k], k == 2, &lp, done, slice, bs,
+			    port + 1) != 0) {
 				fprintf(stderr, "lbsetsock: fork: %s\n",
 				    strerror(errno));
 				return (1);
 			}
+			if (k == 2)
+				done += slice;
 		}
 	}
-	for (i = 0; i < (int)NCOUNTERS; i++)
-		read_counter(counters[i], &after[i]);
+	after = group_rebuilds(port);
 	for (k = 0; k < 3; k++)
 		report(pools[k].name, pools[k].lat, pools[k].n);
 	printf("%s LOOP calls=%ld errors=%ld elapsed_ns=%ju\n", MARK,
 	    pools[2].calls, pools[2].errors, (uintmax_t)pools[2].elapsed);
 	printf("%s CONTROL calls=%ld errors=%ld elapsed_ns=%ju\n", MARK,
 	    pools[1].calls, pools[1].errors, (uintmax_t)pools[1].elapsed);
-	for (i = 0; i < (int)NCOUNTERS; i++)
-		printf("%s SYSCTL %s before=%ju after=%ju\n", MARK, counters[i],
-		    (uintmax_t)before[i], (uintmax_t)after[i]);
+	if (before >= 0 && after >= 0)
+		printf("%s REBUILDS before=%ld after=%ld\n", MARK, before,
+		    after);
 	printf("%s DONE\n", MARK);
 	return (0);
 }

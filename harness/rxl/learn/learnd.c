@@ -5,7 +5,7 @@
  *
  * An unmodified SO_REUSEPORT_LB server: N worker processes, each with its
  * own listener on INADDR_ANY:port, each optionally pinned to one CPU, and
- * no SO_REUSEPORT_LB_CPU setsockopt anywhere, so whatever steering happens
+ * no TCP_REUSPORT_LB_CPU setsockopt anywhere, so whatever steering happens
  * is what the kernel learned by itself at accept(2).
  *
  * Connections come from outside the guest (the host, through QEMU's user
@@ -13,12 +13,12 @@
  * The client writes one byte naming the phase of the run ('w' warm-up,
  * 'm' measured, 'q' quit); the server answers 'k' and closes.  Per
  * accepted connection a worker records the phase, its own CPU, the
- * handshake CPU (getsockopt SO_HANDSHAKE_CPU on the accepted socket, the
- * series' get-only observable), the flow type the NIC reported and the
- * receive queue that the flow id selects on an 82574 (see rx_queue()).
- * At the end each worker reads its listener's tag back with
- * SO_REUSEPORT_LB_CPU (NONE -2, HASH -1, a CPU, or a CPU or'ed with
- * SO_REUSEPORT_LB_CPU_LEARNED when learning captured it).
+ * handshake CPU (getsockopt TCP_REUSPORT_LB_CPU on the accepted socket:
+ * the CPU that completed its handshake), the flow type the NIC reported
+ * and the receive queue that the flow id selects on an 82574 (see
+ * rx_queue()).  At the end each worker reads its listener's tag back with
+ * the same option (NOCPU -2, a CPU, or a CPU or'ed with
+ * TCP_REUSPORT_LB_CPU_LEARNED when learning captured it).
  *
  * With -G ms the parent reads the kernel's per-group view (the sysctl
  * net.inet.tcp.reuseport_lb.groups, root only) every ms milliseconds
@@ -64,6 +64,7 @@
 #include <sys/wait.h>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 
 #include <errno.h>
@@ -87,25 +88,19 @@
 #endif
 
 /*
- * The series' options (commit 2, sys/sys/socket.h): SO_HANDSHAKE_CPU (get
- * only, the CPU that completed an accepted socket's handshake) and
- * SO_REUSEPORT_LB_CPU (a listener's tag).  The world's headers may predate
- * them; the harness passes -DLEARND_HANDSHAKE_CPU_OPT=<value> and
- * -DLEARND_LB_CPU_OPT=<value> read from the tree.  On a kernel without
- * them getsockopt fails and the CPU or tag is unknown.
+ * The series' option (commit 3, netinet/tcp.h), at level IPPROTO_TCP:
+ * TCP_REUSPORT_LB_CPU, a listener's tag, and on an accepted socket the
+ * CPU that completed its handshake.  The world's headers may predate it;
+ * the harness passes -DLEARND_LB_CPU_OPT=<value> read from the tree.  On
+ * a kernel without it getsockopt fails and the CPU or tag is unknown.
  */
-#if defined(SO_HANDSHAKE_CPU)
-#define	HS_CPU_OPT	SO_HANDSHAKE_CPU
-#elif defined(LEARND_HANDSHAKE_CPU_OPT)
-#define	HS_CPU_OPT	LEARND_HANDSHAKE_CPU_OPT
-#endif
-#if defined(SO_REUSEPORT_LB_CPU)
-#define	LB_CPU_OPT	SO_REUSEPORT_LB_CPU
+#if defined(TCP_REUSPORT_LB_CPU)
+#define	LB_CPU_OPT	TCP_REUSPORT_LB_CPU
 #elif defined(LEARND_LB_CPU_OPT)
 #define	LB_CPU_OPT	LEARND_LB_CPU_OPT
 #endif
 
-/* The series' per-group view (commit 2, tcp_usrreq.c), root only. */
+/* The series' per-group view (commit 3, tcp_usrreq.c), root only. */
 #define	GROUPS_SYSCTL	"net.inet.tcp.reuseport_lb.groups"
 
 #define	MAXW		32		/* workers */
@@ -127,7 +122,7 @@ struct wstat {
 	long	errors;
 	int	pinerr;
 	int	ready;
-	int	tag;			/* listener's SO_REUSEPORT_LB_CPU at the end */
+	int	tag;			/* listener's TCP_REUSPORT_LB_CPU at the end */
 	/* [phase][worker cpu][handshake cpu][queue] */
 	long	c[NPHASE][NCPU_MAX + 1][NCPU_MAX + 1][MAXQ + 1];
 	long	ft[NPHASE][256];
@@ -225,8 +220,10 @@ handshake_cpu(int fd)
 	int cpu = -1;
 	socklen_t len = sizeof(cpu);
 
-#if defined(HS_CPU_OPT)
-	if (getsockopt(fd, SOL_SOCKET, HS_CPU_OPT, &cpu, &len) != 0)
+#if defined(LB_CPU_OPT)
+	/* NOCPU (-2): the handshake CPU is not known. */
+	if (getsockopt(fd, IPPROTO_TCP, LB_CPU_OPT, &cpu, &len) != 0 ||
+	    cpu < 0)
 		cpu = -1;
 #elif defined(__linux__) && defined(SO_INCOMING_CPU)
 	if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0)
@@ -238,7 +235,7 @@ handshake_cpu(int fd)
 	return (cpu);
 }
 
-/* A listener's tag as SO_REUSEPORT_LB_CPU reads it back, or TAG_UNKNOWN. */
+/* A listener's tag as TCP_REUSPORT_LB_CPU reads it back, or TAG_UNKNOWN. */
 static int
 listener_tag(int fd)
 {
@@ -246,7 +243,7 @@ listener_tag(int fd)
 #if defined(LB_CPU_OPT)
 	socklen_t len = sizeof(tag);
 
-	if (getsockopt(fd, SOL_SOCKET, LB_CPU_OPT, &tag, &len) != 0)
+	if (getsockopt(fd, IPPROTO_TCP, LB_CPU_OPT, &tag, &len) != 0)
 		tag = TAG_UNKNOWN;
 #else
 	(void)fd;
@@ -586,11 +583,9 @@ main(int argc, char **argv)
 		usage();
 	if (cpu_arg != NULL && strcmp(cpu_arg, "none") != 0)
 		ncpus = parse_cpus(cpu_arg, cpus);
-#if defined(HS_CPU_OPT)
-	opt = (unsigned long)HS_CPU_OPT;
-#endif
 #if defined(LB_CPU_OPT)
-	tag_opt = (unsigned long)LB_CPU_OPT;
+	/* One option gives both. */
+	opt = tag_opt = (unsigned long)LB_CPU_OPT;
 #endif
 	if (gms > 0 && (gbuf = malloc(GBUF)) == NULL) {
 		perror("learnd: malloc");

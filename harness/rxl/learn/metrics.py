@@ -66,7 +66,7 @@ class WorkerMetrics:
 class RunMetrics:
     """Measured-phase results of one run, with the prediction of :mod:`rxl.decide.outcomes`.
 
-    ``hcpu_source``: ``getsockopt`` (the series' SO_HANDSHAKE_CPU on the
+    ``hcpu_source``: ``getsockopt`` (the series' TCP_REUSPORT_LB_CPU on the
     accepted socket), ``queue`` (derived: the 82574's queue of the flow id,
     mapped to that queue's CPU; used when the kernel has no getsockopt),
     ``single-queue`` (the NIC has one receive queue: its CPU, which with

@@ -1,6 +1,6 @@
 """Learning at accept(2) on the guest's e1000e: what a learning run does.
 
-A learning run proves commit 3 ("learn SO_REUSEPORT_LB receive and worker CPUs at
+A learning run proves commit 4 ("tcp: Learn lbgroup receive and worker CPUs at
 accept(2)") on a NIC that delivers real RSS hashes: the own QEMU guest
 with its e1000e (82574L, em(4) on iflib, two receive queues).  The guest runs
 ``learnd`` (harness/rxl/learn/learnd.c), an unmodified SO_REUSEPORT_LB
@@ -37,6 +37,7 @@ import jinja2
 
 from rxl.errors import DataError
 from rxl.guest.protocol import MARK
+from rxl.tree import world as tree_world
 
 #: Length of one learning window, seconds, and how many are kept (seed 000,
 #: "Learning at accept(2)": counts in ``il_rxcnt[2][cpu]``, two 10 s windows).
@@ -197,24 +198,26 @@ def config_of(label: str) -> Tuple[str, str]:
 
 # ------------------------------------------------------------ tree lookups
 
-#: The series' socket options learnd uses (commit 2, sys/sys/socket.h):
-#: the listener's tag (read back at the end) and the accepted socket's
-#: handshake CPU (get only), with the -D name learnd.c takes for each.
-SOCKET_OPTIONS = {"SO_REUSEPORT_LB_CPU": "LEARND_LB_CPU_OPT",
-                  "SO_HANDSHAKE_CPU": "LEARND_HANDSHAKE_CPU_OPT"}
+#: The series' socket option learnd uses (commit 3, sys/netinet/tcp.h, level
+#: IPPROTO_TCP): on a listener its tag (read back at the end), on an accepted
+#: socket the CPU that completed its handshake; with the -D name learnd.c takes.
+SOCKET_OPTIONS = {"TCP_REUSPORT_LB_CPU": "LEARND_LB_CPU_OPT"}
+#: The header that defines :data:`SOCKET_OPTIONS`.
+OPTION_HEADER = "sys/netinet/tcp.h"
 _SYSCTL_RE = re.compile(
-    r"SYSCTL_(?:INT|UINT|BOOL|U8|U16|U32|PROC)\s*\(\s*_net_inet(_tcp|_ip)?\s*,\s*OID_AUTO\s*,"
-    r"\s*(\w*learn\w*)\s*,")
-_SYSCTL_PARENTS = {None: "net.inet", "_tcp": "net.inet.tcp", "_ip": "net.inet.ip"}
-#: Files of commit 3 that may declare the learning sysctl (seed 000, "The
-#: three commits": protosw.h, uipc_syscalls.c, tcp_usrreq.c, in_pcb.c).
-SYSCTL_FILES = ("sys/netinet/in_pcb.c", "sys/netinet/tcp_usrreq.c",
-                "sys/kern/uipc_syscalls.c", "sys/netinet/tcp_syncache.c")
+    r"SYSCTL_(?:INT|UINT|BOOL|U8|U16|U32|PROC)\s*\(\s*_net_inet(_tcp_reuseport_lb|_tcp|_ip)?"
+    r"\s*,\s*OID_AUTO\s*,\s*(\w*learn\w*)\s*,")
+_SYSCTL_PARENTS = {None: "net.inet", "_tcp": "net.inet.tcp", "_ip": "net.inet.ip",
+                   "_tcp_reuseport_lb": "net.inet.tcp.reuseport_lb"}
+#: Files of the series that may declare the learning sysctl (commit 4
+#: declares it in tcp_usrreq.c).
+SYSCTL_FILES = ("sys/netinet/tcp_usrreq.c", "sys/netinet/in_pcb.c",
+                "sys/netinet/in_pcblb.c", "sys/netinet/tcp_syncache.c")
 
 
 def socket_option(src: str, name: str) -> Optional[int]:
-    """Value of ``#define <name>`` in ``<src>/sys/sys/socket.h``, or None (no commit 2)."""
-    p = Path(src) / "sys/sys/socket.h"
+    """Value of ``#define <name>`` in ``<src>/`` :data:`OPTION_HEADER`, or None (no commit 3)."""
+    p = Path(src) / OPTION_HEADER
     if not p.is_file():
         return None
     m = re.search(rf"^#define\s+{re.escape(name)}\s+(0x[0-9a-fA-F]+|\d+)\b",
@@ -232,16 +235,16 @@ def socket_options(src: str, given: Mapping[str, Optional[str]]) -> Dict[str, Op
         try:
             out[name] = int(v, 0) if v is not None else socket_option(src, name)
         except ValueError:
-            raise LearnError(f"{name} {v!r}: not an integer (e.g. 0x1030)") from None
+            raise LearnError(f"{name} {v!r}: not an integer (e.g. 1027)") from None
     return out
 
 
 def learn_sysctl_name(src: str) -> Optional[str]:
-    """Dotted name of commit 3's learning sysctl found in the tree, or None.
+    """Dotted name of commit 4's learning sysctl found in the tree, or None.
 
-    Recognises ``SYSCTL_<INT|UINT|BOOL|U8|U16|U32|PROC>(_net_inet[_tcp|_ip],
-    OID_AUTO, <name with "learn">, ...)`` in :data:`SYSCTL_FILES` (commit 3
-    declares ``net.inet.tcp.reuseport_lb_learn`` with SYSCTL_PROC in
+    Recognises ``SYSCTL_<INT|UINT|BOOL|U8|U16|U32|PROC>(_net_inet[_tcp_reuseport_lb|_tcp|_ip],
+    OID_AUTO, <name with "learn">, ...)`` in :data:`SYSCTL_FILES` (commit 4
+    declares ``net.inet.tcp.reuseport_lb.learn`` with SYSCTL_PROC in
     tcp_usrreq.c).
     """
     for rel in SYSCTL_FILES:
@@ -260,21 +263,19 @@ def learnd_source() -> Path:
 
 
 def learnd_cc_argv(source: str, output: str, sysroot: str, *, lb_cpu_opt: Optional[int],
-                   handshake_opt: Optional[int] = None,
-                   clang: str = "/usr/lib/llvm-16/bin/clang",
-                   triple: str = "x86_64-unknown-freebsd14.0") -> List[str]:
-    """argv cross-compiling learnd for the guest, statically, against the world sysroot.
+                   tree: Optional[str] = None) -> List[str]:
+    """argv cross-compiling learnd for the guest, statically, against the world sysroot,
+    with ``tree``'s compiler and triple (:func:`rxl.tree.world.compiler_for`).
 
-    ``lb_cpu_opt`` / ``handshake_opt``: the series' SO_REUSEPORT_LB_CPU and
-    SO_HANDSHAKE_CPU values, for a sysroot whose headers predate them
-    (None: learnd reports the tag, or the handshake CPU, as unknown).
+    ``lb_cpu_opt``: the series' TCP_REUSPORT_LB_CPU, for a sysroot whose
+    headers predate it (None: learnd reports the tag and the handshake CPU
+    as unknown).
     """
+    clang, triple = tree_world.compiler_for(tree)
     argv = [clang, f"--target={triple}", f"--sysroot={sysroot}", "-fuse-ld=lld",
             "-O2", "-Wall", "-static"]
-    for macro, v in (("LEARND_LB_CPU_OPT", lb_cpu_opt),
-                     ("LEARND_HANDSHAKE_CPU_OPT", handshake_opt)):
-        if v is not None:
-            argv.append(f"-D{macro}={v:#x}")
+    if lb_cpu_opt is not None:
+        argv.append(f"-DLEARND_LB_CPU_OPT={lb_cpu_opt:#x}")
     return argv + ["-o", output, source]
 
 
@@ -293,7 +294,7 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
                     groups_ms: int = GROUPS_MS) -> str:
     """Text of the guest's ``/etc/rc`` for one boot (template ``learn-rc.j2``).
 
-    ``learn_sysctl``: commit 3's sysctl (dotted name); required when a run
+    ``learn_sysctl``: commit 4's sysctl (dotted name); required when a run
     sets learning. ``deadline_s``: learnd's own deadline per run (``-d``);
     timeout(1) kills it 30 s later. ``nic_reinit``: after the address is
     set, take the NIC down and up this many times (a reset of the device;

@@ -140,21 +140,23 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
             raise LearnFailed(f"kernels: {exc}") from None
         for v, k in rig_plan.kernels.items():
             kernels[v] = str(k.path)
+    if req.handshake_cpu_opt is not None:
+        raise LearnUsage("--handshake-cpu-opt: the series has no SO_HANDSHAKE_CPU; "
+                         "TCP_REUSPORT_LB_CPU (--lb-cpu-opt) read on the accepted socket "
+                         "gives the handshake CPU")
     try:
-        opts = plan.socket_options(src, {"SO_REUSEPORT_LB_CPU": req.lb_cpu_opt,
-                                      "SO_HANDSHAKE_CPU": req.handshake_cpu_opt})
+        opts = plan.socket_options(src, {"TCP_REUSPORT_LB_CPU": req.lb_cpu_opt})
     except plan.LearnError as exc:
-        raise LearnUsage(f"--lb-cpu-opt / --handshake-cpu-opt: {exc}") from None
+        raise LearnUsage(f"--lb-cpu-opt: {exc}") from None
     sysctl_name = req.learn_sysctl or plan.learn_sysctl_name(src)
     needs_learning = any(r.learning is not None for b in chk.boots for r in b.runs)
     wout = tree_world.world_outputs(src, objdir)
     learnd_bin = str(Path(guest_dir) / "learnd")
     cc = plan.learnd_cc_argv(str(plan.learnd_source()), learnd_bin, str(wout.sysroot),
-                          lb_cpu_opt=opts["SO_REUSEPORT_LB_CPU"],
-                          handshake_opt=opts["SO_HANDSHAKE_CPU"])
+                          lb_cpu_opt=opts["TCP_REUSPORT_LB_CPU"], tree=src)
     deadline = req.deadline_s or plan.run_deadline_s(chk.phases)
     if needs_learning and not sysctl_name:
-        raise LearnFailed(f"{src}: no learning sysctl found (commit 3 missing?); "
+        raise LearnFailed(f"{src}: no learning sysctl found (commit 4 missing?); "
                           "give --learn-sysctl")
     return Setup(src, objdir, guest_dir, out, kernels, wanted, rig_plan, opts, sysctl_name,
                  wout, learnd_bin, cc, deadline)

@@ -44,9 +44,10 @@ from rxl.verify import parse
 from rxl.verify.kyua import (KYUA_LOGS, LIST_CASE, KyuaJUnitError, cases_from_kyua_junit,
                              kyua_commands, kyuafile, listing_notes, unlisted_programs)
 
-#: The sysctl commit 3 of the series adds (patches/0003: SYSCTL_PROC
-#: net.inet.tcp.reuseport_lb_learn). A kernel without it lacks the series.
-SERIES_SYSCTL = "net.inet.tcp.reuseport_lb_learn"
+#: The sysctl commit 3 of the series adds (patches/0003, tcp_usrreq.c: the
+#: groups view, SYSCTL_PROC net.inet.tcp.reuseport_lb.groups). A kernel
+#: without it lacks the series.
+SERIES_SYSCTL = "net.inet.tcp.reuseport_lb.groups"
 #: Default work directory on the target (/var/tmp survives a reboot, unlike /tmp
 #: on a tmpfs, so results outlive an --install-kernel reboot).
 DEFAULT_WORKDIR = "/var/tmp/rxl"

@@ -10,13 +10,15 @@ M = "==RXL== LBSET"
 
 
 def _lines(rebuilds_after=7, idle=100000, loop=110000, calls=1000000, errors=0,
-           members=256, tagerr=0, done=True):
-    out = [f"{M} GROUP members={members} port=9100 ncpu=8 tagerr={tagerr}",
+           members=256, tagerr=0, done=True, change=0):
+    out = [f"{M} CREATE members={members} tagged=1 reps=20 p50_ns=900000 min_ns=850000 "
+           f"nvcsw=0 tagerr={tagerr}",
+           f"{M} GROUP members={members} port=9100 ncpu=8 tagerr={tagerr} blocks=10 "
+           f"change={change} uid=65534",
            f"{M} LAT idle n=2000 p50_ns={idle} p90_ns={idle * 2} p99_ns={idle * 3}",
            f"{M} LAT loop n=900 p50_ns={loop} p90_ns={loop * 2} p99_ns={loop * 3}",
            f"{M} LOOP calls={calls} errors={errors} elapsed_ns=40000000000",
-           f"{M} SYSCTL net.inet.tcp.reuseport_lb.rebuilds before=7 after={rebuilds_after}",
-           f"{M} SYSCTL net.inet.tcp.reuseport_lb.unchanged before=0 after=1000000",
+           f"{M} REBUILDS before=7 after={rebuilds_after}",
            "some other console line LBSET DONE"]
     return out + ([f"{M} DONE"] if done else [])
 
@@ -71,14 +73,15 @@ def test_cli_dry_run_prints_cc_and_qemu(tmp_path):
                                         str(tmp_path / "o"), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "lbsetsock.c" in r.output and "qemu-system-x86_64" in r.output
-    assert "-c 1000000" in r.output and "-P 10" in r.output
+    assert "-c 1000000" in r.output and "-P 10" in r.output and "-U 65534" in r.output
+    assert " -a" not in r.output
 
 
 def _with_control(lines, control=150000, errors=0):
     extra = [f"{M} LAT control n=800 p50_ns={control} p90_ns={control * 2} "
              f"p99_ns={control * 3}",
              f"{M} CONTROL calls=1000000 errors={errors} elapsed_ns=30000000000"]
-    return lines[:3] + extra + lines[3:]
+    return lines[:4] + extra + lines[4:]
 
 
 def test_control_separates_the_hosts_share_from_the_series():
@@ -132,3 +135,61 @@ def test_a_malformed_tunable_is_a_usage_error(tmp_path, word):
                                         "--dry-run", "--tunable", word])
     assert r.exit_code == 2 and "--tunable" in r.output
     assert not (tmp_path / "o").exists()
+
+
+def test_change_mode_expects_one_rebuild_per_call():
+    """--change: every call is a real change, so every call rebuilds."""
+    v = L.verdict(L.parse(_lines(change=1, rebuilds_after=7 + 1000000)))
+    assert v["change"] and v["rebuilds_expected"] == 1000000 and v["rebuilds_ok"]
+    v = L.verdict(L.parse(_lines(change=1, rebuilds_after=7 + 999999)))
+    assert v["rebuilds_ok"] is False        # a change that did not rebuild
+    assert L.verdict(L.parse(_lines(change=0, rebuilds_after=8)))["rebuilds_ok"] is False
+
+
+def test_a_run_without_the_groups_view_is_refused():
+    lines = [ln for ln in _lines() if "REBUILDS" not in ln]
+    with pytest.raises(L.LbsetError, match="no rebuild count of the group"):
+        L.verdict(L.parse(lines))
+
+
+def _create(tagged=1, p50=900000, nvcsw=0, members=256, tagerr=0):
+    return L.parse([f"{M} CREATE members={members} tagged={tagged} reps=20 p50_ns={p50} "
+                    f"min_ns={p50 - 1000} nvcsw={nvcsw} tagerr={tagerr}", f"{M} DONE"])
+
+
+def test_create_verdict_against_pristine():
+    v = L.create_verdict(_create(p50=1100000), _create(tagged=0, p50=1000000))
+    assert v["ratio"] == 1.1 and v["ratio_ok"] and v["sleeps_ok"]
+    v = L.create_verdict(_create(p50=1100001, nvcsw=3), _create(tagged=0, p50=1000000))
+    assert v["ratio_ok"] is False and v["sleeps_ok"] is False
+    with pytest.raises(L.LbsetError, match="need every member tagged"):
+        L.create_verdict(_create(tagged=0), _create(tagged=0))
+    with pytest.raises(L.LbsetError, match="need every member tagged"):
+        L.create_verdict(_create(tagerr=256), _create(tagged=0))   # a pristine kernel
+    with pytest.raises(L.LbsetError, match="need 256 each"):
+        L.create_verdict(_create(), _create(tagged=0, members=255))
+    with pytest.raises(L.LbsetError, match="no CREATE line in the pristine"):
+        L.create_verdict(_create(), L.parse([f"{M} DONE"]))
+
+
+def test_program_args():
+    assert L.program_args() == ["-n", "256", "-k", "20", "-c", "1000000", "-r", "2000",
+                                "-P", "10", "-U", "65534"]
+    assert L.program_args(change=True)[-1] == "-a"
+    assert L.program_args(calls=0, untagged=True)[-1] == "-u"
+    with pytest.raises(L.LbsetError, match="creation only"):
+        L.program_args(untagged=True)
+    with pytest.raises(L.LbsetError, match="blocks"):
+        L.program_args(calls=5, blocks=6)
+
+
+def test_cli_creation_only_and_change_reach_the_program(tmp_path):
+    base = ["setsockopt", "--kernel", "k", "--src", str(tmp_path), "--objdir", str(tmp_path),
+            "--out", str(tmp_path / "o"), "--dry-run"]
+    r = CliRunner().invoke(kcount_cmd, base + ["--calls", "0", "--untagged"])
+    assert r.exit_code == 0, r.output
+    assert "-c 0 " in r.output and r.output.count(" -u") == 1
+    r = CliRunner().invoke(kcount_cmd, base + ["--change"])
+    assert r.exit_code == 0 and "-U 65534 -a" in r.output
+    r = CliRunner().invoke(kcount_cmd, base + ["--untagged"])
+    assert r.exit_code == 2 and "creation only" in r.output

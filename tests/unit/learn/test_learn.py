@@ -80,21 +80,21 @@ def test_config_of():
 
 
 def test_tree_lookups(tmp_path):
-    assert L.socket_option(str(tmp_path), "SO_REUSEPORT_LB_CPU") is None
+    assert L.socket_option(str(tmp_path), "TCP_REUSPORT_LB_CPU") is None
     assert L.learn_sysctl_name(str(tmp_path)) is None
-    (tmp_path / "sys/sys").mkdir(parents=True)
-    (tmp_path / "sys/sys/socket.h").write_text(
-        "#define\tSO_REUSEPORT_LB\t0x10000\n#define\tSO_REUSEPORT_LB_CPU\t0x1030\t/* x */\n")
     (tmp_path / "sys/netinet").mkdir(parents=True)
-    (tmp_path / "sys/netinet/in_pcb.c").write_text(
+    (tmp_path / "sys/netinet/tcp.h").write_text(
+        "#define\tTCP_REUSPORT_LB_NUMA   1026\t/* x */\n"
+        "#define\tTCP_REUSPORT_LB_CPU\t1027\t/* set/get lbgroup CPU tag */\n")
+    assert L.socket_option(str(tmp_path), "TCP_REUSPORT_LB_CPU") == 1027
+    # commit 4: under the net.inet.tcp.reuseport_lb node
+    (tmp_path / "sys/netinet/tcp_usrreq.c").write_text(
+        "SYSCTL_PROC(_net_inet_tcp_reuseport_lb, OID_AUTO, learn,\n"
+        "    CTLFLAG_VNET | CTLTYPE_INT | CTLFLAG_RW, NULL, 0, h, \"I\", \"x\");\n")
+    assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb.learn"
+    (tmp_path / "sys/netinet/tcp_usrreq.c").write_text(
         "SYSCTL_INT(_net_inet_tcp, OID_AUTO, reuseport_lb_learn,\n"
         "    CTLFLAG_VNET | CTLFLAG_RW, &x, 0, \"learn\");\n")
-    assert L.socket_option(str(tmp_path), "SO_REUSEPORT_LB_CPU") == 0x1030
-    assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
-    (tmp_path / "sys/netinet/in_pcb.c").write_text("/* nothing */\n")
-    (tmp_path / "sys/netinet/tcp_usrreq.c").write_text(
-        "SYSCTL_PROC(_net_inet_tcp, OID_AUTO, reuseport_lb_learn,\n"
-        "    CTLFLAG_VNET | CTLTYPE_INT | CTLFLAG_RW, NULL, 0, h, \"I\", \"x\");\n")
     assert L.learn_sysctl_name(str(tmp_path)) == "net.inet.tcp.reuseport_lb_learn"
 
 
@@ -390,8 +390,8 @@ def test_cli_bad_input_one_line():
 
 def test_cli_dry_run_prints_commands(tmp_path):
     src = tmp_path / "src"
-    (src / "sys/sys").mkdir(parents=True)
-    (src / "sys/sys/socket.h").write_text("#define\tSO_REUSEPORT_LB_CPU\t0x1030\n")
+    (src / "sys/netinet").mkdir(parents=True)
+    (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--guest-dir", str(tmp_path / "g"), "--dry-run",
                                     "--kernel", str(tmp_path / "k"),
@@ -401,11 +401,21 @@ def test_cli_dry_run_prints_commands(tmp_path):
     out = res.stdout
     assert "learning sysctl net.inet.tcp.reuseport_lb_learn" in out
     assert f"--sysroot={tmp_path}/o{src}/amd64.amd64/tmp" in out
-    assert "-DLEARND_LB_CPU_OPT=0x1030" in out
+    assert "-DLEARND_LB_CPU_OPT=0x403" in out
     assert out.count("qemu-system-x86_64 ") == 2
     assert f"# kernel patched: {tmp_path / 'k'} (given)" in out and "rig-src" not in out
     assert "hostfwd=tcp:127.0.0.1:<port>-:8080" in out
     assert "e1000e,netdev=net0" in out
+
+
+def test_handshake_cpu_opt_is_refused(tmp_path):
+    """The 15 series has one option: read on the accepted socket it is the
+    handshake CPU."""
+    (tmp_path / "sys").mkdir()
+    res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", "/k",
+                                    "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
+                                    "--handshake-cpu-opt", "0x1031"])
+    assert res.exit_code != 0 and "no SO_HANDSHAKE_CPU" in res.output
 
 
 def test_cli_pristine_needs_kernel_or_a_git_tree(tmp_path):

@@ -221,25 +221,24 @@ def test_rc_enables_learning_explicitly_restores_it_and_copies_the_view():
 
 
 def test_socket_options_from_tree_and_overrides(tmp_path):
-    (tmp_path / "sys/sys").mkdir(parents=True)
-    (tmp_path / "sys/sys/socket.h").write_text(
-        "#define\tSO_REUSEPORT_LB_CPU\t0x1030\t/* tag */\n"
-        "#define\tSO_HANDSHAKE_CPU\t0x1031\t/* get only */\n")
+    (tmp_path / "sys/netinet").mkdir(parents=True)
+    (tmp_path / "sys/netinet/tcp.h").write_text(
+        "#define\tTCP_REUSPORT_LB_CPU\t1027\t/* set/get lbgroup CPU tag */\n")
     src = str(tmp_path)
-    assert L.socket_options(src, {}) == {"SO_REUSEPORT_LB_CPU": 0x1030,
-                                         "SO_HANDSHAKE_CPU": 0x1031}
-    assert L.socket_options(src, {"SO_HANDSHAKE_CPU": "4200"})["SO_HANDSHAKE_CPU"] == 4200
-    assert L.socket_options(str(tmp_path / "none"), {})["SO_HANDSHAKE_CPU"] is None
-    with pytest.raises(L.LearnError, match="SO_HANDSHAKE_CPU 'x'"):
-        L.socket_options(src, {"SO_HANDSHAKE_CPU": "x"})
-    argv = L.learnd_cc_argv("l.c", "l", "/r", lb_cpu_opt=0x1030, handshake_opt=0x1031)
-    assert "-DLEARND_LB_CPU_OPT=0x1030" in argv and "-DLEARND_HANDSHAKE_CPU_OPT=0x1031" in argv
+    assert L.socket_options(src, {}) == {"TCP_REUSPORT_LB_CPU": 1027}
+    assert L.socket_options(src, {"TCP_REUSPORT_LB_CPU": "0x500"})["TCP_REUSPORT_LB_CPU"] == 0x500
+    assert L.socket_options(str(tmp_path / "none"), {})["TCP_REUSPORT_LB_CPU"] is None
+    with pytest.raises(L.LearnError, match="TCP_REUSPORT_LB_CPU 'x'"):
+        L.socket_options(src, {"TCP_REUSPORT_LB_CPU": "x"})
+    argv = L.learnd_cc_argv("l.c", "l", "/r", lb_cpu_opt=1027)
+    assert "-DLEARND_LB_CPU_OPT=0x403" in argv
+    assert not any("HANDSHAKE" in a for a in argv)
     res = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run", "--kernel", "/k",
                                     "--config", "learn-on", "--learn-sysctl", "a.b",
                                     "--groups-every", "2.5"])
     assert res.exit_code == 0, res.output
-    assert "SO_HANDSHAKE_CPU 0x1031" in res.stdout and "every 2.5 s" in res.stdout
-    assert "-DLEARND_HANDSHAKE_CPU_OPT=0x1031" in res.stdout
+    assert "TCP_REUSPORT_LB_CPU 0x403" in res.stdout and "every 2.5 s" in res.stdout
+    assert "-DLEARND_LB_CPU_OPT=0x403" in res.stdout
     bad = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run", "--kernel", "/k",
                                     "--groups-every", "0.01"])
     assert bad.exit_code != 0 and "--groups-every must be 0 or >= 0.1" in bad.output

@@ -34,7 +34,7 @@ def fake_freebsd(bindir, state, boot):
             S={state}
             if [ "$1" = -N ]; then
                 case "$2" in
-                net.inet.tcp.reuseport_lb_learn) [ -e $S/series ] && echo "$2" && exit 0; exit 1;;
+                net.inet.tcp.reuseport_lb.groups) [ -e $S/series ] && echo "$2" && exit 0; exit 1;;
                 dev) echo dev.em.0.iflib.rxq0.cpu; echo dev.em.0.iflib.rxq1.cpu;
                      echo dev.em.0.iflib.core_spread; echo dev.em.0.%desc;;
                 esac; exit 0
