@@ -24,9 +24,10 @@ own host bridge instead: a ``pxb-pcie`` expander with that ``numa_node``
 NIC's interrupt CPUs with that domain and ``dev.<nic>.0.%domain`` reports
 it (measured with QEMU 10.0.2, docs/results/guest-numa.md).
 
-QEMU 10.0.2 aborts (``encode_topo_cpuid1f`` assertion) when SeaBIOS starts
-a ``dies > 1`` guest with an Intel CPU model; the guest always boots OVMF,
-which does not trigger it, and FreeBSD never reads CPUID leaf 0x1f.
+QEMU 10.0.2 aborts (``encode_topo_cpuid1f`` assertion) when a ``dies > 1``
+guest with an Intel CPU model asks CPUID leaf 0x1f for a sub-leaf past its
+levels, which SeaBIOS and FreeBSD 15's kernel both do; :func:`cpu_arg` keeps
+the leaf out of reach (:data:`DIES_CPUID_LEVEL`).
 
 Accelerator: TCG. KVM fails on the machines this was written on,
 so ``tcg`` is the default; ``kvm`` is accepted but never chosen silently.
@@ -242,6 +243,24 @@ def installed_version(binary: str = "qemu-system-x86_64",
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+#: CPUID's highest basic leaf for a guest with dies (``level``): Skylake-Server's own
+#: (0xd). With ``dies > 1`` QEMU raises it to 0x1f, and QEMU 10.0.2 aborts
+#: (``encode_topo_cpuid1f``: ``count <= CPU_TOPOLOGY_LEVEL_SOCKET``) when a guest asks
+#: leaf 0x1f for a sub-leaf past the last level: SeaBIOS does at once, FreeBSD 15's
+#: GENERIC right after the loader starts it (measured, docs/results/guest-numa.md).
+#: Without leaf 0x1f FreeBSD reads the same topology from leaves 0xb and 4 (its
+#: topology_spec is unchanged: two L3 groups per socket).
+DIES_CPUID_LEVEL = 0xd
+
+
+def cpu_arg(cfg: GuestConfig) -> str:
+    """``-cpu``'s value: ``cfg.cpu_model``, with ``level=`` :data:`DIES_CPUID_LEVEL`
+    added when the guest has dies and the model names no level. Pure."""
+    if cfg.dies > 1 and "level=" not in cfg.cpu_model:
+        return f"{cfg.cpu_model},level={DIES_CPUID_LEVEL:#x}"
+    return cfg.cpu_model
+
+
 def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
     """Build the QEMU argv (a list of str) for ``cfg``. Pure: no I/O.
 
@@ -259,7 +278,7 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
         argv += ["-L", d]
     argv += [
         "-machine", f"q35,accel={cfg.accel}",
-        "-cpu", cfg.cpu_model,
+        "-cpu", cpu_arg(cfg),
         "-smp", f"{cfg.vcpus},sockets={cfg.sockets}"
                 + (f",dies={cfg.dies}" if cfg.dies != 1 else "")
                 + f",cores={cfg.cores},threads={cfg.threads}",

@@ -113,6 +113,8 @@ def test_nic_behind_a_numa_local_host_bridge():
                       mgmt_nic="virtio-net-pci", hostfwd=("tcp::2222-:22",), nic_numa_node=0)
     argv = build_argv(cfg, firmware=FW)
     assert _opt(argv, "-smp") == ["32,sockets=2,dies=2,cores=4,threads=2"]
+    # dies: CPUID's max basic leaf stays Skylake-Server's 0xd (QEMU 10.0.2 aborts on 0x1f)
+    assert _opt(argv, "-cpu") == ["Skylake-Server,level=0xd"]
     assert _opt(argv, "-numa") == ["node,nodeid=0,cpus=0-15,memdev=ram0",
                                    "node,nodeid=1,cpus=16-31,memdev=ram1"]
     dev = _opt(argv, "-device")
@@ -169,3 +171,11 @@ def test_installed_version_reads_qemus_own_line():
     def missing(*a, **k):
         raise FileNotFoundError(2, "No such file or directory")
     assert installed_version(run=missing) is None
+
+
+def test_cpu_level_only_for_dies_and_never_twice():
+    from rxl.guest.qemu import cpu_arg
+    assert cpu_arg(GuestConfig(root_dir="/r")) == "Skylake-Server"
+    assert cpu_arg(GuestConfig(root_dir="/r", dies=2)) == "Skylake-Server,level=0xd"
+    assert cpu_arg(GuestConfig(root_dir="/r", dies=2, cpu_model="Icelake-Server,level=0x1b")
+                   ) == "Icelake-Server,level=0x1b"
