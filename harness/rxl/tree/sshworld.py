@@ -70,7 +70,7 @@ SSHD_PROGRAMS: Dict[str, str] = {
     "/usr/bin/fsync": "usr.bin/fsync/fsync",
     "/sbin/shutdown": "sbin/shutdown/shutdown",
 }
-SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libthr", "lib/libxo",
+SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")
 SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",
                                       "lib/libkiconv")  # mount_msdosfs's LIBADD

@@ -53,7 +53,12 @@ SUBDIRS: Tuple[str, ...] = (
 PREBUILD_LIBS: Tuple[str, ...] = (
     "lib/libmd", "lib/libcrypt", "lib/libutil", "lib/ncurses/tinfo",
     "lib/libnv", "lib/libjail", "lib/libsbuf", "lib/libexpat", "lib/msun",
+    # 15's so_reuseport_lb_test links libpthread (tests/sys/netinet/Makefile
+    # LIBADD.so_reuseport_lb_test= pthread): libthr, installed as libpthread too.
+    "lib/libthr",
 )
+#: The Makefile whose ``LIBADD.<program>`` lines name what an ATF program links.
+TESTS_MAKEFILE = "tests/sys/netinet/Makefile"
 #: Makefile.inc1 ``_generic_libs``, narrowed likewise, plus libatf-c.
 GENERIC_LIBS: Tuple[str, ...] = (
     "lib/libedit", "lib/lib80211", "lib/libifconfig", "lib/atf/libatf-c",
@@ -234,6 +239,19 @@ def compiler_for(src: Optional[str]) -> Tuple[str, str]:
     return f"{v.cross_bindir}/clang", v.target_triple
 
 
+def test_libadd(src: str, program: str) -> List[str]:
+    """The libraries ``LIBADD.<program>=`` names in ``src``'s :data:`TESTS_MAKEFILE`
+    (``["pthread"]`` for 15's so_reuseport_lb_test), empty when none or no file."""
+    try:
+        text = (Path(src) / TESTS_MAKEFILE).read_text(errors="replace")
+    except OSError:
+        return []
+    out: List[str] = []
+    for m in re.finditer(rf"^LIBADD\.{re.escape(program)}\s*\+?=\s*(.*)$", text, re.M):
+        out += [w for w in m.group(1).split() if re.fullmatch(r"[A-Za-z0-9_+-]+", w)]
+    return out
+
+
 def atf_cc_argv(source: str, output: str, sysroot: str, *,
                  clang: Optional[str] = None, triple: Optional[str] = None,
                  tree: Optional[str] = None, extra: Sequence[str] = ()) -> List[str]:
@@ -241,10 +259,13 @@ def atf_cc_argv(source: str, output: str, sysroot: str, *,
 
     Links libatf-c as FreeBSD installs it (PRIVATELIB: ``libprivateatf-c``)
     from ``<sysroot>/usr/lib``. Static so the guest needs no libatf-c.so.
-    ``clang``/``triple`` None: :func:`compiler_for` ``tree``.
+    ``clang``/``triple`` None: :func:`compiler_for` ``tree``; with ``tree``, the
+    libraries its Makefile adds for the program (:func:`test_libadd`) too.
     """
     dclang, dtriple = compiler_for(tree)
     clang, triple = clang or dclang, triple or dtriple
+    if tree:
+        extra = list(extra) + [f"-l{lib}" for lib in test_libadd(tree, Path(output).name)]
     return [clang, f"--target={triple}", f"--sysroot={sysroot}", "-fuse-ld=lld",
             "-O2", "-static", "-o", output, source, *extra,
             "-lprivateatf-c"]

@@ -103,3 +103,16 @@ def test_the_atf_programs_are_compiled_for_the_tree_s_release(tmp_path):
     assert argv[:2] == ["/usr/lib/llvm-19/bin/clang", "--target=x86_64-unknown-freebsd15.0"]
     assert W.atf_cc_argv("t.c", "t", "/sr")[:2] == [W.DEFAULT_CLANG,
                                                      f"--target={W.TARGET_TRIPLE}"]
+
+
+def test_an_atf_program_links_what_the_tree_s_makefile_adds(tmp_path):
+    mk = tmp_path / "tests/sys/netinet/Makefile"
+    mk.parent.mkdir(parents=True)
+    mk.write_text("ATF_TESTS_C+=\tso_reuseport_lb_test\n"
+                  "LIBADD.so_reuseport_lb_test=\tpthread\nLIBADD.udp_bindings=\tpthread\n")
+    assert W.test_libadd(str(tmp_path), "so_reuseport_lb_test") == ["pthread"]
+    assert W.test_libadd(str(tmp_path), "so_reuseport_lb") == []
+    argv = W.atf_cc_argv("t.c", "/o/so_reuseport_lb_test", "/sr", tree=str(tmp_path))
+    assert argv[-2:] == ["-lpthread", "-lprivateatf-c"]
+    assert "-lpthread" not in W.atf_cc_argv("t.c", "/o/so_reuseport_lb_test", "/sr")
+    assert "lib/libthr" in W.PREBUILD_LIBS
