@@ -14,9 +14,10 @@ from typing import Dict, List, Optional
 
 import click
 
+from rxl.cli.groups import refuse_given
 from rxl.cli.surface import command
-from rxl.decide import core, distance, model, outcomes, report, topology
-from rxl.decide.cpugroup import Topology, TopologyError
+from rxl.decide import attach, core, distance, model, outcomes, report, topology
+from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
 from rxl.errors import UsageError
 
 IMPLS = ("c", "model")
@@ -114,16 +115,48 @@ def deal(topo_spec, members, counts, impl, as_json):
     _emit(as_json, doc, report.deal_text(doc))
 
 
+#: Most devices ``rxl spread`` attaches in one go.
+MAX_DEVICES = 64
+
+
+def per_device(text: Optional[str], what: str, lo: int, hi: int,
+               unset: bool) -> List[Optional[int]]:
+    """``"2,2"`` -> ``[2, 2]``: one value per device in attach order; ``-`` is
+    unset (None) where ``unset``. Raises TopologyError naming ``what``."""
+    if text is None:
+        return [None]
+    out: List[Optional[int]] = []
+    for item in text.split(","):
+        item = item.strip()
+        if unset and item == "-":
+            out.append(None)
+            continue
+        if not re.fullmatch(r"\d{1,20}", item) or not lo <= int(item) <= hi:
+            raise TopologyError(f"{what}: {item!r} is not " + (
+                f"a number {lo}..{hi}" + (" or '-' (unset)" if unset else "")))
+        out.append(int(item))
+    if len(out) > MAX_DEVICES:
+        raise TopologyError(f"{what}: {len(out)} devices; at most {MAX_DEVICES}")
+    return out
+
+
 @command()
 @click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--intr-cpus", required=True,
               help="The interrupt-eligible CPU set, e.g. 0-30:2.")
-@click.option("--queues", type=click.IntRange(min=1, max=4096), required=True,
-              help="Queues to place (at most 4096).")
-@click.option("--domain", type=int, default=None,
-              help="The NIC's NUMA domain (ACPI _PXM): the interrupt set is "
-                   "then its CPUs among --intr-cpus, as acpi_get_cpus() "
-                   "gives them (default: unknown, the whole set).")
+@click.option("--queues", required=True, metavar="N[,N...]",
+              help="Queues to place (1 to 4096); several: one number per device, in "
+                   "attach order (e.g. 2,2: two 2-queue NICs).")
+@click.option("--domain", default=None, metavar="D[,D...]",
+              help="The NIC's NUMA domain (ACPI _PXM): the interrupt set is then its "
+                   "CPUs among --intr-cpus, as acpi_get_cpus() gives them; one per "
+                   "device, '-' for a device without _PXM (default: unknown, the "
+                   "whole set).")
+@click.option("--core-offset", "core_offsets", default=None, metavar="CPU[,CPU...]",
+              help="dev.<drv>.<unit>.iflib.core_offset per device (0-65534; '-' unset). "
+                   "Unset, devices with the same interrupt set share one cursor: each "
+                   "starts where the one attached before it stopped (iflib's "
+                   "get_ctx_core_offset()).")
 @click.option("--core-spread", "mode", type=click.IntRange(0, 1), default=1,
               show_default=True,
               help="The tunable's value: 0 numeric order, 1 spread over "
@@ -132,30 +165,51 @@ def deal(topo_spec, members, counts, impl, as_json):
               help="Today's numeric order (the same as --core-spread 0).")
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
+@click.pass_context
 @_friendly
-def spread(topo_spec, intr_cpus, queues, domain, mode, no_spread, impl,
+def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spread, impl,
            as_json):
-    """Order in which an iflib device's queues take CPUs.
+    """Order in which iflib devices' queues take CPUs.
 
     With core_spread=1 the CPUs are taken one NUMA domain after another,
     within a domain every core's first SMT thread before any second
     thread, and the L3 groups take turns among the CPUs of one such round.
     A topology without L3 (cache-level 3) groups still gets the thread
-    order.
+    order.  Each device starts at its core_offset, or where the devices
+    attached before it with the same interrupt set stopped.
     """
+    if no_spread:
+        refuse_given(ctx, ("mode",), "--no-spread is --core-spread 0; give one of them")
+        mode = model.SPREAD_OFF
     topo = topology.load(topo_spec)
     eligible = topology.parse_cpu_list(intr_cpus, "--intr-cpus")
     topology.check_cpus(topo, eligible, "--intr-cpus")
-    if domain is not None:
-        mine = set(topology.domain_cpus(topo, domain))
-        eligible = [c for c in eligible if c in mine]
-        if not eligible:
-            raise click.BadParameter(f"no CPU of --intr-cpus is in domain "
-                                     f"{domain}", param_hint="'--domain'")
-    if no_spread:
-        mode = model.SPREAD_OFF
-    order = _impl(impl).spread_order(topo, eligible, mode)
-    doc = report.spread_doc(topo, order, queues, mode=mode)
+    lists = {"--queues": per_device(queues, "--queues", 1, 4096, unset=False),
+             "--domain": per_device(domain, "--domain", 0, CPU_MAXSIZE, unset=True),
+             "--core-offset": per_device(core_offsets, "--core-offset", 0,
+                                         attach.CORE_OFFSET_UNSPECIFIED - 1, unset=True)}
+    n = max(len(v) for v in lists.values())
+    for opt, vals in lists.items():
+        if len(vals) not in (1, n):
+            raise click.BadParameter(f"{len(vals)} values for {n} devices: give one (for "
+                                     "every device) or one per device", param_hint=f"'{opt}'")
+    devices, meta = [], []
+    for k in range(n):
+        q, dom, off = (lists[o][k if len(lists[o]) > 1 else 0]
+                       for o in ("--queues", "--domain", "--core-offset"))
+        mine = eligible
+        if dom is not None:
+            cpus = set(topology.domain_cpus(topo, dom))
+            mine = [c for c in eligible if c in cpus]
+            if not mine:
+                raise click.BadParameter(f"no CPU of --intr-cpus is in domain {dom}",
+                                         param_hint="'--domain'")
+        order = _impl(impl).spread_order(topo, mine, mode)
+        devices.append(attach.Device(q, order, off))
+        meta.append({"order": order, "domain": dom, "core_offset": off})
+    for d, a in zip(meta, attach.attach(devices)):
+        d["attached"] = a
+    doc = report.spread_doc(topo, meta, mode=mode)
     _emit(as_json, doc, report.spread_text(doc))
 
 

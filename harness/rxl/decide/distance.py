@@ -8,13 +8,15 @@ Classes, nearest first (:data:`DISTANCES`):
   or shares L1);
 * ``l3``: same L3 (the smallest group holding both shares L2 or L3);
 * ``node``: same package or NUMA node, but the tree says nothing about a
-  shared cache (a tree without cache information, or CPUs outside every
-  L3 group): not known to cross an L3;
+  shared cache (a tree without cache information, or cores with no cache
+  group between them): not known to cross an L3;
 * ``far``: other L3 group, same package or node (seed 000's "other CCD");
-* ``remote``: other package or NUMA node (which crosses an L3 too);
+* ``remote``: other package or NUMA node (which crosses an L3 too): a pair
+  whose common group shares no cache and holds them in two packages is
+  never "same package" (:func:`classify`);
 
-and ``any`` for an untagged member (the deal's last ring).  Domains and
-packages are :func:`domain_of`'s.
+and ``any`` for an untagged member (the deal's last ring).  Domains are
+:func:`domain_of`'s, packages :func:`classify`'s.
 
 :data:`DEFAULT_LADDER`: cycles per request relative to exact, per class
 (seed 000, "The cost ladder, measured on this host", Ryzen 9 5950X:
@@ -42,21 +44,23 @@ DEFAULT_LADDER: Dict[str, float] = {
 
 
 def domain_of(topo: Topology, cpu: int) -> Group:
-    """The group standing for ``cpu``'s NUMA domain in ``topo``.
-
-    The outermost group flagged NODE that holds it; in a tree with NODE
-    groups, a CPU in none belongs to the root.  A tree without NODE groups
-    has packages instead: the root's child holding ``cpu`` if it shares
-    no cache (``CG_SHARE_NONE``), else the root (a single package).  The
-    kernel's iflib_spread.c reads domains the same way.  Raises
-    TopologyError for a CPU not in the tree.
+    """The group standing for ``cpu``'s NUMA domain in ``topo``: the outermost
+    group flagged NODE that holds it, else the root.  A tree without NODE
+    groups is one domain, as the kernel sees it (``vm_ndomains`` is 1: a NIC's
+    ``_PXM`` maps to domain 0, all CPUs; sys/dev/acpica/acpi_pxm.c), whatever
+    its packages.  Raises TopologyError for a CPU not in the tree.
     """
     chain = topo.enclosing(cpu)[::-1]          # root first
-    if any(g.flags & CG_FLAG_NODE for g in topo.root.walk()):
-        return next((g for g in chain if g.flags & CG_FLAG_NODE), topo.root)
-    if len(chain) > 1 and chain[1].level == CG_SHARE_NONE:
-        return chain[1]
-    return topo.root
+    return next((g for g in chain if g.flags & CG_FLAG_NODE), topo.root)
+
+
+def _child_holding(group: Group, cpu: int) -> Optional[Group]:
+    return next((c for c in group.children if cpu in c.cpus), None)
+
+
+def _is_core(group: Group) -> bool:
+    """A group that is one core (flagged THREAD: HTT or SMT) or one CPU."""
+    return bool(group.flags & CG_FLAG_THREAD) or len(group.cpus) == 1
 
 
 def has_cache_info(topo: Topology) -> bool:
@@ -67,7 +71,18 @@ def has_cache_info(topo: Topology) -> bool:
 def classify(topo: Topology, rx_cpu: int, tag: Optional[int]) -> str:
     """One of :data:`CLASSES` for a connection received on ``rx_cpu`` and
     served by a worker on ``tag`` (None or a CPU outside the tree:
-    ``any``).  Raises TopologyError if ``rx_cpu`` is not in the tree."""
+    ``any``).  Raises TopologyError if ``rx_cpu`` is not in the tree.
+
+    Below the cache-sharing classes: ``remote`` when the two are in other
+    NUMA domains (:func:`domain_of`), or in two groups below a common group
+    that shares no cache where those groups are packages: groups of more
+    than one core that are not L3 groups (they share an L1 or L2 cache, or
+    none, within themselves).  Two L3 groups there are ``far``: one package
+    with several L3s (the Ryzen's CCDs) and one L3 per package look the
+    same in the tree, and the seed measured the first.  Two cores (or CPUs)
+    directly below the common group are ``node``: one package, no cache
+    known between them.
+    """
     if tag is None or not topo.has_cpu(tag):
         return "any"
     if tag == rx_cpu:
@@ -79,9 +94,12 @@ def classify(topo: Topology, rx_cpu: int, tag: Optional[int]) -> str:
         return "l3"
     if domain_of(topo, rx_cpu) is not domain_of(topo, tag):
         return "remote"
-    if topo.l3_of(rx_cpu) is not None and topo.l3_of(tag) is not None:
+    a, b = _child_holding(common, rx_cpu), _child_holding(common, tag)
+    if a is None or b is None or _is_core(a) or _is_core(b):
+        return "node"
+    if a.level == CG_SHARE_L3 and b.level == CG_SHARE_L3:
         return "far"
-    return "node"
+    return "remote"
 
 
 def ladder(values: Sequence[float]) -> Dict[str, float]:

@@ -86,27 +86,50 @@ def l3_index(topo: Topology, cpu: int) -> Optional[int]:
     return l3s.index(g)
 
 
-def spread_doc(topo: Topology, order: Sequence[int], queues: int, *, mode: int) -> dict:
+def spread_doc(topo: Topology, devices: Sequence[Mapping], *, mode: int) -> dict:
     """``rxl spread --json``: the core_spread value, the tree's L3 group
-    count, the CPU order and, per queue, its CPU and L3 group index."""
-    qmap = [{"queue": q, "cpu": order[q % len(order)],
-             "l3": l3_index(topo, order[q % len(order)])}
-            for q in range(queues)]
+    count and, per device in attach order (``devices``: ``{"order",
+    "attached"`` (rxl.decide.attach.Attached)``, "domain", "core_offset"}``),
+    its interrupt set in queue order, its base CPU, how it got it (the
+    tunable or the shared cursor) and per queue its CPU and L3 group index.
+    ``order`` and ``queues`` are the first device's."""
     l3s = sum(1 for g in topo.root.walk() if g.level == cpugroup.CG_SHARE_L3)
+    devs = []
+    for k, d in enumerate(devices):
+        a = d["attached"]
+        devs.append({"device": k, "domain": d["domain"], "core_offset": d["core_offset"],
+                     "base": a.base, "cursor": a.shared, "order": list(d["order"]),
+                     "queues": [{"queue": q, "cpu": c, "l3": l3_index(topo, c)}
+                                for q, c in enumerate(a.cpus)]})
     return {"topology": topo.name, "spread": mode != 0, "core_spread": mode,
-            "l3_groups": l3s, "order": list(order), "queues": qmap}
+            "l3_groups": l3s, "order": devs[0]["order"], "queues": devs[0]["queues"],
+            "devices": devs}
 
 
 def spread_text(doc: dict) -> str:
-    """``rxl spread``'s table: the order, then one line per queue."""
-    text = (f"order: {', '.join(map(str, doc['order']))}\n" + "\n".join(
-        f"rxq{e['queue']}: cpu {e['cpu']} (" + (
-            f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group")
-        + ")" for e in doc["queues"]))
+    """``rxl spread``'s table: the order, then one line per queue; with several
+    devices (or a core_offset) each device's order and base first."""
+    def queue(prefix: str, e: dict) -> str:
+        return (f"{prefix}rxq{e['queue']}: cpu {e['cpu']} (" + (
+            f"L3 group {e['l3']}" if e["l3"] is not None else "no L3 group") + ")")
+
+    devs = doc["devices"]
+    lines = []
+    if len(devs) == 1 and devs[0]["core_offset"] is None:
+        lines.append(f"order: {', '.join(map(str, doc['order']))}")
+        lines += [queue("", e) for e in doc["queues"]]
+    else:
+        for d in devs:
+            prefix = f"dev{d['device']} " if len(devs) > 1 else ""
+            how = (f"core_offset {d['core_offset']}" if d["core_offset"] is not None
+                   else "core_offset unset: the cursor devices of this interrupt set share")
+            lines.append(f"{prefix}order: {', '.join(map(str, d['order']))}")
+            lines.append(f"{prefix}base: cpu {d['base']} ({how})")
+            lines += [queue(prefix, e) for e in d["queues"]]
     if not doc["l3_groups"] and doc["core_spread"]:
-        text += ("\nnote: the topology reports no L3 group, so "
-                 "core_spread keeps the numeric order")
-    return text
+        lines.append("note: the topology reports no L3 group: only the SMT order applies "
+                     "(every core's first thread first), no L3 groups take turns")
+    return "\n".join(lines)
 
 
 def outcomes_doc(topo: Topology, wl: Sequence[int], rx: Mapping[int, int],

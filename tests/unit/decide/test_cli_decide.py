@@ -169,7 +169,7 @@ def test_console_script_installed():
 
 @pytest.mark.parametrize("args, msg", [
     (["spread", "--topology", "2x4x2", "--intr-cpus", "0-15", "--queues",
-      "4294967296"], "1<=x<=4096"),
+      "4294967296"], "is not a number 1..4096"),
     (["outcomes", "--topology", "2x4x2", "--workers", "0-15", "--rx-cpus",
       "0", "--cost-ladder", "1,1,1,-5"], "positive and finite"),
 ])
