@@ -157,7 +157,7 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
     (["--guest-sysctl", "x"], "--guest-sysctl 'x': expected NAME=VALUE"),
     (["--topology", "nosuch"], "--topology: unknown topology 'nosuch'"),
     (["--src", "/nonexistent-rxl"], "--src /nonexistent-rxl: no such directory"),
-    (["--log", "/nonexistent-rxl.log"], "no such file"),
+    (["--log", "/nonexistent-rxl.log"], "'--dry-run': not with --log"),
 ])
 def test_learn_option_mistakes_are_usage_errors(args, why, tmp_path):
     """Every bad `rxl learn` option value is exit 2 (like --smp 1,1,300 and

@@ -18,6 +18,7 @@ from rich.text import Text
 from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
+from rxl.cli.groups import given
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TopologyError
@@ -219,7 +220,8 @@ def _parsed(fn):
 @click.option("--dry-run", is_flag=True,
               help="Print the cc command and every server argv; run "
                    "nothing.")
-def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
+@click.pass_context
+def accept_cmd(ctx, setups, workers, connections, spacing_ms, repetitions,
                server, work_ms, work_kind, hold, batch, client, concurrency,
                abort_share, abort_kind, untagged, lag_ms, mutex_delay_ms,
                order, kill_first_at, reorder_every, pin, client_cpu,
@@ -236,6 +238,7 @@ def accept_cmd(setups, workers, connections, spacing_ms, repetitions,
     """
     works = work_ms or (accept.DEFAULT_WORK_MS,)
     try:  # every option value, before any build: a usage error (exit 2)
+        _refuse_unread(ctx, accept.unique_setups(setups or accept.DEFAULT_SETUPS), works)
         knobs = accept_knobs.Knobs(
             server=server, work_kind=work_kind, hold_ms=hold,
             accepts_per_wakeup=batch, client=client, concurrency=concurrency,
@@ -285,6 +288,32 @@ def _rx_cpus(text):
         raise ValueError(f"--rx-cpus: CPU {max(cpus)} is not one of this "
                          f"host's {ncpu} (the clients are pinned there)")
     return cpus
+
+
+def _refuse_unread(ctx: click.Context, setups, works) -> None:
+    """Refuse (usage error naming both options) an option that none of the runs
+    asked for would read: a knob of a setup that is not measured, the other
+    client's pacing, a flag of a value that is not given."""
+    p = ctx.params
+    rules = (
+        ("spacing_ms", p["client"] == "open", "paces the open-loop client, not "
+                                              "--client closed (its pace is --concurrency)"),
+        ("concurrency", p["client"] == "closed", "is the closed-loop client's, not "
+                                                 "--client open's (its pace is --spacing-ms)"),
+        ("lag_ms", "handoff-lc" in setups, "is read by --setup handoff-lc only"),
+        ("mutex_delay_ms", "accept-mutex" in setups, "is read by --setup accept-mutex only"),
+        ("untagged", "incoming-cpu" in setups, "is read by --setup incoming-cpu only"),
+        ("reorder_every", "reorder" in setups, "is read by --setup reorder only"),
+        ("abort_kind", p["abort_share"] > 0, "says how the --abort-share clients abort; "
+                                             "give --abort-share above 0"),
+        ("work_kind", any(w > 0 for w in works), "says how --work-ms is spent; give "
+                                                 "--work-ms above 0"),
+        ("plain", not p["as_json"], "formats the tables, which --json replaces"),
+    )  # the request workload's own knobs: rxl.bench.knobs refuses them without --requests
+    for name, applies, why in rules:
+        if not applies and given(ctx, name):
+            opt = max(next(x for x in ctx.command.params if x.name == name).opts, key=len)
+            raise BadOption(f"{opt} {why}", opt)
 
 
 def _accept_request(setups, workers, connections, spacing_ms, repetitions, works,

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from rxl import paths
+from rxl.cli.groups import refuse_given
 from rxl.cli.surface import command, group
 from rxl.errors import BadOption, RxlError, UsageError
 from rxl.guest import bhyve, sshkeys, targets
@@ -90,9 +91,12 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
 @click.option("--key", "show_key", is_flag=True,
               help="Print the harness's public key (made if absent) for a target's "
                    "authorized_keys, and how to let root log in with it; then stop.")
-def targets_cmd(path, show_key):
+@click.pass_context
+def targets_cmd(ctx, path, show_key):
     """Check the targets file (every mistake, one line each) and list its targets."""
     if show_key:
+        refuse_given(ctx, ("path",), "not with --key: the harness key is the same for "
+                                     "every target")
         key = sshkeys.harness_key()
         click.echo(sshkeys.public_line(key))
         click.echo(f"# {key}.pub: append the line above to ~root/.ssh/authorized_keys on the "

@@ -43,6 +43,7 @@ from typing import Optional, Sequence
 import click
 
 from rxl import paths
+from rxl.cli.groups import refuse_given
 from rxl.cli.options import FiniteFloat, check_input
 from rxl.cli.surface import command
 from rxl.errors import UsageError
@@ -108,11 +109,9 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Client source ports: uniform over 20000-60999 (seeded), or the host "
                    "kernel's choice (Linux: even ports only, which biases the lbgroup hash).")
 @click.option("--lb-cpu-opt", default=None,
-              help="Value of SO_REUSEPORT_LB_CPU (a listener's tag, read back at the end) "
-                   "for learnd [default: from the tree's sys/sys/socket.h]; e.g. 0x1030.")
-@click.option("--handshake-cpu-opt", default=None,
-              help="Value of SO_HANDSHAKE_CPU (the accepted socket's handshake CPU) for "
-                   "learnd [default: from the tree's sys/sys/socket.h]; e.g. 0x1031.")
+              help="Value of TCP_REUSPORT_LB_CPU (a listener's tag; on an accepted socket "
+                   "its handshake CPU) for learnd [default: from the tree's "
+                   "sys/netinet/tcp.h]; e.g. 1027.")
 @click.option("--groups-every", default=plan.GROUPS_MS / 1000, show_default=True,
               type=FiniteFloat(),
               help="learnd copies net.inet.tcp.reuseport_lb.groups every this many "
@@ -143,18 +142,24 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
-def learn(src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
+@click.pass_context
+def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
-          client_ports, lb_cpu_opt, handshake_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
+          client_ports, lb_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
           nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
+    if logs:  # re-analysing saved logs reads only these
+        refuse_given(ctx, [n for n in ctx.params if n not in ("logs", "topo_spec", "as_json",
+                                                              "out")],
+                     "not with --log: saved logs are only analysed (--topology, --out and "
+                     "--json apply)")
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
         pristine_kernel=pristine_kernel, configs=configs, worker_sets=worker_sets,
         warmup=warmup, measured=measured, min_conns=min_conns, concurrency=concurrency,
         learn_sysctl=learn_sysctl, topo_spec=topo_spec, memory_mib=memory_mib, logs=logs,
         client_ports=client_ports, lb_cpu_opt=lb_cpu_opt,
-        handshake_cpu_opt=handshake_cpu_opt, groups_every=groups_every, tunables=tunables,
+        handshake_cpu_opt=None, groups_every=groups_every, tunables=tunables,
         deadline_s=deadline_s, tcg_single_thread=tcg_single_thread, smp=smp,
         guest_sysctls=guest_sysctls, nic_reinit=nic_reinit, qemu_args=qemu_args,
         per_connection=per_connection, pcap=pcap, dry_run=dry_run)

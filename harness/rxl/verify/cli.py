@@ -160,8 +160,8 @@ kernel_opts = OptionGroup(
 guest_opts = OptionGroup(
     "guest",
     option("--spread/--no-spread", default=True, show_default=True,
-           help="Also boot the patched kernel with dev.em.0.iflib.core_spread=1 "
-                "and =2 (boots spread, spread2)."),
+           help="Also boot the patched kernel with the guest NIC's "
+                "dev.<driver>.0.iflib.core_spread=1 (boot spread)."),
     option("--tests-on-spread", is_flag=True,
            help="Run the ATF suite on the spread boot too (default: placement only)."),
     option("--memory", "memory_mib", default=1024, show_default=True,
@@ -221,27 +221,50 @@ def _opt(ctx: click.Context, name: str) -> str:
 
 def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
                        shape: Optional[Shape]) -> None:
-    """Refuse (usage error naming the option) an option of a machine other than the
-    one asked for: on an SSH target the own guest's options (and ``--kernel`` without
-    ``--install-kernel``); on the own guest a target's, the SSH session's with
-    ``--transport serial``, and ``--memory`` when a named shape sets the guest."""
+    """Refuse (usage error naming both options) an option that cannot apply to
+    what was asked: on an SSH target the own guest's options (and ``--kernel``
+    without ``--install-kernel``), and the tree's when none is used
+    (``--programs`` and no kernel to build); on the own guest a target's, the
+    SSH session's with ``--transport serial``, and ``--memory`` when a named
+    shape sets the guest; anywhere options that contradict each other
+    (``--base-url`` with ``--src``, ``--pristine-src`` with
+    ``--pristine-kernel``, ``--auto-pristine`` with either, ``--tests-on-spread``
+    with ``--no-spread``)."""
+    p = ctx.params
+    if p["src"] is not None:
+        refuse_given(ctx, ("base_url",), "only without --src (where the base is fetched "
+                                         "from); --src gives the tree")
+    if p["pristine_kernel"] is not None:
+        refuse_given(ctx, ("pristine_src",), "not with --pristine-kernel: that kernel is "
+                                             "booted, nothing is built from this tree")
+    if p["pristine_kernel"] is not None or p["pristine_src"] is not None:
+        refuse_given(ctx, ("auto_pristine",), "not with --pristine-kernel or "
+                                              "--pristine-src, which give the pristine side")
+    if not p["spread"]:
+        refuse_given(ctx, ("tests_on_spread",), "not with --no-spread: there is no spread "
+                                                "boot to run the suite on")
     if ssh_target is not None:
         own = tuple(n for n in kernel_opts.params if n != "kernel") + guest_opts.params
-        refuse_given(ctx, own, f"only for the own QEMU guest, not with an SSH target "
-                               f"({ssh_target.label})")
-        if not ctx.params["install_kernel"]:
-            refuse_given(ctx, ("kernel",), "with an SSH target only with --install-kernel "
+        refuse_given(ctx, own, f"only for the own QEMU guest, not with --target "
+                               f"{ssh_target.label}")
+        if not p["install_kernel"]:
+            refuse_given(ctx, ("kernel",), "with --target only with --install-kernel "
                                            "(the target's running kernel runs the cases)")
+        if p["programs_dir"] is not None and (not p["install_kernel"] or p["kernel"]):
+            refuse_given(ctx, ("src", "base_url", "objdir", "guest_dir", "rebuild_world",
+                               "atf_dir", "tests"),
+                         "no tree is used with --programs (the programs are given) and no "
+                         "kernel to build")
         return
     refuse_given(ctx, ("programs_dir",), "only with an SSH target (--target)")
-    if not ctx.params["target_spec"]:
+    if not p["target_spec"]:
         refuse_given(ctx, ("targets_file",), "only with --target NAME")
-    if ctx.params["transport"] == "serial":
+    if p["transport"] == "serial":
         refuse_given(ctx, session_opts.params + ("ssh_wait",),
                      "only over SSH (an SSH target, or --transport ssh or auto), not with "
                      "--transport serial")
     if shape is not None:
-        refuse_given(ctx, ("memory_mib",), f"target {ctx.params['target_spec']} is a guest "
+        refuse_given(ctx, ("memory_mib",), f"--target {p['target_spec']} is a guest "
                                            "shape: its memory_mib sets the guest's memory")
 
 
@@ -280,9 +303,9 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
         if ctx.params[name] == "":
             raise BadOption("an empty path: give one, or leave the option out",
                             _opt(ctx, name))
-    stests = series_tests(atf_dir)
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
+    stests = series_tests(atf_dir)
     req = RunRequest(
         src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
@@ -300,7 +323,7 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
         base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),
         ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto")
-    kind = check_request(req, ssh=transport != "serial")
+    kind = check_request(req, ssh=transport != "serial", check_only=check_only)
     if check_only:
         if ssh_target is not None and not target_needs_tree(req):
             says = (f"--programs {req.programs_dir}: {len(programs_in(req.programs_dir))} "

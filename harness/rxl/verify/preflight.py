@@ -22,7 +22,7 @@ from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
 from rxl.tree import world as tree_world
 from rxl.tree.patch import parse_base
-from rxl.verify.ownguest import guest_config
+from rxl.verify.ownguest import check_qemu, guest_config
 from rxl.verify import remote
 from rxl.verify.request import RunRequest
 from rxl.verify.target import programs_in
@@ -33,7 +33,8 @@ from rxl.verify.target import programs_in
 MAX_CASE_TIMEOUT = 86400
 
 
-def check_request(req: RunRequest, *, ssh: bool = True) -> Optional[str]:
+def check_request(req: RunRequest, *, ssh: bool = True,
+                  check_only: bool = False) -> Optional[str]:
     """Refuse, in one line (rxl.errors.BadOption: exit 2), everything that would
     otherwise fail only after the builds: the guest (--memory, at most the host's
     RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
@@ -43,7 +44,11 @@ def check_request(req: RunRequest, *, ssh: bool = True) -> Optional[str]:
     kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
     with an SSH target its --workdir (:func:`check_workdir`), --programs
     (rxl.verify.target.programs_in) and the client key; and the harness key
-    whenever SSH may be used (``ssh``: not ``--transport serial``).
+    whenever SSH may be used (``ssh``: not ``--transport serial``); for the
+    own guest of a real run, the installed QEMU against the shape
+    (rxl.verify.ownguest.check_qemu: HostError, exit 1), but not under
+    ``check_only``, which make run runs before rxl doctor --install brings
+    the QEMU it needs.
     Returns what --src is (rxl.tree.base.SrcKind), None without --src."""
     if not 1 <= req.case_timeout <= MAX_CASE_TIMEOUT:
         raise BadOption(f"{show(req.case_timeout, 24)}: must be 1..."
@@ -63,6 +68,11 @@ def check_request(req: RunRequest, *, ssh: bool = True) -> Optional[str]:
             raise BadOption(f"{req.memory_mib}: {exc}", "--memory")
         raise DataError(f"guest configuration: {exc}") from None
     check_guest(cfg.vcpus, req.memory_mib)
+    if req.target is None and not req.dry_run and not check_only:
+        try:
+            check_qemu(cfg)
+        except qemu.QemuConfigError as exc:
+            raise HostError(str(exc)) from None
     names = [n for n, _ in tree_world.BASE_TESTS]
     for name, source in req.extra_tests:
         if name in names:

@@ -80,7 +80,7 @@ def test_knob_options_reach_the_server(tmp_path):
                     "--untagged", "none", "--hold-ms", "client",
                     "--accepts-per-wakeup", "1", "--client", "closed",
                     "--concurrency", "4", "--abort-share", "0.25",
-                    "--work-kind", "cpu", "--repetitions", "1")
+                    "--work-kind", "cpu", "--work-ms", "1", "--repetitions", "1")
     argv = lines[1].split()
     for opt, val in (("-u", "none"), ("-H", "-1"), ("-a", "1"), ("-l", "4"),
                      ("-x", "250"), ("-T", "cpu"), ("-w", "1")):

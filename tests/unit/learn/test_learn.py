@@ -382,8 +382,10 @@ def test_cli_log_with_crash_exits_nonzero(tmp_path):
 
 
 def test_cli_bad_input_one_line():
-    res = CliRunner().invoke(main, ["learn", "--warmup", "10", "--log", str(PATCHED)])
+    res = CliRunner().invoke(main, ["learn", "--warmup", "10", "--dry-run"])
     assert res.exit_code == 2 and "must be longer than the two 10 s" in res.output
+    res = CliRunner().invoke(main, ["learn", "--warmup", "30", "--log", str(PATCHED)])
+    assert res.exit_code == 2 and "'--warmup': not with --log" in res.output
     res = CliRunner().invoke(main, ["learn", "--log", "/nonexistent.log"])
     assert res.exit_code != 0 and "no such file" in res.output
 

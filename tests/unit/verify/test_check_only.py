@@ -43,7 +43,7 @@ def test_programs_that_cannot_be_run(make, words, work):
         (d / "README").write_text("not a program")
     arg = "" if make == "" else d
     for mode in ("--check-only", "--dry-run"):
-        _refused(_run("--src", work, "--target", URL, "--programs", arg, mode),
+        _refused(_run("--target", URL, "--programs", arg, mode),
                  "'--programs'", words)
 
 

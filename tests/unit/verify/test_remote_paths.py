@@ -14,7 +14,7 @@ from rxl.guest.ssh import TargetError, parse_url
 
 def _run(tmp_path, monkeypatch, *args):
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
-    return CliRunner().invoke(main, ["run", "--src", str(tmp_path), *map(str, args)])
+    return CliRunner().invoke(main, ["run", *map(str, args)])
 
 
 @pytest.mark.parametrize("workdir", [

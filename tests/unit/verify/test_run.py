@@ -516,7 +516,7 @@ def test_a_workdir_that_the_undo_would_wreck_is_refused(tmp_path, monkeypatch, w
     refused before anything runs, exit 2."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     for extra in (["--check-only"], ["--dry-run", "--programs", str(tmp_path)]):
-        res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--target",
+        res = CliRunner().invoke(main, ["run", "--target",
                                         "ssh://root@192.0.2.10", "--workdir", workdir, *extra])
         assert res.exit_code == 2 and "--workdir" in res.output and why in res.output, \
             res.output
@@ -556,7 +556,7 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("args,option,why", [
     (["--target", "ssh://root@h:2222", "--memory", "2048"], "'--memory'",
-     "only for the own QEMU guest, not with an SSH target (ssh://root@h:2222)"),
+     "only for the own QEMU guest, not with --target ssh://root@h:2222"),
     (["--target", "ssh://root@h:2222", "--no-spread"], "'--spread'",
      "only for the own QEMU guest"),
     (["--target", "ssh://root@h:2222", "--pristine-kernel", "/k"], "'--pristine-kernel'",
@@ -564,7 +564,7 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
     (["--target", "ssh://root@h:2222", "--transport", "ssh"], "'--transport'",
      "only for the own QEMU guest"),
     (["--target", "ssh://root@h:2222", "--kernel", "/k"], "'--kernel'",
-     "with an SSH target only with --install-kernel"),
+     "with --target only with --install-kernel"),
     (["--programs", "/p"], "'--programs'", "only with an SSH target (--target)"),
     (["--targets", "/t.yaml"], "'--targets'", "only with --target NAME"),
     (["--transport", "serial", "--workdir", "/var/tmp/x"], "'--workdir'",
