@@ -48,6 +48,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from rxl.errors import SourceError
 from rxl.tree import patch as tree_patch
 from rxl.tree import series as tree_series
+from rxl.tree import version as tree_version
 
 #: The project's series (patches/BASE and NNNN-*.patch).
 REPO_PATCHES = Path(__file__).resolve().parents[3] / "patches"
@@ -159,6 +160,10 @@ class SrcKind:
     APPLIED = "applied"        # git tree: base below HEAD, the series' files there
     BASE = "base"              # git tree holding the base commit: apply in a work clone
     PLAIN_APPLIED = "plain"    # not git, the series' files there byte for byte
+    OWN_APPLIED = "own-applied"  # git tree of the base's release from another history
+                                 # (a releng/15.0 checkout) whose HEAD carries the series
+    OWN_BASE = "own-base"      # such a tree whose HEAD takes the series: applied on its
+                               # HEAD in a work clone; that HEAD is the pristine tree
 
 
 def series_files(patches_dir: Optional[Path] = None) -> List[str]:
@@ -191,8 +196,12 @@ def check_tree_dir(src: str, option: str = "--src") -> None:
 def classify(src: str, patches_dir: Optional[Path] = None) -> str:
     """Say what ``src`` is (a :class:`SrcKind` value); read-only.
 
+    A git tree without the base commit but of the base's release (a releng/15.0
+    checkout) is :attr:`SrcKind.OWN_APPLIED` when its HEAD carries the series,
+    :attr:`SrcKind.OWN_BASE` when the series applies on its HEAD.
     Raises :class:`TreeError` (one line) when ``src`` is not a FreeBSD tree
     (:func:`check_tree_dir`), when it is a git tree without the base commit
+    that is of another release or neither carries nor takes the series
     (naming the commit and the repository ``patches/BASE`` names), or when
     it is not a git tree and lacks the series' files (no work clone can be
     made from it). A folder inside a git tree counts as "not a git tree".
@@ -213,16 +222,43 @@ def classify(src: str, patches_dir: Optional[Path] = None) -> str:
                         f"{base.repository} holding {base.commit[:12]}; clone one, or run "
                         "without --src to fetch it")
     if not _has_commit(src, base.commit):
-        raise TreeError(f"--src {src} does not have the base commit {base.commit[:12]} "
-                        f"(patches/BASE): it is in {base.repository}; fetch it (git -C {src} "
-                        f"fetch {base_url(base.repository)} {base.commit}), or run without "
-                        "--src to fetch the base")
+        return _own_history(src, base, patches_dir)
     head = _head(src)
     on_top = head and head != base.commit and _git(
         src, "merge-base", "--is-ancestor", base.commit, head).returncode == 0
     if on_top and all((Path(src) / f).is_file() for f in files):
         return SrcKind.APPLIED
     return SrcKind.BASE
+
+
+def _own_history(src: str, base: tree_patch.Base, patches_dir: Path) -> str:
+    """:func:`classify` of a git tree without the base commit: of the base's release
+    (``__FreeBSD_version`` major, rxl.tree.version) and carrying the series, or taking
+    it on HEAD (rxl.tree.series.series_state); else refused, naming why."""
+    fetch = (f"fetch it (git -C {src} fetch {base_url(base.repository)} {base.commit}), "
+             "or run without --src to fetch the base")
+    v = tree_version.version_or_none(src)
+    try:
+        want = int(base.freebsd_version) // 100000
+    except ValueError:
+        want = None
+    if v is None or want is None or v.major != want:
+        said = (f"FreeBSD {v.release} ({v.freebsd_version}), not of the series' release"
+                if v else "of no version it says (sys/sys/param.h)")
+        raise TreeError(f"--src {src} does not have the base commit {base.commit[:12]} "
+                        f"(patches/BASE): it is in {base.repository}; the tree is {said}; "
+                        f"{fetch}")
+    try:
+        state, detail = tree_series.series_state(Path(src), tree_patch.patch_files(patches_dir))
+    except tree_patch.SeriesError as exc:
+        raise TreeError(f"--src {src}: {exc}") from None
+    if state == tree_series.SeriesState.APPLIED:
+        return SrcKind.OWN_APPLIED
+    if state == tree_series.SeriesState.APPLICABLE:
+        return SrcKind.OWN_BASE
+    raise TreeError(f"--src {src} does not have the base commit {base.commit[:12]} "
+                    f"(patches/BASE): it is in {base.repository}; the tree is FreeBSD "
+                    f"{v.release} but the series is {detail}; {fetch}")
 
 
 # ------------------------------------------------------------------ checkout
@@ -289,8 +325,10 @@ def fetch_base(url: str, commit: str, dest: str, *, dry_run: bool = False,
 
 
 def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
-               dry_run: bool = False, echo: Callable[[str], None] = print) -> Tree:
-    """``dest``: a clone of ``src`` with the series applied on branch ``rxl``.
+               dry_run: bool = False, echo: Callable[[str], None] = print,
+               at: Optional[str] = None) -> Tree:
+    """``dest``: a clone of ``src`` with the series applied on branch ``rxl`` (at the
+    base commit, or at commit ``at``: :attr:`SrcKind.OWN_BASE`).
 
     ``src`` is only read (``git clone --shared`` borrows its objects). A
     clone whose stamp matches the base and the patches is reused as it is;
@@ -301,7 +339,8 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
     patches_dir = Path(patches_dir or REPO_PATCHES)
     base = tree_patch.parse_base((Path(patches_dir) / "BASE").read_text())
     patches = tree_patch.patch_files(patches_dir)
-    want = stamp_text(base.commit, patches)
+    start = at or base.commit
+    want = stamp_text(start, patches)
     stamp = Path(dest) / ".git" / STAMP
     clone = ["git", "clone", "-q", "--shared", "--no-checkout", os.path.abspath(src), dest]
     tree = Tree(src=dest, how=f"series applied in the work clone {dest} (of {src})")
@@ -317,9 +356,9 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
             tree.how += "; reused (stamp matches)"
             return tree
     tree.commands = ([shlex.join(clone)] if not exists else []) + [
-        f"git -C {dest} checkout -q -f --detach {base.commit}",
+        f"git -C {dest} checkout -q -f --detach {start}",
         f"git -C {dest} branch -q -D {tree_series.DEFAULT_BRANCH}  # if there",
-        f"rxl series apply --src {dest}  # git checkout -b rxl {base.commit[:12]} && "
+        f"rxl series apply --src {dest}  # git checkout -b rxl {start[:12]} && "
         f"git am {' '.join(p.name for p in patches)}"]
     if dry_run:
         return tree
@@ -331,10 +370,10 @@ def work_clone(src: str, dest: str, patches_dir: Optional[Path] = None, *,
             raise TreeError(f"git clone --shared {src} {dest} failed: {_last(cp)}")
     if stamp.exists():
         stamp.unlink()
-    _checkout(dest, base.commit, echo, force=True)
+    _checkout(dest, start, echo, force=True)
     _git(dest, "branch", "-q", "-D", tree_series.DEFAULT_BRANCH)
     try:
-        tree_series.apply_series(Path(dest), Path(patches_dir), echo=echo)
+        tree_series.apply_series(Path(dest), Path(patches_dir), echo=echo, at=at)
     except tree_patch.SeriesError as exc:
         raise TreeError(f"applying the series in {dest}: {exc}") from None
     stamp.write_text(want)
@@ -388,8 +427,18 @@ def resolve(src: Optional[str], work: str, *, base_url_override: Optional[str] =
                     commands=fetched.commands + wc.commands), "fetched"
     src = os.path.abspath(src)
     kind = classify(src, patches_dir)
-    if kind in (SrcKind.APPLIED, SrcKind.PLAIN_APPLIED):
+    if kind in (SrcKind.APPLIED, SrcKind.PLAIN_APPLIED, SrcKind.OWN_APPLIED):
         return Tree(src=src, how=f"{src}: the series is applied; used as it is"), kind
+    if kind == SrcKind.OWN_BASE:
+        head = _head(src)
+        with _held(None if dry_run else lock, echo):
+            wc = work_clone(src, os.path.join(work, f"src-{head[:12]}"), patches_dir,
+                            dry_run=dry_run, echo=echo, at=head)
+        wc.pristine = src
+        wc.how = (f"{src} is of the series' release but not on its base commit "
+                  f"{base.commit[:12]}: {wc.how}, on its HEAD {head[:12]}; the pristine "
+                  "kernel is built from it as it is")
+        return wc, kind
     with _held(None if dry_run else lock, echo):
         wc = work_clone(src, clone_dir, patches_dir, dry_run=dry_run, echo=echo)
     return wc, kind

@@ -190,8 +190,11 @@ def _locked(argv: list[str], lock: Optional[Path]) -> list[str]:
 
 def apply_series(src: Path, patches_dir: Path, *,
                  branch: str = DEFAULT_BRANCH,
-                 lock: Optional[Path] = None, echo=print) -> str:
-    """Create ``branch`` at the recorded base and ``git am`` the series.
+                 lock: Optional[Path] = None, echo=print,
+                 at: Optional[str] = None) -> str:
+    """Create ``branch`` at the recorded base (or at commit ``at``: a tree of the
+    same release from another history, such as a releng/15.0 checkout) and ``git
+    am`` the series.
 
     Refuses (raising :class:`SeriesError`, changing nothing: every check
     comes before the snapshot's config and skip-worktree marks are written)
@@ -205,8 +208,11 @@ def apply_series(src: Path, patches_dir: Path, *,
     files = patch_files(patches_dir)
     if not files:
         raise SeriesError(f"{patches_dir}: no patches to apply")
-    if run_git(src, "cat-file", "-e", base.commit + "^{commit}",
+    start = at or base.commit
+    if run_git(src, "cat-file", "-e", start + "^{commit}",
             check=False).returncode != 0:
+        if at:
+            raise SeriesError(f"{src}: commit {at[:12]} is not in this repository")
         raise SeriesError(f"{src}: base commit {base.commit[:12]} "
                           f"({base.repository}) is not in this repository")
     if run_git(src, "rev-parse", "--verify", "--quiet", "refs/heads/" + branch,
@@ -222,7 +228,7 @@ def apply_series(src: Path, patches_dir: Path, *,
                           "them first")
     prepare_snapshot(src, echo)
     run = subprocess.run(_locked(["git", "-C", str(src), "checkout", "-q",
-                                  "-b", branch, base.commit], lock),
+                                  "-b", branch, start], lock),
                          text=True, capture_output=True)
     if run.returncode != 0:
         raise SeriesError(f"git checkout -b {branch} failed: "
@@ -238,7 +244,7 @@ def apply_series(src: Path, patches_dir: Path, *,
                           f"branch {branch} left at the base")
     head = run_git(src, "rev-parse", "HEAD").stdout.strip()
     echo(f"applied {len(files)} patch(es) on {branch} in {src}: "
-         f"{base.commit[:12]}..{head[:12]}")
+         f"{start[:12]}..{head[:12]}")
     return head
 
 
