@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from rxl import paths
 from rxl.errors import HostError
 from rxl.tree import build as tree_build
-from rxl.tree import kyuaworld, snapshot, toolchain
+from rxl.tree import kyuaworld, snapshot, toolchain, userland
 from rxl.tree import world as tree_world
 from rxl.tree.build import DEFAULT_LOCK, Stage, locked_argv, make_py_argv
 from rxl.tree.world import (GENERIC_LIBS, PREBUILD_LIBS, SUBDIRS, WorldOutputs, world_make_vars,
@@ -289,8 +289,10 @@ def default_logdir() -> str:
 def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool = False,
                     lock: Optional[str] = None, logdir: Optional[str] = None) -> None:
     """Build the sshd userland (:func:`plan_ssh_world`), a log per stage in ``logdir``
-    (default :func:`default_logdir`). The kernel-toolchain of ``src`` in the sshd objdir comes from the
-    shared store (:func:`rxl.tree.toolchain.seed`) or is built first. ``kyua``: with
+    (default :func:`default_logdir`), unless the userland of ``src``'s base is stored
+    (:func:`rxl.tree.userland.seed`: copied, not built; a build is stored for the next
+    tree, :func:`rxl.tree.userland.save`). The kernel-toolchain of ``src`` in the sshd
+    objdir comes from the shared store (:func:`rxl.tree.toolchain.seed`) or is built first. ``kyua``: with
     kyua (:mod:`rxl.tree.kyuaworld`; the SQLite amalgamation fetched first). ``lock``:
     the build lock of each stage (None: the default; "": none, the caller holds it). Raises
     rxl.tree.build.BuildError naming the log when a stage fails, SSHWorldError when the
@@ -303,13 +305,19 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
     if skip:
         echo(f"sshd userland: {src} cannot build {', '.join(skip)} (see above); the guest "
              "goes without")
+    lock = tree_build.DEFAULT_LOCK if lock is None else (lock or None)
+    stages = plan_ssh_world(src, kyua=kyua, lock=lock)
+    # the key leaves out world-ssh-libs, which only a tree without OpenSSH's config.h has
+    plan = userland.plan_key([s.argv for s in plan_ssh_world(src, kyua=kyua, lock=None)
+                              if s.name != "world-ssh-libs"], src, objdir)
+    outs = ssh_world_outputs(src, objdir, kyua=kyua)
+    if outs.missing() and userland.seed(src, objdir, plan, echo) and not outs.missing():
+        return
     if kyua:
         try:
             kyuaworld.fetch_amalgamation(src, kyuaworld.default_cache(), echo=echo)
         except kyuaworld.KyuaError as exc:
             raise SSHWorldError(str(exc)) from None
-    lock = tree_build.DEFAULT_LOCK if lock is None else (lock or None)
-    stages = plan_ssh_world(src, kyua=kyua, lock=lock)
     if not (tree_build.toolchain_done(objdir, src) or toolchain.seed(src, objdir, echo)):
         stages = tree_build.plan_stages(src, objdir, lock=lock)[:1] + stages
     for st in stages:
@@ -338,6 +346,8 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
             if not st.name.endswith("includes") or tree_world.includes_check_only_failure(
                     exc.log.read_text(errors="replace"), src) is None:
                 raise
+    if not outs.missing():
+        userland.save(src, objdir, plan, [outs.loader_efi, *outs.programs.values()], echo)
 
 
 def openssh_config(src: str, objdir: str, logdir: str,

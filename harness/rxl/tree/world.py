@@ -36,7 +36,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from rxl import paths
 from rxl.errors import BadOption, HostError
 from rxl.tree import build as tree_build
-from rxl.tree import snapshot
+from rxl.tree import snapshot, userland
 from rxl.tree import version as tree_version
 from rxl.tree.build import (DEFAULT_LOCK, DEFAULT_OBJDIR, BuildError, Stage, StageResult,
                             locked_argv, make_py_argv)
@@ -46,6 +46,8 @@ from rxl.tree.build import (DEFAULT_LOCK, DEFAULT_OBJDIR, BuildError, Stage, Sta
 SUBDIRS: Tuple[str, ...] = (
     "libexec/rtld-elf", "bin/sh", "sbin/init", "sbin/reboot", "sbin/sysctl",
     "sbin/ifconfig", "bin/timeout", "bin/sleep", "bin/date", "stand",
+    # a module boot (rxl.verify.modboot): kldload the NIC driver, kldstat on failure
+    "sbin/kldload", "sbin/kldstat",
 )
 #: Libraries with dependents (Makefile.inc1 ``_prebuild_libs``), narrowed to
 #: the NEEDED closure of :data:`SUBDIRS` (sh: edit->tinfow; init: util,
@@ -296,6 +298,8 @@ GUEST_PROGRAMS: Dict[str, str] = {
     "/sbin/reboot": "sbin/reboot/reboot",
     "/sbin/sysctl": "sbin/sysctl/sysctl",
     "/sbin/ifconfig": "sbin/ifconfig/ifconfig",
+    "/sbin/kldload": "sbin/kldload/kldload",
+    "/sbin/kldstat": "sbin/kldstat/kldstat",
     "/bin/timeout": "bin/timeout/timeout",
     "/bin/sleep": "bin/sleep/sleep",
     "/bin/date": "bin/date/date",
@@ -344,6 +348,7 @@ def build_tests(src: str, objdir: str, outdir: str, *, logdir: str,
     """
 
     sysroot = str(worldtmp(src, objdir))
+    userland.refresh_headers(src, sysroot, echo)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     built: Dict[str, Path] = {}
@@ -372,8 +377,8 @@ def head_of(src: str, paths: Sequence[str] = ()) -> str:
 #: The kernel headers the userland installs into its sysroot: include/Makefile
 #: copies headers from all over sys/ (sys/sys, sys/netinet, sys/net, the
 #: machine's sys/amd64/include and sys/x86/include, its LSUBDIRS), and
-#: sys/conf/newvers.sh makes osreldate.h. The series changes sys/sys/socket.h
-#: (SO_REUSEPORT_LB_CPU), which the ATF programs are compiled against.
+#: sys/conf/newvers.sh makes osreldate.h. The series changes sys/netinet/tcp.h
+#: (TCP_REUSPORT_LB_CPU), which the ATF programs are compiled against.
 SYS_HEADER_PATHS: Tuple[str, ...] = (":(glob)sys/**/*.h", "sys/conf/newvers.sh")
 #: Paths whose history decides whether the userland must be rebuilt: its own
 #: directories and the sys/ headers it installs (a change to sys/sys/socket.h

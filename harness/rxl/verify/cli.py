@@ -164,6 +164,9 @@ guest_opts = OptionGroup(
                 "dev.<driver>.0.iflib.core_spread=1 (boot spread)."),
     option("--tests-on-spread", is_flag=True,
            help="Run the ATF suite on the spread boot too (default: placement only)."),
+    option("--modules", is_flag=True,
+           help="Also boot MINIMAL with its iflib and NIC modules (built and link-checked "
+                "first): kldload if_em must load and attach the NIC (rxl.verify.modboot)."),
     option("--memory", "memory_mib", default=1024, show_default=True,
            help="Guest MiB (>= 128 per NUMA node, 2 nodes)."),
     option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
@@ -290,7 +293,8 @@ def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[s
 @report_opts
 @click.pass_context
 def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine_src,
-        auto_pristine, spread, tests_on_spread, memory_mib, transport, ssh_wait, case_timeout,
+        auto_pristine, spread, tests_on_spread, modules, memory_mib, transport, ssh_wait,
+        case_timeout,
         atf_vars, new_programs, tests, atf_dir, rebuild_world, target_spec, targets_file,
         install_kernel, programs_dir, workdir, kyua, check_only, out, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
@@ -322,7 +326,7 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
         base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),
-        ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto")
+        ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto", modules=modules)
     kind = check_request(req, ssh=transport != "serial", check_only=check_only)
     if check_only:
         if ssh_target is not None and not target_needs_tree(req):
@@ -344,7 +348,7 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
             click.echo("options checked: nothing run")
         return
     machine = machine_for(ssh_target, transport, req.src)
-    ok, st = pipeline.run(req, machine.stages())
+    ok, st = pipeline.run(req, machine.stages(req))
     if dry_run:
         if as_json:
             doc = json.loads(pipeline.json_text(st))

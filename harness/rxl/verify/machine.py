@@ -42,7 +42,7 @@ from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
 from rxl.tree import toolchain
 from rxl.tree import world as tree_world
-from rxl.verify import kernels
+from rxl.verify import kernels, modboot
 from rxl.verify import report as report_mod
 from rxl.verify.pipeline import RunState, Stage, StageFailed, StageRecord, json_text
 from rxl.verify.request import BuildRequest, CasesRequest, RunRequest
@@ -108,12 +108,15 @@ class Machine(abc.ABC):
     RUN: str = "run"
     COLLECT: Optional[str] = None
 
-    def stages(self) -> List[Tuple[str, Stage]]:
-        """The pipeline of this machine, in order: (stage name, stage)."""
+    def stages(self, req: Optional[RunRequest] = None) -> List[Tuple[str, Stage]]:
+        """The pipeline of this machine, in order: (stage name, stage); with ``req``
+        asking for ``--modules``, the module boot before the report."""
         steps = [("series", self.series), ("build", self.build), ("world", self.world),
                  (self.PREPARE, self.prepare), (self.RUN, self.run_cases)]
         if self.COLLECT:
             steps.append((self.COLLECT, self.collect))
+        if req is not None and req.modules:
+            steps.append(("modules", self.modules))
         return steps + [("report", self.report)]
 
     # ---------------------------------------------------------- the interface
@@ -132,6 +135,12 @@ class Machine(abc.ABC):
     @abc.abstractmethod
     def verdict(self, req: RunRequest, st: RunState) -> report_mod.Verdict:
         """The verdict on ``st.runs``: which rules this machine can check."""
+
+    def modules(self, req: RunRequest, st: RunState) -> StageRecord:
+        """``--modules``: the module boot (rxl.verify.modboot), which only the own guest
+        has."""
+        raise StageFailed("modules: --modules boots the own guest's MINIMAL kernel; this "
+                          "machine has none")
 
     def case_runs(self, req: RunRequest, st: RunState) -> List[str]:
         """The runs that must hold test cases (a completed one without any fails)."""
@@ -279,6 +288,10 @@ class Machine(abc.ABC):
         if req.dry_run:
             return StageRecord("report", "planned", detail=files)
         st.verdict = self.verdict(req, st)
+        extra = modboot.reasons(st.runs)
+        if extra:
+            st.verdict.ok = False
+            st.verdict.reasons.extend(extra)
         (out / "report.json").write_text(json_text(st))
         (out / "junit.xml").write_text(report_mod.to_junit(st.runs,
                                                            need_cases=self.case_runs(req, st)))

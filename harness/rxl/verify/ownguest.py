@@ -61,7 +61,7 @@ from rxl.tree import base as tree_base
 from rxl.tree import patch as tree_patch
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
-from rxl.verify import parse, remote
+from rxl.verify import modboot, parse, remote
 from rxl.verify import report as report_mod
 from rxl.verify.machine import BASE_PROGRAMS, Machine, planned_tests, quiet, test_cc_lines
 from rxl.verify.pipeline import RunState, StageFailed, StageRecord
@@ -243,6 +243,10 @@ class SerialGuest(Machine):
             st.runs[label] = parse.parse_file(log)
         detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
         return StageRecord("parse", "ok", detail=detail)
+
+    def modules(self, req: RunRequest, st: RunState) -> StageRecord:
+        """``--modules``: the module boot on the console (rxl.verify.modboot)."""
+        return modboot.stage(req, st, guest_config, shape_of(req).driver)
 
     def case_runs(self, req: RunRequest, st: RunState) -> List[str]:
         """Every boot but the spread ones, which run no programs unless --tests-on-spread."""

@@ -90,7 +90,8 @@ class GuestRequest(ReportRequest):
     ``ssh_wait``: seconds a boot over SSH waits for sshd
     (rxl.guest.up.UP_TIMEOUT by default); ``ssh_fallback``: a boot whose SSH
     never answers (and whose console shows no panic) runs again on the serial
-    console (``--transport auto``, not ``ssh``)."""
+    console (``--transport auto``, not ``ssh``); ``modules``: also boot MINIMAL
+    with the NIC's modules, which ``kldload`` must load (rxl.verify.modboot)."""
 
     memory_mib: int = 1024
     shape: Optional[Shape] = None
@@ -98,6 +99,7 @@ class GuestRequest(ReportRequest):
     tests_on_spread: bool = False
     ssh_wait: float = 300.0
     ssh_fallback: bool = True
+    modules: bool = False
 
 
 @dataclass
