@@ -67,12 +67,22 @@ def _never_built(rel: str) -> bool:
             or (len(rel) > 2 and rel[-2] == "." and rel[-1] in "123456789"))
 
 
+#: Files the harness itself writes into a tree it builds the userland of, the same for
+#: every tree of a base (rxl.tree.kyuaworld's SQLite amalgamation, OpenSSH's config.h:
+#: rxl.tree.sshworld); not a change of the tree's.
+GENERATED = ("contrib/sqlite3/sqlite3.c", "contrib/sqlite3/sqlite3.h", "crypto/openssh/config.h")
+
+
 def changed_files(src: str, base: str) -> Optional[List[str]]:
-    """Tracked files of ``src`` (HEAD and the work tree) that differ from ``base``;
-    None when git cannot tell."""
-    cp = subprocess.run(["git", "-C", src, "diff", "--name-only", base], capture_output=True,
-                        text=True, env=dict(os.environ, GIT_NO_LAZY_FETCH="1"))
-    return sorted(set(cp.stdout.split())) if cp.returncode == 0 else None
+    """Tracked files of ``src`` (HEAD and the work tree) that differ from ``base``, not
+    counting files absent from the work tree (a snapshot's missing blobs) nor
+    :data:`GENERATED`; None when git cannot tell."""
+    cp = subprocess.run(["git", "-C", src, "diff", "--name-only", "--diff-filter=d", base],
+                        capture_output=True, text=True,
+                        env=dict(os.environ, GIT_NO_LAZY_FETCH="1"))
+    if cp.returncode != 0:
+        return None
+    return sorted(set(cp.stdout.split()) - set(GENERATED))
 
 
 def unshared_reason(changed: Optional[Iterable[str]]) -> Optional[str]:

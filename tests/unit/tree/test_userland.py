@@ -111,3 +111,13 @@ def test_a_tree_that_changes_the_userland_neither_seeds_nor_stores(tmp_path, mon
                   str(tmp_path / "w")) is None
     assert "tools/build/make.py" in lines[0]
     assert not U.seed(str(src), str(tmp_path / "o2"), "p", lines.append, str(tmp_path / "w"))
+
+
+def test_absent_files_and_what_the_harness_writes_are_no_change(tmp_path, monkeypatch):
+    src, base = _base(tmp_path, monkeypatch)
+    (src / "tools/build/make.py").unlink()          # as a snapshot's missing blob
+    (src / "contrib/sqlite3").mkdir(parents=True)
+    (src / "contrib/sqlite3/sqlite3.h").write_text("3.53.0\n")
+    _git(src, "add", "contrib/sqlite3/sqlite3.h")
+    _git(src, "commit", "-qm", "as kyuaworld leaves it, committed or not")
+    assert U.changed_files(str(src), base) == []
