@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.bench import kcount_gdb, kcount_ops
+from rxl.cli.options import read_limited
 from rxl.errors import DataError, show
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
@@ -101,6 +102,9 @@ CASES = ("accept-off", "accept-on-untagged", "accept-on-tagged", "syn-on")
 VARIANTS = ("pristine", "patched", "patched-old")
 
 _MASK = (1 << 64) - 1
+#: Largest trace read, bytes: 40 samples of a few thousand steps are a few MiB;
+#: STEP_LIMIT steps each, about 200 MiB.
+MAX_BYTES = 256 << 20
 
 
 
@@ -201,9 +205,11 @@ def load(path: str) -> dict:
     ``curthread``, ``complete``), or an ``asm`` that is not hex address -> text.
     """
     try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        data = read_limited(path, "a kcount trace", MAX_BYTES, text=True)
     except OSError as exc:
         raise KcountError(f"{show(path)}: {exc.strerror}") from None
+    except DataError as exc:
+        raise KcountError(str(exc)) from None
     if path == "-" and not data:
         raise KcountError("-: standard input is empty (it can be read only once)")
     where = show(path)

@@ -19,6 +19,7 @@ the host's RAM (:func:`host_memory_mib`).
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import stat
@@ -28,7 +29,7 @@ from typing import Optional
 
 import click
 
-from rxl.errors import BadOption, show
+from rxl.errors import BadOption, DataError, show
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
@@ -134,11 +135,49 @@ def check_input(path: str, what: str = "LOG") -> None:
         raise BadOption(f"{show(path)}: not readable", what)
 
 
-def read_input(path: str) -> str:
-    """The text of ``path`` (``-``: stdin), UTF-8 with replacement; works on FIFOs."""
-    if path == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    return data.decode("utf-8", errors="replace")
+#: Largest input a command reads whole, in bytes: a guest's console log is tens
+#: of KiB, a groups view or a topology dump under 1 MiB; more is not one (and
+#: /dev/zero or an endless FIFO must end).
+INPUT_MAX = 64 << 20
+#: Bytes read at a time.
+_CHUNK = 1 << 20
+
+
+def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
+                 text: bool = False) -> bytes:
+    """At most ``limit`` bytes of ``path`` (``-``: stdin; FIFOs and devices
+    work), read in chunks. Raises rxl.errors.DataError (one line naming
+    ``what`` the input should be) for more than ``limit`` bytes, and with
+    ``text`` at the first NUL byte or bytes that are not UTF-8, so a device
+    such as /dev/zero ends at once. OSError when it cannot be read."""
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    name = "-" if path == "-" else show(path)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    parts = []
+    size = 0
+    try:
+        while True:
+            chunk = stream.read(_CHUNK)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise DataError(f"{name}: more than {limit >> 20} MiB: not {what}")
+            if text:
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError:
+                    raise DataError(f"{name}: not UTF-8 text: not {what}") from None
+                if b"\0" in chunk:
+                    raise DataError(f"{name}: holds NUL bytes, not text: not {what}")
+            parts.append(chunk)
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    return b"".join(parts)
+
+
+def read_input(path: str, what: str = "a console log", limit: int = INPUT_MAX) -> str:
+    """The text of ``path`` (``-``: stdin; FIFOs work), at most ``limit`` bytes
+    (:func:`read_limited`), UTF-8 with replacement."""
+    return read_limited(path, what, limit).decode("utf-8", errors="replace")

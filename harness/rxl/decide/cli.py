@@ -62,7 +62,8 @@ def parse_members(text: str, topo: Topology) -> List[model.Tag]:
         m = re.fullmatch(r"(\d{1,20})([Ll]?)", item)
         if not m:
             raise TopologyError(f"malformed member {item!r} in {text!r}: use "
-                                "a CPU, '-' (untagged) or CPU+'L' (learned)")
+                                "a CPU id (5: tagged), '-' (untagged) or a CPU id "
+                                "with L appended (5L: learned at accept(2))")
         tags.append(model.Tag(int(m.group(1)), bool(m.group(2))))
     topology.check_cpus(topo, [t.cpu for t in tags if t.cpu is not None],
                         "--members")
@@ -96,7 +97,9 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
 @command()
 @click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
 @click.option("--members", required=True,
-              help="Member tags in member order: CPU, '-' untagged, CPU+L learned.")
+              help="Member tags in member order, comma-separated: a CPU id (5: tagged "
+                   "with TCP_REUSPORT_LB_CPU), '-' (untagged) or a CPU id with L "
+                   "appended (5L: learned at accept(2)).")
 @click.option("--counts", default="",
               help="Handshakes per receiving CPU, CPU:COUNT,... (both windows).")
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)

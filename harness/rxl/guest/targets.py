@@ -34,6 +34,7 @@ shape fields refused). :func:`load` reports *every* mistake, one line each
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -41,7 +42,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.errors import DataError
+from rxl.cli.options import read_limited
+from rxl.errors import DataError, show
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
@@ -194,6 +196,21 @@ def default_path() -> Path:
     return paths.work_root() / "targets.yaml"
 
 
+#: A target's or shape's name.
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+#: Longest ``description:`` of a target, characters.
+DESCRIPTION_MAX = 500
+
+
+def _kind_of(v: Any) -> str:
+    """How a message names a value of the wrong kind: ``a list``, ``5``."""
+    if isinstance(v, (dict, list)):
+        return f"a {'mapping' if isinstance(v, dict) else 'list'}"
+    if isinstance(v, str):
+        return f"{len(v)} characters"
+    return repr(v)[:40]
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -275,6 +292,10 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         shapes = {}
     for name, d in shapes.items():
         where = f"shapes.{name}"
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            errs.append(f"shapes: {show(name, 40)}: a shape name is 1-64 letters, digits, "
+                        "'_', '.' or '-'")
+            continue
         if not isinstance(d, dict):
             errs.append(f"{where}: must be a mapping of {', '.join(SHAPE_FIELDS)}")
             continue
@@ -292,8 +313,15 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             errs.append(f"{where}: must be a mapping with kind: ({', '.join(KINDS)})")
             continue
         _unknown(where, d, TARGET_FIELDS, errs)
-        if str(name).startswith("ssh:") or not str(name).strip():
-            errs.append(f"{where}: a target name may not be empty or start with 'ssh:'")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            errs.append(f"targets: {show(name, 40)}: a target name is 1-64 letters, digits, "
+                        "'_', '.' or '-' (what --target NAME gives)")
+            continue
+        desc = d.get("description", "")
+        if not isinstance(desc, str) or len(desc) > DESCRIPTION_MAX:
+            errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
+                        f"characters, got {_kind_of(desc)}")
+            continue
         kind = d.get("kind")
         if kind not in KINDS:
             errs.append(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
@@ -323,7 +351,7 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
                 if shape is None:
                     continue
             out.targets[str(name)] = Target(str(name), kind, shape=shape,
-                                            description=str(d.get("description", "")))
+                                            description=desc)
             continue
         for k in SHAPE_FIELDS + ("shape",):
             if k in d:
@@ -357,22 +385,40 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             if not os.path.isabs(key):
                 key = str(Path(path).parent / key)
         out.targets[str(name)] = Target(str(name), kind, host=host, port=port, user=user,
-                                        key=key, description=str(d.get("description", "")))
+                                        key=key, description=desc)
     if errs:
         raise TargetsError([f"{path}: {e}" for e in errs], path)
     return out
 
 
-def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]) -> Any:
-    """``text`` (the contents of ``path``) as YAML, safe types only.
+#: The YAML loader: libyaml's (CSafeLoader) where PyYAML was built with it, else
+#: the pure-Python SafeLoader; both construct safe types only.
+BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Largest targets file read, bytes: a file of a hundred targets is a few KiB.
+MAX_BYTES = 1 << 20
 
-    A key given twice in one mapping, which PyYAML would settle silently by
-    keeping the last, raises ``error(lines, path)``, one line per such key
-    (``PATH: line N: 'KEY' given again (first on line M); ...``). Raises
-    yaml.YAMLError for text that is not YAML.
+
+def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]) -> Any:
+    """``text`` (the contents of ``path``) as YAML, safe types only
+    (:data:`BASE_LOADER`).
+
+    An alias (``*name``) raises ``error(lines, path)`` before anything is
+    built: a targets file does not need one, and nested aliases expand
+    exponentially (a 1 KiB file can stand for gigabytes). A key given twice in
+    one mapping, which PyYAML would settle silently by keeping the last, also
+    raises ``error``, one line per such key (``PATH: line N: 'KEY' given
+    again (first on line M); ...``). Raises yaml.YAMLError for text that is
+    not YAML.
     """
-    class Loader(yaml.SafeLoader):
-        """SafeLoader that records duplicated mapping keys."""
+    aliases = [f"{path}: line {ev.start_mark.line + 1}: an alias (*{ev.anchor}): a targets "
+               "file takes no anchors or aliases; write the value out"
+               for ev in yaml.parse(text, Loader=BASE_LOADER)
+               if isinstance(ev, yaml.AliasEvent)]
+    if aliases:
+        raise error(aliases[:1] + aliases[1:10], path)
+
+    class Loader(BASE_LOADER):  # type: ignore[misc, valid-type]
+        """The safe loader, recording duplicated mapping keys."""
 
     dups: List[str] = []
 
@@ -407,26 +453,32 @@ def load(path: Optional[str] = None) -> Targets:
     """Read and validate the targets file (default :func:`default_path`).
 
     A missing default file is an empty set of targets; a missing file given
-    explicitly, a directory, bytes that are not UTF-8, unreadable YAML (also
-    nested past Python's recursion limit) or invalid contents raise
-    TargetsError.
+    explicitly, a directory, more than :data:`MAX_BYTES`, bytes that are not
+    UTF-8 (or hold NUL bytes), unreadable YAML (also nested past Python's
+    recursion limit), an alias, or invalid contents raise TargetsError. A
+    FIFO (``<(...)``) is read like a file.
     """
     p = Path(path) if path else default_path()
     if p.is_dir():
         raise TargetsError([f"{p}: is a directory, not a targets file"])
-    if not p.is_file():
+    if not p.exists():
         if path:
             raise TargetsError([f"{p}: no such file"])
         return _with_builtins(Targets(path=str(p)))
     try:
-        doc = read_yaml(p.read_text(), str(p), TargetsError)
+        text = read_limited(str(p), "a targets file", MAX_BYTES, text=True).decode("utf-8")
+        doc = read_yaml(text, str(p), TargetsError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
-        raise TargetsError([f"{p}:{where}: not valid YAML: "
-                            f"{getattr(exc, 'problem', None) or exc}"]) from None
-    except UnicodeDecodeError:
-        raise TargetsError([f"{p}: not UTF-8 text"]) from None
+        problem = str(getattr(exc, "problem", None) or exc)
+        if "nesting depth" in problem:  # libyaml's word for it
+            problem = "nested too deeply"
+        raise TargetsError([f"{p}:{where}: not valid YAML: {problem}"]) from None
+    except DataError as exc:
+        if isinstance(exc, TargetsError):
+            raise
+        raise TargetsError([str(exc)]) from None
     except RecursionError:
         raise TargetsError([f"{p}: not valid YAML: nested too deeply"]) from None
     except OSError as exc:

@@ -46,7 +46,7 @@ from rxl import paths
 from rxl.cli.groups import refuse_given
 from rxl.cli.options import FiniteFloat, check_input
 from rxl.cli.surface import command
-from rxl.errors import UsageError
+from rxl.errors import DataError, UsageError
 from rxl.learn import groups, metrics, plan, request, session
 from rxl.learn.metrics import analyze_log
 
@@ -62,19 +62,29 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     views = {lbl: v for a in analyses for lbl, v in a.get("views", {}).items()}
     text += "".join("\n".join(groups.render(lbl, views[lbl])) + "\n" for lbl in sorted(views))
     errors = [e for a in analyses for e in a["errors"]]
+    warnings = [w for a in analyses for w in a.get("warnings", [])]
     doc = {"logs": [{k: v for k, v in a.items() if k not in ("metrics", "views")}
                     for a in analyses],
            "views": {lbl: groups.as_json(v) for lbl, v in views.items()},
            "runs": [m.to_dict() for m in run_metrics],
            "targets": [t.__dict__ for m in run_metrics for t in metrics.targets(m)],
-           "errors": errors}
+           "errors": errors, "warnings": warnings}
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "learn.txt").write_text(text + "".join(f"error: {e}\n" for e in errors))
+        (Path(out) / "learn.txt").write_text(text + "".join(f"warning: {w}\n" for w in warnings)
+                                             + "".join(f"error: {e}\n" for e in errors))
         (Path(out) / "learn.json").write_text(json.dumps(doc, indent=2, default=str))
     click.echo(json.dumps(doc, indent=2, default=str) if as_json else text, nl=not as_json)
-    for e in errors:
-        click.echo(f"Error: {e}", err=True)
+    for w in warnings:
+        click.echo(f"warning: {w}", err=True)
+    if not errors and not run_metrics:
+        errors = ["no learn run with connections in its measured phase"]
+    if errors:  # the one error line: the first, and how many more learn.txt lists
+        more = f" (and {len(errors) - 1} more: see the error lines above)" \
+            if len(errors) > 1 else ""
+        for e in errors[1:]:
+            click.echo(f"error: {e}", err=True)
+        click.echo(f"Error: {errors[0]}{more}", err=True)
     return 1 if errors or not run_metrics else 0
 
 
@@ -169,6 +179,9 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, configs, wo
             for p in logs:
                 check_input(p, "--log")
             analyses = [analyze_log(p, topo_spec) for p in logs]
+            for a in analyses:  # input that is not what --log takes: exit 2, one line
+                if not a["runs"]:
+                    raise DataError(a["errors"][0])
             sys.exit(report(analyses, out, as_json))
         setup = session.prepare(req, chk)
         if dry_run:

@@ -214,7 +214,8 @@ def view_line(v: View) -> str:
     mem = " ".join(f"{m.index}:{m.tag if m.tag is not None else m.kind}"
                    f"{'L' if m.kind == 'learned' else ''}/{m.slots}" for m in g.member_list)
     win = f" rolls {g.rolls} age {g.age_ms} ms" if g.rolls is not None else ""
-    return (f"{head} gen {g.gen} rebuilds {g.rebuilds}{win} map {g.map_slots or '-'}"
+    gen = f" gen {g.gen}" if g.gen is not None else ""
+    return (f"{head}{gen} rebuilds {g.rebuilds}{win} map {g.map_slots or '-'}"
             f" | rx {rx} | ranges {rng} | members {mem}"
             f" | map co-locates {_pct(map_colocation(g))}"
             f" (floor would {_pct(dealt_colocation(g))})")

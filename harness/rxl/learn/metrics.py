@@ -16,7 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from rxl.cli.options import read_input
 from rxl.decide import cpugroup, model, outcomes, topology
+from rxl.errors import show
 from rxl.learn import groups
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
 from rxl.learn.results import Count, RunSummary, parse_learn
@@ -320,23 +322,29 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
     """Parse one console log: console result, learn runs, topology, metrics.
 
     Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
-    dict}, "errors": [...], "metrics": [RunMetrics]}``. Raises OSError when
-    the log cannot be read.
+    dict}, "errors": [...], "warnings": [...], "metrics": [RunMetrics]}``:
+    ``errors`` make the analysis fail (a run that did not finish, a guest
+    that did not complete, a log without any learn run), ``warnings`` do not
+    (the topology taken as qemu-2s). Raises OSError when the log cannot be
+    read, rxl.errors.DataError when it is larger than a console log is.
     """
-    text = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    text = read_input(path, "a console log of rxl learn").splitlines()
     con = parse.parse_console(text)
     runs = parse_learn(text)
     errors: List[str] = []
+    warnings: List[str] = []
+    if not runs:
+        errors.append(f"{path}: no ==RXL== LEARN line: not a console log of rxl learn")
     if topo_override:
         topo = topology.load(topo_override)
     elif con.topology_xml:
         try:
             topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
         except cpugroup.TopologyError as exc:
-            errors.append(f"{path}: {exc}; using qemu-2s")
+            warnings.append(f"{path}: {exc}; using qemu-2s")
             topo = topology.load("qemu-2s")
     else:
-        errors.append(f"{path}: no topology in the log; using qemu-2s")
+        warnings.append(f"{path}: no topology in the log; using qemu-2s")
         topo = topology.load("qemu-2s")
     rxq = rxq_cpus(con.rxq)
     metrics = []
@@ -348,8 +356,8 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
             metrics.append(analyze(run, topo, rxq))
         except LearnError as exc:
             errors.append(f"{path}: {exc}")
-    if con.outcome != "completed":
-        errors.append(f"{path}: guest {con.outcome} ({con.last_line!r})")
+    if con.outcome != "completed" and runs:
+        errors.append(f"{path}: guest {con.outcome} ({show(con.last_line, 80)})")
     return {"log": path, "outcome": con.outcome, "topology": topo.name,
             "topology_xml": con.topology_xml, "rxq": rxq,
             "sysctls": {**con.sysctls, **con.rxq},
@@ -358,4 +366,4 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
                            "workers": r.workers}
                      for lbl, r in runs.items()},
             "views": {lbl: groups.views(r.views) for lbl, r in runs.items() if r.views},
-            "errors": errors, "metrics": metrics}
+            "errors": errors, "warnings": warnings, "metrics": metrics}

@@ -401,12 +401,18 @@ def inspect_cmd(source, as_json):
     """Read net.inet.tcp.reuseport_lb.groups from SOURCE (a dump of the
     sysctl, or a console log holding one) and show each group's members,
     receiving CPUs, window counts and map ranges (docs/design.md).
-    SOURCE may be - (stdin) or a FIFO, e.g. <(ssh host sysctl -n ...)."""
+    SOURCE may be - (stdin) or a FIFO, e.g. <(ssh host sysctl -n ...).
+    A line of the view that cannot be read is an error naming it; other
+    lines are counted on stderr."""
     check_input(source, "SOURCE")
     try:
-        groups = inspect.parse(read_input(source).splitlines())
+        text = read_input(source, "a groups view or a console log", inspect.MAX_BYTES)
     except OSError as exc:
         raise DataError(f"{show(source)}: {exc.strerror}") from None
+    groups, skipped = inspect.read(text.splitlines())
+    if skipped:
+        click.echo(f"{show(source)}: {skipped} other line{'s' * (skipped > 1)} (not the "
+                   "view) skipped", err=True)
     if as_json:
         click.echo(json.dumps(inspect.as_json(groups), indent=2))
     else:

@@ -1,21 +1,31 @@
 """Read the kernel's view of its dealt maps: ``net.inet.tcp.reuseport_lb.groups``.
 
-The format is the one docs/design.md ("Commits 2 and 3 in the kernel",
-Observability) gives, written by ``in_pcblb_report()`` in
-sys/netinet/in_pcb.c: one ``group`` line per load-balancing group, then
-that group's ``learn``, ``rx``, ``member`` and ``cpu`` lines, each a first
-word followed by ``key value`` pairs::
+The format is the one ``in_pcblb_report()`` (sys/netinet/in_pcblb.c of the
+15 series; /work/coord/abi15.md) writes: per load-balancing group a
+``group`` line, then, with learning state, one ``learn`` line and an ``rx``
+line per CPU with a count, then a ``member`` line per member (0, 1, ... in
+order) and a ``cpu`` line per CPU that supplies slots (ascending)::
 
-    group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0
+    group port 8080 af inet members 2 map 32 rebuilds 3 nomap 0
     learn window_ms 10000 age_ms 4210 rolls 7
-    rx 0 prev 5034 cur 2511
-    member 0 tag 2 learned slots 16
+    rx 0 last 6756 cur 3301 sum 13000
+    member 0 tag 0 learned slots 16
     member 1 tag none - slots 16
-    cpu 0 offset 0 slots 15
+    cpu 0 offset 0 slots 32
 
-Lines that fit none of these (a console log around a dump, a prompt) are
-skipped, so the input may be a whole console log or the output of
-``sysctl -n net.inet.tcp.reuseport_lb.groups``.
+The 14 series' view (``group ... gen G map N dirty D rebuilds R allocfail
+F``, ``rx C prev N cur N``, tags ``hash``) is read too, for logs recorded on
+it; a group's lines are all of one.
+
+Every line is accounted for: a line that starts with one of those five
+words is a line of the view and must be read whole (every number an
+unsigned 32-bit value, each CPU below CPU_MAXSIZE, ports 1-65535, each
+member, rx and cpu line once, members in order, ranges tiling the map, the
+members' slots adding up to it), else :class:`InspectError` names its line
+number and its own group.  Other lines (a console log around the dump, a
+prompt) are not the view; :func:`read` counts them, and a text with such
+lines and no line of a view at all is refused (a JUnit file, a log of
+something else).
 """
 
 from __future__ import annotations
@@ -24,29 +34,47 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from rxl.errors import DataError
+from rxl.decide.cpugroup import CPU_MAXSIZE
+from rxl.errors import DataError, show
 
-#: Numbers are at most 20 digits (a 64-bit counter); a longer one is a
-#: damaged line, skipped like any other that fits no pattern (Python would
-#: refuse to convert 4,300 digits or more at all).
-_GROUP = re.compile(
-    r"^group port (\d{1,20}) af (inet6?) members (\d{1,20}) gen (\d{1,20}) map (\d{1,20}) "
-    r"dirty ([01]) rebuilds (\d{1,20}) allocfail (\d{1,20})\s*$")
-_LEARN = re.compile(r"^learn window_ms (\d{1,20}) age_ms (-?\d{1,20}) rolls (\d{1,20})\s*$")
-_RX = re.compile(r"^rx (\d{1,20}) prev (\d{1,20}) cur (\d{1,20})\s*$")
-_MEMBER = re.compile(
-    r"^member (\d{1,20}) tag (\d{1,20}|none|hash) (explicit|learned|-) slots (\d{1,20})\s*$")
-_CPU = re.compile(r"^cpu (\d{1,20}) offset (\d{1,20}) slots (\d{1,20})\s*$")
+#: Largest view read, bytes (rxl inspect): 256 groups of 256 members are
+#: under 2 MiB; a console log holding one, a few more.
+MAX_BYTES = 16 << 20
+#: The view's numbers are u_int (32 bits).
+U32_MAX = (1 << 32) - 1
+#: Most members of a group: INPCBLBGROUP_SIZMAX (sys/netinet/in_pcb.c).
+MEMBERS_MAX = 256
+#: Slots every member is owed in a map: LBDEAL_SLOTS (sys/netinet/in_pcblb_deal.h).
+SLOTS_PER_MEMBER = 16
+#: The first words of the view's lines.
+KINDS = ("group", "learn", "rx", "member", "cpu")
+
+_N = r"(\d{1,10})"
+_GROUP = {
+    15: re.compile(rf"group port {_N} af (inet6?) members {_N} map {_N} rebuilds {_N} "
+                   rf"nomap {_N}"),
+    14: re.compile(rf"group port {_N} af (inet6?) members {_N} gen {_N} map {_N} "
+                   rf"dirty ([01]) rebuilds {_N} allocfail {_N}"),
+}
+_LEARN = re.compile(rf"learn window_ms {_N} age_ms (-?\d{{1,10}}) rolls {_N}")
+_RX = {15: re.compile(rf"rx {_N} last {_N} cur {_N} sum {_N}"),
+       14: re.compile(rf"rx {_N} prev {_N} cur {_N}")}
+_MEMBER = {15: re.compile(rf"member {_N} tag (?:(none) -|{_N} (explicit|learned)) slots {_N}"),
+           14: re.compile(rf"member {_N} tag (?:(none|hash) -|{_N} (explicit|learned)) "
+                          rf"slots {_N}")}
+_CPU = re.compile(rf"cpu {_N} offset {_N} slots {_N}")
 
 
 class InspectError(DataError):
-    """A group's lines contradict each other (one line, for the user)."""
+    """A line of the view that cannot be read, or a group whose lines disagree
+    (one line naming the line number and the group)."""
 
 
 @dataclass
 class Member:
-    """One member: ``tag`` a CPU id, or None with ``kind`` "none"/"hash";
-    ``kind`` "explicit" or "learned" for a CPU tag; ``slots`` of the map."""
+    """One member: ``tag`` a CPU id, or None with ``kind`` "none" (or the 14
+    view's "hash"); ``kind`` "explicit" or "learned" for a CPU tag;
+    ``slots`` of the map."""
 
     index: int
     tag: Optional[int]
@@ -56,98 +84,222 @@ class Member:
 
 @dataclass
 class Group:
-    """One load-balancing group.  ``map_slots`` is 0 without a map;
-    ``rx`` maps a CPU to its (previous, current) window counts; ``ranges``
-    a CPU to its (offset, slots) in the map; ``window_ms`` is None without
-    learning state."""
+    """One load-balancing group.  ``map_slots`` is 0 without a map; ``rx``
+    maps a CPU to its (last or 14's previous window, current) counts,
+    ``rx_sum`` to the deal's input fixed at the last roll (15 only);
+    ``ranges`` a CPU to its (offset, slots) in the map; ``window_ms`` is
+    None without learning state.  ``view``: 15 or 14; ``nomap`` (15) or
+    ``gen``, ``dirty``, ``allocfail`` (14); ``line``: the group line's number."""
 
     port: int
     af: str
     members: int
-    gen: int
     map_slots: int
-    dirty: bool
     rebuilds: int
-    allocfail: int
+    view: int = 15
+    nomap: Optional[int] = None
+    gen: Optional[int] = None
+    dirty: Optional[bool] = None
+    allocfail: Optional[int] = None
     window_ms: Optional[int] = None
     age_ms: Optional[int] = None
     rolls: Optional[int] = None
     rx: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+    rx_sum: Dict[int, int] = field(default_factory=dict)
     member_list: List[Member] = field(default_factory=list)
     ranges: Dict[int, Tuple[int, int]] = field(default_factory=dict)
+    line: int = 0
+
+    @property
+    def where(self) -> str:
+        return f"group port {self.port} af {self.af} (line {self.line})"
 
     def check(self) -> None:
-        """Raise :class:`InspectError` if the lines disagree: member count,
-        slots per member against the map size, ranges tiling the map."""
-        where = f"group port {self.port} af {self.af}"
+        """Raise :class:`InspectError` if the group's lines disagree: member
+        count, slots against the map size, ranges tiling the map."""
         if len(self.member_list) != self.members:
-            raise InspectError(f"{where}: {self.members} members announced, "
+            raise InspectError(f"{self.where}: {self.members} members announced, "
                                f"{len(self.member_list)} member lines")
+        if self.map_slots not in (0, SLOTS_PER_MEMBER * self.members):
+            raise InspectError(f"{self.where}: a map of {self.map_slots} slots for "
+                               f"{self.members} members (a map has {SLOTS_PER_MEMBER} a "
+                               "member)")
         if sum(m.slots for m in self.member_list) != self.map_slots:
-            raise InspectError(f"{where}: member slots add up to "
+            raise InspectError(f"{self.where}: member slots add up to "
                                f"{sum(m.slots for m in self.member_list)}, "
                                f"map has {self.map_slots}")
         pos = 0
         for cpu in sorted(self.ranges, key=lambda c: self.ranges[c][0]):
             off, n = self.ranges[cpu]
             if off != pos:
-                raise InspectError(f"{where}: cpu {cpu} range starts at "
+                raise InspectError(f"{self.where}: cpu {cpu} range starts at "
                                    f"{off}, expected {pos}")
             pos += n
         if pos != self.map_slots:
-            raise InspectError(f"{where}: ranges cover {pos} of "
+            raise InspectError(f"{self.where}: ranges cover {pos} of "
                                f"{self.map_slots} slots")
 
 
-def parse(lines: Iterable[str]) -> List[Group]:
-    """Groups in the order the kernel listed them; see the module doc.
+def _numbers(m: re.Match, what: str, at: str) -> List[Optional[int]]:
+    out = []
+    for g in m.groups():
+        if g is not None and g.isdigit():
+            v = int(g)
+            if v > U32_MAX:
+                raise InspectError(f"{at}: {v} is beyond a 32-bit counter: not a {what} "
+                                   "line")
+            out.append(v)
+        else:
+            out.append(None)
+    return out
 
-    Raises :class:`InspectError` when a group's lines disagree
-    (:meth:`Group.check`) or a group's line comes before any group line.
+
+def read(lines: Iterable[str]) -> Tuple[List[Group], int]:
+    """The groups of a view, in the order the kernel listed them, and how many
+    non-blank lines were not part of the view; see the module doc.
+
+    Raises :class:`InspectError` naming the line for a line of the view that
+    cannot be read or contradicts its group, and for non-blank text that
+    holds no line of a view at all.
     """
     groups: List[Group] = []
     cur: Optional[Group] = None
-
-    def need(kind: str) -> Group:
-        if cur is None:
-            raise InspectError(f"a {kind} line before any group line")
-        return cur
-
-    for raw in lines:
+    skipped = 0
+    for n, raw in enumerate(lines, 1):
         line = raw.strip()
-        if (m := _GROUP.match(line)):
+        word = line.split(" ", 1)[0]
+        if word not in KINDS:
+            if line:
+                skipped += 1
+            continue
+        at = f"line {n}"
+        if word == "group":
             if cur is not None:
                 cur.check()
-            port, af, n, gen, nslots, dirty, rb, af_ = m.groups()
-            cur = Group(int(port), af, int(n), int(gen), int(nslots),
-                        dirty == "1", int(rb), int(af_))
+            cur = _group_line(line, at, n)
             groups.append(cur)
-        elif (m := _LEARN.match(line)):
-            g = need("learn")
-            g.window_ms, g.age_ms, g.rolls = (int(x) for x in m.groups())
-        elif (m := _RX.match(line)):
-            cpu, prev, now = (int(x) for x in m.groups())
-            need("rx").rx[cpu] = (prev, now)
-        elif (m := _MEMBER.match(line)):
-            idx, tag, kind, slots = m.groups()
-            cpu = int(tag) if tag.isdigit() else None
-            need("member").member_list.append(
-                Member(int(idx), cpu, kind if cpu is not None else tag,
-                       int(slots)))
-        elif (m := _CPU.match(line)):
-            cpu, off, n = (int(x) for x in m.groups())
-            need("cpu").ranges[cpu] = (off, n)
+            continue
+        if cur is None:
+            raise InspectError(f"{at}: a {word} line before any group line: "
+                               f"{show(line, 60)}")
+        _group_part(cur, word, line, f"{at} ({cur.where})")
     if cur is not None:
         cur.check()
-    return groups
+    if not groups and skipped:
+        raise InspectError(f"no line of a groups view (net.inet.tcp.reuseport_lb.groups) "
+                           f"among {skipped} lines")
+    return groups, skipped
+
+
+def parse(lines: Iterable[str]) -> List[Group]:
+    """:func:`read`'s groups (the lines around the view are not counted)."""
+    return read(lines)[0]
+
+
+def _group_line(line: str, at: str, n: int) -> Group:
+    for view, rx in _GROUP.items():
+        m = rx.fullmatch(line)
+        if m:
+            break
+    else:
+        raise InspectError(f"{at}: not a group line of the groups view: {show(line, 80)}")
+    v = _numbers(m, "group", at)
+    if view == 15:
+        port, _, members, nslots, rebuilds, nomap = v
+        g = Group(port, m.group(2), members, nslots, rebuilds, view=15, nomap=nomap, line=n)
+    else:
+        port, _, members, gen, nslots, dirty, rebuilds, allocfail = v
+        g = Group(port, m.group(2), members, nslots, rebuilds, view=14, gen=gen,
+                  dirty=dirty == 1, allocfail=allocfail, line=n)
+    if not 1 <= port <= 65535:
+        raise InspectError(f"{at}: port {port} is not a TCP port (1-65535)")
+    if members > MEMBERS_MAX:
+        raise InspectError(f"{at}: {members} members; a group holds at most {MEMBERS_MAX}")
+    return g
+
+
+def _cpu(cpu: int, at: str) -> int:
+    if cpu >= CPU_MAXSIZE:
+        raise InspectError(f"{at}: CPU {cpu} is beyond CPU_MAXSIZE ({CPU_MAXSIZE})")
+    return cpu
+
+
+def _group_part(g: Group, word: str, line: str, at: str) -> None:
+    """One learn, rx, member or cpu line of group ``g``."""
+    if word == "learn":
+        m = _LEARN.fullmatch(line)
+        if not m:
+            raise InspectError(f"{at}: not a learn line: {show(line, 80)}")
+        if g.window_ms is not None:
+            raise InspectError(f"{at}: a second learn line (learn given twice)")
+        if g.rx or g.member_list or g.ranges:
+            raise InspectError(f"{at}: the learn line comes right after the group line")
+        g.window_ms, _, g.rolls = _numbers(m, "learn", at)
+        g.age_ms = int(m.group(2))
+        return
+    if word == "rx":
+        m = _RX[g.view].fullmatch(line)
+        if not m:
+            raise InspectError(f"{at}: not an rx line of the {g.view} view: {show(line, 80)}")
+        v = _numbers(m, "rx", at)
+        cpu = _cpu(v[0], at)
+        if g.window_ms is None:
+            raise InspectError(f"{at}: an rx line without the group's learn line")
+        if g.member_list or g.ranges:
+            raise InspectError(f"{at}: rx lines come before the member lines")
+        if cpu in g.rx:
+            raise InspectError(f"{at}: rx {cpu} given twice")
+        if g.rx and cpu < max(g.rx):
+            raise InspectError(f"{at}: rx {cpu} after rx {max(g.rx)} (the kernel lists "
+                               "CPUs in order)")
+        g.rx[cpu] = (v[1], v[2])
+        if g.view == 15:
+            g.rx_sum[cpu] = v[3]
+        return
+    if word == "member":
+        m = _MEMBER[g.view].fullmatch(line)
+        if not m:
+            raise InspectError(f"{at}: not a member line of the {g.view} view: "
+                               f"{show(line, 80)}")
+        idx, none_kind, tag, kind, slots = m.groups()
+        idx, slots = int(idx), int(slots)
+        if idx >= g.members:
+            raise InspectError(f"{at}: member {idx} of a group of {g.members} members")
+        if idx != len(g.member_list):
+            raise InspectError(f"{at}: member {idx} where member {len(g.member_list)} comes "
+                               "(members are listed once each, in order)")
+        if g.ranges:
+            raise InspectError(f"{at}: member lines come before the cpu lines")
+        if slots > U32_MAX:
+            raise InspectError(f"{at}: {slots} slots is beyond a 32-bit counter")
+        if slots and not g.map_slots:
+            raise InspectError(f"{at}: member {idx} has {slots} slots of a group without "
+                               "a map (map 0)")
+        cpu = None if tag is None else _cpu(int(tag), at)
+        g.member_list.append(Member(idx, cpu, kind if cpu is not None else none_kind, slots))
+        return
+    m = _CPU.fullmatch(line)
+    if not m:
+        raise InspectError(f"{at}: not a cpu line: {show(line, 80)}")
+    cpu, off, n = _numbers(m, "cpu", at)
+    _cpu(cpu, at)
+    if cpu in g.ranges:
+        raise InspectError(f"{at}: cpu {cpu} given twice")
+    if g.ranges and cpu < max(g.ranges):
+        raise InspectError(f"{at}: cpu {cpu} after cpu {max(g.ranges)} (the kernel lists "
+                           "CPUs in order)")
+    if not n:
+        raise InspectError(f"{at}: cpu {cpu} supplies no slot (only CPUs that do are listed)")
+    g.ranges[cpu] = (off, n)
 
 
 def as_json(groups: List[Group]) -> List[dict]:
-    """Plain dicts (JSON keys are strings: rx and ranges by CPU id)."""
+    """Plain dicts (JSON keys are strings: rx, rx_sum and ranges by CPU id)."""
     out = []
     for g in groups:
         d = asdict(g)
         d["rx"] = {str(c): list(v) for c, v in g.rx.items()}
+        d["rx_sum"] = {str(c): v for c, v in g.rx_sum.items()}
         d["ranges"] = {str(c): list(v) for c, v in g.ranges.items()}
         out.append(d)
     return out
@@ -160,9 +312,10 @@ def render(groups: List[Group]) -> str:
     for g in groups:
         learn = (f", window {g.window_ms} ms, {g.rolls} rolls"
                  if g.window_ms is not None else ", no learning")
+        nomem = g.nomap if g.view == 15 else g.allocfail
         lines.append(f"port {g.port} ({g.af}): {g.members} members, map "
                      f"{g.map_slots or 'none'}, {g.rebuilds} rebuilds, "
-                     f"{g.allocfail} without memory{learn}"
+                     f"{nomem} without memory{learn}"
                      f"{', rebuild pending' if g.dirty else ''}")
         for m in g.member_list:
             tag = f"{m.tag} ({m.kind})" if m.tag is not None else m.kind
@@ -170,6 +323,7 @@ def render(groups: List[Group]) -> str:
         for cpu in sorted(set(g.rx) | set(g.ranges)):
             prev, now = g.rx.get(cpu, (0, 0))
             off, n = g.ranges.get(cpu, (0, 0))
-            lines.append(f"  cpu {cpu:4}  handshakes {prev:>8} + {now:>8}  "
+            dealt = f"  dealt on {g.rx_sum[cpu]}" if cpu in g.rx_sum else ""
+            lines.append(f"  cpu {cpu:4}  handshakes {prev:>8} + {now:>8}{dealt}  "
                          f"slots {n:4} at {off}")
     return "\n".join(lines) if lines else "no group with a map, a tag or learning"

@@ -110,5 +110,6 @@ def test_a_g_line_with_5000_digit_counts_keeps_the_view_without_them():
                          "gen 5 map 0 dirty 0 rebuilds 3 allocfail 0"])["r"]
     (v,) = G.views(run.views)
     assert v.counts == {} and v.group is None
-    assert len(v.notes) == 1 and "is not phase:hcpu:wcpu:n" in v.notes[0]
-    assert len(v.notes[0]) < 120
+    assert len(v.notes) == 2 and "is not phase:hcpu:wcpu:n" in v.notes[0]
+    assert "line 1: not a group line" in v.notes[1]  # the view's damaged line, named
+    assert all(len(n) < 200 for n in v.notes)

@@ -71,7 +71,7 @@ def test_cli_table_and_json(tmp_path):
     assert "handshakes     6756 +     3301  slots   16 at 0" in r.output
     r = CliRunner().invoke(main, ["inspect", "--json", str(f)])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.output)
+    data = json.loads(r.stdout)
     assert data[0]["rx"]["4"] == [6793, 3350]
     assert data[1]["member_list"][0]["kind"] == "hash"
 
