@@ -1,23 +1,29 @@
-"""``rxl learn``: prove learning at accept(2) on the guest's e1000e.
+"""``rxl learn``: prove learning at accept(2) on the guest's RSS NIC.
 
 This module parses the options and prints; :mod:`rxl.learn.session` checks,
 plans and runs.  Stages, each printed as it starts (``--dry-run`` prints every external
 command and runs nothing):
 
-    kernels without ``--kernel`` / ``--pristine-kernel``: the rig kernels
-            (rxl.tree.rig): ``<guest-dir>/rig-src``, a shared clone of ``--src``
-            (never touched itself), at ``--src``'s HEAD (patched) and at
-            patches/BASE (pristine), each with patches/guest/*.patch applied
-            (the em(4) change QEMU 7.2's e1000e needs), built in
-            ``<guest-dir>/obj-rig-src`` and kept under ``<guest-dir>/kernels/``
-            by commit and guest-patch hash (a cached one is reused)
+    kernels without ``--kernel`` / ``--pristine-kernel``: the patched kernel
+            ``rxl run`` built from ``--src`` when its stamp matches, else the
+            rig kernels (rxl.tree.rig): ``<guest-dir>/rig-src``, a shared clone
+            of ``--src`` (never touched itself), at ``--src``'s HEAD (patched)
+            and at patches/BASE (pristine), with patches/guest/*.patch applied
+            only for a NIC that needs it (the em(4) change QEMU 7.2's e1000e
+            needs; the default guest's igb needs none:
+            rxl.guest.qemu.needs_rig_patch), built in ``<guest-dir>/obj-rig-src``
+            and kept under ``<guest-dir>/kernels/`` by commit and guest-patch
+            hash (a cached one is reused)
     world   the guest userland (rxl.tree.world), built only when it is missing
     server  cross-compile learnd (harness/rxl/learn/learnd.c) for FreeBSD
             against the world sysroot (``<objdir>/<src>/amd64.amd64/tmp``)
     image   one guest root per boot under ``--guest-dir`` (rxl.guest.image):
             kernel, loader.rc tunables, the learn rc (templates/learn-rc.j2)
-    boot    QEMU per root (rxl.guest.qemu, user networking with a hostfwd from
-            127.0.0.1:<free port> to the guest's learnd), console watched
+    boot    QEMU per root in the guest's shape (``--target``, default the
+            two-socket NUMA server with its igb behind a ``_PXM`` bridge;
+            rxl.guest.targets), user networking with a hostfwd from
+            127.0.0.1:<free port> to the guest's learnd on the NIC under test,
+            console watched
             (rxl.guest.console); on each ``LEARN READY`` line the host drives the
             warm-up and measured phases (rxl.learn.drive.drive_run)
     report  parse the console logs, analyse, print and save the table
@@ -46,7 +52,8 @@ from rxl import paths
 from rxl.cli.groups import refuse_given
 from rxl.cli.options import FiniteFloat, check_input
 from rxl.cli.surface import command
-from rxl.errors import DataError, UsageError
+from rxl.errors import BadOption, DataError, UsageError
+from rxl.guest import targets
 from rxl.learn import groups, metrics, plan, request, session
 from rxl.learn.metrics import analyze_log
 
@@ -88,6 +95,26 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     return 1 if errors or not run_metrics else 0
 
 
+def guest_shape(spec: Optional[str], path: Optional[str]):
+    """``--target NAME`` -> its rxl.guest.targets.Shape (None: the default guest).
+    BadOption naming ``--target`` for no such name or a target that is not the own
+    guest (kind: qemu); the targets file's own mistakes as they are (DataError)."""
+    if spec is None:
+        if path is not None:
+            raise BadOption("only with --target NAME", "--targets")
+        return None
+    try:
+        t = targets.resolve(spec, path)
+    except targets.TargetsError:
+        raise
+    except (KeyError, ValueError) as exc:
+        raise BadOption(exc.args[0], "--target") from None
+    if t.kind != "qemu":
+        raise BadOption(f"{spec} is a {t.kind} target: rxl learn boots its own QEMU guest "
+                        "(a kind: qemu target)", "--target")
+    return t.shape
+
+
 @command("learn")
 @click.option("--src", default="/usr/src", show_default=True, help="FreeBSD tree with the series.")
 @click.option("--objdir", default=paths.OBJDIR, show_default=True, help="MAKEOBJDIRPREFIX.")
@@ -95,11 +122,18 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--guest-dir", default=DEFAULT_GUEST_DIR, show_default=True,
               help="Where learnd and the guest roots are staged.")
 @click.option("--kernel", default=None,
-              help="Patched kernel [default: a rig kernel built from --src's HEAD with "
-                   "patches/guest/ applied, in <guest-dir>/rig-src].")
+              help="Patched kernel [default: rxl run's of --src when its stamp matches, "
+                   "else a rig kernel built from --src's HEAD in <guest-dir>/rig-src, with "
+                   "patches/guest/ for QEMU 7.2's e1000e only].")
 @click.option("--pristine-kernel", default=None,
               help="Kernel of the base, for 'pristine' [default: a rig kernel built from "
-                   "patches/BASE with patches/guest/ applied].")
+                   "patches/BASE, with patches/guest/ for QEMU 7.2's e1000e only].")
+@click.option("--target", "target_spec", default=None, metavar="NAME",
+              help="The guest's shape: a kind: qemu target (built in: guest, guest-nopxm, "
+                   "guest-e1000e for QEMU 7.2, guest-2s, guest-2l3) [default: guest, the "
+                   "two-socket NUMA server with its igb].")
+@click.option("--targets", "targets_file", default=None,
+              help="Targets file [default: $RXL_WORK/targets.yaml].")
 @click.option("--config", "configs", multiple=True, type=click.Choice(plan.CONFIGS),
               help="Configurations to run (repeatable) [default: all].")
 @click.option("--workers", "worker_sets", multiple=True, type=click.Choice(plan.WORKER_SETS),
@@ -128,7 +162,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
                    "seconds (0: never); the report shows each copy.")
 @click.option("--topology", "topo_spec", default=None,
               help="Topology for the predictions [default: the guest's topology_spec].")
-@click.option("--memory", "memory_mib", default=1024, show_default=True, help="Guest MiB.")
+@click.option("--memory", "memory_mib", default=None, type=int,
+              help="Guest MiB [default: the shape's; 2048 for guest].")
 @click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
               help="Analyse a saved console log instead of booting (repeatable).")
 @click.option("--tunable", "tunables", multiple=True,
@@ -137,12 +172,13 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
               help="learnd's own deadline per run, s [default: every phase at its longest + 120].")
 @click.option("--tcg-single-thread", is_flag=True,
               help="Run every vCPU in one TCG thread (-accel tcg,thread=single).")
-@click.option("--smp", default="2,2,2", show_default=True,
-              help="Guest sockets,cores,threads (one NUMA node per socket).")
+@click.option("--smp", default="",
+              help="Guest SOCKETS,CORES,THREADS in place of the shape's (one L3 per "
+                   "socket, one NUMA node per socket) [default: the shape's].")
 @click.option("--guest-sysctl", "guest_sysctls", multiple=True,
               help="sysctl NAME=VALUE the guest sets before the runs (repeatable).")
 @click.option("--nic-reinit", default=0, show_default=True,
-              help="Take em0 down and up this many times before the runs.")
+              help="Take the NIC under test down and up this many times before the runs.")
 @click.option("--qemu-arg", "qemu_args", multiple=True,
               help="Extra QEMU argument, e.g. for tracing (repeatable, in order).")
 @click.option("--per-connection", is_flag=True,
@@ -153,7 +189,8 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.pass_context
-def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, configs, worker_sets, warmup,
+def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec,
+          targets_file, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
           client_ports, lb_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
           nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
@@ -163,16 +200,17 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, configs, wo
                                                               "out")],
                      "not with --log: saved logs are only analysed (--topology, --out and "
                      "--json apply)")
+    shape = guest_shape(target_spec, targets_file)
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
         pristine_kernel=pristine_kernel, configs=configs, worker_sets=worker_sets,
         warmup=warmup, measured=measured, min_conns=min_conns, concurrency=concurrency,
         learn_sysctl=learn_sysctl, topo_spec=topo_spec, memory_mib=memory_mib, logs=logs,
         client_ports=client_ports, lb_cpu_opt=lb_cpu_opt,
-        handshake_cpu_opt=None, groups_every=groups_every, tunables=tunables,
+        groups_every=groups_every, tunables=tunables,
         deadline_s=deadline_s, tcg_single_thread=tcg_single_thread, smp=smp,
         guest_sysctls=guest_sysctls, nic_reinit=nic_reinit, qemu_args=qemu_args,
-        per_connection=per_connection, pcap=pcap, dry_run=dry_run)
+        per_connection=per_connection, pcap=pcap, dry_run=dry_run, shape=shape)
     try:
         chk = request.check(req)
         if logs:

@@ -15,8 +15,8 @@
  * accepted connection a worker records the phase, its own CPU, the
  * handshake CPU (getsockopt TCP_REUSPORT_LB_CPU on the accepted socket:
  * the CPU that completed its handshake), the flow type the NIC reported
- * and the receive queue that the flow id selects on an 82574 (see
- * rx_queue()).  At the end each worker reads its listener's tag back with
+ * and the receive queue that the flow id selects on an 82574 or an 82576
+ * (see rx_queue()).  At the end each worker reads its listener's tag back with
  * the same option (NOCPU -2, a CPU, or a CPU or'ed with
  * TCP_REUSPORT_LB_CPU_LEARNED when learning captured it).
  *
@@ -105,7 +105,7 @@
 
 #define	MAXW		32		/* workers */
 #define	NCPU_MAX		64		/* CPUs counted; index NCPU_MAX = unknown */
-#define	MAXQ		4		/* queues; index MAXQ = unknown */
+#define	MAXQ		8		/* queues (igb's 8); index MAXQ = unknown */
 #define	NPHASE		4		/* w m q x */
 #define	WAIT_MS		100		/* worker poll slice */
 #define	IO_MS		2000		/* per-connection byte wait */
@@ -277,10 +277,12 @@ flow_of(int fd, int *ftype, unsigned *fid)
 }
 
 /*
- * The receive queue an 82574 (em(4), e1000e) picks for a hash: the
- * redirection table has 128 entries indexed by the hash's low 7 bits, and
- * em_initialize_rss_mapping() (sys/dev/e1000/if_em.c) fills entry i with
- * queue i % nqueues.  Only meaningful for a hardware hash (M_HASHTYPE_HASHPROP).
+ * The receive queue an 82574 (em(4), e1000e) or an 82576 (igb(4), igb)
+ * picks for a hash: the redirection table has 128 entries indexed by the
+ * hash's low 7 bits, and em_initialize_rss_mapping() and
+ * igb_initialize_rss_mapping() (sys/dev/e1000/if_em.c, without options RSS)
+ * fill entry i with queue i % nqueues.  Only meaningful for a hardware hash
+ * (M_HASHTYPE_HASHPROP).
  */
 static int
 rx_queue(int ftype, unsigned fid, int nq)

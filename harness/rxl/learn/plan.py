@@ -1,12 +1,15 @@
-"""Learning at accept(2) on the guest's e1000e: what a learning run does.
+"""Learning at accept(2) on the guest's RSS NIC: what a learning run does.
 
 A learning run proves commit 4 ("tcp: Learn lbgroup receive and worker CPUs at
-accept(2)") on a NIC that delivers real RSS hashes: the own QEMU guest
-with its e1000e (82574L, em(4) on iflib, two receive queues).  The guest runs
-``learnd`` (harness/rxl/learn/learnd.c), an unmodified SO_REUSEPORT_LB
-server, one pinned worker per CPU or per receive-queue CPU; the host opens
-connections to it through QEMU user networking (``hostfwd`` on 127.0.0.1),
-so every SYN enters the guest on em0 with a hardware hash.
+accept(2)") on a NIC that delivers real RSS hashes: the own QEMU guest in
+one of its shapes (rxl.guest.targets), by default the two-socket NUMA server
+whose igb (82576, igb(4) on iflib) has eight receive queues on the interrupt
+CPUs of node 0; QEMU 7.2's e1000e (82574L, em(4), two queues) is the
+fallback.  The guest runs ``learnd`` (harness/rxl/learn/learnd.c), an
+unmodified SO_REUSEPORT_LB server, one pinned worker per CPU or per
+receive-queue CPU; the host opens connections to it through QEMU user
+networking (``hostfwd`` on 127.0.0.1), so every SYN enters the guest on the
+NIC under test (``igb0``, ``em0``) with a hardware hash.
 
 This module is the plan (pure):
 
@@ -69,14 +72,17 @@ CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
 WORKER_SETS = ("rxq", "all", "free")
 #: The worker sets of a run that names none (the learning table's).
 DEFAULT_WORKER_SETS = ("rxq", "all")
-#: Loader tunable of commit 1 for the guest's em0 (CTLFLAG_RDTUN in iflib.c).
-SPREAD_TUNABLE = "dev.em.0.iflib.core_spread"
+#: Loader tunable of commit 1 for the guest's NIC under test (CTLFLAG_RDTUN in
+#: iflib.c), by its driver: ``dev.igb.0.iflib.core_spread`` (:func:`spread_tunable`).
+SPREAD_TUNABLE = "dev.{driver}.0.iflib.core_spread"
+#: The driver of the default guest's NIC (rxl.guest.targets.DEFAULT_SHAPE: igb).
+DEFAULT_DRIVER = "igb"
 #: Its value for learn-spread: 1, the only spreading value of the 15 series
-#: (model.SPREAD_ON): the L3 groups of a domain take turns, so a guest whose
-#: NIC domain holds two L3 groups gets its queues on both; on qemu-2s (one L3
-#: per socket) the queues stay on socket 0, CPUs 0 and 2 (`rxl spread
-#: --topology qemu-2s --intr-cpus 0-7 --queues 2`).  The 14 series' 2, which
-#: crossed sockets on purpose, is gone.
+#: (model.SPREAD_ON): the L3 groups of a domain take turns, so the default
+#: guest's eight queues alternate its node 0's two L3 groups (0, 8, 2, 10, ...:
+#: docs/results/guest-numa.md); on qemu-2s (one L3 per socket) the queues
+#: stay on socket 0, CPUs 0 and 2 (`rxl spread --topology qemu-2s --intr-cpus
+#: 0-7 --queues 2`).  The 14 series' 2, which crossed sockets on purpose, is gone.
 SPREAD_VALUE = "1"
 #: Interval between two copies of the groups view learnd takes (-G), ms:
 #: half a learning window, so every window is seen at least once.
@@ -157,14 +163,22 @@ class BootPlan:
     runs: Tuple[RunPlan, ...]
 
 
+def spread_tunable(driver: str = DEFAULT_DRIVER) -> str:
+    """:data:`SPREAD_TUNABLE` of the NIC whose FreeBSD driver is ``driver``
+    (``igb`` -> ``dev.igb.0.iflib.core_spread``)."""
+    return SPREAD_TUNABLE.format(driver=driver)
+
+
 def plan_boots(configs: Sequence[str] = CONFIGS,
-               worker_sets: Sequence[str] = DEFAULT_WORKER_SETS) -> List[BootPlan]:
+               worker_sets: Sequence[str] = DEFAULT_WORKER_SETS, *,
+               driver: str = DEFAULT_DRIVER) -> List[BootPlan]:
     """The boots that cover ``configs`` x ``worker_sets``. Pure.
 
     learn-off and learn-on share one boot (the sysctl is set at run time,
     off first so nothing learned leaks into the control); learn-spread needs
-    its own boot (``core_spread`` is a loader tunable); pristine boots the
-    base kernel. Raises LearnError for unknown names or empty selections.
+    its own boot (``core_spread`` is a loader tunable of the NIC's
+    ``driver``); pristine boots the base kernel. Raises LearnError for
+    unknown names or empty selections.
     """
     bad = [c for c in configs if c not in CONFIGS] + [w for w in worker_sets
                                                       if w not in WORKER_SETS]
@@ -180,7 +194,7 @@ def plan_boots(configs: Sequence[str] = CONFIGS,
     if main_runs:
         boots.append(BootPlan("patched", "patched", (), tuple(main_runs)))
     if "learn-spread" in configs:
-        boots.append(BootPlan("spread", "patched", ((SPREAD_TUNABLE, SPREAD_VALUE),),
+        boots.append(BootPlan("spread", "patched", ((spread_tunable(driver), SPREAD_VALUE),),
                               tuple(RunPlan("learn-spread", w, 1) for w in reversed(ws))))
     if "pristine" in configs:
         boots.append(BootPlan("pristine", "pristine", (),
@@ -287,7 +301,7 @@ RC_SYSCTLS = ("kern.ident", "hw.ncpu", "vm.ndomains", "net.isr.dispatch",
 
 
 def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str = "/rxl/learnd",
-                    port: int = GUEST_PORT, nic: str = "em0", deadline_s: int = 600,
+                    port: int = GUEST_PORT, nic: str = f"{DEFAULT_DRIVER}0", deadline_s: int = 600,
                     link_wait_s: int = 3, nic_reinit: int = 0,
                     guest_sysctls: Sequence[Tuple[str, str]] = (),
                     poweroff: bool = True, per_connection: bool = False,
@@ -306,12 +320,13 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
     learnd -G, copies of the groups view every that many ms (0: none).
     A run that sets learning sets it explicitly and puts back the value it
     found afterwards (learning is opt-in, default 0).
+    ``nic``: the NIC under test (``igb0``; ``em0`` on the e1000e shapes).
     Raises LearnError on a missing sysctl
     name, a NIC name that is not ``<driver><unit>``, or words with whitespace.
     """
     m = re.match(r"^([a-z]+)(\d+)$", nic)
     if not m:
-        raise LearnError(f"NIC {nic!r} is not <driver><unit> (e.g. em0)")
+        raise LearnError(f"NIC {nic!r} is not <driver><unit> (e.g. igb0)")
     if any(r.learning is not None for r in boot.runs) and not learn_sysctl:
         raise LearnError(f"boot {boot.name}: a run sets learning but no learning sysctl "
                          "name is known (give --learn-sysctl)")

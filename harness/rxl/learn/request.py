@@ -7,6 +7,7 @@ out, each as :class:`LearnUsage` (a usage error, exit 2, naming the option);
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -14,7 +15,9 @@ from rxl.cli.options import check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
 from rxl.errors import RxlError
 from rxl.guest import qemu
+from rxl.guest.targets import Shape
 from rxl.learn import plan
+from rxl.verify import ownguest
 
 
 class LearnFailed(RxlError):
@@ -31,9 +34,11 @@ class LearnRequest:
     """The options of ``rxl learn`` as given (see its ``--help`` for each).
 
     Seconds: ``warmup``, ``measured``, ``deadline_s``; ``memory_mib``: guest
-    MiB; ``tunables`` / ``guest_sysctls``: ``NAME=VALUE`` strings; ``smp``:
-    ``SOCKETS,CORES,THREADS``; ``out`` None: a new directory under
-    ``$RXL_WORK/logs``.
+    MiB (None: the shape's); ``tunables`` / ``guest_sysctls``:
+    ``NAME=VALUE`` strings; ``smp``: ``SOCKETS,CORES,THREADS`` in place of the
+    shape's CPUs ("": the shape's); ``shape``: the guest (None: the default
+    one, rxl.guest.targets.DEFAULT_SHAPE, the NUMA server with its igb);
+    ``out`` None: a new directory under ``$RXL_WORK/logs``.
     """
 
     src: str
@@ -50,11 +55,10 @@ class LearnRequest:
     concurrency: int
     learn_sysctl: Optional[str]
     topo_spec: Optional[str]
-    memory_mib: int
+    memory_mib: Optional[int]
     logs: Sequence[str]
     client_ports: str
     lb_cpu_opt: Optional[str]
-    handshake_cpu_opt: Optional[str]
     groups_every: float
     tunables: Sequence[str]
     deadline_s: Optional[int]
@@ -66,18 +70,24 @@ class LearnRequest:
     per_connection: bool
     pcap: bool
     dry_run: bool
+    shape: Optional[Shape] = None
 
 
 @dataclass
 class Checked:
     """The request, checked: phases, boots, guest sysctls, extra loader
-    tunables and the guest shape (``topo_kw`` for GuestConfig)."""
+    tunables and the guest's shape (with ``--smp`` and ``--memory`` applied)."""
 
     phases: List[plan.Phase]
     boots: List[plan.BootPlan]
     gsys: List[Tuple[str, str]]
     extra_tun: Dict[str, str]
-    topo_kw: Dict[str, int]
+    shape: Shape
+
+    @property
+    def nic(self) -> str:
+        """The NIC under test as FreeBSD names it: ``igb0``, ``em0``."""
+        return f"{self.shape.driver}0"
 
 
 def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
@@ -92,10 +102,31 @@ def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
     return out
 
 
-def check(req: LearnRequest) -> Checked:
-    """Refuse, before any build or checkout, what the boots would refuse later.
+def guest_shape(req: LearnRequest) -> Shape:
+    """The guest of the run: ``req.shape`` (default: the NUMA server), its CPUs
+    replaced by ``--smp`` (one die, a NUMA node per socket) and its memory by
+    ``--memory``. Raises LearnUsage for a ``--smp`` that is not three integers."""
+    shape = req.shape or Shape()
+    if req.smp:
+        try:
+            sockets, cores, threads = (int(x) for x in req.smp.split(","))
+        except ValueError:
+            raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS "
+                             "(e.g. 2,2,2)") from None
+        shape = dataclasses.replace(shape, sockets=sockets, dies=1, cores=cores,
+                                    threads=threads, numa_nodes=sockets)
+    if req.memory_mib is not None:
+        shape = dataclasses.replace(shape, memory_mib=req.memory_mib)
+    return shape
 
-    Every refusal is :class:`LearnUsage` naming the option (exit 2)."""
+
+def check(req: LearnRequest) -> Checked:
+    """Refuse, before any build or checkout, what the boots would refuse later,
+    also (not in a dry run, nor with ``--log``) a shape the installed QEMU cannot
+    run (rxl.verify.ownguest.check_qemu).
+
+    Every refusal is :class:`LearnUsage` naming the option (exit 2), but the
+    QEMU's, a :class:`LearnFailed` (exit 1)."""
     for option, s in (("--warmup", req.warmup), ("--measured", req.measured)):
         if not s > plan.MIN_PHASE_S:
             raise LearnUsage(f"{option} {s:g}: a phase must be longer than the two "
@@ -104,8 +135,10 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
     try:
         phases = plan.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
+        shape = guest_shape(req)
         boots = plan.plan_boots(req.configs or plan.CONFIGS,
-                             req.worker_sets or plan.DEFAULT_WORKER_SETS)
+                                req.worker_sets or plan.DEFAULT_WORKER_SETS,
+                                driver=shape.driver)
     except plan.LearnError as exc:
         raise LearnUsage(str(exc)) from None
     if req.topo_spec:
@@ -119,22 +152,23 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
     extra_tun = dict(name_values(req.tunables, "--tunable"))
-    try:
-        sockets, cores, threads = (int(x) for x in req.smp.split(","))
-    except ValueError:
-        raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
-    topo_kw = dict(sockets=sockets, cores=cores, threads=threads, numa_nodes=sockets)
+    cfg = shape.config(req.guest_dir)
     try:
         # The same checks the boot makes, before any build or checkout.
-        qemu.validate(qemu.GuestConfig(root_dir=req.guest_dir,
-                                               memory_mib=req.memory_mib, **topo_kw))
+        qemu.validate(cfg)
     except qemu.QemuConfigError as exc:
-        raise LearnUsage(f"guest (--smp {req.smp}, --memory {req.memory_mib}): {exc}")
-    check_guest(sockets * cores * threads, req.memory_mib)
+        raise LearnUsage(f"guest ({shape.vcpus} vCPUs, --memory {shape.memory_mib}): "
+                         f"{exc}") from None
+    check_guest(shape.vcpus, shape.memory_mib)
+    if not req.dry_run and not req.logs:
+        try:
+            ownguest.check_qemu(cfg)
+        except qemu.QemuConfigError as exc:
+            raise LearnFailed(str(exc)) from None
     if req.out:
         check_out_dir(req.out)
     if req.nic_reinit < 0:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:
         raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
-    return Checked(phases, boots, gsys, extra_tun, topo_kw)
+    return Checked(phases, boots, gsys, extra_tun, shape)

@@ -12,6 +12,7 @@ refusal or failure is :class:`LearnFailed` with a one-line message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -31,6 +32,7 @@ from rxl.learn.request import Checked, LearnFailed, LearnRequest, LearnUsage
 from rxl.tree import build as tree_build
 from rxl.tree import rig
 from rxl.tree import world as tree_world
+from rxl.verify import kernels as verify_kernels
 
 #: Guest path of the server in the staged root.
 GUEST_LEARND = "/rxl/learnd"
@@ -40,10 +42,12 @@ GUEST_LEARND = "/rxl/learnd"
 class Setup:
     """What :func:`prepare` found and planned. Paths are absolute.
 
-    ``kernels``: variant -> kernel path (given or the rig's); ``wanted``:
-    variants the rig builds; ``rig_plan``: :class:`rxl.tree.rig.RigPlan` or
-    None; ``opts``: socket option name -> value (plan.SOCKET_OPTIONS); ``wout``: the world's
-    outputs; ``cc``: learnd's compiler argv; ``deadline``: learnd's, s.
+    ``kernels``: variant -> kernel path (given, ``rxl run``'s, or the rig's);
+    ``wanted``: variants the rig builds; ``rig_plan``: :class:`rxl.tree.rig.RigPlan`
+    or None; ``opts``: socket option name -> value (plan.SOCKET_OPTIONS); ``wout``:
+    the world's outputs; ``cc``: learnd's compiler argv; ``deadline``: learnd's, s;
+    ``guest_patches``: whether the rig applies patches/guest/
+    (rxl.guest.qemu.needs_rig_patch); ``notes``: where each kernel comes from.
     """
 
     src: str
@@ -59,6 +63,8 @@ class Setup:
     learnd_bin: str
     cc: List[str]
     deadline: int
+    guest_patches: bool = False
+    notes: Tuple[str, ...] = ()
 
 
 def qemu_extra(pcap: bool, qemu_args: Sequence[str], out: str, boot: str) -> Tuple[str, ...]:
@@ -109,8 +115,24 @@ def build_guest_world(src: str, objdir: str, logdir: str, echo: Callable[[str], 
     tree_world.build_world(src, objdir, logdir=logdir, echo=echo)
 
 
+def guest_config(chk: Checked, root: str, port: object, extra: Sequence[str] = ()
+                 ) -> qemu.GuestConfig:
+    """The QEMU guest of one boot: the checked shape booting ``root``, the host's
+    ``127.0.0.1:<port>`` forwarded to learnd on the NIC under test, ``extra`` args."""
+    return dataclasses.replace(chk.shape.config(root),
+                               hostfwd=(f"tcp:127.0.0.1:{port}-:{plan.GUEST_PORT}",),
+                               extra=tuple(extra))
+
+
 def prepare(req: LearnRequest, chk: Checked) -> Setup:
-    """Look at the tree and plan: the rig kernels, the world, learnd's build."""
+    """Look at the tree and plan: the kernels, the world, learnd's build.
+
+    Kernels not given: without a rig change for the NIC (every shape but an
+    e1000e under QEMU 7.2, rxl.guest.qemu.needs_rig_patch) the patched kernel
+    ``rxl run`` built from ``--src`` in ``--objdir`` when its stamp matches the
+    tree; else (and the pristine one) the rig's (rxl.tree.rig), with
+    patches/guest/ only when the NIC needs it.
+    """
 
     src, objdir, guest_dir = (os.path.abspath(p) for p in (req.src, req.objdir, req.guest_dir))
     out = os.path.abspath(req.out or str(Path(paths.LOGS) /
@@ -123,13 +145,21 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
         raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
+    version = qemu.installed_version(chk.shape.config("/").qemu)
+    patch = qemu.needs_rig_patch(chk.shape.config("/"), version)
+    notes: List[str] = []
+    if not patch and not kernels["patched"] and any(b.kernel == "patched" for b in chk.boots):
+        run_kernel = str(tree_build.kernel_path(src, objdir))
+        if verify_kernels.kernel_cached(src, run_kernel):
+            kernels["patched"] = run_kernel
+            notes.append(f"kernel patched: {run_kernel} (rxl run's: its stamp matches {src})")
     wanted = [v for v in rig.VARIANTS
               if any(b.kernel == v for b in chk.boots) and not kernels[v]]
     rig_plan = None
     if wanted:
         try:
             commits = rig.tree_commits(src, wanted)
-            gpatches = rig.read_guest_patches()
+            gpatches = rig.read_guest_patches() if patch else []
             rig_dir = Path(guest_dir) / rig.RIG_SRC
             rig_plan = rig.plan_rig(
                 src, guest_dir, commits, gpatches, rig_exists=rig.rig_is_clone(rig_dir, src),
@@ -140,10 +170,6 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
             raise LearnFailed(f"kernels: {exc}") from None
         for v, k in rig_plan.kernels.items():
             kernels[v] = str(k.path)
-    if req.handshake_cpu_opt is not None:
-        raise LearnUsage("--handshake-cpu-opt: the series has no SO_HANDSHAKE_CPU; "
-                         "TCP_REUSPORT_LB_CPU (--lb-cpu-opt) read on the accepted socket "
-                         "gives the handshake CPU")
     try:
         opts = plan.socket_options(src, {"TCP_REUSPORT_LB_CPU": req.lb_cpu_opt})
     except plan.LearnError as exc:
@@ -158,8 +184,13 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     if needs_learning and not sysctl_name:
         raise LearnFailed(f"{src}: no learning sysctl found (commit 4 missing?); "
                           "give --learn-sysctl")
+    if wanted:
+        notes.append("rig kernels " + ", ".join(wanted) + (
+            f": with patches/guest/ (the {chk.nic} NIC under QEMU "
+            f"{'%d.%d' % version if version else '(version unknown)'})" if patch
+            else f": without patches/guest/ (the {chk.nic} NIC needs none)"))
     return Setup(src, objdir, guest_dir, out, kernels, wanted, rig_plan, opts, sysctl_name,
-                 wout, learnd_bin, cc, deadline)
+                 wout, learnd_bin, cc, deadline, guest_patches=patch, notes=tuple(notes))
 
 
 def idle_timeout(deadline_s: int) -> float:
@@ -179,6 +210,7 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
         + f"; groups view every {req.groups_every:g} s"]
     if chk.extra_tun:
         out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")
+    out += [f"# {n}" for n in s.notes]
     if s.rig_plan is not None:
         out.append("# kernels")
         out += s.rig_plan.lines()
@@ -199,9 +231,8 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
         out.append(f"# boot {b.name}: kernel {s.kernels[b.kernel]}, tunables "
                    f"{ {**chk.extra_tun, **dict(b.tunables)} or '-'}, runs "
                    f"{', '.join(r.label for r in b.runs)}; root {root}")
-        cfg = qemu.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
-                                   hostfwd=(f"tcp:127.0.0.1:<port>-:{plan.GUEST_PORT}",),
-                                   extra=qemu_extra(req.pcap, req.qemu_args, s.out, b.name), **chk.topo_kw)
+        cfg = guest_config(chk, root, "<port>", qemu_extra(req.pcap, req.qemu_args, s.out,
+                                                           b.name))
         argv = qemu.build_argv(cfg, firmware=fw)
         out.append(shlex.join(single_thread(argv) if req.tcg_single_thread else argv))
     out.append(f"# host driver per run: {len(chk.phases)} phases "
@@ -290,6 +321,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
                 libs=libs, tests={GUEST_LEARND: s.learnd_bin},
                 loader_rc=image.render_loader_rc({**chk.extra_tun, **dict(b.tunables)}),
                 rc=plan.render_learn_rc(b, learn_sysctl=s.sysctl_name, learnd=GUEST_LEARND,
+                                        nic=chk.nic,
                                      deadline_s=s.deadline, nic_reinit=req.nic_reinit,
                                      per_connection=req.per_connection,
                                      groups_ms=int(round(req.groups_every * 1000)),
@@ -300,9 +332,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = drive.free_port()
         extra = qemu_extra(req.pcap, req.qemu_args, out, b.name)
-        cfg = qemu.GuestConfig(root_dir=root, memory_mib=req.memory_mib,
-                                   hostfwd=(f"tcp:127.0.0.1:{port}-:{plan.GUEST_PORT}",),
-                                   extra=extra, **chk.topo_kw)
+        cfg = guest_config(chk, root, port, extra)
         argv = single_thread(qemu.build_argv(cfg, firmware=fw)) if req.tcg_single_thread \
             else qemu.build_argv(cfg, firmware=fw)
         log = str(Path(out) / f"console-{b.name}.log")

@@ -179,3 +179,16 @@ def test_cpu_level_only_for_dies_and_never_twice():
     assert cpu_arg(GuestConfig(root_dir="/r", dies=2)) == "Skylake-Server,level=0xd"
     assert cpu_arg(GuestConfig(root_dir="/r", dies=2, cpu_model="Icelake-Server,level=0x1b")
                    ) == "Icelake-Server,level=0x1b"
+
+
+def test_only_qemu72s_e1000e_needs_the_rig_patch():
+    """The em(4) rig change of patches/guest/: the link vector storm was measured
+    on QEMU 7.2.22's e1000e and not on 10.0.2's; igb never needs it; an e1000e
+    under an unknown QEMU is taken as an old one."""
+    from rxl.guest.qemu import needs_rig_patch
+    e1000e, igb = GuestConfig(root_dir="/r"), GuestConfig(root_dir="/r", nics=("igb",))
+    assert needs_rig_patch(e1000e, (7, 2)) and needs_rig_patch(e1000e, (9, 2))
+    assert needs_rig_patch(e1000e, None)
+    assert not needs_rig_patch(e1000e, (10, 0)) and not needs_rig_patch(e1000e, (11, 1))
+    assert not needs_rig_patch(igb, (8, 0)) and not needs_rig_patch(igb, None)
+    assert not needs_rig_patch(GuestConfig(root_dir="/r", nics=()), None)

@@ -56,7 +56,10 @@ def test_boots_cover_every_config_and_keep_off_before_on():
     assert [r.label for r in boots[0].runs] == [
         "learn-off.rxq", "learn-off.all", "learn-on.rxq", "learn-on.all"]
     assert [r.learning for r in boots[0].runs] == [0, 0, 1, 1]
-    assert boots[1].tunables == (("dev.em.0.iflib.core_spread", "1"),)
+    # the default guest's NIC is the igb (rxl.guest.targets.DEFAULT_SHAPE)
+    assert boots[1].tunables == (("dev.igb.0.iflib.core_spread", "1"),)
+    em = L.plan_boots(["learn-spread"], ["rxq"], driver="em")[0]
+    assert em.tunables == (("dev.em.0.iflib.core_spread", "1"),)
     assert [r.label for r in boots[1].runs] == ["learn-spread.all", "learn-spread.rxq"]
     assert boots[2].kernel == "pristine"
     assert all(r.learning is None for r in boots[2].runs)
@@ -111,11 +114,13 @@ def test_rc_sets_sysctl_pins_and_network():
     boot = L.plan_boots(["learn-off", "learn-on"], ["rxq"])[0]
     rc = L.render_learn_rc(boot, learn_sysctl="net.inet.tcp.reuseport_lb_learn",
                            deadline_s=200)
-    assert "ifconfig em0 inet 10.0.2.15/24 up" in rc
+    assert "ifconfig igb0 inet 10.0.2.15/24 up" in rc
     assert rc.index("net.inet.tcp.reuseport_lb_learn=0") < rc.index(
         "net.inet.tcp.reuseport_lb_learn=1")
     assert "timeout 230 /rxl/learnd -w \"$nw\" -c \"$cpus\" -P 8080 -l learn-on.rxq -d 200" in rc
-    assert "dev.em.0.iflib.rxq*.cpu) rxq=" in rc
+    assert "dev.igb.0.iflib.rxq*.cpu) rxq=" in rc
+    em = L.render_learn_rc(boot, learn_sysctl="a.b", nic="em0")
+    assert "ifconfig em0 inet 10.0.2.15/24 up" in em and "dev.em.0.iflib.rxq*.cpu)" in em
     assert rc.rstrip().endswith("reboot -p")
     if shutil.which("sh"):
         assert subprocess.run(["sh", "-n"], input=rc, text=True).returncode == 0
@@ -240,8 +245,14 @@ def test_parse_truncated_run_is_incomplete():
 
 
 def test_rxq_cpus_in_queue_order():
-    assert M.rxq_cpus({"dev.em.0.iflib.rxq1.cpu": 2, "dev.em.0.iflib.rxq0.cpu": 0,
-                       "dev.em.1.iflib.rxq0.cpu": 5}) == [0, 2]
+    two = {"dev.em.0.iflib.rxq1.cpu": 2, "dev.em.0.iflib.rxq0.cpu": 0,
+           "dev.em.1.iflib.rxq0.cpu": 5}
+    assert M.rxq_cpus(two, "em.0") == [0, 2]
+    assert M.nic_device(two) is None and M.rxq_cpus(two) == []   # two NICs: say which
+    igb = {f"dev.igb.0.iflib.rxq{q}.cpu": c for q, c in enumerate([0, 8, 2, 10, 4, 12, 6, 14])}
+    igb["dev.igb.0.iflib.rxq10.cpu"] = 30     # queue order is numeric, not by name
+    assert M.nic_device(igb) == "igb.0"
+    assert M.rxq_cpus(igb) == [0, 8, 2, 10, 4, 12, 6, 14, 30]
 
 
 # --------------------------------------------------------------- analyze
@@ -274,7 +285,34 @@ def test_learning_on_all_cpus_without_spread_predicts_far_workers():
     assert m.predicted_colocated == pytest.approx(0.25)
     assert m.predicted_same_socket == pytest.approx(0.5)
     assert m.same_socket == pytest.approx(0.5) and m.colocated == pytest.approx(0.25)
-    assert M.targets(m) == []
+    # workers 4-7 (socket 1) are dealt from the receiving CPUs 0 and 2 in turn
+    assert [(w.cls, w.predicted_cls, w.dealt_from) for w in m.workers] == \
+        [("exact", "exact", [0]), ("smt", "smt", [0]), ("exact", "exact", [2]),
+         ("smt", "smt", [2]), ("remote", "remote", [0]), ("remote", "remote", [0]),
+         ("remote", "remote", [2]), ("remote", "remote", [2])]
+    assert all(w.from_dealt == w.n == 64 for w in m.workers)
+    assert m.by_distance == pytest.approx({"exact": .25, "smt": .25, "l3": 0, "node": 0,
+                                           "far": 0, "remote": .5})
+    assert m.predicted_by_distance == m.by_distance
+    assert m.rx_cpus == [0, 2] and m.rx_colocated == 1.0
+    assert {t.what: t.met for t in M.targets(m)} == {
+        "every worker within +-10% of equal, n >= 512": True, "0 starved": True,
+        "workers on receiving CPUs co-located >= 99%": True,
+        "exact share = deal prediction (3 SD)": True}
+
+
+def test_workers_on_receiving_cpus_must_be_colocated():
+    """The exact ring is dealt first: a worker on a receiving CPU takes only
+    that CPU's connections; one connection of 32 elsewhere misses the 99 %."""
+    run = _runs(PATCHED)["learn-on.all"]
+    run.counts = [dataclasses.replace(c, hcpu=2) if c.phase == "m" and c.worker == 0
+                  and c.n == 64 else c for c in run.counts]
+    run.counts.append(R.Count("m", 0, 0, 0, 0, 1))
+    m = M.analyze(run, QEMU, [0, 2])
+    assert m.rx_colocated == pytest.approx(65 / 129)   # worker 0: 1 of 65; worker 2: 64 of 64
+    got = {t.what: t for t in M.targets(m)}
+    assert not got["workers on receiving CPUs co-located >= 99%"].met
+    assert "(CPUs 0,2)" in got["workers on receiving CPUs co-located >= 99%"].measured
 
 
 def test_spread_all_targets():
@@ -285,8 +323,9 @@ def test_spread_all_targets():
     assert m.predicted_colocated == pytest.approx(0.25, abs=0.01)
     assert m.max_dev == pytest.approx(0.0)
     met = {t.what: t.met for t in M.targets(m)}
-    assert met == {"same socket >= 96%": True, "exact share = deal prediction (3 SD)": True,
-                   "every worker within +-10% of equal, n >= 512": True, "0 starved": True}
+    assert met == {"exact share = deal prediction (3 SD)": True,
+                   "every worker within +-10% of equal, n >= 512": True, "0 starved": True,
+                   "workers on receiving CPUs co-located >= 99%": True}
 
 
 def test_spread_target_misses_below_512():
@@ -355,8 +394,10 @@ def test_table_lists_every_worker_and_target():
     text = M.table(ms, topo_name="qemu-2s")
     assert text.splitlines()[0] == "guest topology: qemu-2s"
     assert text.index("learn-spread.all") < text.index("learn-spread.rxq")
-    assert "target MET  same socket >= 96%: 99.5%" in text
+    assert "target MET  workers on receiving CPUs co-located >= 99%: 100.0% (CPUs 0,4)" in text
     assert "       7    7    100   12.5%" in text
+    assert "    l3     l3            4 100.0%" in text      # worker 7: class, dealt from 4
+    assert "by distance: exact 25.0% (pred 25.0%)" in text
 
 
 # ------------------------------------------------------------------- CLI
@@ -407,7 +448,7 @@ def test_cli_dry_run_prints_commands(tmp_path):
     assert out.count("qemu-system-x86_64 ") == 2
     assert f"# kernel patched: {tmp_path / 'k'} (given)" in out and "rig-src" not in out
     assert "hostfwd=tcp:127.0.0.1:<port>-:8080" in out
-    assert "e1000e,netdev=net0" in out
+    assert "igb,netdev=net0,bus=rp0" in out     # the default guest: igb behind the pxb
 
 
 def test_handshake_cpu_opt_is_refused(tmp_path):
@@ -552,7 +593,7 @@ def test_recorded_spread_run():
     assert m.colocated == pytest.approx((1595 + 1622) / 13720)
     assert m.queue_agreement == 1.0 and m.hw_hashed == 1.0
     met = {t.what: t.met for t in M.targets(m)}
-    assert met["same socket >= 96%"] and met["0 starved"]
+    assert met["0 starved"] and met["workers on receiving CPUs co-located >= 99%"]
     assert met["every worker within +-10% of equal, n >= 512"]
     assert not met["exact share = deal prediction (3 SD)"]      # the measured gap
     r = by["learn-spread.rxq"]
@@ -635,3 +676,112 @@ def test_idle_timeout_covers_a_run_held_by_its_deadline():
     assert session.idle_timeout(504) == 564
     assert session.idle_timeout(100) == 420
 
+
+
+# ------------------------------------------- the guest's shape and kernels
+
+def _learn_req(tmp_path, **kw):
+    from rxl.learn import request
+    base = dict(src=str(tmp_path / "src"), objdir=str(tmp_path / "o"), out=None,
+                guest_dir=str(tmp_path / "g"), kernel=None, pristine_kernel=None,
+                configs=("learn-on",), worker_sets=("all",), warmup=25.0, measured=30.0,
+                min_conns=512, concurrency=4, learn_sysctl="net.inet.tcp.reuseport_lb.learn",
+                topo_spec=None, memory_mib=None, logs=(), client_ports="random",
+                lb_cpu_opt=None, groups_every=5.0, tunables=(),
+                deadline_s=None, tcg_single_thread=False, smp="", guest_sysctls=(),
+                nic_reinit=0, qemu_args=(), per_connection=False, pcap=False, dry_run=True)
+    base.update(kw)
+    return request.LearnRequest(**base)
+
+
+def test_the_default_guest_is_the_numa_server_with_its_igb(tmp_path):
+    from rxl.guest.targets import BUILTIN_SHAPES, Shape
+    from rxl.learn import request
+    chk = request.check(_learn_req(tmp_path))
+    assert chk.shape == Shape() and chk.nic == "igb0"
+    assert (chk.shape.vcpus, chk.shape.nic_domain, chk.shape.memory_mib) == (32, 0, 2048)
+    assert chk.boots[0].runs[0].label == "learn-on.all"
+    small = request.check(_learn_req(tmp_path, smp="2,2,2", memory_mib=1024,
+                                     configs=("learn-spread",)))
+    assert (small.shape.sockets, small.shape.dies, small.shape.cores, small.shape.threads,
+            small.shape.numa_nodes, small.shape.memory_mib) == (2, 1, 2, 2, 2, 1024)
+    assert small.boots[0].tunables == (("dev.igb.0.iflib.core_spread", "1"),)
+    em = request.check(_learn_req(tmp_path, shape=Shape(**BUILTIN_SHAPES["two-l3"]),
+                                  configs=("learn-spread",)))
+    assert em.nic == "em0" and em.boots[0].tunables == (("dev.em.0.iflib.core_spread", "1"),)
+    with pytest.raises(request.LearnUsage, match="SOCKETS,CORES,THREADS"):
+        request.check(_learn_req(tmp_path, smp="8"))
+
+
+def test_a_qemu_too_old_for_the_shape_is_refused_before_any_build(tmp_path, monkeypatch):
+    from rxl.guest import qemu
+    from rxl.learn import request
+    monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (7, 2))
+    with pytest.raises(request.LearnFailed) as e:
+        request.check(_learn_req(tmp_path, dry_run=False))
+    assert "needs QEMU >= 8.0 (its igb NIC); this host has 7.2" in str(e.value)
+    assert not isinstance(e.value, request.LearnUsage)
+    request.check(_learn_req(tmp_path, dry_run=True))           # a plan is not refused
+    request.check(_learn_req(tmp_path, dry_run=False, logs=(str(PATCHED),)))
+
+
+def _git_tree(path):
+    (path / "sys/netinet").mkdir(parents=True)
+    (path / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(path), "-c", "user.email=t@t", "-c", "user.name=t",
+                    "commit", "-qm", "x"], check=True)
+
+
+def test_kernels_rxl_runs_or_rig_without_the_em_patch(tmp_path, monkeypatch):
+    """igb needs no rig change: rxl run's kernel when its stamp matches, else a
+    rig kernel with no guest patches; QEMU 7.2's e1000e gets patches/guest/."""
+    from rxl.guest import qemu
+    from rxl.guest.targets import BUILTIN_SHAPES, Shape
+    from rxl.learn import request, session
+    from rxl.tree import build as tree_build
+    from rxl.verify import kernels
+    _git_tree(tmp_path / "src")
+    monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (10, 0))
+    req = _learn_req(tmp_path)
+    s = session.prepare(req, request.check(req))
+    assert not s.guest_patches and s.wanted == ["patched"]
+    assert s.rig_plan.patches == () and "no guest patches" in s.rig_plan.lines()[0]
+    assert any("without patches/guest/ (the igb0 NIC needs none)" in n for n in s.notes)
+    kp = tree_build.kernel_path(req.src, req.objdir)
+    kp.parent.mkdir(parents=True)
+    kp.write_text("kernel")
+    Path(str(kp) + ".rxl-stamp").write_text(kernels.kernel_stamp_text(req.src, str(kp)))
+    s = session.prepare(req, request.check(req))
+    assert s.kernels["patched"] == str(kp) and s.wanted == [] and s.rig_plan is None
+    assert any("rxl run's: its stamp matches" in n for n in s.notes)
+    lines = session.dry_run_lines(req, request.check(req), s)
+    assert f"# kernel patched: {kp} (rxl run's: its stamp matches {req.src})" in lines
+    monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (7, 2))
+    em = _learn_req(tmp_path, shape=Shape(**BUILTIN_SHAPES["two-l3"]))
+    s = session.prepare(em, request.check(em))
+    assert s.guest_patches and s.wanted == ["patched"]
+    assert [p.name for p in s.rig_plan.patches] == \
+        ["0001-em-Clear-ICR-under-MSI-X-for-QEMU-7.2-e1000e.patch"]
+    assert any("with patches/guest/ (the em0 NIC under QEMU 7.2)" in n for n in s.notes)
+
+
+def test_cli_target_names_the_guest_shape(tmp_path):
+    (tmp_path / "sys").mkdir()
+    base = ["learn", "--src", str(tmp_path), "--dry-run", "--config", "learn-on",
+            "--learn-sysctl", "a.b", "--kernel", "/k"]
+    res = CliRunner().invoke(main, base)
+    assert res.exit_code == 0, res.output
+    (q,) = [ln for ln in res.stdout.splitlines() if ln.startswith("qemu-system")]
+    assert "-smp 32,sockets=2,dies=2,cores=4,threads=2 -m 2048M" in q
+    assert "numa_node=0" in q and "-device igb,netdev=net0,bus=rp0" in q
+    res = CliRunner().invoke(main, base + ["--target", "guest-e1000e", "--memory", "1024"])
+    assert res.exit_code == 0, res.output
+    (q,) = [ln for ln in res.stdout.splitlines() if ln.startswith("qemu-system")]
+    assert "-smp 16,sockets=2,dies=2,cores=2,threads=2 -m 1024M" in q and "e1000e" in q
+    for args, msg in ((["--target", "nosuch"], "nosuch: no such target"),
+                      (["--target", "ssh://root@h"], "rxl learn boots its own QEMU guest"),
+                      (["--targets", "/x.yaml"], "only with --target NAME")):
+        bad = CliRunner().invoke(main, base + args)
+        assert bad.exit_code == 2 and msg in bad.output, bad.output

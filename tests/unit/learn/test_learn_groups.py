@@ -186,7 +186,7 @@ def test_spread_value_takes_turns_between_the_l3_groups_of_a_domain():
     from pathlib import Path
     from rxl.decide import topology
     assert L.plan_boots(["learn-spread"], ["rxq"])[0].tunables == \
-        ((L.SPREAD_TUNABLE, L.SPREAD_VALUE),)
+        ((L.spread_tunable("igb"), L.SPREAD_VALUE),)
     mode = int(L.SPREAD_VALUE)
     two = topology.load(str(Path(__file__).resolve().parents[2] / "data" /
                             "topology" / "qemu-2s2l3-numa.xml"))

@@ -217,13 +217,17 @@ def test_cli_dirty_tree_fails_in_one_line(tmp_path):
 
 
 @needs_git
-def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
+def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path, monkeypatch):
+    """QEMU 7.2's e1000e (the fallback shape): the rig applies patches/guest/."""
+    from rxl.guest import qemu
+    monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (7, 2))
     src = _repo(tmp_path)
     head = _head(src)
     g = tmp_path / "g"
+    e1000e = ["--target", "guest-e1000e"]
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir", str(g),
                                     "--objdir", str(tmp_path / "o"), "--config", "learn-on",
-                                    "--learn-sysctl", "a.b", "--dry-run"])
+                                    "--learn-sysctl", "a.b", "--dry-run", *e1000e])
     assert res.exit_code == 0, res.output
     out = res.stdout
     tag = rig.rig_tag([p.data for p in rig.read_guest_patches()])
@@ -245,7 +249,7 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path):
     k.write_text("")
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir", str(g),
                                     "--objdir", str(tmp_path / "o"), "--config", "learn-on",
-                                    "--learn-sysctl", "a.b", "--dry-run"])
+                                    "--learn-sysctl", "a.b", "--dry-run", *e1000e])
     assert res.exit_code == 0, res.output
     assert f"-> {k} (cached)" in res.stdout and "git clone" not in res.stdout
 
