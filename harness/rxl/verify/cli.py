@@ -170,9 +170,10 @@ guest_opts = OptionGroup(
     option("--memory", "memory_mib", default=1024, show_default=True,
            help="Guest MiB (>= 128 per NUMA node, 2 nodes)."),
     option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
-           show_default=True, help="The own guest: the cases over SSH after boot (sshd "
-           "userland built on first use) or run by the rc on the serial console; auto: ssh "
-           "if the userland is built, a boot whose SSH never answers (no panic) falling back."),
+           show_default=True, help="The own guest: the cases over SSH on kyua after boot (the "
+           "sshd userland with kyua built on first use) or run by the rc on the serial "
+           "console; auto: SSH, a boot whose SSH never answers (no panic) falling back to "
+           "the console (serial only without paramiko)."),
     option("--ssh-wait", default=300, show_default=True, type=click.IntRange(1, 3600),
            help="Over SSH: seconds a boot waits for sshd (then auto falls back)."))
 #: The ATF programs and their cases: every machine (CasesRequest).
@@ -213,7 +214,8 @@ session_opts = OptionGroup(
     option("--workdir", default="/var/tmp/rxl", show_default=True,
            help="With an SSH target: its work directory (the only one the run writes)."),
     option("--kyua/--no-kyua", default=None,
-           help="With an SSH target: run the cases with kyua [default: when it has kyua]."))
+           help="Over SSH: run the cases with kyua [default: the own guest yes, its "
+                "userland has kyua; a target when it has kyua]."))
 
 
 def _opt(ctx: click.Context, name: str) -> str:

@@ -13,19 +13,21 @@ on the console and powers off.
             (:func:`rxl.guest.console.watch`) to the rc's end marker, a panic or a hang
     parse   each console log -> results (:mod:`rxl.verify.parse`)
 
-:class:`SSHGuest` (``--transport ssh``; run on real guests on 2026-12-01,
-docs/results/ssh.md, its verdicts compared with the serial run's there):
+:class:`SSHGuest` (``--transport ssh``, and ``auto``, the default; run on real
+guests on 2026-12-01, docs/results/ssh.md, its verdicts compared with the
+serial run's there):
 
-    world   the sshd userland (:mod:`rxl.tree.sshworld`, own objdir; built when a
-            product is missing) and the ATF programs linked against its sysroot
+    world   the sshd userland with kyua (:mod:`rxl.tree.sshworld`,
+            :mod:`rxl.tree.kyuaworld`, own objdir; built when a product is
+            missing) and the ATF programs linked against its sysroot
     image   one root per boot (:func:`rxl.guest.sshguest.stage_ssh_root`): sshd, its
             files and a new host key, an rc that starts sshd and holds; no tests in
             the image (they are copied over SFTP)
     boot    per boot: QEMU with the serial console to ``serial-<label>.log`` (the boot
             and panic watch) and a free loopback port forwarded to the guest's port
             22; wait for SSH; then what a target gets (:class:`rxl.verify.remote.RemoteRun`:
-            probe, copy the programs and run.sh, run it streamed to
-            ``console-<label>.log``); stop QEMU
+            probe, copy the programs and run.sh, run the cases on kyua (``--no-kyua``:
+            one by one) streamed to ``console-<label>.log``); stop QEMU
     parse   the SSH stream's sentinel lines as the console's, with the kernel's own
             messages from the serial log (panics, WITNESS warnings, known lock order
             reversals: :func:`kernel_messages`), which never reach the SSH stream
@@ -39,8 +41,8 @@ answers and the console shows no crash, that boot runs again the serial way
 (``--transport auto``, :meth:`SSHGuest.fallback`; the sshd userland is a
 superset of the serial root's programs); the run's notes and report.txt say
 which boot fell back and why.  With ``--transport ssh`` it is a failed boot
-instead (docs/design.md says why).  ``--transport auto`` takes SSH when the
-tree's sshd userland is built (:func:`choose`).
+instead (docs/design.md says why).  ``--transport auto`` takes SSH whenever
+paramiko imports, building the userland on first use (:func:`choose`).
 """
 
 from __future__ import annotations
@@ -135,7 +137,6 @@ class SerialGuest(Machine):
     def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
         """One guest root per boot under the run's staging directory."""
         assert st.world is not None and st.kernel is not None
-        self.refuse_old_qemu(req, st)
         details = []
         for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
             root = str(st.stage_dir / label)
@@ -146,16 +147,6 @@ class SerialGuest(Machine):
             details.append(self.stage_console_root(req, st, label, kernel, tunables, root))
         return StageRecord("image", "planned" if req.dry_run else "ok",
                            detail="; ".join(details))
-
-    def refuse_old_qemu(self, req: RunRequest, st: RunState) -> None:
-        """StageFailed (image) when the installed QEMU cannot run the guest's shape
-        (:func:`check_qemu`); nothing in a dry run."""
-        if req.dry_run:
-            return
-        try:
-            check_qemu(guest_config(str(st.stage_dir), req))
-        except qemu.QemuConfigError as exc:
-            raise StageFailed(f"image: {exc}") from None
 
     def stage_console_root(self, req: RunRequest, st: RunState, label: str, kernel: str,
                            tunables: Dict[str, str], root: str) -> str:
@@ -350,21 +341,26 @@ class SSHGuest(SerialGuest):
     SSH never does falls back to :class:`SerialGuest`'s way (``ssh_fallback``)."""
 
     def world(self, req: RunRequest, st: RunState) -> StageRecord:
-        """The sshd userland (built if a product is missing) and the ATF programs."""
+        """The sshd userland with kyua (built if a product is missing) and the ATF
+        programs."""
         src, objdir = st.src, sshworld.default_objdir()
-        out = sshworld.ssh_world_outputs(src, objdir)
+        out = sshworld.ssh_world_outputs(src, objdir, kyua=True)
         tests_out = str(st.stage_dir / "tests")
-        cmds = [s.shell() for s in sshworld.plan_ssh_world(src, objdir)] + \
+        cmds = [s.shell() for s in sshworld.plan_ssh_world(src, objdir, kyua=True)] + \
             test_cc_lines(req, src, objdir, tests_out)
         st.world = out
         if req.dry_run:
             st.tests = planned_tests(req, tests_out)
             return StageRecord("world", "planned", commands=cmds,
-                               detail=f"sshd userland in {objdir}")
+                               detail=f"sshd userland with kyua in {objdir}")
         missing = out.missing()
         if missing:
-            st.echo(f"world: sshd userland incomplete ({missing[0]} missing): building it")
-            sshworld.build_ssh_world(src, echo=quiet(st.echo))
+            st.echo(f"world: sshd userland incomplete ({missing[0]} missing): building it, "
+                    f"with kyua (logs in {req.out})")
+            try:
+                sshworld.build_ssh_world(src, echo=quiet(st.echo), kyua=True, logdir=req.out)
+            except RxlError as exc:  # a failed stage, configure, the amalgamation's fetch
+                raise StageFailed(f"world: {exc}") from None
         st.tests = tree_world.build_tests(src, objdir, tests_out, logdir=req.out,
                                           extra_sources=req.extra_tests, echo=quiet(st.echo))
         return StageRecord("world", "ok", commands=cmds,
@@ -373,7 +369,6 @@ class SSHGuest(SerialGuest):
 
     def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
         """One SSH guest root per boot; the host key of each goes to ``st.host_keys``."""
-        self.refuse_old_qemu(req, st)
         details = []
         for label, kernel, tunables in boots(req, st.kernel, st.pristine_kernel):
             root = str(st.stage_dir / label)
@@ -459,7 +454,7 @@ class SSHGuest(SerialGuest):
             up = time.monotonic() - t0
             st.echo(f"boot: {label}: SSH after {up:.0f} s (port {port})")
             job = remote.RemoteJob(out=req.out, tests=tests, workdir=req.workdir, label=label,
-                                   kyua=bool(req.kyua), case_timeout=req.case_timeout,
+                                   kyua=req.kyua is not False, case_timeout=req.case_timeout,
                                    atf_vars=req.atf_vars)
             run = remote.RemoteRun(session, job, echo=st.echo)
             info = run.probe()
@@ -524,22 +519,23 @@ def run_tree(src: Optional[str], work: Optional[str] = None) -> str:
 
 def choose(src: Optional[str], objdir: Optional[str] = None,
            work: Optional[str] = None) -> Tuple[str, str]:
-    """``--transport auto``: ("ssh", why) when the sshd userland of the tree the run
-    builds (:func:`run_tree`: ``src``, or its work clone under ``work``) is built in
-    ``objdir`` (default rxl.tree.sshworld.default_objdir()) and paramiko imports, else
-    ("serial", why). The SSH run matched the serial run's verdicts on 2026-12-01
-    (docs/results/ssh.md); the userland is not built implicitly (about 25 minutes on 2
-    cores, autoconf and automake needed): ``--transport ssh`` or ``rxl guest up --build``
-    builds it, into the same place."""
-    tree = run_tree(src, work)
-    missing = sshworld.ssh_world_outputs(tree, objdir).missing()
-    if missing:
-        return "serial", (f"no sshd userland for {tree} ({missing[0]} missing); "
-                          "--transport ssh builds it")
+    """``--transport auto``: ("ssh", why) whenever paramiko imports, else ("serial",
+    why). SSH is the main job's transport: the SSH run matched the serial run's
+    verdicts on 2026-12-01 (docs/results/ssh.md), kyua runs the cases, and the
+    serial console stays the boot and panic watch and the fallback of a boot
+    whose SSH never answers. ``why`` says whether the sshd userland (with kyua) of
+    the tree the run builds (:func:`run_tree`: ``src``, or its work clone under
+    ``work``) is already in ``objdir`` (default rxl.tree.sshworld.default_objdir())
+    or the world stage builds it first (its cold time: docs/results/guest-numa.md)."""
     try:
         import paramiko  # noqa: F401  (an optional dependency: rxl[guest])
     except ImportError:
-        return "serial", "paramiko is not installed"
+        return "serial", "paramiko is not installed: pip install 'rxl[guest]'"
+    tree = run_tree(src, work)
+    missing = sshworld.ssh_world_outputs(tree, objdir, kyua=True).missing()
+    if missing:
+        return "ssh", (f"the world stage builds the sshd userland with kyua for {tree} "
+                       f"first ({missing[0]} missing)")
     return "ssh", f"the sshd userland of {tree} is built"
 
 

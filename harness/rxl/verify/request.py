@@ -107,7 +107,8 @@ class TargetRequest(ReportRequest):
     """A machine reached over SSH (and the own guest's SSH session).
     ``target``: where (None: the own guest); ``install_kernel``: boot the
     patched kernel there once; ``workdir``: the one directory the run writes
-    there; ``kyua``: None = use kyua when the target has it; ``programs_dir``:
+    there; ``kyua``: None = use kyua on the own guest over SSH (its userland has
+    it) and on a target that has it; ``programs_dir``:
     ATF programs built already."""
 
     target: Optional[SSHTarget] = None

@@ -41,23 +41,35 @@ def test_missing_serial_log_is_said(tmp_path):
     assert any("kernel messages unchecked" in n for n in res.notes)
 
 
-def test_auto_transport_is_ssh_only_with_the_userland_built(tmp_path, monkeypatch):
-    """--transport auto: serial without a tree or with any sshd userland product
-    missing (it is not built implicitly), ssh once every product is there."""
+def test_auto_transport_is_ssh_and_builds_the_userland_first(tmp_path, monkeypatch):
+    """--transport auto (make run's default): SSH whenever paramiko imports; the
+    reason says whether the world stage builds the sshd userland with kyua first
+    (any product missing) or finds it built; serial only without paramiko."""
+    import builtins
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     src = str(tmp_path / "src")
-    assert ownguest.choose(None)[0] == "serial"
     got, why = ownguest.choose(src)
-    assert got == "serial" and "--transport ssh builds it" in why
-    out = sshworld.ssh_world_outputs(src)
+    assert got == "ssh" and why.startswith(
+        f"the world stage builds the sshd userland with kyua for {src} first (")
+    out = sshworld.ssh_world_outputs(src, kyua=True)
+    assert "/usr/bin/kyua" in out.programs
     for p in [out.loader_efi, *out.programs.values()][:-1]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"")
-    assert ownguest.choose(src)[0] == "serial"  # one program still missing
+    assert "builds the sshd userland" in ownguest.choose(src)[1]  # one still missing
     last = list(out.programs.values())[-1]
     last.parent.mkdir(parents=True, exist_ok=True)
     last.write_bytes(b"")
     assert ownguest.choose(src) == ("ssh", f"the sshd userland of {src} is built")
+    real = builtins.__import__
+
+    def no_paramiko(name, *a, **k):
+        if name == "paramiko":
+            raise ImportError(name)
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_paramiko)
+    assert ownguest.choose(src) == ("serial",
+                                    "paramiko is not installed: pip install 'rxl[guest]'")
 
 
 def test_the_guests_nic_names_the_spread_tunable_and_old_qemu_is_refused():
@@ -92,7 +104,7 @@ def test_auto_finds_the_userland_where_ssh_builds_it(tmp_path, monkeypatch):
     clone = str(tmp_path.resolve() / f"src-{base.commit[:12]}")
     assert ownguest.run_tree(None) == clone
     assert ownguest.run_tree(None, work="/w") == f"/w/src-{base.commit[:12]}"
-    out = sshworld.ssh_world_outputs(clone)
+    out = sshworld.ssh_world_outputs(clone, kyua=True)
     for p in [out.loader_efi, *out.programs.values()]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"")

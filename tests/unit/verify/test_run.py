@@ -177,16 +177,19 @@ def test_run_transports_dry_run(fake_tree, tmp_path, monkeypatch, transport):
     assert res.exit_code == 0, res.output
     qemu = [ln for ln in res.output.splitlines() if ln.startswith("qemu-system-x86_64")]
     assert len(qemu) == 3
-    if transport == "auto":  # no sshd userland under $RXL_WORK/obj-ssh: serial
-        assert "transport: serial (no sshd userland for" in res.output
-        transport = "serial"
-    if transport == "ssh":
+    if transport == "auto":  # make run's default: SSH, the userland built first
+        assert "transport: ssh (the world stage builds the sshd userland with kyua" \
+            in res.output
+        assert res.output.count("the serial path (root ") == 3     # auto's fallback
+    if transport in ("ssh", "auto"):
         assert "secure/usr.sbin/sshd" in res.output and f"{tmp_path}/w/obj-ssh" in res.output
+        assert "usr.bin/kyua" in res.output and "lib/libsqlite3" in res.output
         assert all("hostfwd=tcp:127.0.0.1:" in q and "-no-reboot" not in q for q in qemu)
         assert res.output.count("sh /var/tmp/rxl/run.sh") == 3
         assert res.output.count("(waiting up to 300 s)") == 3
         # asked for by name: no fallback to the serial console (docs/design.md)
-        assert res.output.count("a failed boot (--transport ssh: no fallback)") == 3
+        assert res.output.count("a failed boot (--transport ssh: no fallback)") == \
+            (3 if transport == "ssh" else 0)
     else:
         assert "secure/usr.sbin/sshd" not in res.output
         assert all("hostfwd" not in q and "-no-reboot" in q for q in qemu)
