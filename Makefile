@@ -88,10 +88,13 @@ test-deep: setup core
 	    $$(find tests/unit -name test_properties.py)
 
 # SRC and the options are checked before anything is installed or built;
-# a run against an ssh:// target needs what --for ssh checks, not QEMU.
+# a run against an SSH target (ssh:// or a named bhyve/box target) needs what
+# --for ssh checks, not QEMU: rxl run --check-only --json says which.
 run: setup
 	$(RXL) run --check-only $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
-	$(RXL) doctor --install $(if $(findstring ssh://,$(RUN_ARGS)),--for ssh)
+	$(RXL) doctor --install --for $$($(RXL) run --check-only --json \
+	    $(if $(SRC),--src $(SRC)) $(RUN_ARGS) | $(PY) -c \
+	    'import json, sys; print(json.load(sys.stdin)["doctor"])')
 	$(RXL) run $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
 
 doctor: setup

@@ -344,6 +344,7 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
         if as_json:
             click.echo(json.dumps({"check_only": True, "src": req.src, "src_kind": kind,
                                    "target": req.target.url if req.target else None,
+                                   "doctor": "ssh" if req.target else "guest",
                                    "says": says, "ran": []}, indent=2))
         else:
             click.echo(says)
