@@ -196,6 +196,70 @@ def crossing_by_kind(ivs: Sequence[Interval], phase: str = "m") -> Dict[str, Tup
     return out
 
 
+def model_deal(g: inspect.Group, topo) -> Optional[model.Deal]:
+    """What rxl deal (rxl.decide.model.deal) deals this copy's members, their tags
+    (a learned tag as learned) in the view's member order, on the kernel's own
+    deal input ``rx_sum`` (15's ``sum``: the last two windows, fixed at the last
+    roll); None when it deals no map or the copy has no 15 counts."""
+    if not g.member_list or not g.rx_sum:
+        return None
+    tags = [model.Tag(m.tag, learned=m.kind == "learned") for m in g.member_list]
+    try:
+        return model.deal(topo, tags, dict(g.rx_sum))
+    except ValueError:
+        return None
+
+
+@dataclass
+class ModelCheck:
+    """The kernel's maps against rxl deal's on the kernel's own counts.
+
+    ``copies``: copies with a map and 15 counts; ``ranges_equal``: of those,
+    how many have exactly the ranges rxl deal gives (each receiving CPU's
+    offset and slots); ``n``: connections of the phase between two such
+    copies with a known handshake CPU and worker CPU; ``dealt``: of those,
+    how many went to a worker that rxl deal's map of the copy before or
+    after gives a slot in the handshake CPU's range (a CPU without a range
+    hashes over every member: any worker is dealt); ``off``: the first few
+    (handshake CPU, worker CPU, connections) that were not."""
+
+    copies: int = 0
+    ranges_equal: int = 0
+    n: int = 0
+    dealt: int = 0
+    off: List[Tuple[int, int, int]] = field(default_factory=list)
+
+
+def _allowed(d: Optional[model.Deal], g: inspect.Group, h: int, w: int) -> bool:
+    if d is None or h not in d.ranges:
+        return True                     # no map, or a CPU without slots: the hash
+    return any(g.member_list[i].tag == w for i in set(d.slots_of(h)))
+
+
+def model_check(vs: Sequence[View], topo, phase: str = "m") -> ModelCheck:
+    """:class:`ModelCheck` over the copies ``vs`` of one run on ``topo``."""
+    out = ModelCheck()
+    deals = [(v, model_deal(v.group, topo)) if v.group is not None and v.group.map_slots
+             else (v, None) for v in vs]
+    for v, d in deals:
+        if d is not None:
+            out.copies += 1
+            out.ranges_equal += d.ranges == v.group.ranges
+    for (p, dp), (q, dq) in zip(deals, deals[1:]):
+        if dp is None or dq is None:
+            continue
+        for (ph, h, w), c in sorted(q.counts.items()):
+            k = c - p.counts.get((ph, h, w), 0)
+            if ph != phase or h < 0 or w < 0 or k <= 0:
+                continue
+            out.n += k
+            if _allowed(dp, p.group, h, w) or _allowed(dq, q.group, h, w):
+                out.dealt += k
+            elif len(out.off) < 8:
+                out.off.append((h, w, k))
+    return out
+
+
 def _pct(x: Optional[float]) -> str:
     return "-" if x is None else f"{100 * x:.1f}%"
 

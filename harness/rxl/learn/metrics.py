@@ -106,6 +106,8 @@ class RunMetrics:
     measured and as ``policy`` predicts. ``rx_cpus``: the NIC's receive-queue
     CPUs (else the handshake CPUs seen); ``rx_colocated``: of the connections
     accepted by workers on those CPUs, the share received on the worker's own CPU.
+    ``model_check``: the kernel's maps in the groups view against rxl deal's on
+    the kernel's own counts (rxl.learn.groups.model_check), None without views.
     """
 
     label: str
@@ -130,6 +132,7 @@ class RunMetrics:
     predicted_by_distance: Dict[str, float] = field(default_factory=dict)
     rx_cpus: List[int] = field(default_factory=list)
     rx_colocated: Optional[float] = None
+    model_check: Optional[groups.ModelCheck] = None
     notes: List[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -315,11 +318,15 @@ def targets(m: RunMetrics) -> List[Target]:
       starved, the workers on receiving CPUs co-located >= 99 % (the exact
       ring is dealt first: such a worker's 16 slots are all in its own CPU's
       range) and the exact share within 3 binomial SD of the deal's
-      prediction; whether every connection went where the kernel's own
-      learned counts deal it is :mod:`rxl.learn.groups`' check (per copy of
-      the groups view), the per-class shares beside the deal of the run's
-      total counts are shown, not targeted (the kernel deals each window's
-      counts, whose supply moves a few slots from window to window);
+      prediction; the per-class shares beside the deal of the run's total
+      counts are shown, not targeted (the kernel deals each window's counts,
+      whose supply moves a few slots from window to window);
+    * learn-on / learn-spread with the groups view (learnd -G, the 15 series):
+      every map the kernel published equals rxl deal's on the kernel's own
+      counts (the ranges), and >= 99 % of the measured connections went to a
+      worker that map gives a slot in the handshake CPU's range (on the NUMA
+      guest this is "node-1 workers dealt from the receiving CPUs the deal
+      says"; :func:`rxl.learn.groups.model_check`);
     * learn-off and pristine: co-location within 3 binomial SD of the hash's
       prediction ("behave as the hash").
     """
@@ -343,6 +350,14 @@ def targets(m: RunMetrics) -> List[Target]:
                               f"{m.colocated:.1%} vs {m.predicted_colocated:.1%} "
                               f"(SD {sd:.1%})",
                               abs(m.colocated - m.predicted_colocated) <= 3 * sd))
+    if learning and m.model_check is not None and m.model_check.copies:
+        c = m.model_check
+        out.append(Target(m.label, "kernel maps = rxl deal of the kernel's counts",
+                          f"{c.ranges_equal} of {c.copies} copies",
+                          c.ranges_equal == c.copies))
+        if c.n:
+            out.append(Target(m.label, "connections dealt as rxl deal deals them >= 99%",
+                              f"{c.dealt / c.n:.2%} of {c.n}", c.dealt >= 0.99 * c.n))
     if m.config in ("learn-off", "pristine") and m.hash_colocated is not None:
         sd = binomial_sd(m.hash_colocated, m.n)
         out.append(Target(m.label, "co-location as the hash (3 SD)",
@@ -401,6 +416,13 @@ def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
                         if m.queue_agreement is not None else "")
                      + (f"; hardware-hashed {_pct(m.hw_hashed)}" if m.hw_hashed is not None
                         else ""))
+        if m.model_check is not None and m.model_check.copies:
+            c = m.model_check
+            lines.append(f"  groups view: {c.copies} copies with a map, {c.ranges_equal} with "
+                         f"rxl deal's ranges on the kernel's counts; measured connections "
+                         f"between them {c.n}, dealt as rxl deal deals them {c.dealt}"
+                         + (f"; not: {', '.join(f'rx {h} -> cpu {w} x{k}' for h, w, k in c.off)}"
+                            if c.off else ""))
         for t in targets(m):
             lines.append(f"  target {'MET ' if t.met else 'MISS'} {t.what}: {t.measured}")
         for note in m.notes:
@@ -443,9 +465,13 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
             errors.append(f"{path}: run {label}: no DONE line (learnd did not finish)")
             continue
         try:
-            metrics.append(analyze(run, topo, rxq))
+            m = analyze(run, topo, rxq)
         except LearnError as exc:
             errors.append(f"{path}: {exc}")
+            continue
+        if run.views:
+            m.model_check = groups.model_check(groups.views(run.views), topo)
+        metrics.append(m)
     if con.outcome != "completed" and runs:
         errors.append(f"{path}: guest {con.outcome} ({show(con.last_line, 80)})")
     return {"log": path, "outcome": con.outcome, "topology": topo.name,

@@ -785,3 +785,21 @@ def test_cli_target_names_the_guest_shape(tmp_path):
                       (["--targets", "/x.yaml"], "only with --target NAME")):
         bad = CliRunner().invoke(main, base + args)
         assert bad.exit_code == 2 and msg in bad.output, bad.output
+
+
+def test_the_model_check_is_a_target_of_the_learning_runs():
+    from rxl.learn import groups as G
+    m = M.analyze(_runs(PATCHED)["learn-on.all"], QEMU, [0, 2])
+    m.model_check = G.ModelCheck(copies=4, ranges_equal=4, n=1000, dealt=995)
+    got = {t.what: (t.met, t.measured) for t in M.targets(m)}
+    assert got["kernel maps = rxl deal of the kernel's counts"] == (True, "4 of 4 copies")
+    assert got["connections dealt as rxl deal deals them >= 99%"] == (True, "99.50% of 1000")
+    m.model_check = G.ModelCheck(copies=4, ranges_equal=3, n=1000, dealt=989,
+                                 off=[(0, 20, 11)])
+    got = {t.what: t.met for t in M.targets(m)}
+    assert not got["kernel maps = rxl deal of the kernel's counts"]
+    assert not got["connections dealt as rxl deal deals them >= 99%"]
+    assert "not: rx 0 -> cpu 20 x11" in M.table([m])
+    off = M.analyze(_runs(PATCHED)["learn-off.rxq"], QEMU, [0, 2])
+    off.model_check = m.model_check          # learning off: the hash, no such target
+    assert all("rxl deal" not in t.what for t in M.targets(off))

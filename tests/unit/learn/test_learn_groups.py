@@ -276,3 +276,49 @@ def test_learnd_copies_the_view_and_counts(tmp_path):
     assert sum(n for (p, _, _), n in last.items() if p == "m") == 6
     assert [v.t_ms for v in vs] == sorted(v.t_ms for v in vs)
     assert all(w["tag"] == "unknown" for w in run.workers)
+
+
+# ------------------------------- the kernel's maps against rxl deal's (15 view)
+
+NUMA = Path(__file__).resolve().parents[2] / "data" / "topology" / "qemu-2s2d4c2t-numa.xml"
+
+
+def _view15(d, tags, rx_sum, *, ranges=None):
+    """The 15 series' groups view of a group dealt ``d`` (abi15.md's format)."""
+    lines = [f"group port 8080 af inet members {len(tags)} map {d.total_slots} "
+             "rebuilds 4 nomap 0", "learn window_ms 10000 age_ms 500 rolls 3"]
+    lines += [f"rx {c} last {n // 2} cur 7 sum {n}" for c, n in sorted(rx_sum.items())]
+    lines += [f"member {i} tag {t} learned slots 16" for i, t in enumerate(tags)]
+    lines += [f"cpu {c} offset {o} slots {k}"
+              for c, (o, k) in sorted((ranges or d.ranges).items())]
+    return lines
+
+
+def test_model_check_deals_the_kernels_own_counts():
+    """32 workers, one per CPU of the NUMA guest, receive on node 0's eight
+    interrupt CPUs: rxl deal on the view's `sum` gives every copy's ranges, and a
+    connection counts as dealt when its worker holds a slot of its handshake CPU's
+    range; one sent to a worker of another range is not."""
+    from rxl.decide import topology
+    topo = topology.load(str(NUMA))
+    tags = list(range(32))
+    rx_sum = {c: 1000 + 10 * c for c in range(0, 16, 2)}
+    d = model.deal(topo, [model.Tag(t, learned=True) for t in tags], rx_sum)
+    dealt_from_0 = sorted({tags[i] for i in d.slots_of(0)})
+    assert dealt_from_0 == [0, 1, 16, 17]      # exact, SMT, then node 1 in CPU order
+    raw = []
+    for seq, counts in enumerate([{}, {("m", 0, 0): 40, ("m", 0, 16): 38, ("m", 2, 3): 41},
+                                  {("m", 0, 0): 80, ("m", 0, 16): 75, ("m", 2, 3): 80,
+                                   ("m", 0, 20): 2, ("w", 0, 20): 9}]):
+        x = ",".join(f"{p}:{h}:{w}:{n}" for (p, h, w), n in counts.items()) or "-"
+        raw.append({"seq": seq, "t_ms": 5000 * seq, "phase": "m", "err": 0, "x": x,
+                    "lines": _view15(d, tags, rx_sum)})
+    c = G.model_check(G.views(raw), topo)
+    assert (c.copies, c.ranges_equal) == (3, 3)
+    assert (c.n, c.dealt) == (80 + 75 + 80 + 2, 80 + 75 + 80)
+    assert c.off == [(0, 20, 2)]               # CPU 20's worker is dealt from CPU 4
+    # a copy whose ranges are not rxl deal's is counted as such
+    bad = dict(d.ranges)
+    bad[0], bad[2] = (bad[0][0], bad[0][1] + 1), (bad[2][0] + 1, bad[2][1] - 1)
+    raw[1]["lines"] = _view15(d, tags, rx_sum, ranges=bad)
+    assert G.model_check(G.views(raw), topo).ranges_equal == 2
