@@ -139,7 +139,11 @@ tree_opts = OptionGroup(
     option("--base-url", default=None,
            help="Without --src: fetch the base from this URL or local repository "
                 "[default: $RXL_BASE_URL, else GitHub's copy of patches/BASE's "
-                "repository]."))
+                "repository]."),
+    option("--no-series", "no_series", is_flag=True,
+           help="Build and boot the tree as it is, without the series (a pristine tree, "
+                "a tree of another release): FreeBSD's own cases must pass, the report "
+                "says the series' cases are absent; no pristine or spread boot."))
 #: Where builds and staged files go: every machine (BuildRequest's directories).
 dirs_opts = OptionGroup(
     "dirs",
@@ -248,7 +252,13 @@ def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
     if not p["spread"]:
         refuse_given(ctx, ("tests_on_spread",), "not with --no-spread: there is no spread "
                                                 "boot to run the suite on")
+    if p["no_series"]:
+        refuse_given(ctx, ("kernel", "pristine_kernel", "pristine_src", "auto_pristine",
+                           "tests_on_spread", "new_programs"),
+                     "not with --no-series: the tree is built and booted as it is, alone")
     if ssh_target is not None:
+        refuse_given(ctx, ("no_series",), f"only for the own QEMU guest, not with --target "
+                                          f"{ssh_target.label}")
         own = tuple(n for n in kernel_opts.params if n != "kernel") + guest_opts.params
         refuse_given(ctx, own, f"only for the own QEMU guest, not with --target "
                                f"{ssh_target.label}")
@@ -294,7 +304,7 @@ def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[s
 @session_opts
 @report_opts
 @click.pass_context
-def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine_src,
+def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kernel, pristine_src,
         auto_pristine, spread, tests_on_spread, modules, memory_mib, transport, ssh_wait,
         case_timeout,
         atf_vars, new_programs, tests, atf_dir, rebuild_world, target_spec, targets_file,
@@ -311,20 +321,21 @@ def run(ctx, src, base_url, objdir, guest_dir, kernel, pristine_kernel, pristine
                             _opt(ctx, name))
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
-    stests = series_tests(atf_dir)
+    stests = [] if no_series else series_tests(atf_dir)
     req = RunRequest(
         src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
         kernel=os.path.abspath(kernel) if kernel else None,
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
-        spread=spread, case_timeout=case_timeout,
+        spread=spread and not no_series, case_timeout=case_timeout, series=not no_series,
         atf_vars=tuple(_parse_atf_var(v) for v in atf_vars),
         new_programs=tuple(new_programs) + tuple(n for n, _ in stests),
         extra_tests=tuple(stests) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,
         dry_run=dry_run, rebuild_world=rebuild_world,
         pristine_src=os.path.abspath(pristine_src) if pristine_src else None,
-        tests_on_spread=tests_on_spread, auto_pristine=auto_pristine and ssh_target is None,
+        tests_on_spread=tests_on_spread,
+        auto_pristine=auto_pristine and ssh_target is None and not no_series,
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
         base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),

@@ -39,6 +39,8 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from rxl import paths
 from rxl.errors import RxlError
 from rxl.tree import base as tree_base
+from rxl.tree import patch as tree_patch
+from rxl.tree import version as tree_version
 from rxl.tree import build as tree_build
 from rxl.tree import toolchain
 from rxl.tree import world as tree_world
@@ -152,6 +154,8 @@ class Machine(abc.ABC):
         is when the series is applied there, else a work clone with the series
         applied, or (no ``--src``) the base fetched first, which is then also the
         pristine tree."""
+        if not req.series:
+            return self.series_absent(req, st)
         try:
             tree, kind = tree_base.resolve(req.src, req.work or str(paths.work_root()),
                                            base_url_override=req.base_url,
@@ -174,6 +178,27 @@ class Machine(abc.ABC):
         return StageRecord("series", "ok", commands=tree.commands,
                            detail=f"{tree.how}; HEAD {head}; {n} commits on the base; "
                                   f"{n_mod} uncommitted changes")
+
+    def series_absent(self, req: BuildRequest, st: RunState) -> StageRecord:
+        """``--no-series``: ``--src`` as it is, or (none) the base fetched; nothing applied."""
+        src = req.src
+        cmds: List[str] = []
+        if src is None:
+            base = tree_patch.parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
+            try:
+                fetched = tree_base.fetch_base(
+                    tree_base.base_url(base.repository, req.base_url), base.commit,
+                    str(Path(req.work or paths.work_root()) / f"base-{base.commit[:12]}"),
+                    dry_run=req.dry_run, echo=st.echo)
+            except tree_base.TreeError as exc:
+                raise StageFailed(f"series: {exc}") from None
+            src, cmds = fetched.src, fetched.commands
+        st.src = src
+        v = tree_version.version_or_none(src)
+        said = v.describe() if v else "a tree that does not say its version"
+        return StageRecord("series", "planned" if req.dry_run and cmds else "ok",
+                           commands=cmds, detail=f"--no-series: {src} ({said}) as it is; the "
+                           "series is not applied and its cases are absent")
 
     def build(self, req: BuildRequest, st: RunState) -> StageRecord:
         """The patched kernel (unless ``--kernel``), then, unless one is given or
@@ -288,6 +313,10 @@ class Machine(abc.ABC):
         if req.dry_run:
             return StageRecord("report", "planned", detail=files)
         st.verdict = self.verdict(req, st)
+        if not req.series:
+            for run in st.runs.values():
+                run.notes.insert(0, "series: not applied (--no-series): the series' cases "
+                                    "are absent; FreeBSD's own must pass")
         extra = modboot.reasons(st.runs)
         if extra:
             st.verdict.ok = False

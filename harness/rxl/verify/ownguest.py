@@ -107,13 +107,19 @@ def boots(req: BuildRequest, patched_kernel: str,
     none means no pristine boot.
     """
     pristine_kernel = pristine_kernel or req.pristine_kernel
-    out = [("patched", patched_kernel, {})]
+    out = [(run_label(req), patched_kernel, {})]
     if req.spread:
         for label, value in SPREAD_BOOTS.items():
             out.append((label, patched_kernel, {spread_tunable(req): value}))
     if pristine_kernel:
         out.append(("pristine", pristine_kernel, {}))
     return out
+
+
+def run_label(req: BuildRequest) -> str:
+    """The label of the boot of the tree's kernel: ``patched``, or ``tree`` with
+    ``--no-series`` (the tree as it is)."""
+    return "patched" if req.series else "tree"
 
 
 def guest_config(root: str, req: GuestRequest) -> qemu.GuestConfig:
@@ -248,13 +254,15 @@ class SerialGuest(Machine):
         both, the runs that ran programs hold cases, the spread boots place their
         queues, every run completed."""
         v = report_mod.verdict(
-            st.runs, pristine="pristine" if "pristine" in st.runs else None,
-            placements={**{label: 0 for label in ("patched", "pristine") if label in st.runs},
+            st.runs, patched=run_label(req),
+            pristine="pristine" if "pristine" in st.runs else None,
+            placements={**{label: 0 for label in ("patched", "tree", "pristine")
+                           if label in st.runs},
                         **{label: int(value) for label, value in SPREAD_BOOTS.items()
                            if label in st.runs}},
             new_programs=req.new_programs, base_programs=BASE_PROGRAMS,
             need_cases=self.case_runs(req, st))
-        if "pristine" not in st.runs:
+        if "pristine" not in st.runs and req.series:
             v.ok = False
             v.reasons.append("pristine: no pristine kernel given (--pristine-kernel); "
                              "the must-fail-on-pristine rule is unchecked")

@@ -109,6 +109,12 @@ def check_request(req: RunRequest, *, ssh: bool = True,
             programs_in(req.programs_dir)
         if not target_needs_tree(req):
             return None  # no tree is used: the programs are given, no kernel is built
+    if req.src is not None and not req.series:
+        try:
+            tree_base.check_tree_dir(req.src)
+        except tree_base.TreeError as exc:
+            raise BadOption(str(exc).partition(" ")[2], "--src") from None
+        return "as-is"
     if req.src is None:
         if shutil.which("git") is None:
             raise HostError("git is not installed, so the base cannot be fetched: "
@@ -221,6 +227,12 @@ def check_workdir(workdir: str) -> None:
 CHECKED = {"applied": "the series is applied; it is built as it is",
            "base": "holds the base; the series will be applied in a work clone under "
                    "$RXL_WORK (the tree itself is not touched)",
-           "plain": "not a git tree; the series' files are there; built as it is"}
+           "plain": "not a git tree; the series' files are there; built as it is",
+           "own-applied": "of the series' release from another history, carrying the "
+                          "series; built as it is",
+           "own-base": "of the series' release from another history; the series will be "
+                       "applied on its HEAD in a work clone under $RXL_WORK, and the tree "
+                       "itself is the pristine one",
+           "as-is": "--no-series: built and booted as it is; the series' cases are absent"}
 #: What it adds when the run goes to an SSH target and builds from the tree.
 CHECKED_TARGET = "; the test programs are built from it and the target's kernel runs them"

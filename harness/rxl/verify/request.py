@@ -43,12 +43,15 @@ class TreeRequest(ReportRequest):
     """The tree of the patched kernel. ``src``: the FreeBSD tree given (None:
     fetch the base); ``base_url``: where to fetch it from
     (rxl.tree.base.base_url); ``work``: the root of fetched trees and work
-    clones ($RXL_WORK); ``lock``: the build lock, held while a tree there changes."""
+    clones ($RXL_WORK); ``lock``: the build lock, held while a tree there changes;
+    ``series``: False (``--no-series``): the tree is built and booted as it is, without
+    the series, whose cases are then absent."""
 
     src: Optional[str] = None
     base_url: Optional[str] = None
     work: str = ""
     lock: Optional[str] = None
+    series: bool = True
 
 
 @dataclass

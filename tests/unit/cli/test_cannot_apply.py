@@ -54,6 +54,12 @@ SSH = ["run", "--target", "ssh://root@192.0.2.10", "--programs", "{tmp}/progs"]
     (["run", "--programs", "{tmp}/progs"], "--programs", "--target"),
     (["run", "--install-kernel"], "--install-kernel", "--target"),
     (["run", "--targets", "{tmp}/t.yaml"], "--targets", "--target"),
+    # --no-series: the tree as it is, alone
+    (["run", "--no-series", "--kernel", "/k"], "--kernel", "--no-series"),
+    (["run", "--no-series", "--pristine-kernel", "/k"], "--pristine-kernel", "--no-series"),
+    (["run", "--no-series", "--pristine-src", "{tmp}"], "--pristine-src", "--no-series"),
+    (["run", "--no-series", "--new-program", "x"], "--new-program", "--no-series"),
+    (SSH + ["--no-series"], "--no-series", "--target"),
 ])
 def test_run_refuses_an_option_that_cannot_apply(args, first, second, tmp_path,
                                                  monkeypatch, progs):

@@ -87,3 +87,4 @@ def test_modules_is_the_own_guest_s(tmp_path):
     res = CliRunner().invoke(main, ["run", "--target", "ssh://root@192.0.2.1", "--modules",
                                     "--dry-run", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "--modules" in res.output
+
