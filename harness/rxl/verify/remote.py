@@ -40,6 +40,8 @@ from rxl.errors import MachineError
 from rxl.guest import console
 from rxl.guest.image import render_rc
 from rxl.guest.ssh import SSHError, last_line
+from rxl.tree.base import REPO_PATCHES
+from rxl.tree.patch import SeriesError, parse_base
 from rxl.verify import parse
 from rxl.verify.kyua import (KYUA_LOGS, LIST_CASE, KyuaJUnitError, cases_from_kyua_junit,
                              kyua_commands, kyuafile, listing_notes, unlisted_programs)
@@ -51,19 +53,30 @@ SERIES_SYSCTL = "net.inet.tcp.reuseport_lb.groups"
 #: Default work directory on the target (/var/tmp survives a reboot, unlike /tmp
 #: on a tmpfs, so results outlive an --install-kernel reboot).
 DEFAULT_WORKDIR = "/var/tmp/rxl"
-#: The FreeBSD release the series is for (patches/BASE: 14.0-STABLE) and the
-#: architecture its test programs are built for (rxl.tree.world TARGET_TRIPLE).
-RELEASE_PREFIX = "14."
+#: The architecture the test programs are built for (rxl.tree.world TARGET_TRIPLE).
 ARCH = "amd64"
-#: kern.version's first line: ``FreeBSD 14.0-STABLE #0 <ident/branch>: <date>``
-#: (sys/conf/newvers.sh); the same text is in the kernel file's ``version[]``.
-_VERSION_RE = re.compile(rb"FreeBSD [0-9]+\.[0-9]+-[A-Za-z0-9.]+(?:-p[0-9]+)? #[0-9]+[^\n\x00]*")
+#: ``__FreeBSD_version`` / ``kern.osreldate`` per major (the Porter's Handbook's
+#: ``MMmmRxx``: 1500068 is 15.0, 1400097 is 14.0-STABLE).
+OSRELDATE_PER_MAJOR = 100000
+#: The release name a kernel's ``version[]`` and ``kern.version`` start with
+#: (sys/conf/newvers.sh: ``VERSION="${TYPE} ${RELEASE}"``, RELEASE
+#: ``${REVISION}-${BRANCH}``): ``FreeBSD 14.0-STABLE``, ``FreeBSD 15.0-RELEASE-p1``,
+#: and in the rebranded 15.0 snapshot ``Irid 0.0.2-ALPHA``. TYPE is any name.
+_RELEASE = rb"[A-Za-z][A-Za-z0-9_]* [0-9]+(?:\.[0-9]+)+-[A-Za-z0-9.]+(?:-p[0-9]+)?"
+#: newvers.sh's ``sccs[]``: ``@(#)`` and kern.version's first line, which ``version[]``
+#: repeats with a newline after it (reproducible builds leave out ``#N: date``).
+_SCCS_RE = re.compile(rb"@\(#\)(" + _RELEASE + rb"[^\n\x00]*)")
+#: ``version[]`` alone (a kernel without ``sccs[]``): ``<release> #N ...``.
+_VERSION_RE = re.compile(rb"(" + _RELEASE + rb" #[0-9]+[^\n\x00]*)\n")
 
 #: One shell line printing ``key=value`` lines; read by :func:`parse_probe`.
 PROBE_COMMAND = "; ".join([
     'echo "os=$(uname -s)"',
     'echo "release=$(uname -r)"',
     'echo "arch=$(uname -m)"',
+    # the kernel's __FreeBSD_version: the major goes by it, not by uname's name or
+    # release, which a rebranded tree changes (newvers.sh TYPE, REVISION)
+    'echo "osreldate=$(sysctl -n kern.osreldate 2>/dev/null)"',
     'echo "bootfile=$(sysctl -n kern.bootfile)"',
     # the first line with the shell's read: the own guest has no head(1) (rxl.tree.sshworld)
     'echo "version=$(sysctl -n kern.version | { IFS= read -r l; echo "$l"; })"',
@@ -79,7 +92,11 @@ class RemoteError(MachineError):
 
 @dataclass
 class TargetInfo:
-    """What :data:`PROBE_COMMAND` found. ``series``: the kernel has the series'
+    """What :data:`PROBE_COMMAND` found. ``os``, ``release``: ``uname -s``,
+    ``uname -r`` (kern.ostype, kern.osrelease: what newvers.sh's TYPE and RELEASE
+    say, ``Irid``, ``0.0.2-ALPHA`` in the rebranded 15.0 snapshot);
+    ``osreldate``: kern.osreldate (the kernel's ``__FreeBSD_version``), None when
+    the target has none (not FreeBSD); ``series``: the kernel has the series'
     sysctl; ``kyua``: path of kyua or ""."""
 
     os: str = ""
@@ -90,38 +107,86 @@ class TargetInfo:
     series: bool = False
     kyua: str = ""
     user: str = ""
+    osreldate: Optional[int] = None
+
+    @property
+    def major(self) -> Optional[int]:
+        """The FreeBSD major kern.osreldate names (15 for 1500068), or None."""
+        return None if self.osreldate is None else self.osreldate // OSRELDATE_PER_MAJOR
+
+    @property
+    def rebranded(self) -> bool:
+        """uname says another name or major than kern.osreldate (``Irid 0.0.2``)."""
+        return self.os != "FreeBSD" or not self.release.startswith(f"{self.major}.")
+
+    def reports(self) -> str:
+        """One line: what the target says it is and the major the harness takes
+        (``FreeBSD 15 (kern.osreldate 1500068); uname: Irid 0.0.2-ALPHA, rebranded``)."""
+        if self.osreldate is None:
+            return f"{self.os or 'an unknown OS'} {self.release} (no kern.osreldate)".strip()
+        brand = ", rebranded" if self.rebranded else ""
+        return (f"FreeBSD {self.major} (kern.osreldate {self.osreldate}); uname: "
+                f"{self.os} {self.release}{brand}")
 
     def summary(self) -> str:
-        return (f"{self.os} {self.release} {self.arch}, kernel {self.bootfile} "
+        return (f"{self.reports()}, {self.arch}, kernel {self.bootfile} "
                 f"({self.version}), series {'yes' if self.series else 'NO'}, "
                 f"kyua {self.kyua or 'absent'}, user {self.user}")
 
 
+#: The keys :data:`PROBE_COMMAND` prints, each on its own line.
+PROBE_KEYS = ("os", "release", "arch", "osreldate", "bootfile", "version", "series",
+              "kyua", "user")
+
+
 def parse_probe(text: str) -> TargetInfo:
-    """Read the probe's output. Raises RemoteError if a line is missing."""
+    """Read the probe's output. Raises RemoteError if a line is missing.
+    ``osreldate`` is None unless the line is a number of 7 digits (``MMmmRxx``)."""
     vals: Dict[str, str] = {}
     for line in text.splitlines():
         k, sep, v = line.partition("=")
         if sep:
             vals[k.strip()] = v.strip()
-    need = ("os", "release", "arch", "bootfile", "version", "series", "kyua", "user")
-    missing = [k for k in need if k not in vals]
+    missing = [k for k in PROBE_KEYS if k not in vals]
     if missing:
         raise RemoteError(f"probe output lacks {', '.join(missing)}: {text.strip()[:200]!r}")
+    rel = vals["osreldate"]
     return TargetInfo(os=vals["os"], release=vals["release"], arch=vals["arch"],
                       bootfile=vals["bootfile"], version=vals["version"],
                       series=vals["series"] not in ("", "absent"),
                       kyua="" if vals["kyua"] == "absent" else vals["kyua"],
-                      user=vals["user"])
+                      user=vals["user"],
+                      osreldate=int(rel) if re.fullmatch(r"[1-9][0-9]{6}", rel) else None)
 
 
-def check_target(info: TargetInfo, *, need_series: bool = True) -> None:
-    """Refuse (RemoteError, one line) a target the steering tests cannot run on."""
-    if info.os != "FreeBSD":
-        raise RemoteError(f"target runs {info.os or 'an unknown OS'}, not FreeBSD")
-    if not info.release.startswith(RELEASE_PREFIX):
-        raise RemoteError(f"target runs FreeBSD {info.release}; the series is for "
-                          f"{RELEASE_PREFIX}x (patches/BASE)")
+def series_freebsd_version(patches_dir: Path = REPO_PATCHES) -> int:
+    """``__FreeBSD_version`` of the base the series is for (``patches/BASE``:
+    1500068). Raises RemoteError when BASE is missing or names no number."""
+    try:
+        return int(parse_base((Path(patches_dir) / "BASE").read_text()).freebsd_version)
+    except (OSError, ValueError, SeriesError) as exc:
+        raise RemoteError(f"{patches_dir}/BASE: no __FreeBSD_version of the series' "
+                          f"base ({exc})") from None
+
+
+def check_target(info: TargetInfo, *, need_series: bool = True,
+                 want: Optional[int] = None) -> None:
+    """Refuse (RemoteError, one line) a target the steering tests cannot run on.
+
+    The FreeBSD major is kern.osreldate's (:attr:`TargetInfo.major`), never uname's
+    name or release: the rebranded 15.0 snapshot's kernel says ``Irid``
+    ``0.0.2-ALPHA`` and is FreeBSD 15. ``want``: the ``__FreeBSD_version`` the
+    test programs are for (default :func:`series_freebsd_version`); the target's
+    major must be its major.
+    """
+    if info.major is None:
+        raise RemoteError(f"target runs {info.os or 'an unknown OS'} (uname -s) with no "
+                          "kern.osreldate: not a FreeBSD kernel")
+    want = series_freebsd_version() if want is None else want
+    if info.major != want // OSRELDATE_PER_MAJOR:
+        raise RemoteError(f"target runs {info.reports()}; the series is for FreeBSD "
+                          f"{want // OSRELDATE_PER_MAJOR} (patches/BASE __FreeBSD_version "
+                          f"{want})")
     if info.arch != ARCH:
         raise RemoteError(f"target is {info.arch}; the test programs are built for {ARCH}")
     if need_series and not info.series:
@@ -131,14 +196,20 @@ def check_target(info: TargetInfo, *, need_series: bool = True) -> None:
 
 
 def kernel_version(data: bytes) -> str:
-    """The first line of a kernel's ``version[]`` (what kern.version starts with).
+    """The first line of a kernel's ``version[]`` (what kern.version starts with):
+    ``sccs[]``'s text when ``version[]`` repeats it, else a ``<TYPE> <RELEASE> #N``
+    line (both made by sys/conf/newvers.sh; TYPE may be a rebranding's, ``Irid``).
 
-    Raises RemoteError if ``data`` holds no FreeBSD version string.
+    Raises RemoteError if ``data`` holds no such version string.
     """
+    for m in _SCCS_RE.finditer(data):
+        if m.group(1) + b"\n" in data:
+            return m.group(1).decode("ascii", "replace").strip()
     m = _VERSION_RE.search(data)
     if not m:
-        raise RemoteError("no 'FreeBSD N.N-... #N' version string in the kernel file")
-    return m.group(0).decode("ascii", "replace").strip()
+        raise RemoteError("no '<TYPE> N.N-<BRANCH> #N' version string (sys/conf/newvers.sh) "
+                          "in the kernel file")
+    return m.group(1).decode("ascii", "replace").strip()
 
 
 def kernel_id(data: bytes) -> str:
@@ -327,8 +398,8 @@ class RemoteRun:
         w = self.job.workdir
         kyua = self.use_kyua()
         if self.dry and self.job.kyua is None:
-            self.s.commands.append("# the kyua path, taken when the probe finds kyua (FreeBSD "
-                                   "14's base has it); else run.sh's loop (--no-kyua shows it)")
+            self.s.commands.append("# the kyua path, taken when the probe finds kyua (FreeBSD's "
+                                   "base has it); else run.sh's loop (--no-kyua shows it)")
         r = self.s.run(claim_command(w), timeout=60)
         if r.rc != 0:
             why = last_line(r.stdout) or last_line(r.stderr) or f"exit {r.rc}"
@@ -381,6 +452,8 @@ class RemoteRun:
         if self.dry:
             return None
         res = parse.parse_file(log)
+        if self.info is not None:  # what the target says it is, and the major taken
+            res.notes.append(f"target reports {self.info.reports()}")
         if kyua:
             try:
                 res.cases = cases_from_kyua_junit(

@@ -21,14 +21,17 @@ TOPO = ('<groups><group level="1" cache-level="0"><cpu count="4" mask="f,0,0,0">
         '</cpu><children><group level="2" cache-level="3"><cpu count="2" mask="3,0,0,0">0, 1'
         '</cpu></group><group level="2" cache-level="3"><cpu count="2" mask="c,0,0,0">2, 3'
         '</cpu></group></children></group></groups>')
-PRISTINE = "FreeBSD 14.0-STABLE #0 main-n24-2f2a4162b: Mon Nov 30 05:00:00 UTC 2026"
-PATCHED = "FreeBSD 14.0-STABLE #0 rxl-n27-6e3263468: Mon Nov 30 06:40:00 UTC 2026"
+#: The rebranded 15.0 snapshot's kernels (patches/BASE; sys/conf/newvers.sh: TYPE
+#: Irid, RELEASE 0.0.2-ALPHA, sys/sys/param.h: 1500068): uname says Irid, the
+#: osreldate says 15.
+PRISTINE = "Irid 0.0.2-ALPHA #0 main-n1-2ec8aa904381: Mon Nov 30 05:00:00 UTC 2026"
+PATCHED = "Irid 0.0.2-ALPHA #0 rxl-n5-6e3263468abc: Mon Nov 30 06:40:00 UTC 2026"
 
 
 def fake_freebsd(bindir, state, boot):
     """Write the stand-ins; ``state`` holds bootfile, version, boottime, series."""
     scripts = {
-        "uname": 'case "$1" in -s) echo FreeBSD;; -r) echo 14.0-STABLE;; -m) echo amd64;; '
+        "uname": 'case "$1" in -s) echo Irid;; -r) echo 0.0.2-ALPHA;; -m) echo amd64;; '
                  'esac',
         "sysctl": textwrap.dedent(f"""\
             S={state}
@@ -40,6 +43,7 @@ def fake_freebsd(bindir, state, boot):
                 esac; exit 0
             fi
             case "$2" in
+            kern.osreldate) echo 1500068;;
             kern.bootfile) cat $S/bootfile;;
             kern.version) cat $S/version; echo "    root@h:/obj/RXL";;
             kern.boottime) cat $S/boottime;;
@@ -59,7 +63,7 @@ def fake_freebsd(bindir, state, boot):
             if [ -e $S/nextboot ]; then
                 k={boot}/$(cat $S/nextboot)/kernel
                 echo $k > $S/bootfile
-                tr '\\000' '\\n' < $k | grep -a -o 'FreeBSD 14.*2026' | head -n 1 > $S/version
+                tr '\\000' '\\n' < $k | grep -a -o 'Irid 0.*2026' | head -n 1 > $S/version
                 touch $S/series
                 rm $S/nextboot
             fi"""),
@@ -138,6 +142,8 @@ def test_refuses_pristine_kernel_then_installs_and_runs(box):
     assert [(c.name, c.status) for c in res.cases] == [("lb_test:works", "passed"),
                                                        ("lb_test:breaks", "failed")]
     assert res.cases[1].reason == "member 4 got no connection"
+    assert ("target reports FreeBSD 15 (kern.osreldate 1500068); uname: Irid 0.0.2-ALPHA, "
+            "rebranded") in res.notes
     assert res.rxq == {"dev.em.0.iflib.rxq0.cpu": 0, "dev.em.0.iflib.rxq1.cpu": 2}
     assert res.sockets == [(0, 1), (2, 3)]
     assert res.sysctls["net.isr.dispatch"] == "direct"
@@ -303,7 +309,8 @@ def test_pipeline_over_ssh_writes_the_three_reports(box, monkeypatch):
                                             "report"]
     assert [r.status for r in st.records] == ["ok", "skipped", "skipped", "ok", "ok", "ok"]
     target = st.records[3]
-    assert "box: FreeBSD 14.0-STABLE amd64" in target.detail and "series yes" in target.detail
+    assert ("box: FreeBSD 15 (kern.osreldate 1500068); uname: Irid 0.0.2-ALPHA, rebranded, "
+            "amd64") in target.detail and "series yes" in target.detail
     assert f"rm -rf {opts.workdir}" in target.detail
     out = tmp_path / "out"
     rep = json.loads((out / "report.json").read_text())
