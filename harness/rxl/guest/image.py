@@ -31,7 +31,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 import jinja2
 
 from rxl.errors import MachineError
-from rxl.guest.protocol import MARK
+from rxl.guest.protocol import MARK, host_sysctl_snapshot
 
 TEMPLATES = Path(__file__).with_name("templates")
 #: Root device of the FAT disk on q35's AHCI port 0 (measured: ada0, slice 1).
@@ -93,7 +93,8 @@ def render_rc(label: str, programs: Sequence[str], *,
               sysctls: Sequence[str] = DEFAULT_SYSCTLS, poweroff: bool = True,
               setup_lo: bool = True, cwd: str = "/",
               path: str = "/sbin:/bin:/usr/sbin:/usr/bin", sshd_lines: Sequence[str] = (),
-              hold: bool = False, atf_vars: Sequence[Tuple[str, str]] = ()) -> str:
+              hold: bool = False, atf_vars: Sequence[Tuple[str, str]] = (),
+              host_after: bool = True) -> str:
     """Text of the guest's ``/etc/rc``.
 
     ``programs``: guest paths of ATF test programs, run case by case.
@@ -103,7 +104,10 @@ def render_rc(label: str, programs: Sequence[str], *,
     ``sshd_lines``: shell lines after lo0 (rxl.guest.sshguest.rc_lines);
     ``hold``: stay up after the end marker (for SSH) instead of powering off.
     ``atf_vars``: (name, value) ATF configuration variables given to every
-    case as ``-v name=value`` (e.g. ``("churn_seconds", "200")``). Raises
+    case as ``-v name=value`` (e.g. ``("churn_seconds", "200")``).
+    The host's lbgroup sysctls are recorded before the cases and, unless
+    ``host_after`` is False (kyua runs the cases after the rc: its caller
+    records them then), after them (:func:`rxl.guest.protocol.host_sysctl_snapshot`). Raises
     ValueError on a label or path with whitespace (they are words in the
     sentinel lines), and on a variable name that is not ``[A-Za-z0-9_.]+`` or
     a value that is empty or holds whitespace or shell metacharacters.
@@ -119,7 +123,9 @@ def render_rc(label: str, programs: Sequence[str], *,
         label=label, programs=list(programs), case_timeout=case_timeout,
         sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
         path=path, sshd_lines=list(sshd_lines), hold=hold, wake=CASE_WAKE,
-        atf_args="".join(f" -v {n}={v}" for n, v in atf_vars))
+        atf_args="".join(f" -v {n}={v}" for n, v in atf_vars),
+        host_before=host_sysctl_snapshot("before"),
+        host_after=host_sysctl_snapshot("after") if host_after else "")
 
 
 #: What an ATF configuration variable's name and value may hold in the rc

@@ -54,3 +54,39 @@ LOR_PAIR = re.compile(r"^lock order (.+?) -> (.+?) (?:attempted|established) at:
 #: at patches/BASE, patched or not).  A reversal cut off before its pair
 #: line counts as a failure.
 KNOWN_LORS = frozenset({("callout", "sched lock")})
+
+#: The host sysctls a run must leave as it found them (issue 23: the learn cases
+#: once set ``reuseport_lb.learn`` in vnet0 and every lbgroup of the machine then
+#: learned): every name under :data:`HOST_SYSCTL_PARENT` that starts with
+#: :data:`HOST_SYSCTL_PREFIX`, in the VNET the rc runs in (vnet0).
+HOST_SYSCTL_PARENT = "net.inet.tcp"
+HOST_SYSCTL_PREFIX = "net.inet.tcp.reuseport_lb"
+#: The value recorded for a name that is not a setting: sysctl(8)'s ``-W`` leaves
+#: it out (read-only or a statistic, e.g. the groups view, which shows the
+#: machine's listening sockets, not a setting a run can leave behind).
+HOST_SYSCTL_READ_ONLY = "(read-only)"
+#: The phases of the record: before the first case and after the last.
+HOST_PHASES = ("before", "after")
+
+
+def host_sysctl_key(name: str, phase: str) -> str:
+    """The key of ``name``'s value in a run's sysctls (``<name>@<phase>``); the
+    record's own line is ``<prefix>*@<phase>``, its value the number of names."""
+    return f"{name}@{phase}"
+
+
+def host_sysctl_snapshot(phase: str) -> str:
+    """One line of sh (FreeBSD's sh and sysctl(8) only: the own guest's rc has
+    no grep) printing a ``SYSCTL <name>@<phase>: <value>`` sentinel for every
+    host lbgroup sysctl (:data:`HOST_SYSCTL_PREFIX`; the value of those
+    ``sysctl -NW`` does not list is :data:`HOST_SYSCTL_READ_ONLY`), then
+    ``SYSCTL <prefix>*@<phase>: <number of names>``, the line that says the
+    record was taken. Raises ValueError for a phase not in :data:`HOST_PHASES`."""
+    if phase not in HOST_PHASES:
+        raise ValueError(f"host sysctl record: phase {phase!r} is not one of {HOST_PHASES}")
+    parent, prefix, ro = HOST_SYSCTL_PARENT, HOST_SYSCTL_PREFIX, HOST_SYSCTL_READ_ONLY
+    return (f"w=' '; for n in $(sysctl -NW {parent} 2>/dev/null); do w=\"$w$n \"; done; "
+            f"k=0; for n in $(sysctl -N {parent} 2>/dev/null); do case \"$n\" in {prefix}*) "
+            f"k=$((k + 1)); case \"$w\" in *\" $n \"*) v=$(sysctl -n \"$n\" 2>&1);; "
+            f"*) v='{ro}';; esac; echo \"{MARK} SYSCTL {host_sysctl_key('$n', phase)}: $v\";; "
+            f"esac; done; echo \"{MARK} SYSCTL {host_sysctl_key(prefix + '*', phase)}: $k\"")

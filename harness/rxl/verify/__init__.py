@@ -8,7 +8,9 @@ driven by ``remote``, with kyua's path in ``kyua``); the request types
 (``pipeline``), the checks before the first stage (``preflight``), kernel
 stamps and the series' base (``kernels``); the console parser (``parse``:
 console lines -> results), where the RX queues landed (``placement``), the
-reports (``report``: the verdict, report.json, junit.xml, the table); the
+reports (``report``: the verdict, report.json, junit.xml, the table), the
+rule that a run leaves the host's lbgroup sysctls as it found them
+(``hostsysctl``); the
 kernel's groups view (``inspect``); and the ``rxl run``, ``rxl parse`` and
 ``rxl inspect`` commands (``cli``).
 

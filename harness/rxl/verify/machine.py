@@ -44,7 +44,7 @@ from rxl.tree import version as tree_version
 from rxl.tree import build as tree_build
 from rxl.tree import toolchain
 from rxl.tree import world as tree_world
-from rxl.verify import kernels, modboot
+from rxl.verify import hostsysctl, kernels, modboot
 from rxl.verify import report as report_mod
 from rxl.verify.pipeline import RunState, Stage, StageFailed, StageRecord, json_text
 from rxl.verify.request import BuildRequest, CasesRequest, RunRequest
@@ -307,7 +307,8 @@ class Machine(abc.ABC):
         return StageRecord("world", "ok", log=log, commands=cmds, detail=detail)
 
     def report(self, req: RunRequest, st: RunState) -> StageRecord:
-        """The verdict (:meth:`verdict`), and report.json, junit.xml and report.txt."""
+        """The verdict (:meth:`verdict`, the module boot's rule and the host sysctls'
+        rule, :mod:`rxl.verify.hostsysctl`), and report.json, junit.xml and report.txt."""
         out = Path(req.out)
         files = f"{out}/report.json, {out}/junit.xml, {out}/report.txt"
         if req.dry_run:
@@ -317,7 +318,7 @@ class Machine(abc.ABC):
             for run in st.runs.values():
                 run.notes.insert(0, "series: not applied (--no-series): the series' cases "
                                     "are absent; FreeBSD's own must pass")
-        extra = modboot.reasons(st.runs)
+        extra = modboot.reasons(st.runs) + hostsysctl.reasons(st.runs)
         if extra:
             st.verdict.ok = False
             st.verdict.reasons.extend(extra)

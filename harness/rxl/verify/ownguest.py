@@ -56,7 +56,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from rxl import paths
 from rxl.errors import MachineError, RxlError
 from rxl.guest import console, image, qemu, sshguest
-from rxl.guest.protocol import PANIC_PATTERNS
+from rxl.guest.protocol import PANIC_PATTERNS, host_sysctl_snapshot
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
 from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
@@ -78,6 +78,12 @@ SPREAD_BOOTS = {"spread": "1"}
 #: What to do when the installed QEMU cannot run the guest's shape.
 QEMU_ADVICE = ("run `rxl doctor --install` (on Debian 12 it adds bookworm-backports' "
                "QEMU 10), or pick a shape for this QEMU: --target guest-e1000e")
+
+
+#: The boot stage's note on the host sysctls each rc records (rxl.verify.hostsysctl).
+HOST_SYSCTL_PLAN = ("# each boot's rc (run.sh over SSH) records the host's lbgroup sysctls "
+                    "before its cases, and after them unless kyua runs them: "
+                    + host_sysctl_snapshot("before"))
 
 
 def shape_of(req: GuestRequest) -> Shape:
@@ -191,6 +197,7 @@ class SerialGuest(Machine):
             details.append(detail)
             if failure:
                 failures.append(failure)
+        cmds.append(HOST_SYSCTL_PLAN)
         if req.dry_run:
             return StageRecord("boot", "planned", commands=cmds)
         rec = StageRecord("boot", "failed" if failures else "ok", commands=cmds,
@@ -418,6 +425,10 @@ class SSHGuest(SerialGuest):
                          f"the serial path (root {st.stage_dir / (label + '-serial')}, the rc "
                          "runs the cases on the console)" if req.ssh_fallback
                          else "a failed boot (--transport ssh: no fallback)")]
+            if req.kyua is not False:
+                cmds.append("# then kyua runs the cases (run.sh records the host sysctls "
+                            "before them only); after it: sh -c "
+                            + shlex.quote(host_sysctl_snapshot("after")))
             if req.dry_run:
                 continue
             st.echo(f"boot: {label}: QEMU started, serial console {serial}")
@@ -439,6 +450,7 @@ class SSHGuest(SerialGuest):
                                                      not isinstance(exc, CrashedBoot) else "")
                                 + f" (serial console {serial})")
                 details.append(f"{label}: failed")
+        cmds.append(HOST_SYSCTL_PLAN)
         if req.dry_run:
             return StageRecord("boot", "planned", commands=cmds)
         for f in failures:

@@ -20,7 +20,10 @@ text ``--dry-run`` and the README print:
   booted) and ``rm -rf /boot/kernel.rxl-<id>``; a reboot returns to the
   installed kernel;
 * nothing else: no package is installed, no file outside these is written,
-  the loopback and NIC settings are only read (``sysctl -n``).
+  the loopback and NIC settings are only read (``sysctl -n``). The cases may
+  set ``net.inet.tcp.reuseport_lb*`` sysctls only in their own vnet jails: the
+  host's are recorded before and after them and a run that leaves one changed
+  fails (:mod:`rxl.verify.hostsysctl`).
 
 The tests run as the SSH user (root by default; the ATF programs open
 listening sockets and set socket options, which a normal user may do, but
@@ -39,6 +42,7 @@ from typing import Dict, List, Optional, Tuple
 from rxl.errors import MachineError
 from rxl.guest import console
 from rxl.guest.image import render_rc
+from rxl.guest.protocol import host_sysctl_snapshot
 from rxl.guest.ssh import SSHError, last_line
 from rxl.tree.base import REPO_PATCHES
 from rxl.tree.patch import SeriesError, parse_base
@@ -391,7 +395,7 @@ class RemoteRun:
         return render_rc(self.job.label, progs, case_timeout=self.job.case_timeout,
                          atf_vars=self.job.atf_vars,
                          poweroff=False, setup_lo=False, cwd=self.job.workdir,
-                         path=self.job.path)
+                         path=self.job.path, host_after=not kyua)
 
     def upload(self) -> str:
         """Make the work directory and copy the programs, run.sh and a Kyuafile."""
@@ -450,6 +454,8 @@ class RemoteRun:
                 except SSHError:
                     pass  # the logs are for reading; the results are in the JUnit file
         if self.dry:
+            if kyua:
+                self._host_after(log)
             return None
         res = parse.parse_file(log)
         if self.info is not None:  # what the target says it is, and the major taken
@@ -469,7 +475,20 @@ class RemoteRun:
                 res.cases = [c for c in res.cases if c.case != LIST_CASE
                              or Path(c.prog).name not in unlisted]
                 res.cases += self._direct(unlisted, log)
+            res.sysctls.update(self._host_after(log))
         return res
+
+    def _host_after(self, log: str) -> Dict[str, str]:
+        """The host sysctls' record after the cases when kyua ran them (run.sh's rc
+        recorded them before only): its lines appended to ``log``, and returned as
+        sysctl key -> value (nothing in a dry run)."""
+        r = self.s.run("sh -c " + shlex.quote(host_sysctl_snapshot("after")), timeout=60,
+                       check=True)
+        if self.dry:
+            return {}
+        with open(log, "a") as fh:
+            fh.write(r.stdout)
+        return parse.parse_console(r.stdout.splitlines()).sysctls
 
     def _direct(self, programs: List[str], log: str):
         """Run ``programs`` with run.sh's loop (``run-direct.sh``, streamed to

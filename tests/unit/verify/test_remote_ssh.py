@@ -8,12 +8,14 @@ SFTP, the streamed run script, the console watcher, the parser - is real.
 """
 
 import os
+import shlex
 import textwrap
 
 import paramiko
 import pytest
 
 from rxl.verify import remote as R
+from rxl.guest.protocol import host_sysctl_snapshot
 from rxl.guest import ssh
 from sshd_fixture import SSHD
 
@@ -35,8 +37,12 @@ def fake_freebsd(bindir, state, boot):
                  'esac',
         "sysctl": textwrap.dedent(f"""\
             S={state}
+            if [ "$1" = -NW ] && [ "$2" = net.inet.tcp ]; then  # settings: not the view
+                ls $S/lb 2>/dev/null | sed /groups/d; exit 0
+            fi
             if [ "$1" = -N ]; then
                 case "$2" in
+                net.inet.tcp) ls $S/lb 2>/dev/null;;
                 net.inet.tcp.reuseport_lb.groups) [ -e $S/series ] && echo "$2" && exit 0; exit 1;;
                 dev) echo dev.em.0.iflib.rxq0.cpu; echo dev.em.0.iflib.rxq1.cpu;
                      echo dev.em.0.iflib.core_spread; echo dev.em.0.%desc;;
@@ -53,6 +59,7 @@ def fake_freebsd(bindir, state, boot):
             dev.em.0.iflib.rxq0.cpu) echo 0;;
             dev.em.0.iflib.rxq1.cpu) echo 2;;
             dev.em.0.iflib.core_spread) echo 1;;
+            net.inet.tcp.reuseport_lb.*) [ -f $S/lb/$2 ] && cat $S/lb/$2 && exit 0; exit 1;;
             *) echo "sysctl: unknown oid '$2'" >&2; exit 1;;
             esac"""),
         "sha256": 'sha256sum "$2" | cut -d" " -f1',
@@ -207,6 +214,68 @@ def test_kyua_path(box):
     run.run_tests(str(tmp_path / "out" / "console-patched2.log"))
 
 
+def lb_sysctls(state, **values):
+    """The fake target's host lbgroup sysctls: the groups view and ``values``."""
+    d = state / "lb"
+    d.mkdir(exist_ok=True)
+    (d / "net.inet.tcp.reuseport_lb.groups").write_text("(the view)\n")
+    for name, value in values.items():
+        (d / f"net.inet.tcp.reuseport_lb.{name}").write_text(f"{value}\n")
+
+
+@pytest.mark.parametrize("kyua", [True, False])
+def test_host_sysctls_are_recorded_after_the_cases_whoever_runs_them(box, kyua):
+    """run.sh records the host's lbgroup sysctls before the cases; with kyua the
+    record after them is taken once kyua is done (here kyua's run sets learn=1,
+    as a case that forgot its vnet jail would), without kyua by run.sh itself."""
+    from rxl.verify import hostsysctl
+    tmp_path, srv, prog = box
+    state = tmp_path / "state"
+    (state / "series").touch()
+    lb_sysctls(state, learn=0, window_ms=10000)
+    learn = state / "lb" / "net.inet.tcp.reuseport_lb.learn"
+    (tmp_path / "bin" / "kyua").write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        while case "$1" in --*) true;; *) false;; esac; do shift; done
+        case "$1" in
+        test) echo 1 > {learn}; : > "${{3#--results-file=}}"; exit 0;;
+        report-junit) printf '<testsuite><testcase classname="lb_test" name="works" ' \
+            > ${{3#--output=}}; printf 'time="1"/></testsuite>' >> ${{3#--output=}};;
+        esac
+        """))
+    (tmp_path / "bin" / "kyua").chmod(0o755)
+    if not kyua:  # the case itself leaves learn set, and the window gone
+        prog.write_text(ATF_PROG.replace("works) echo passed",
+                                         f"works) echo 1 > {learn}; rm {learn.parent}/"
+                                         "net.inet.tcp.reuseport_lb.window_ms; echo passed"))
+    log = tmp_path / "out" / "console-patched.log"
+    with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
+        run = R.RemoteRun(s, job(tmp_path, prog, kyua=kyua))
+        run.probe()
+        run.upload()
+        res = run.run_tests(str(log))
+    got = {k: v for k, v in res.sysctls.items() if "reuseport_lb" in k}
+    want = {"net.inet.tcp.reuseport_lb*@before": "3",
+            "net.inet.tcp.reuseport_lb.groups@before": "(read-only)",
+            "net.inet.tcp.reuseport_lb.learn@before": "0",
+            "net.inet.tcp.reuseport_lb.window_ms@before": "10000",
+            "net.inet.tcp.reuseport_lb.groups@after": "(read-only)",
+            "net.inet.tcp.reuseport_lb.learn@after": "1"}
+    if kyua:
+        want.update({"net.inet.tcp.reuseport_lb*@after": "3",
+                     "net.inet.tcp.reuseport_lb.window_ms@after": "10000"})
+        # the record after kyua is in the log too: `rxl parse` of it sees it
+        assert "==RXL== SYSCTL net.inet.tcp.reuseport_lb.learn@after: 1" in \
+            log.read_text().split("==RXL== END patched")[1]
+    else:
+        want["net.inet.tcp.reuseport_lb*@after"] = "2"
+    assert got == want
+    assert hostsysctl.reasons({"patched": res}) == [
+        "patched: host sysctl net.inet.tcp.reuseport_lb.learn: 0 before the cases, 1 after"] + \
+        ([] if kyua else ["patched: host sysctl net.inet.tcp.reuseport_lb.window_ms: vanished "
+                          "after the cases (was 10000)"])
+
+
 UNLISTABLE_KYUA = textwrap.dedent("""\
     #!/bin/sh
     # kyua 0.13 with a program whose head sets is.exclusive: the listing is broken
@@ -266,8 +335,12 @@ def test_dry_run_lists_every_remote_action(tmp_path):
                  f"nextboot -k kernel.rxl-{kid}", "shutdown -r now",
                  "mkdir -p /var/tmp/rxl/tests",
                  f"# sftp put {prog} /var/tmp/rxl/tests/lb_test (mode 755)",
-                 "sh /var/tmp/rxl/run.sh", *R.kyua_commands("/var/tmp/rxl")]:
+                 "sh /var/tmp/rxl/run.sh", *R.kyua_commands("/var/tmp/rxl"),
+                 "==RXL== SYSCTL $n@before: $v",  # run.sh's text: the record before
+                 "sh -c " + shlex.quote(host_sysctl_snapshot("after"))]:  # after kyua
         assert want in text, want
+    assert text.index("sh -c " + shlex.quote(host_sysctl_snapshot("after"))) > \
+        text.index(R.kyua_commands("/var/tmp/rxl")[-1])
     assert not (tmp_path / "out").exists()  # a dry run writes nothing
 
 
