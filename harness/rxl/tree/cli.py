@@ -92,15 +92,30 @@ def apply_cmd(src, branch, patches_dir, lock):
         _fail(str(e))
 
 
+def _author(ctx, param, value):
+    """``--author``: ``Name <email>`` -> (name, email), else a usage error (exit 2)."""
+    if value is None:
+        return None
+    try:
+        return tree_patch.parse_author(value)
+    except tree_patch.SeriesError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @series.command("export")
 @tree_option
 @branch_option
 @patches_option
-def export_cmd(src, branch, patches_dir):
+@click.option("--author", default=None, callback=_author, metavar="'NAME <EMAIL>'",
+              help="Name this person as every patch's author (From:) and in the "
+                   "copyright line of every file the series adds (FreeBSD's own "
+                   "lines are kept). Default: the commits' authors and the "
+                   "project's copyright.")
+def export_cmd(src, branch, patches_dir, author):
     """Regenerate patches/ with git format-patch from the branch."""
     src, patches = _git_top(src), _patches(patches_dir)
     try:
-        tree_series.export_series(src, patches, branch=branch,
+        tree_series.export_series(src, patches, branch=branch, author=author,
                         echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))

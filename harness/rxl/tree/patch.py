@@ -32,6 +32,38 @@ class SeriesError(SourceError):
     """A one-line, user-facing error (bad patch, dirty tree, git failure)."""
 
 
+# --------------------------------------------------------------------------
+# The author and the copyright line of the files the series adds.
+
+#: The holder the project's own files name (``sys/``, ``tests/atf/``) until
+#: ``rxl series export --author`` names a person.
+PROJECT_HOLDER = "The rxl project"
+#: The copyright line of a file the project wrote (style(9)'s license
+#: header): `` * Copyright (c) YEAR[-YEAR] HOLDER``.
+_COPYRIGHT_RE = re.compile(r"^( \* Copyright \(c\) \d{4}(?:-\d{4})?) (.+)$", re.M)
+#: ``Name <local@domain.tld>``, as git and FreeBSD's copyright lines write an author.
+_AUTHOR_RE = re.compile(r"([^<>@]*[^<>@\s]) <([^<>@\s]+@[^<>@\s.]+(?:\.[^<>@\s.]+)+)>")
+
+
+def parse_author(text: str) -> tuple[str, str]:
+    """``"Name <email>"`` -> ``(name, email)``. Raises :class:`SeriesError`
+    (one line) unless it is one line of a name with a letter in it and no
+    ``<``, ``>`` or ``@``, one space, and ``<local@domain.tld>``."""
+    m = _AUTHOR_RE.fullmatch(text)
+    if m is None or not any(c.isalpha() for c in m.group(1)) or m.group(1)[0].isspace() or \
+            any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise SeriesError(f"{text!r} is not an author: give 'Name <local@domain.tld>', "
+                          "one line (as git writes it)")
+    return m.group(1), m.group(2)
+
+
+def set_copyright(text: str, holder: str, *, was: str = PROJECT_HOLDER) -> str:
+    """``text`` with the holder of every copyright line naming ``was`` set to
+    ``holder`` (the year kept); lines naming anyone else are left as they are."""
+    return _COPYRIGHT_RE.sub(lambda m: f"{m.group(1)} {holder}" if m.group(2) == was
+                             else m.group(0), text)
+
+
 @dataclass
 class Hunk:
     """One ``@@ -a,b +c,d @@`` hunk: old start/length, new start/length,
@@ -310,10 +342,15 @@ def check_consistency(patches: Sequence[Patch], project: Path,
     """
     problems = []
     added = series_added_files(patches)
+    # Exported with --author, the series' files name its author where the
+    # project's name the project.
+    authors = {f"{p.author_name} <{p.author_email}>" for p in patches}
     expected: dict[str, str] = {}
     for tree_path, content in added.items():
         proj = project_path_for(tree_path)
         if proj is not None:
+            for who in authors:
+                content = set_copyright(content, PROJECT_HOLDER, was=who)
             expected[proj] = content
     present: set[str] = set()
     for d in dirs:

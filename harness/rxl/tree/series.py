@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from rxl.tree.patch import ATF_DEST, SeriesError, parse_base, patch_files
+from rxl.tree.patch import ATF_DEST, SeriesError, parse_base, patch_files, set_copyright
 
 #: Default branch the series is applied on.
 DEFAULT_BRANCH = "rxl"
@@ -248,13 +248,77 @@ def apply_series(src: Path, patches_dir: Path, *,
     return head
 
 
+def _git_bytes(src: Path, *args: str, input: Optional[bytes] = None,
+               env: Optional[dict] = None) -> bytes:
+    """``git -C src ARGS``'s standard output as bytes (file contents, commit
+    objects: no newline or encoding translation). Raises :class:`SeriesError`."""
+    try:
+        cp = subprocess.run(["git", "-C", str(src), *args], capture_output=True,
+                            input=input, env=env)
+    except FileNotFoundError:
+        raise SeriesError("git is not installed")
+    if cp.returncode != 0:
+        msg = cp.stderr.decode(errors="replace").strip().splitlines()
+        raise SeriesError(f"git {args[0]} failed in {src}: "
+                          f"{msg[-1] if msg else 'exit ' + str(cp.returncode)}")
+    return cp.stdout
+
+
+def authored_commits(src: Path, base: str, branch: str, author: tuple[str, str]) -> str:
+    """The commits of ``base..branch`` made again by ``author`` (name, email), each
+    with the project's copyright line (:data:`rxl.tree.patch.PROJECT_HOLDER`) of
+    every file the series adds naming ``author``; messages, author dates and
+    every other file as they were. The new commits are objects only (no ref,
+    no checkout, the branch untouched: a temporary index per commit, ``git
+    commit-tree``). Returns the new tip's id."""
+    holder = f"{author[0]} <{author[1]}>"
+    added = [p for p in run_git(src, "diff", "--no-renames", "--name-only", "--diff-filter=A",
+                                "-z", base, branch).stdout.split("\0") if p]
+    commits = run_git(src, "rev-list", "--reverse", f"{base}..{branch}").stdout.split()
+    parent = base
+    with tempfile.TemporaryDirectory() as tmp:
+        ienv = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+        for c in commits:
+            run_git(src, "read-tree", c, env=ienv)
+            for row in run_git(src, "ls-tree", "-z", c, "--", *added).stdout.split("\0"):
+                if not row:
+                    continue
+                meta, path = row.split("\t", 1)
+                mode, _, blob = meta.split()
+                old = _git_bytes(src, "cat-file", "blob", blob)
+                new = set_copyright(old.decode("utf-8", "surrogateescape"), holder)
+                data = new.encode("utf-8", "surrogateescape")
+                if data != old:
+                    sha = _git_bytes(src, "hash-object", "-w", "--stdin", input=data)
+                    run_git(src, "update-index", "--cacheinfo",
+                            f"{mode},{sha.decode().strip()},{path}", env=ienv)
+            # --missing-ok: the snapshot's blobs of 4 MiB and more are absent
+            tree = run_git(src, "write-tree", "--missing-ok", env=ienv).stdout.strip()
+            raw = _git_bytes(src, "cat-file", "commit", c)
+            message = raw.split(b"\n\n", 1)[1] if b"\n\n" in raw else b""
+            date = run_git(src, "log", "-1", "--format=%ad", "--date=raw", c).stdout.strip()
+            cenv = committer_env(src)
+            cenv.update(GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1],
+                        GIT_AUTHOR_DATE=date)
+            parent = _git_bytes(src, "commit-tree", tree, "-p", parent, input=message,
+                                env=cenv).decode().strip()
+    return parent
+
+
 def export_series(src: Path, patches_dir: Path, *,
-                  branch: str = DEFAULT_BRANCH, echo=print) -> list[Path]:
+                  branch: str = DEFAULT_BRANCH, author: Optional[tuple[str, str]] = None,
+                  echo=print) -> list[Path]:
     """Regenerate ``patches/NNNN-*.patch`` from ``base..branch``.
 
     Uses ``git format-patch --zero-commit --no-signature`` so that the
     files change only when the commits do.  Old patch files that the new
     series does not produce are removed (and named).  ``BASE`` is kept.
+    ``author`` (name, email; :func:`rxl.tree.patch.parse_author`): every
+    patch's ``From:`` and the copyright line of every file the series adds
+    name that person instead of the project (:func:`authored_commits`; the
+    branch and the tree are left as they are; FreeBSD's own copyright lines,
+    as in the moved ``in_pcblb.c``, are never touched); without it the
+    commits' own authors and the project's copyright lines are kept.
     Returns the written files.
     """
     src = Path(src)
@@ -269,9 +333,10 @@ def export_series(src: Path, patches_dir: Path, *,
             check=False).returncode != 0:
         raise SeriesError(f"{src}: base commit {base.commit[:12]} "
                           f"({base.repository}) is not in this repository")
+    tip = authored_commits(src, base.commit, branch, author) if author else branch
     with tempfile.TemporaryDirectory() as tmp:
         run_git(src, "format-patch", "-q", "--zero-commit", "--no-signature",
-             "-o", tmp, f"{base.commit}..{branch}")
+             "-o", tmp, f"{base.commit}..{tip}")
         new = sorted(Path(tmp).glob("*.patch"))
         if not new:
             raise SeriesError(f"{branch} has no commits over the base")
@@ -284,7 +349,8 @@ def export_series(src: Path, patches_dir: Path, *,
         if old not in written:
             old.unlink()
             echo(f"removed stale {old.name}")
-    echo(f"exported {len(written)} patch(es) to {patches_dir}")
+    echo(f"exported {len(written)} patch(es) to {patches_dir}"
+         + (f", by {author[0]} <{author[1]}>" if author else ""))
     return written
 
 

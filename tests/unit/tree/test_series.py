@@ -5,6 +5,7 @@ project itself (sys/ and tests/atf/ against patches/), which is the CI
 consistency check.
 """
 
+import os
 from pathlib import Path
 
 import pytest
@@ -372,3 +373,141 @@ def test_check_of_a_plain_tree_without_the_series_says_so(tmp_path):
     assert len(bad) == 1 and "not a git work tree" in bad[0], rep.problems
     assert not any("No such file" in p or "not in the tree" in p for p in rep.problems)
     assert any("mandoc and checkstyle9.pl not run" in n for n in rep.notes)
+
+
+# ------------------------------------------------------------------ export --author
+
+FREEBSD_HEAD = ("/*-\n * SPDX-License-Identifier: BSD-3-Clause\n *\n"
+                " * Copyright (c) 1982, 1986, 1991, 1993, 1995\n"
+                " *\tThe Regents of the University of California.\n"
+                " * Copyright (c) 2007-2009 Robert N. M. Watson\n */\n")
+OURS_HEAD = ("/*-\n * SPDX-License-Identifier: BSD-2-Clause\n *\n"
+             " * Copyright (c) 2026 The rxl project\n */\n")
+SEED = ("Seed 682ffb42 maintainers", "maintainers@users.noreply.a-seed-682ffb42.example")
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    """(src, patches, run): a scratch git repo with a base and two commits on rxl
+    by the project's identity (one moves FreeBSD code to a new file and adds a
+    file of ours; the next changes both and adds a test), patches/ with its BASE;
+    ``run(*args)`` runs git there."""
+    import subprocess
+    src = tmp_path / "src"
+    src.mkdir()
+
+    def run(*args, author=SEED):
+        env = dict(os.environ, GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1],
+                   GIT_COMMITTER_NAME="c", GIT_COMMITTER_EMAIL="c@c.example",
+                   GIT_AUTHOR_DATE="1764630247 +0000", GIT_COMMITTER_DATE="1764630247 +0000")
+        return subprocess.run(["git", "-C", str(src), *args], check=True, env=env,
+                              capture_output=True, text=True).stdout
+
+    def write(rel, text):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+
+    run("init", "-q", "-b", "main")
+    write("sys/netinet/in_pcb.c", FREEBSD_HEAD + "int lb;\nint other;\n")
+    run("add", ".")
+    run("commit", "-qm", "base", author=("FreeBSD", "src@freebsd.example"))
+    base = run("rev-parse", "HEAD").strip()
+    run("checkout", "-q", "-b", "rxl")
+    write("sys/netinet/in_pcb.c", FREEBSD_HEAD + "int other;\n")
+    write("sys/netinet/in_pcblb.c", FREEBSD_HEAD + "int lb;\n")
+    write("sys/net/spread.c", OURS_HEAD + "int spread;\n")
+    run("add", ".")
+    run("commit", "-qm", "inpcb: Move the lbgroup code\n\nWhy.")
+    write("sys/netinet/in_pcblb.c", FREEBSD_HEAD + "int lb;\nint deal;\n")
+    write("sys/net/spread.c", OURS_HEAD + "int spread;\nint more;\n")
+    write("tests/sys/netinet/lb_test.c", OURS_HEAD + "int t;\n")
+    run("add", ".")
+    run("commit", "-qm", "inpcb: Deal\n\nWhy, again.")
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "BASE").write_text(f"repository: x/y\ncommit: {base}\n"
+                                  "__FreeBSD_version: 1500068\n")
+    return src, patches, run
+
+
+def _export(src, patches, *more):
+    from click.testing import CliRunner
+    from rxl.tree.cli import series
+    return CliRunner().invoke(series, ["export", "--src", str(src), "--patches",
+                                       str(patches), *more])
+
+
+def test_export_author_sets_from_and_the_copyright_of_added_files_only(scratch, tmp_path):
+    import subprocess
+    src, patches, run = scratch
+    tip, status = run("rev-parse", "rxl"), run("status", "--porcelain")
+    r = _export(src, patches, "--author", "Ann Example <ann@example.org>")
+    assert r.exit_code == 0, r.output
+    assert "exported 2 patch(es)" in r.output and "by Ann Example <ann@example.org>" in r.output
+    ps = P.load_series(patches)
+    assert [(p.author_name, p.author_email) for p in ps] == [("Ann Example",
+                                                             "ann@example.org")] * 2
+    assert all(p.date == "Mon, 1 Dec 2025 23:04:07 +0000" for p in ps)  # dates kept
+    added = P.series_added_files(ps)
+    ann = OURS_HEAD.replace("The rxl project", "Ann Example <ann@example.org>")
+    assert added["sys/net/spread.c"] == ann + "int spread;\nint more;\n"
+    assert added["tests/sys/netinet/lb_test.c"] == ann + "int t;\n"
+    # FreeBSD's lines: in the moved file and in the file the series changes
+    assert added["sys/netinet/in_pcblb.c"] == FREEBSD_HEAD + "int lb;\nint deal;\n"
+    text = "".join(p.read_text() for p in P.patch_files(patches))
+    assert "The rxl project" not in text and "Robert N. M. Watson" in text
+    # the branch and the tree are as they were
+    assert run("rev-parse", "rxl") == tip and run("status", "--porcelain") == status
+    assert "The rxl project" in (src / "sys/net/spread.c").read_text()
+    # git am takes the patches on the base: same files, copyright lines aside
+    run("checkout", "-q", "-b", "again", P.parse_base((patches / "BASE").read_text()).commit)
+    run("am", "-q", *map(str, P.patch_files(patches)))
+    diff = run("diff", "rxl", "again")
+    assert [ln for ln in diff.splitlines() if ln[:1] in "+-" and ln[:3] not in ("+++", "---")] \
+        == ["- * Copyright (c) 2026 The rxl project",
+            "+ * Copyright (c) 2026 Ann Example <ann@example.org>"] * 2
+    assert run("log", "-1", "--format=%an <%ae>", "again").strip() == \
+        "Ann Example <ann@example.org>"
+    # its index lines are the blobs': git apply --3way can use them
+    subprocess.run(["git", "-C", str(src), "checkout", "-q", "main"], check=True)
+    for f in P.patch_files(patches):
+        for ln in f.read_text().splitlines():
+            if ln.startswith("index ") and not ln.startswith("index 0000"):
+                pre = ln.split()[1].split("..")[0]
+                assert run("cat-file", "-t", pre).strip() == "blob"
+
+
+def test_export_without_author_keeps_the_project_identity(scratch):
+    src, patches, run = scratch
+    r = _export(src, patches)
+    assert r.exit_code == 0, r.output
+    ps = P.load_series(patches)
+    assert {(p.author_name, p.author_email) for p in ps} == {SEED}
+    assert P.series_added_files(ps)["sys/net/spread.c"].startswith(OURS_HEAD)
+
+
+@pytest.mark.parametrize("author", ["Ann Example", "ann@example.org", "<ann@example.org>",
+                                    "Ann <ann@localhost>", "Ann Example <ann@example.org",
+                                    "Ann\nExample <ann@example.org>", " Ann <a@example.org>",
+                                    "Ann <a@example.org> extra", "1234 <a@example.org>", ""])
+def test_export_refuses_a_malformed_author_in_one_line_and_writes_nothing(scratch, author):
+    src, patches, run = scratch
+    r = _export(src, patches, "--author", author)
+    assert r.exit_code == 2, r.output
+    err = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(err) == 1 and "is not an author: give 'Name <local@domain.tld>'" in err[0]
+    assert sorted(p.name for p in patches.iterdir()) == ["BASE"]
+
+
+def test_consistency_maps_the_authors_copyright_back_to_the_project(tmp_path):
+    """A series exported with --author names its author where sys/ names the project."""
+    ours = P.parse_patch(NEW_FILE_PATCH.replace(
+        "+int x;\n+\n+int y;", "+ * Copyright (c) 2026 A Person <a@example.org>\n+\n+int y;"))
+    ps = [ours]
+    (tmp_path / "sys/net").mkdir(parents=True)
+    (tmp_path / "sys/net/thing.c").write_text(" * Copyright (c) 2026 The rxl project\n\nint y;\n")
+    assert P.check_consistency(ps, tmp_path) == []
+    (tmp_path / "sys/net/thing.c").write_text(" * Copyright (c) 2026 B Other <b@example.org>\n"
+                                              "\nint y;\n")
+    assert P.check_consistency(ps, tmp_path) == [
+        "sys/net/thing.c: differs from the content its patch adds (first difference at line 1)"]
