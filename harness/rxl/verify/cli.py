@@ -387,24 +387,42 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
 def parse_cmd(log, as_json):
     """Re-read a saved guest console LOG (a file, - for stdin, or a FIFO) and print its results.
 
-    Exit 0 only if the run completed, at least one case ran, and no case
-    failed, broke, timed out or crashed.
+    A log of several runs one after another (cat patched.log pristine.log)
+    shows each under its label (--json: a list of runs); two runs of one
+    label are refused, naming the line.  Exit 0 only if every run
+    completed, at least one case ran in each, and no case failed, broke,
+    timed out or crashed; exit 2 for a LOG with no ==RXL== BEGIN line and
+    no panic: not a console log.
     """
     check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
     try:
-        res = parse.parse_console(read_input(log).splitlines())
+        runs = parse.parse_runs(read_input(log).splitlines())
     except OSError as exc:
         raise DataError(f"{show(log)}: {exc.strerror}") from None
-    label = res.label or ("stdin" if log == "-" else Path(log).stem)
+    first = runs[0]
+    if len(runs) == 1 and not (first.begin_seen or first.end_seen or first.panic_lines
+                               or first.witness_lines):
+        raise DataError(f"{show(log)}: no {parse.MARK} BEGIN: not a console log")
+    stem = "stdin" if log == "-" else Path(log).stem
+    by_label = {}
+    for res in runs:
+        label = res.label or stem
+        if label in by_label:
+            raise DataError(f"{show(log)} line {res.begin_line}: a second run labelled "
+                            f"{label} (the first began at line {by_label[label].begin_line}): "
+                            "one log per run, or runs of different labels")
+        by_label[label] = res
     if as_json:
-        click.echo(json.dumps(res.to_dict(), indent=2, default=str))
+        docs = [res.to_dict() for res in runs]
+        click.echo(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2, default=str))
     else:
-        click.echo(report_mod.table({label: res}))
+        click.echo(report_mod.table(by_label))
     good = ("passed", "skipped", "expected_failure")
-    if res.outcome == "completed" and not res.cases:
-        click.echo(f"{log}: no test case ran", err=True)
-    sys.exit(0 if res.outcome == "completed" and res.cases
-             and all(c.status in good for c in res.cases) else 1)
+    for label, res in by_label.items():
+        if res.outcome == "completed" and not res.cases:
+            click.echo(f"{log}: {label}: no test case ran", err=True)
+    sys.exit(0 if all(res.outcome == "completed" and res.cases
+                      and all(c.status in good for c in res.cases) for res in runs) else 1)
 
 
 @command("inspect")

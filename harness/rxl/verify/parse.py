@@ -20,13 +20,25 @@ WITNESS warnings (:data:`WITNESS_PATTERNS`), which mark it ``witness``, and
 a second boot, which marks it ``rebooted``.
 
 Rules (the report's trust depends on them):
+  * no ``BEGIN`` line at all -> ``crashed``, noted as not a console log
+    (empty, binary, UTF-16, a JUnit file) or a guest that never reached
+    its rc;
   * no ``END`` line, or no ``BEGIN`` before it -> the run is ``crashed`` (a
     truncated log, or one holding only an end marker, never passes);
   * an ``ATF BEGIN`` without its ``ATF END`` -> ``crashed``;
+  * a line no single run prints -> ``damaged``, the line named: a second
+    ``CASE`` or ``LIST`` line for one case, a sentinel after the ``END``
+    line (the rc's own ``NOTE`` lines excepted; a ``BEGIN`` there is a
+    second run, which :func:`parse_runs` splits off), an rx queue whose
+    CPU is no CPU id (0 to :data:`CPU_MAXSIZE` - 1) or differs from an
+    earlier row of the same queue;
   * a case listed but without a ``CASE`` line -> status ``crashed``;
   * ``rc=124`` (timeout(1)'s exit status) -> status ``timeout``;
   * ATF result words: passed, failed, skipped, expected_failure, broken;
-    anything unreadable -> ``broken``;
+    anything unreadable -> ``broken``; so is a result word its exit
+    status contradicts, by kyua's rule (engine/atf_result.cpp,
+    ``atf_result::apply``): passed, skipped and expected_failure exit 0,
+    failed exits 1 (:data:`RESULT_EXIT`);
   * a reason of several lines (atf-c writes ``atf_tc_fail``'s newlines as
     they are, and the rc sees only the last line) is rebuilt from the
     console lines since the previous sentinel: from the last one that
@@ -38,7 +50,8 @@ Rules (the report's trust depends on them):
     ``line N:`` (1 = the first line given; as KUnit's parser keeps
     ``LineStream.line_number()``), so the line can be found in the log; the
     guest's own ``NOTE`` lines and the known lock order reversals are kept
-    as they are.
+    as they are;
+  * linear in the log's lines: a log of 200,000 cases parses in seconds.
 """
 
 from __future__ import annotations
@@ -53,9 +66,12 @@ from rxl.decide.topology import parse_spec
 from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBOOT_PATTERNS,
                                 WITNESS_PATTERNS)
 
-#: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <cpu>`` as printed by sysctl(8).
-#: A CPU id has at most 4 digits (CPU_MAXSIZE = 1024); longer is unreadable.
-RXQ_RE = re.compile(r"^(dev\.([a-z0-9_]+)\.(\d{1,9})\.iflib\.rxq(\d{1,9})\.cpu):\s*(-?\d{1,9})\s*$")
+#: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <value>`` as printed by sysctl(8)
+#: (iflib.c's SYSCTL_ADD_INT "cpu" under each rx queue); the value is checked
+#: apart (:func:`_cpu_id`), so a row with a bad one is named, never skipped.
+RXQ_RE = re.compile(r"^(dev\.[a-z0-9_]+\.\d{1,9}\.iflib\.rxq\d{1,9}\.cpu):\s*(.*?)\s*$")
+#: CPU ids run from 0 to CPU_MAXSIZE - 1 (sys/sys/_cpuset.h: 1024).
+CPU_MAXSIZE = 1024
 #: Longest excerpt of a console line quoted in a note.
 NOTE_CHARS = 160
 
@@ -66,6 +82,13 @@ ATF_STATUSES = ("passed", "failed", "skipped", "expected_failure", "broken")
 #: Statuses the harness adds: ``timeout`` (per-case limit hit) and
 #: ``crashed`` (listed but never reported, i.e. the guest died mid-case).
 CASE_STATUSES = ATF_STATUSES + ("timeout", "crashed")
+#: The exit status each result word needs (kyua, engine/atf_result.cpp,
+#: ``atf_result::apply``: EXIT_SUCCESS for passed, skipped and
+#: expected_failure, EXIT_FAILURE for failed); another is ``broken``.
+RESULT_EXIT = {"passed": 0, "skipped": 0, "expected_failure": 0, "failed": 1}
+
+#: ``RunResult.outcome``, in the order the first that applies is taken.
+OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 
 #: Exit statuses and seconds fit 9 digits; more is a damaged line.
 _CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?\d{1,9}) t=(\d{1,9}) ?(.*)$")
@@ -96,8 +119,10 @@ class RunResult:
     ``witness`` (a WITNESS warning such as a lock order reversal, other
     than the base tree's :data:`~rxl.guest.protocol.KNOWN_LORS`),
     ``rebooted`` (the guest booted again before its END line), ``crashed``
-    (no END line, no BEGIN before it, or an ATF section never closed), else
-    ``completed``.  Only ``completed`` can pass.
+    (no END line, no BEGIN before it, or an ATF section never closed),
+    ``damaged`` (a line no single run prints, named in ``notes``), else
+    ``completed`` (:data:`OUTCOMES`).  Only ``completed`` can pass.
+    ``begin_line``: the log's line of the run's BEGIN (0: none).
     ``topology``: the root cpu_group (:class:`rxl.decide.cpugroup.Group`)
     or None.  ``rxq``: sysctl name -> CPU. ``socket_of_rxq``: sysctl name
     -> index of the top-level topology group holding that CPU (None if
@@ -118,6 +143,7 @@ class RunResult:
     cases: List[CaseResult] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
     last_line: str = ""
+    begin_line: int = 0
 
     @property
     def sockets(self) -> List[Tuple[int, ...]]:
@@ -162,6 +188,9 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
     reason = reason.strip()
     if rc_i == TIMEOUT_EXIT:
         status, reason = "timeout", reason or "per-case timeout hit"
+    elif word in RESULT_EXIT and rc_i != RESULT_EXIT[word]:
+        status, reason = "broken", (f"{word} but exit {rc_i} (a {word} case exits "
+                                    f"{RESULT_EXIT[word]})" + (f": {reason}" if reason else ""))
     elif word in ATF_STATUSES:
         status = word
     else:
@@ -177,6 +206,8 @@ def _whole_result(line: str, since: Sequence[str]) -> str:
     """A CASE line whose result is the last line of a multi-line reason,
     with the reason's head found in ``since`` (the console lines after the
     previous sentinel) put back; the line unchanged when it needs nothing."""
+    if not since:
+        return line
     m = _CASE_RE.match(line[len(MARK):].strip())
     if not m or m.group(5).strip().partition(":")[0].strip() in ATF_STATUSES:
         return line
@@ -189,82 +220,77 @@ def _whole_result(line: str, since: Sequence[str]) -> str:
     return line
 
 
-def parse_console(lines: Iterable[str]) -> RunResult:
-    """Parse console ``lines`` (str, with or without line endings) into a RunResult.
+def _cpu_id(value: str) -> Optional[int]:
+    """``value`` as a CPU id (0 to :data:`CPU_MAXSIZE` - 1), else None."""
+    if not value.isdigit() or len(value) > 4 or int(value) >= CPU_MAXSIZE:
+        return None
+    return int(value)
 
-    Never raises on odd input: malformed or unreadable sentinel lines are
-    recorded in ``notes``; a topology block the topology parser refuses is
-    noted and left as ``None``.
-    """
-    r = RunResult()
-    at: Dict[str, int] = {}  # where: the line of TOPOLOGY BEGIN, ATF BEGIN, END, ...
-    listed: List[Tuple[str, str]] = []
-    reported: Dict[Tuple[str, str], CaseResult] = {}
-    in_topo = atf_open = False
-    topo: List[str] = []
-    since: Deque[str] = deque(maxlen=RESULT_LINES)
-    n = 0
-    for n, raw in enumerate(lines, 1):
-        line = raw.rstrip("\r\n").replace("\r", "")
-        if line.strip():
-            r.last_line = line
-        if not line.startswith(MARK):
-            since.append(line)
-            line_in = line
-        else:
-            line_in = _whole_result(line, list(since)) if atf_open else line
-            since.clear()
-        try:
-            in_topo, atf_open = _line(r, line_in, in_topo, atf_open, topo, listed, reported,
-                                      n, at)
-        except (ValueError, OverflowError) as exc:
-            r.notes.append(f"line {n}: unreadable line ({exc.__class__.__name__}): "
+
+class _Reader:
+    """The state of one run's parse while its lines go by (:func:`parse_console`)."""
+
+    def __init__(self, r: RunResult, first: int) -> None:
+        self.r = r
+        self.first = first
+        self.at: Dict[str, int] = {}  # the lines later notes cite: TOPOLOGY BEGIN, END, ...
+        self.listed: Dict[Tuple[str, str], int] = {}    # case -> its LIST line
+        self.reported: Dict[Tuple[str, str], Tuple[CaseResult, int]] = {}
+        self.rxq_at: Dict[str, int] = {}
+        self.in_topo = self.atf_open = False
+        self.topo: List[str] = []
+        self.damaged = 0
+
+    def damage(self, n: int, what: str) -> None:
+        """Line ``n`` is one no single run prints: noted, and the run ``damaged``."""
+        self.damaged += 1
+        self.r.notes.append(f"line {n}: {what}")
+
+    def rxq(self, n: int, name: str, value: str, line: str) -> None:
+        cpu = _cpu_id(value)
+        if cpu is None:
+            self.damage(n, f"rx queue CPU is no CPU id (0 to {CPU_MAXSIZE - 1}): "
                            f"{_quote(line)}")
-    if in_topo:
-        r.notes.append(f"line {at['topology']}: topology block not closed (log truncated "
-                       "inside it)")
-        r.topology_xml = "\n".join(topo).strip()
-    if r.topology_xml:
-        try:
-            r.topology = parse_spec(r.topology_xml, name="console topology block").root
-        except (TopologyError, RecursionError) as exc:
-            r.notes.append(f"line {at['topology']}: {_quote(str(exc))}")
-    order = listed + [k for k in reported if k not in set(listed)]
-    for key in order:
-        if key in reported:
-            r.cases.append(reported[key])
-        else:
-            r.cases.append(CaseResult(key[0], key[1], "crashed",
-                                      "listed but no result: the guest stopped mid-run"))
-    if r.panic_lines:
-        r.outcome = "panic"
-    elif r.witness_lines:
-        r.outcome = "witness"
-    elif r.reboot_lines:
-        r.outcome = "rebooted"
-        r.notes.append(f"line {at['reboot']}: the guest booted again before its end marker")
-    elif not r.end_seen:
-        r.outcome = "crashed"
-        r.notes.append(f"line {n}: no end marker: log truncated (hang, crash or timeout)"
-                       if n else "an empty log: no end marker (hang, crash or timeout)")
-    elif not r.begin_seen:
-        r.outcome = "crashed"
-        r.notes.append(f"line {at['end']}: an end marker but no BEGIN: not a whole run")
-    elif atf_open:
-        r.outcome = "crashed"
-        r.notes.append(f"line {at['atf']}: ATF BEGIN without ATF END: the tests never finished")
-    else:
-        r.outcome = "completed"
-    return r
+        elif name in self.r.rxq and self.r.rxq[name] != cpu:
+            self.damage(n, f"{name} is {cpu} here, {self.r.rxq[name]} at line "
+                           f"{self.rxq_at[name]}: not counted")
+        elif name not in self.r.rxq:
+            self.r.rxq[name] = cpu
+            self.rxq_at[name] = n
 
+    def line(self, line: str, n: int) -> None:
+        """Console line ``n`` into the run.  May raise ValueError on a damaged line."""
+        r = self.r
+        if not line.startswith(MARK):
+            self.kernel(line, n)
+        if self.in_topo:
+            if line.startswith(MARK + " TOPOLOGY END"):
+                r.topology_xml = "\n".join(self.topo).strip()
+                self.in_topo = False
+            else:
+                self.topo.append(line)
+            return
+        m = RXQ_RE.match(line.strip()) if ".iflib.rxq" in line else None
+        if m:
+            if r.end_seen:
+                self.damage(n, f"rx queue row after the end marker (line {self.at['end']}): "
+                               f"not counted: {_quote(line)}")
+            else:
+                self.rxq(n, m.group(1), m.group(2), line)
+            return
+        if not line.startswith(MARK):
+            return
+        body = line[len(MARK):].strip()
+        if r.end_seen and not body.startswith("NOTE "):
+            word = "a second run" if body.startswith("BEGIN") else body.split(" ", 1)[0]
+            self.damage(n, f"{word or 'a sentinel'} after the end marker (line "
+                           f"{self.at['end']}): not counted: {_quote(line)}")
+            return
+        self.sentinel(body, line, n)
 
-def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str],
-          listed: List[Tuple[str, str]], reported: Dict[Tuple[str, str], CaseResult],
-          n: int, at: Dict[str, int]) -> Tuple[bool, bool]:
-    """Console line ``n`` into ``r``; returns the new (in topology block, in
-    ATF section) state; ``at`` keeps the lines later notes cite.  May raise
-    ValueError on a damaged line."""
-    if not line.startswith(MARK):
+    def kernel(self, line: str, n: int) -> None:
+        """A console line that is no sentinel: panics, WITNESS, a second boot."""
+        r = self.r
         if any(p.search(line) for p in PANIC_PATTERNS):
             r.panic_lines.append(line)
         if any(p.search(line) for p in WITNESS_PATTERNS):
@@ -275,64 +301,175 @@ def _line(r: RunResult, line: str, in_topo: bool, atf_open: bool, topo: List[str
             r.witness_lines.pop()
             r.notes.append(f"known lock order reversal of the base tree: {_quote(line)}")
         if r.begin_seen and not r.end_seen and any(p.search(line) for p in REBOOT_PATTERNS):
-            at.setdefault("reboot", n)
+            self.at.setdefault("reboot", n)
             r.reboot_lines.append(line)
-    if in_topo:
-        if line.startswith(MARK + " TOPOLOGY END"):
-            r.topology_xml = "\n".join(topo).strip()
-            return False, atf_open
-        topo.append(line)
-        return True, atf_open
-    m = RXQ_RE.match(line.strip())
-    if m:
-        r.rxq[m.group(1)] = int(m.group(5))
-        return in_topo, atf_open
-    if not line.startswith(MARK):
-        return in_topo, atf_open
-    body = line[len(MARK):].strip()
-    if body.startswith("BEGIN"):
-        if r.begin_seen and not r.end_seen:
-            at.setdefault("reboot", n)
-            r.reboot_lines.append(line)  # rc ran again: the guest rebooted
-        r.begin_seen = True
-        r.label = body[len("BEGIN"):].strip()
-    elif body.startswith("END"):
-        r.end_seen = True
-        at.setdefault("end", n)
-    elif body == "TOPOLOGY BEGIN":
-        topo.clear()
-        at["topology"] = n
-        return True, atf_open
-    elif body.startswith("SYSCTL "):
-        name, _, value = body[len("SYSCTL "):].partition(":")
-        name, value = name.strip(), value.strip()
-        m = RXQ_RE.match(f"{name}: {value}")
-        if m:
-            r.rxq[name] = int(m.group(5))
+
+    def sentinel(self, body: str, line: str, n: int) -> None:
+        r = self.r
+        if body.startswith("BEGIN"):
+            if r.begin_seen:
+                self.at.setdefault("reboot", n)
+                r.reboot_lines.append(line)  # rc ran again: the guest rebooted
+            else:
+                r.begin_line = n
+            r.begin_seen = True
+            r.label = body[len("BEGIN"):].strip()
+        elif body.startswith("END"):
+            r.end_seen = True
+            self.at.setdefault("end", n)
+        elif body == "TOPOLOGY BEGIN":
+            self.topo.clear()
+            self.at["topology"] = n
+            self.in_topo = True
+        elif body.startswith("SYSCTL "):
+            name, _, value = body[len("SYSCTL "):].partition(":")
+            name, value = name.strip(), value.strip()
+            m = RXQ_RE.match(f"{name}: {value}")
+            if m:
+                self.rxq(n, name, value, line)
+            else:
+                r.sysctls[name] = value
+        elif body.startswith("LIST "):
+            parts = body.split()
+            if len(parts) != 3:
+                r.notes.append(f"line {n}: malformed LIST line: {_quote(line)}")
+            elif (parts[1], parts[2]) in self.listed:
+                self.damage(n, f"a second LIST line for {parts[1]} {parts[2]} (the first at "
+                               f"line {self.listed[(parts[1], parts[2])]}): not counted")
+            else:
+                self.listed[(parts[1], parts[2])] = n
+        elif body.startswith("CASE "):
+            c = _case_from_line(body)
+            if c is None:
+                r.notes.append(f"line {n}: malformed CASE line: {_quote(line)}")
+            elif (c.prog, c.case) in self.reported:
+                self.damage(n, f"a second CASE line for {c.prog} {c.case} (the first at line "
+                               f"{self.reported[(c.prog, c.case)][1]}): not counted")
+            else:
+                self.reported[(c.prog, c.case)] = (c, n)
+        elif body == "ATF BEGIN":
+            self.at["atf"] = n
+            self.atf_open = True
+        elif body == "ATF END":
+            self.atf_open = False
+        elif body.startswith("NOTE "):
+            r.notes.append(_quote(body[len("NOTE "):]))
         else:
-            r.sysctls[name] = value
-    elif body.startswith("LIST "):
-        parts = body.split()
-        if len(parts) == 3:
-            listed.append((parts[1], parts[2]))
+            r.notes.append(f"line {n}: unknown sentinel: {_quote(line)}")
+
+    def finish(self, n: int) -> RunResult:
+        """The run after its last line, ``n`` (0: none): topology, cases, outcome."""
+        r = self.r
+        if self.in_topo:
+            r.notes.append(f"line {self.at['topology']}: topology block not closed (log "
+                           "truncated inside it)")
+            r.topology_xml = "\n".join(self.topo).strip()
+        if r.topology_xml:
+            try:
+                r.topology = parse_spec(r.topology_xml, name="console topology block").root
+            except (TopologyError, RecursionError) as exc:
+                r.notes.append(f"line {self.at['topology']}: {_quote(str(exc))}")
+        for key in self.listed:
+            if key in self.reported:
+                r.cases.append(self.reported[key][0])
+            else:
+                r.cases.append(CaseResult(key[0], key[1], "crashed",
+                                          "listed but no result: the guest stopped mid-run"))
+        r.cases += [c for key, (c, _) in self.reported.items() if key not in self.listed]
+        if r.panic_lines:
+            r.outcome = "panic"
+        elif r.witness_lines:
+            r.outcome = "witness"
+        elif r.reboot_lines:
+            r.outcome = "rebooted"
+            r.notes.append(f"line {self.at['reboot']}: the guest booted again before its end "
+                           "marker")
+        elif not r.begin_seen and not r.end_seen:
+            r.outcome = "crashed"
+            r.notes.append(f"line {n}: no {MARK} BEGIN: not a console log, or the guest never "
+                           "reached its rc" if n >= self.first else
+                           f"an empty log: no {MARK} BEGIN: not a console log")
+        elif not r.end_seen:
+            r.outcome = "crashed"
+            r.notes.append(f"line {n}: no end marker: log truncated (hang, crash or timeout)")
+        elif not r.begin_seen:
+            r.outcome = "crashed"
+            r.notes.append(f"line {self.at['end']}: an end marker but no BEGIN: not a whole run")
+        elif self.atf_open:
+            r.outcome = "crashed"
+            r.notes.append(f"line {self.at['atf']}: ATF BEGIN without ATF END: the tests "
+                           "never finished")
+        elif self.damaged:
+            r.outcome = "damaged"
         else:
-            r.notes.append(f"line {n}: malformed LIST line: {_quote(line)}")
-    elif body.startswith("CASE "):
-        c = _case_from_line(body)
-        if c is None:
-            r.notes.append(f"line {n}: malformed CASE line: {_quote(line)}")
+            r.outcome = "completed"
+        return r
+
+
+def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
+    """Parse console ``lines`` (str, with or without line endings) into a RunResult.
+
+    ``first_line``: the number notes give the first of ``lines`` (a run
+    :func:`parse_runs` split off a longer log keeps that log's numbers).
+    Never raises on odd input: malformed or unreadable sentinel lines are
+    recorded in ``notes``; a topology block the topology parser refuses is
+    noted and left as ``None``.  Linear in the number of lines.
+    """
+    reader = _Reader(RunResult(), first_line)
+    r = reader.r
+    since: Deque[str] = deque(maxlen=RESULT_LINES)
+    n = first_line - 1
+    for n, raw in enumerate(lines, first_line):
+        line = raw.rstrip("\r\n").replace("\r", "")
+        if line.strip():
+            r.last_line = line
+        if not line.startswith(MARK):
+            since.append(line)
+            line_in = line
         else:
-            reported[(c.prog, c.case)] = c
-    elif body == "ATF BEGIN":
-        at["atf"] = n
-        return in_topo, True
-    elif body == "ATF END":
-        return in_topo, False
-    elif body.startswith("NOTE "):
-        r.notes.append(_quote(body[len("NOTE "):]))
-    else:
-        r.notes.append(f"line {n}: unknown sentinel: {_quote(line)}")
-    return in_topo, atf_open
+            line_in = _whole_result(line, list(since)) if reader.atf_open else line
+            since.clear()
+        try:
+            reader.line(line_in, n)
+        except (ValueError, OverflowError) as exc:
+            r.notes.append(f"line {n}: unreadable line ({exc.__class__.__name__}): "
+                           f"{_quote(line)}")
+    return reader.finish(n)
+
+
+def _is_begin(line: str) -> bool:
+    return line.startswith(MARK) and line[len(MARK):].strip().startswith("BEGIN")
+
+
+def _is_end(line: str) -> bool:
+    return line.startswith(MARK) and line[len(MARK):].strip().startswith("END")
+
+
+def split_runs(lines: Sequence[str]) -> List[Tuple[int, Sequence[str]]]:
+    """A log of several runs one after another (``cat patched.log
+    pristine.log``) as ``[(first line number, its lines)]``: a new run starts
+    at each ``BEGIN`` line that follows an ``END`` line.  The console lines
+    between one run's END and the next BEGIN stay with the earlier run (a
+    panic there is that kernel's).  One run (or none): the whole log."""
+    starts = [0]
+    ended = False
+    for i, raw in enumerate(lines):
+        if not raw.startswith(MARK):
+            continue
+        line = raw.rstrip("\r\n").replace("\r", "")
+        if ended and _is_begin(line):
+            starts.append(i)
+            ended = False
+        elif _is_end(line):
+            ended = True
+    bounds = starts + [len(lines)]
+    return [(bounds[k] + 1, lines[bounds[k]:bounds[k + 1]]) for k in range(len(starts))]
+
+
+def parse_runs(lines: Sequence[str]) -> List[RunResult]:
+    """Each run of a log of several (:func:`split_runs`), parsed with the
+    whole log's line numbers; a log of one run gives one."""
+    return [parse_console(chunk, first) for first, chunk in split_runs(lines)]
 
 
 def parse_file(path: str) -> RunResult:

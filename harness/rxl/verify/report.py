@@ -237,11 +237,7 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None,
         out += ["Transport: over SSH, except"]
         out += [f"  {label}: {why}" for label, why in fallbacks.items()] + [""]
 
-    names: List[str] = []
-    for label in labels:
-        for c in runs[label].cases:
-            if c.name not in names:
-                names.append(c.name)
+    names = list(dict.fromkeys(c.name for label in labels for c in runs[label].cases))
     if names:
         rows = [["case"] + labels]
         maps = {label: _case_map(runs[label]) for label in labels}

@@ -29,7 +29,7 @@ from guest.test_console import Clock, Scripted
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 LOGS = sorted(DATA.glob("*.log"))
-OUTCOMES = {"completed", "panic", "witness", "rebooted", "crashed"}
+OUTCOMES = {"completed", "panic", "witness", "rebooted", "crashed", "damaged"}
 END = b"\n==RXL== END"
 
 

@@ -221,4 +221,4 @@ def test_notes_about_the_log_name_their_line():
     assert r.notes == ["line 2: ATF BEGIN without ATF END: the tests never finished"]
     r = parse_console(["a", "==RXL== END x"])
     assert r.notes == ["line 2: an end marker but no BEGIN: not a whole run"]
-    assert parse_console([]).notes == ["an empty log: no end marker (hang, crash or timeout)"]
+    assert parse_console([]).notes == ["an empty log: no ==RXL== BEGIN: not a console log"]

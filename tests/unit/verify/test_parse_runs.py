@@ -1,0 +1,211 @@
+"""rxl.verify.parse and ``rxl parse`` never guess: every line is counted once
+or named.
+
+Two runs in one log keep their labels; a line no single run of the rc
+template (harness/rxl/guest/templates/rc.j2) prints (a second CASE or LIST
+line of a case, a sentinel after END, an rx queue CPU that is no CPU id)
+makes the run ``damaged`` and names its line; a result word its exit status
+contradicts is ``broken``, by kyua's rule; a file with no BEGIN is no
+console log (exit 2); and the parse is linear in the log's lines.
+"""
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+from rxl.verify import report
+from rxl.verify.parse import CPU_MAXSIZE, OUTCOMES, parse_console, parse_file, parse_runs
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "console"
+PASS = (DATA / "synthetic-pass.log").read_text()     # BEGIN patched at line 7, END at 55
+FAIL = (DATA / "synthetic-fail.log").read_text()     # BEGIN pristine at line 7, END at 55
+PASS_LINES = len(PASS.splitlines())                  # 58
+
+
+def _parse(tmp_path, text, *args, name="x.log", mode="w"):
+    path = tmp_path / name
+    (path.write_text if mode == "w" else path.write_bytes)(text)
+    return CliRunner().invoke(main, ["parse", str(path), *args])
+
+
+def _run(*body):
+    return parse_console(["==RXL== BEGIN t", "==RXL== ATF BEGIN", *body, "==RXL== ATF END",
+                          "==RXL== END t"])
+
+
+# ---- two runs in one log
+def test_two_runs_in_one_log_keep_both_labels(tmp_path):
+    lines = (PASS + FAIL).splitlines()
+    runs = parse_runs(lines)
+    assert [r.label for r in runs] == ["patched", "pristine"]
+    assert [r.begin_line for r in runs] == [7, PASS_LINES + 7]
+    assert [[c.status for c in r.cases] for r in runs] == [["passed", "passed"],
+                                                          ["passed", "failed"]]
+    assert [r.outcome for r in runs] == ["completed", "completed"]
+    # one run per log where the harness reads one: the second run is damage
+    whole = parse_console(lines)
+    assert whole.outcome == "damaged" and whole.label == "patched"
+    assert f"line {PASS_LINES + 7}: a second run after the end marker (line 55): not counted: " \
+           "==RXL== BEGIN pristine" in whole.notes
+    res = _parse(tmp_path, PASS + FAIL)
+    assert res.exit_code == 1                          # pristine's basic_ipv6 failed
+    assert "so_reuseport_lb_test:basic_ipv6  passed   failed" in res.output
+    res = _parse(tmp_path, PASS + PASS.replace("patched", "spread"), "--json")
+    assert res.exit_code == 0
+    assert [d["label"] for d in json.loads(res.output)] == ["patched", "spread"]
+
+
+def test_the_same_run_twice_is_refused_naming_the_line(tmp_path):
+    res = _parse(tmp_path, PASS + PASS)
+    assert res.exit_code == 2
+    assert res.stderr == (f"Error: {tmp_path / 'x.log'} line {PASS_LINES + 7}: a second run "
+                          "labelled patched (the first began at line 7): one log per run, or "
+                          "runs of different labels\n")
+    assert res.stdout == ""                            # no table of 4 cases listing 2
+
+
+def test_a_second_case_or_list_line_of_one_case_is_damage():
+    r = _run("==RXL== LIST /p a", "==RXL== CASE /p a rc=1 t=1 failed: x",
+             "==RXL== CASE /p a rc=0 t=1 passed")
+    assert r.outcome == "damaged"
+    assert [(c.name, c.status) for c in r.cases] == [("p:a", "failed")]   # the first counts
+    assert "line 5: a second CASE line for /p a (the first at line 4): not counted" in r.notes
+    r = _run("==RXL== LIST /p a", "==RXL== LIST /p a", "==RXL== CASE /p a rc=0 t=1 passed")
+    assert r.outcome == "damaged" and len(r.cases) == 1
+    assert "line 4: a second LIST line for /p a (the first at line 3): not counted" in r.notes
+    # the same case name in two programs is two cases
+    r = _run("==RXL== LIST /p a", "==RXL== LIST /q a", "==RXL== CASE /p a rc=0 t=1 passed",
+             "==RXL== CASE /q a rc=0 t=1 passed")
+    assert r.outcome == "completed" and [c.name for c in r.cases] == ["p:a", "q:a"]
+
+
+def test_sentinels_after_the_end_marker_are_not_counted():
+    r = parse_console(["==RXL== BEGIN t", "==RXL== ATF BEGIN", "==RXL== LIST /p a",
+                       "==RXL== CASE /p a rc=0 t=1 passed", "==RXL== ATF END", "==RXL== END t",
+                       "==RXL== CASE /p b rc=0 t=1 passed", "dev.em.0.iflib.rxq0.cpu: 3",
+                       "==RXL== SYSCTL hw.ncpu: 9"])
+    assert r.outcome == "damaged" and [c.name for c in r.cases] == ["p:a"]
+    assert r.rxq == {} and "hw.ncpu" not in r.sysctls
+    assert [n.split(":")[0] for n in r.notes] == ["line 7", "line 8", "line 9"]
+    assert r.notes[0] == ("line 7: CASE after the end marker (line 6): not counted: "
+                          "==RXL== CASE /p b rc=0 t=1 passed")
+    # what the rc itself prints after END (holding for SSH, poweroff disabled) is no damage
+    for note in ("holding for SSH", "poweroff disabled"):
+        r = parse_console(["==RXL== BEGIN t", "==RXL== ATF BEGIN", "==RXL== LIST /p a",
+                           "==RXL== CASE /p a rc=0 t=1 passed", "==RXL== ATF END",
+                           "==RXL== END t", f"==RXL== NOTE {note}"])
+        assert r.outcome == "completed" and note in r.notes
+
+
+@pytest.mark.parametrize("rc,word,status", [
+    (0, "passed", "passed"), (1, "passed", "broken"), (2, "passed", "broken"),
+    (1, "failed", "failed"), (0, "failed", "broken"), (2, "failed", "broken"),
+    (0, "skipped", "skipped"), (1, "skipped", "broken"),
+    (0, "expected_failure", "expected_failure"), (1, "expected_failure", "broken"),
+    (1, "broken", "broken"), (124, "passed", "timeout"),
+])
+def test_a_result_its_exit_status_contradicts_is_broken(rc, word, status):
+    """kyua's rule (engine/atf_result.cpp, atf_result::apply): a passed,
+    skipped or expected_failure case exits 0, a failed one 1."""
+    c = _run("==RXL== LIST /p a", f"==RXL== CASE /p a rc={rc} t=1 {word}: why").cases[0]
+    assert (c.status, c.exit_code) == (status, rc)
+    if status == "broken" and word != "broken":
+        assert c.reason.startswith(f"{word} but exit {rc} (a {word} case exits ")
+        assert c.reason.endswith(": why")
+
+
+def test_the_recorded_results_keep_kyuas_rule():
+    for path in sorted(DATA.glob("*.log")):
+        assert all(c.status != "broken" for c in parse_file(str(path)).cases), path.name
+
+
+@pytest.mark.parametrize("value", ["-4", str(CPU_MAXSIZE), "99999999999", "x", "", "1.5",
+                                   "0x2"])
+@pytest.mark.parametrize("form", ["raw", "sysctl"])
+def test_an_rx_queue_cpu_that_is_no_cpu_id_is_named(value, form):
+    row = f"dev.em.0.iflib.rxq1.cpu: {value}"
+    r = _run("==RXL== SYSCTL dev.em.0.iflib.rxq0.cpu: 0",
+             row if form == "raw" else f"==RXL== SYSCTL {row}",
+             "==RXL== LIST /p a", "==RXL== CASE /p a rc=0 t=1 passed")
+    assert r.outcome == "damaged"
+    assert r.rxq == {"dev.em.0.iflib.rxq0.cpu": 0}
+    assert "dev.em.0.iflib.rxq1.cpu" not in r.sysctls
+    assert [n for n in r.notes if n.startswith("line ")] == [
+        f"line 4: rx queue CPU is no CPU id (0 to {CPU_MAXSIZE - 1}): "
+        + (row if form == "raw" else f"==RXL== SYSCTL {row}")]
+
+
+def test_rx_queue_cpus_up_to_cpu_maxsize_and_one_row_per_queue():
+    r = _run(f"==RXL== SYSCTL dev.em.0.iflib.rxq0.cpu: {CPU_MAXSIZE - 1}",
+             "==RXL== SYSCTL dev.em.0.iflib.rxq1.cpu: 0",
+             "dev.em.0.iflib.rxq1.cpu: 0",                     # the same row again: no news
+             "==RXL== LIST /p a", "==RXL== CASE /p a rc=0 t=1 passed")
+    assert r.outcome == "completed" and r.rxq == {"dev.em.0.iflib.rxq0.cpu": CPU_MAXSIZE - 1,
+                                                  "dev.em.0.iflib.rxq1.cpu": 0}
+    r = _run("==RXL== SYSCTL dev.em.0.iflib.rxq1.cpu: 2", "dev.em.0.iflib.rxq1.cpu: 4")
+    assert r.outcome == "damaged" and r.rxq == {"dev.em.0.iflib.rxq1.cpu": 2}
+    assert "line 4: dev.em.0.iflib.rxq1.cpu is 4 here, 2 at line 3: not counted" in r.notes
+
+
+# ---- not a console log
+UTF16 = PASS.encode("utf-16")
+JUNIT = ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="patched" '
+         'tests="1"><testcase classname="p" name="a"/></testsuite></testsuites>\n').encode()
+
+
+@pytest.mark.parametrize("data", [b"", b"\n\n", bytes(range(256)) * 40, UTF16, JUNIT],
+                         ids=["empty", "blank", "binary", "utf16", "junit"])
+def test_a_file_that_is_no_console_log_says_so(tmp_path, data):
+    res = _parse(tmp_path, data, mode="b")
+    assert res.exit_code == 2
+    assert res.stderr == f"Error: {tmp_path / 'x.log'}: no ==RXL== BEGIN: not a console log\n"
+    r = parse_console(data.decode("utf-8", "replace").splitlines())
+    assert r.outcome == "crashed" and not any("truncated" in n for n in r.notes)
+    assert any("no ==RXL== BEGIN: not a console log" in n for n in r.notes)
+
+
+def test_a_kernel_that_died_before_its_rc_is_a_console_log(tmp_path):
+    res = _parse(tmp_path, "Copyright (c) 1992-2023 The FreeBSD Project.\npanic: page fault\n")
+    assert res.exit_code == 1 and "panic" in res.output
+    res = _parse(tmp_path, "==RXL== END patched\n")
+    assert res.exit_code == 1 and "an end marker but no BEGIN" in res.output
+
+
+# ---- linear
+class _Slow(Exception):
+    pass
+
+
+def test_parse_and_table_are_linear_in_cases():
+    """50,000 listed and reported cases (100,002 sentinel lines, 3.4 MB): a
+    quadratic pass over them is 2.5e9 steps, minutes; linear, about a second."""
+    n = 50_000
+    lines = ["==RXL== BEGIN big", "==RXL== ATF BEGIN"]
+    lines += [f"==RXL== LIST /p c{i}" for i in range(n)]
+    lines += [f"==RXL== CASE /p c{i} rc=0 t=1 passed" for i in range(n)]
+    lines += ["==RXL== ATF END", "==RXL== END big"]
+
+    def slow(signum, frame):
+        raise _Slow()
+    old = signal.signal(signal.SIGALRM, slow)
+    signal.alarm(60)                                  # generous for a loaded 2-core host
+    try:
+        (r,) = parse_runs(lines)
+        text = report.table({r.label: r})
+    except _Slow:
+        pytest.fail("rxl parse of 50,000 cases took over 60 s: not linear")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert r.outcome == "completed" and len(r.cases) == n
+    assert all(c.status == "passed" for c in r.cases)
+    assert sum(line.endswith("  passed") for line in text.splitlines()) == n
+
+
+def test_outcomes_are_the_ones_the_parser_gives():
+    assert OUTCOMES[-1] == "completed" and len(set(OUTCOMES)) == len(OUTCOMES)
+    assert {"panic", "witness", "rebooted", "crashed", "damaged"} == set(OUTCOMES[:-1])
