@@ -202,7 +202,8 @@ cases_opts = OptionGroup(
 target_opts = OptionGroup(
     "target",
     option("--target", "target_spec", default=None, metavar="NAME|ssh://USER@HOST[:PORT]",
-           help="Run on a FreeBSD 14 machine over SSH (a URL, or a bhyve/box target of "
+           help="Run on a FreeBSD 15 machine over SSH (by kern.osreldate; a URL, or a "
+                "bhyve/box target of "
                 "--targets), or the own guest in a named shape (a kind: qemu target)."),
     option("--targets", "targets_file", default=None,
            help="Targets file [default: $RXL_WORK/targets.yaml]."),
@@ -216,7 +217,8 @@ target_opts = OptionGroup(
 session_opts = OptionGroup(
     "session",
     option("--workdir", default="/var/tmp/rxl", show_default=True,
-           help="With an SSH target: its work directory (the only one the run writes)."),
+           help="Over SSH (a target, or the own guest): the work directory there (the "
+                "only one the run writes)."),
     option("--kyua/--no-kyua", default=None,
            help="Over SSH: run the cases with kyua [default: the own guest yes, its "
                 "userland has kyua; a target when it has kyua]."))

@@ -73,3 +73,12 @@ def test_a_targets_file_that_is_a_device_is_not_no_such_file(tmp_path, monkeypat
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
     r = _run("targets", "--targets", "/dev/null")
     assert "no such file" not in r.output
+
+
+def test_run_help_names_the_release_a_target_runs_and_where_workdir_applies():
+    """The series is for 15 (patches/BASE) and a target's major is its
+    kern.osreldate; --workdir is every SSH session's, the own guest's too."""
+    text = " ".join(_run("run", "--help").stdout.split())
+    assert "FreeBSD 15 machine over SSH (by kern.osreldate" in text
+    assert "FreeBSD 14" not in text
+    assert "--workdir TEXT Over SSH (a target, or the own guest)" in text
