@@ -111,6 +111,40 @@ def test_run_stage_logs_and_raises(tmp_path):
     assert ei.value.log == tmp_path / "bad.log"
 
 
+FLAKE = ("echo 'Failed tests: cmd-interrupt'; echo '*** Error code 1'; "
+         "echo 'subprocess.CalledProcessError: boot-strap'; exit 1")
+
+
+def test_run_stage_bootstraps_again_after_bmake_signal_tests(tmp_path):
+    # First run fails only in bmake's signal-timing unit test; the second passes.
+    marker = tmp_path / "ran-once"
+    st = B.Stage("k", ("sh", "-c", f"if [ -e {marker} ]; then echo '>>> built'; exit 0; fi; "
+                       f"touch {marker}; {FLAKE}"))
+    seen = []
+    res = B.run_stage(st, tmp_path, seen.append)
+    assert res.rc == 0
+    assert "cmd-interrupt" in (tmp_path / "k.bmake-tests.log").read_text()
+    assert ">>> built" in (tmp_path / "k.log").read_text()
+    assert sum("bootstrapping once more" in s for s in seen) == 1
+
+
+def test_run_stage_retries_a_bmake_flake_only_once(tmp_path):
+    st = B.Stage("k", ("sh", "-c", FLAKE))
+    with pytest.raises(B.BuildError, match="exit 1"):
+        B.run_stage(st, tmp_path, lambda s: None)
+
+
+@pytest.mark.parametrize("text", [
+    "Failed tests: cmd-interrupt varmod-edge\n",          # another test failed too
+    ">>> stage 1\nFailed tests: cmd-interrupt\n",          # after FreeBSD's build began
+    "error: undefined symbol\n",                           # no bmake test at all
+])
+def test_other_failures_are_not_bmake_flakes(tmp_path, text):
+    log = tmp_path / "x.log"
+    log.write_text("# make.py\n" + text)
+    assert B.bmake_test_flake(log) is None
+
+
 def test_build_kernel_refuses_non_tree(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a FreeBSD source tree"):
         B.build_kernel(tmp_path, tmp_path / "obj", logdir=tmp_path)
