@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import math
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -33,6 +34,34 @@ from rxl.errors import BadOption, DataError, show
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
+#: A number as the command line writes one: ASCII digits only. Python's int()
+#: and float() also take any Unicode digit ("٣" is 3, "５" is 5), "1_000" and
+#: blanks around it; an option value is what the user typed, not that.
+_DECIMAL = re.compile(r"[+-]?[0-9]+")
+_REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                   r"|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+def decimal_int(value) -> int:
+    """``value`` (text, or an int default) as an int: ASCII decimal digits with an
+    optional sign, nothing else. Raises ValueError."""
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str) or not _DECIMAL.fullmatch(value):
+        raise ValueError(value)
+    return int(value)
+
+
+def decimal_float(value) -> float:
+    """``value`` as a float: ASCII digits, one point, an exponent, or nan/inf
+    (which :class:`FiniteFloat` then refuses by name). Raises ValueError."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str) or not _REAL.fullmatch(value):
+        raise ValueError(value)
+    return float(value)
+
+
 class FiniteFloat(click.ParamType):
     """A float in a range; ``nan``, ``inf`` and ``-inf`` are refused.
 
@@ -51,7 +80,7 @@ class FiniteFloat(click.ParamType):
             f = float(value)
         else:
             try:
-                f = float(str(value).strip())
+                f = decimal_float(str(value).strip())
             except ValueError:
                 self.fail(f"{show(value)}: not a number", param, ctx)
         if not math.isfinite(f):

@@ -30,7 +30,14 @@ import sys
 
 import click
 
+from rxl.cli.options import decimal_float, decimal_int
 from rxl.errors import BadOption, RxlError, show
+
+# click's INT, FLOAT and their ranges read a value with int()/float(), which
+# take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
+# number is read as written, ASCII (rxl.cli.options.decimal_int).
+click.types.IntParamType._number_class = staticmethod(decimal_int)
+click.types.FloatParamType._number_class = staticmethod(decimal_float)
 
 #: The longest error message printed, in characters (the rest is said cut):
 #: room for two long paths and a reason.

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional
 import click
 
 from rxl.cli.groups import refuse_given
+from rxl.cli.options import decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
@@ -59,7 +60,7 @@ def parse_members(text: str, topo: Topology) -> List[model.Tag]:
         if item == "-":
             tags.append(model.Tag())
             continue
-        m = re.fullmatch(r"(\d{1,20})([Ll]?)", item)
+        m = re.fullmatch(r"([0-9]{1,20})([Ll]?)", item)
         if not m:
             raise TopologyError(f"malformed member {item!r} in {text!r}: use "
                                 "a CPU id (5: tagged), '-' (untagged) or a CPU id "
@@ -77,7 +78,7 @@ def parse_counts(text: Optional[str], topo: Topology,
     if not text:
         return out
     for item in text.split(","):
-        m = re.fullmatch(r"\s*(\d{1,20})\s*:\s*(\d{1,20})\s*", item)
+        m = re.fullmatch(r"\s*([0-9]{1,20})\s*:\s*([0-9]{1,20})\s*", item)
         if not m:
             raise TopologyError(f"malformed {what} item {item!r}: use CPU:COUNT")
         cpu, count = int(m.group(1)), int(m.group(2))
@@ -134,7 +135,7 @@ def per_device(text: Optional[str], what: str, lo: int, hi: int,
         if unset and item == "-":
             out.append(None)
             continue
-        if not re.fullmatch(r"\d{1,20}", item) or not lo <= int(item) <= hi:
+        if not re.fullmatch(r"[0-9]{1,20}", item) or not lo <= int(item) <= hi:
             raise TopologyError(f"{what}: {item!r} is not " + (
                 f"a number {lo}..{hi}" + (" or '-' (unset)" if unset else "")))
         out.append(int(item))
@@ -255,7 +256,7 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
                             f"{sorted(stray)}")
     rx = {c: counts.get(c, 1 if not counts else 0) for c in rx_list}
     try:
-        costs = [float(x) for x in cost_ladder.split(",")]
+        costs = [decimal_float(x.strip()) for x in cost_ladder.split(",")]
     except ValueError:
         raise TopologyError(f"malformed --cost-ladder {cost_ladder!r}")
     ladder = distance.ladder(costs)

@@ -83,7 +83,7 @@ BUILTINS = {
 #: Numbers in option values are at most 20 digits (any 64-bit value, so the
 #: range checks still name it); longer is malformed, as Python's int()
 #: refuses 4,300 digits and more with a message of its own.
-_SPEC = re.compile(r"^(\d{1,20})x(\d{1,20})x(\d{1,20})$")
+_SPEC = re.compile(r"^([0-9]{1,20})x([0-9]{1,20})x([0-9]{1,20})\Z")
 
 
 def load(spec: str) -> Topology:
@@ -125,7 +125,7 @@ def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
     out: List[int] = []
     for item in text.split(","):
         item = item.strip()
-        m = re.fullmatch(r"(\d{1,20})(?:-(\d{1,20})(?::(\d{1,20}))?)?", item)
+        m = re.fullmatch(r"([0-9]{1,20})(?:-([0-9]{1,20})(?::([0-9]{1,20}))?)?", item)
         if not m:
             raise TopologyError(f"malformed {what} item {item!r} in {text!r}")
         lo = int(m.group(1))

@@ -61,7 +61,7 @@ def parse_counts(text: str) -> Counts:
     for item in text.split(","):
         parts = item.split(":")
         if len(parts) != 4 or not parts[0] or \
-                not all(re.fullmatch(r"-?\d{1,20}", p) for p in parts[1:]):
+                not all(re.fullmatch(r"-?[0-9]{1,20}", p) for p in parts[1:]):
             raise ValueError(f"count item {item[:40]!r} is not phase:hcpu:wcpu:n")
         out[(parts[0], int(parts[1]), int(parts[2]))] = int(parts[3])
     return out

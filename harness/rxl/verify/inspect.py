@@ -49,14 +49,14 @@ SLOTS_PER_MEMBER = 16
 #: The first words of the view's lines.
 KINDS = ("group", "learn", "rx", "member", "cpu")
 
-_N = r"(\d{1,10})"
+_N = r"([0-9]{1,10})"
 _GROUP = {
     15: re.compile(rf"group port {_N} af (inet6?) members {_N} map {_N} rebuilds {_N} "
                    rf"nomap {_N}"),
     14: re.compile(rf"group port {_N} af (inet6?) members {_N} gen {_N} map {_N} "
                    rf"dirty ([01]) rebuilds {_N} allocfail {_N}"),
 }
-_LEARN = re.compile(rf"learn window_ms {_N} age_ms (-?\d{{1,10}}) rolls {_N}")
+_LEARN = re.compile(rf"learn window_ms {_N} age_ms (-?[0-9]{{1,10}}) rolls {_N}")
 _RX = {15: re.compile(rf"rx {_N} last {_N} cur {_N} sum {_N}"),
        14: re.compile(rf"rx {_N} prev {_N} cur {_N}")}
 _MEMBER = {15: re.compile(rf"member {_N} tag (?:(none) -|{_N} (explicit|learned)) slots {_N}"),
