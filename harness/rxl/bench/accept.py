@@ -283,7 +283,7 @@ def default_build_dir() -> Path:
     """
     env = os.environ.get("RXL_BUILD_DIR")
     if env:
-        return Path(env) / "bench"
+        return Path(env).absolute() / "bench"
     root = Path(__file__).resolve().parents[3]
     if (root / "pyproject.toml").is_file():
         return root / "build" / "bench"

@@ -24,6 +24,7 @@ the classes below).  Both classes share :class:`Surface`:
 
 from __future__ import annotations
 
+import errno
 import functools
 import re
 import sys
@@ -39,6 +40,9 @@ from rxl.errors import BadOption, RxlError, show
 click.types.IntParamType._number_class = staticmethod(decimal_int)
 click.types.FloatParamType._number_class = staticmethod(decimal_float)
 
+#: errno of a write to stdout that cannot be done (``> /dev/full``, a closed
+#: pipe's EPIPE is click's own: it exits quietly as ``| head`` wants).
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EIO, errno.EBADF, errno.EDQUOT, errno.EFBIG)
 #: The longest error message printed, in characters (the rest is said cut):
 #: room for two long paths and a reason.
 MESSAGE_MAX = 1000
@@ -76,8 +80,17 @@ class Surface:
         one line on stderr and the exit status its category's (2 usage, 1 runtime)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        if sys.stdout is None:  # fd 1 closed (>&-): whatever the command says is lost
+            click.echo("Error: stdout is closed: the output would go nowhere", err=True)
+            sys.exit(1)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()  # a full disk says so here, not at interpreter exit
+        except OSError as exc:
+            if exc.errno not in OUTPUT_ERRNOS:
+                raise
+            click.echo(f"Error: cannot write the output: {exc.strerror}", err=True)
+            sys.exit(1)
         except click.exceptions.NoArgsIsHelpError as exc:  # a group with no command
             exc.show()
             sys.exit(exc.exit_code)

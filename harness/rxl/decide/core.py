@@ -79,7 +79,11 @@ class CoreError(HostError):
 
 
 def build_dir() -> Path:
-    return Path(os.environ.get("RXL_BUILD_DIR", ROOT / "build"))
+    """``$RXL_BUILD_DIR`` made absolute (the library is loaded by its path: a bare
+    name would be looked up in the loader's path), else ``build/`` in the
+    checkout; an empty ``RXL_BUILD_DIR`` is unset, as an empty ``RXL_WORK`` is."""
+    env = os.environ.get("RXL_BUILD_DIR")
+    return Path(env).absolute() if env else ROOT / "build"
 
 
 def make_build_dir(path: Optional[Path] = None) -> Path:

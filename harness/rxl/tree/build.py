@@ -35,7 +35,6 @@ import re
 import shlex
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -476,7 +475,3 @@ def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Seque
     echo(f"modules: {', '.join(Path(p).name for p in kos.values())} link against the "
          f"{kernconf} kernel (every undefined symbol defined)")
     return kos
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(shlex.join(make_py_argv(sys.argv[1], sys.argv[2], sys.argv[3:])))

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -441,10 +440,3 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
 def shell_lines(src: str, objdir: str = DEFAULT_OBJDIR, lock: Optional[str] = DEFAULT_LOCK) -> List[str]:
     """The world stages as copy-pasteable shell lines (for ``--dry-run``)."""
     return [s.shell() for s in plan_world(src, objdir, lock=lock)]
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-    for line in shell_lines(sys.argv[1] if len(sys.argv) > 1 else "/usr/src"):
-        print(line)
-    print(shlex.join(atf_cc_argv("x.c", "x", "/sysroot")))
