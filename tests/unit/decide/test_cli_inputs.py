@@ -1,0 +1,131 @@
+"""The inputs of ``rxl deal`` and ``rxl spread``: every limit at its edge, from
+where it comes (the C cores' types, iflib's tunables, the options' help)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+from rxl.decide import cli as decide_cli
+from rxl.decide import model, topology
+from rxl.decide.cpugroup import TopologyError
+
+TOPO = topology.load("qemu-2s")                     # 2 packages x 2 cores x 2 threads
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_members_and_counts_take_spaces_after_commas():
+    assert decide_cli.parse_members("0, -, 2L", TOPO) == [model.Tag(0), model.Tag(),
+                                                          model.Tag(2, True)]
+    assert decide_cli.parse_counts("0:100, 2 : 50", TOPO) == {0: 100, 2: 50}
+    assert decide_cli.per_device(" 2, 3", "--queues", 1, 4096, unset=False) == [2, 3]
+
+
+def test_a_count_is_a_uint32_as_the_deal_core_takes_it():
+    """rxl_deal() takes the counts as const uint32_t * (lib/userspace/rxlcore.h)."""
+    top = (1 << 32) - 1
+    assert decide_cli.parse_counts(f"0:{top}", TOPO) == {0: top}
+    with pytest.raises(TopologyError, match=f"^--counts: count {1 << 32} does not fit 32 bits$"):
+        decide_cli.parse_counts(f"0:{1 << 32}", TOPO)
+
+
+def test_at_most_max_devices_devices():
+    assert decide_cli.MAX_DEVICES == 64
+    assert decide_cli.per_device(",".join(["1"] * 64), "--queues", 1, 4096,
+                                 unset=False) == [1] * 64
+    with pytest.raises(TopologyError, match="^--queues: 65 devices; at most 64$"):
+        decide_cli.per_device(",".join(["1"] * 65), "--queues", 1, 4096, unset=False)
+
+
+def _spread(*args):
+    return _run("spread", "--topology", "qemu-2s", "--intr-cpus", "0-7", *args)
+
+
+def test_spread_needs_a_topology():
+    r = _run("spread", "--intr-cpus", "0-7", "--queues", "2")
+    assert r.exit_code == 2 and "Missing option '--topology'" in r.output
+
+
+def test_spread_queues_run_1_to_4096_as_its_help_says():
+    assert _spread("--queues", "4096").exit_code == 0
+    for bad in ("0", "4097"):
+        r = _spread("--queues", bad)
+        assert r.exit_code == 2 and f"'{bad}' is not a number 1..4096" in r.output
+
+
+def test_spread_core_offset_0_is_a_tunable_and_core_spread_is_0_or_1():
+    r = _spread("--queues", "1", "--core-offset", "0", "--json")
+    assert r.exit_code == 0
+    (dev,) = json.loads(r.stdout)["devices"]
+    assert dev["core_offset"] == 0 and dev["base"] == 0
+    r = _spread("--queues", "2", "--core-spread", "2")
+    assert r.exit_code == 2 and "--core-spread" in r.output
+
+
+def test_no_spread_is_core_spread_0_and_not_both():
+    numeric = json.loads(_spread("--queues", "4", "--core-spread", "0", "--json").stdout)
+    off = json.loads(_spread("--queues", "4", "--no-spread", "--json").stdout)
+    spread = json.loads(_spread("--queues", "4", "--json").stdout)
+    assert off == numeric and off["order"] == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert spread["order"] != off["order"]
+    r = _spread("--queues", "4", "--no-spread", "--core-spread", "1")
+    assert r.exit_code == 2
+    assert "--no-spread is --core-spread 0; give one of them" in r.output
+
+
+def test_spread_intr_cpus_are_cpus_of_the_topology():
+    r = _run("spread", "--topology", "qemu-2s", "--intr-cpus", "0-8", "--queues", "2")
+    assert r.exit_code == 2 and "--intr-cpus" in r.output and "8" in r.output
+
+
+def test_per_device_values_go_to_their_device():
+    r = _spread("--queues", "1,3", "--json")
+    devs = json.loads(r.stdout)["devices"]
+    assert [len(d["queues"]) for d in devs] == [1, 3]
+    r = _spread("--queues", "2,2", "--domain", "0,1,0")
+    assert r.exit_code == 2 and "2 values for 3 devices: give one (for every device) or one " \
+        "per device" in r.output
+
+
+@pytest.mark.parametrize("cmd", [
+    ["deal", "--topology", "qemu-2s", "--members", "0,1,4,-", "--counts", "0:3,4:1"],
+    ["spread", "--topology", "qemu-2s", "--intr-cpus", "0-7", "--queues", "4"],
+    ["outcomes", "--topology", "qemu-2s", "--workers", "0-7", "--rx-cpus", "0,4"],
+])
+def test_the_model_and_the_c_core_print_the_same(cmd):
+    c = _run(*cmd, "--impl", "c", "--json")
+    m = _run(*cmd, "--impl", "model", "--json")
+    assert c.exit_code == 0 and m.exit_code == 0
+    assert json.loads(c.stdout) == json.loads(m.stdout)
+
+
+def test_a_domain_without_any_interrupt_cpu_is_refused():
+    r = _run("spread", "--topology", "qemu-2s", "--intr-cpus", "0-3", "--queues", "2",
+             "--domain", "1")                  # domain 1 is package 1: CPUs 4-7
+    assert r.exit_code == 2
+    assert "Invalid value for '--domain': no CPU of --intr-cpus is in domain 1" in r.output
+
+
+def test_outcomes_needs_workers():
+    r = _run("outcomes", "--topology", "qemu-2s", "--rx-cpus", "0")
+    assert r.exit_code == 2 and "Missing option '--workers'" in r.output
+
+
+def test_a_receiving_cpu_the_counts_leave_out_receives_nothing():
+    """--rx-counts 0:1 with --rx-cpus 0,4: every handshake on CPU 0, so under
+    hash the 8 workers of qemu-2s are 1 exact (0), 1 smt (1), 2 l3 (2, 3), 4
+    remote (4-7), as with CPU 0 alone; without counts CPU 4 takes half."""
+    def doc(*args):
+        r = _run("outcomes", "--topology", "qemu-2s", "--workers", "0-7", *args, "--json")
+        assert r.exit_code == 0
+        return json.loads(r.stdout)
+    only0 = doc("--rx-cpus", "0,4", "--rx-counts", "0:1")
+    assert only0 == doc("--rx-cpus", "0")
+    hash_ = {k: v["share"] for k, v in only0["policies"][0]["classes"].items()}
+    assert hash_ == {"exact": 0.125, "smt": 0.125, "l3": 0.25, "node": 0.0, "far": 0.0,
+                     "remote": 0.5, "never": 0.0}
+    assert doc("--rx-cpus", "0,4") != only0
