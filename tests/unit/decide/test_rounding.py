@@ -122,3 +122,23 @@ def test_the_floor_cost_one_in_seventeen_of_cpu4():
     assert round(float(old) * 100, 1) == 97.1
     assert colocated(model.deal) == 1
     assert colocated(core.deal) == 1
+
+
+@pytest.mark.parametrize("members", [1, 2, 63, 64, 65, 127])
+@pytest.mark.parametrize("pattern", ["equal", "steps", "primes"])
+def test_c_picks_the_same_cpus_as_the_model_among_many_remainders(members, pattern):
+    """128 receiving CPUs (2x32x2), so the C's pick of the CPUs owed a slot
+    (lbdeal_top(): the largest remainder keys, found with a min-heap, not a
+    sort) chooses among up to 128 remainders: one slot left (1 member's 16
+    over 128 CPUs ... ), nearly all left, and ties, which go to the lower
+    CPU id; ``equal`` makes every remainder tie."""
+    topo = topology.load("2x32x2")
+    counts = {c: {"equal": 1000, "steps": 1000 + c % 7, "primes": 7919 * (c % 13) + 1}
+              [pattern] for c in range(128)}
+    tags = [Tag(i % 128) for i in range(members)]
+    d = core.deal(topo, tags, counts)
+    assert d == model.deal(topo, tags, counts)
+    got = {c: n for c, (_, n) in d.ranges.items()}
+    assert got == model.supply(16 * members, counts)
+    if pattern == "equal":  # 16 x members slots over 128 equal CPUs: the lowest ids
+        assert sorted(got) == list(range(min(128, 16 * members)))
