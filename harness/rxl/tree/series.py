@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from rxl.errors import BadOption, show
 from rxl.tree.patch import ATF_DEST, SeriesError, parse_base, patch_files, set_copyright
 
 #: Default branch the series is applied on.
@@ -319,6 +320,9 @@ def export_series(src: Path, patches_dir: Path, *,
     branch and the tree are left as they are; FreeBSD's own copyright lines,
     as in the moved ``in_pcblb.c``, are never touched); without it the
     commits' own authors and the project's copyright lines are kept.
+    Refuses, writing nothing, a ``branch`` that does not exist, is not built on
+    ``BASE``'s commit or has no commits over it (:class:`rxl.errors.BadOption`
+    naming ``--branch``), and a base commit the tree lacks (:class:`SeriesError`).
     Returns the written files.
     """
     src = Path(src)
@@ -327,13 +331,25 @@ def export_series(src: Path, patches_dir: Path, *,
     base = parse_base((patches_dir / "BASE").read_text())
     if run_git(src, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",
             check=False).returncode != 0:
-        raise SeriesError(f"no branch {branch} in {src} (rxl series apply "
-                          "creates it)")
+        raise BadOption(f"no branch {show(branch)} in {src} (rxl series apply "
+                        "creates it)", "--branch")
     if run_git(src, "cat-file", "-e", base.commit + "^{commit}",
             check=False).returncode != 0:
         raise SeriesError(f"{src}: base commit {base.commit[:12]} "
                           f"({base.repository}) is not in this repository")
-    tip = authored_commits(src, base.commit, branch, author) if author else branch
+    # base..branch of a branch not built on the base is that branch's own history:
+    # exported, it would replace the series (and remove its patches as stale).
+    if run_git(src, "merge-base", "--is-ancestor", base.commit, f"refs/heads/{branch}",
+               check=False).returncode != 0:
+        raise BadOption(f"{show(branch)} is not built on the base commit "
+                        f"{base.commit[:12]} of {patches_dir / 'BASE'}: nothing exported, "
+                        "patches unchanged", "--branch")
+    if run_git(src, "rev-list", "--count", f"{base.commit}..refs/heads/{branch}"
+               ).stdout.strip() == "0":
+        raise BadOption(f"{show(branch)} has no commits over the base commit "
+                        f"{base.commit[:12]}: nothing exported, patches unchanged", "--branch")
+    tip = authored_commits(src, base.commit, branch, author) if author \
+        else f"refs/heads/{branch}"
     with tempfile.TemporaryDirectory() as tmp:
         run_git(src, "format-patch", "-q", "--zero-commit", "--no-signature",
              "-o", tmp, f"{base.commit}..{tip}")

@@ -346,9 +346,9 @@ def test_export_without_the_branch_names_it(tmp_path):
     before = {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file()}
     r = CliRunner().invoke(series, ["export", "--src", str(tmp_path / "src"),
                                     "--patches", str(patches)])
-    assert r.exit_code == 1
-    assert r.output.strip() == (f"Error: no branch rxl in {tmp_path / 'src'} "
-                                "(rxl series apply creates it)")
+    assert r.exit_code == 2
+    assert r.output.strip() == (f"Error: Invalid value for '--branch': no branch rxl in "
+                                f"{tmp_path / 'src'} (rxl series apply creates it)")
     assert {p.name: p.read_bytes() for p in patches.iterdir() if p.is_file()} == before
 
 
@@ -497,6 +497,28 @@ def test_export_refuses_a_malformed_author_in_one_line_and_writes_nothing(scratc
     err = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
     assert len(err) == 1 and "is not an author: give 'Name <local@domain.tld>'" in err[0]
     assert sorted(p.name for p in patches.iterdir()) == ["BASE"]
+
+
+@pytest.mark.parametrize("make, why", [
+    (("checkout", "-q", "--orphan", "other"), "is not built on the base commit"),
+    (("checkout", "-q", "-b", "other", "main"), "has no commits over the base commit"),
+])
+def test_export_of_a_branch_not_built_on_base_refuses_and_keeps_the_patches(scratch, make, why):
+    """An unrelated history (an orphan, another repository's branch) exported as
+    base..branch would replace the series and remove its patches as stale: refused
+    in one line, exit 2, every file of patches/ as it was."""
+    src, patches, run = scratch
+    assert _export(src, patches).exit_code == 0
+    before = {p.name: p.read_bytes() for p in patches.iterdir()}
+    assert len(before) == 3  # BASE and two patches
+    run(*make)
+    if make[2] == "--orphan":
+        run("commit", "-q", "--allow-empty", "-m", "init")
+    r = _export(src, patches, "--branch", "other")
+    assert r.exit_code == 2, r.output
+    (line,) = r.output.strip().splitlines()
+    assert line.startswith("Error: Invalid value for '--branch': other ") and why in line
+    assert {p.name: p.read_bytes() for p in patches.iterdir()} == before
 
 
 def test_consistency_maps_the_authors_copyright_back_to_the_project(tmp_path):
