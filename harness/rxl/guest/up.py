@@ -20,7 +20,8 @@ the pristine kernel to the series', switched kernels and ran the suite. What
    (pid, port, URL, host key, console log) and print the ``ssh://`` URL.
 
 ``down`` stops exactly the QEMU that ``up`` started (pid from the state
-file, checked against its command line) and removes the state file.
+file, checked against its command line) and removes the state file; a state
+file that is not what ``up`` writes is refused and left, nothing stopped.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
-from rxl.errors import MachineError
+from rxl.errors import DataError, MachineError, show
 from rxl.guest import qemu, sshguest
 from rxl.guest.ssh import SSHError, SSHSession, SSHTarget
 from rxl.tree import kyuaworld, sshworld
@@ -52,15 +53,61 @@ def state_path() -> Path:
     return paths.work_root() / "guest" / "up.json"
 
 
+class GuestStateError(DataError):
+    """The state file is not what :func:`up` writes; nothing is stopped or started."""
+
+
+def root_path() -> Path:
+    """The one guest root ``up`` stages and boots: ``$RXL_WORK/guest/up/root``."""
+    return paths.work_root() / "guest" / "up" / "root"
+
+
+def _js(value) -> str:
+    """A state file's value as JSON writes it, quoted for a message."""
+    return show(json.dumps(value))
+
+
+def _damaged(p: Path, why: str) -> GuestStateError:
+    return GuestStateError(f"{show(p)}: not the state rxl guest up writes ({why}); nothing "
+                           "stopped: remove it if no guest runs")
+
+
 def read_state() -> Optional[Dict]:
-    """The running guest's state, or None when none is recorded."""
+    """The running guest's state, or None when none is recorded.
+
+    Raises :class:`GuestStateError` (a DataError, exit 2) unless the file is what
+    :func:`up` writes: a JSON object whose ``pid`` is an integer above 1, ``root``
+    is :func:`root_path` (the root this ``RXL_WORK`` stages: so a pid is only ever
+    matched against our own QEMU's command line), ``url`` a string and ``port``,
+    when given, a TCP port."""
     p = state_path()
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         return None
+    if not p.is_file():
+        raise _damaged(p, "not a regular file")
     try:
-        return json.loads(p.read_text())
-    except ValueError:
-        raise GuestUpError(f"{p}: not JSON; remove it if no guest runs") from None
+        st = json.loads(p.read_bytes())
+    except (ValueError, OSError) as exc:
+        raise _damaged(p, getattr(exc, "strerror", None) or "not JSON") from None
+    if not isinstance(st, dict):
+        raise _damaged(p, f"a JSON {type(st).__name__}, not an object")
+    for key in ("pid", "root", "url"):
+        if key not in st:
+            raise _damaged(p, f"no {key}")
+    pid = st["pid"]
+    if type(pid) is not int or pid <= 1:
+        raise _damaged(p, f"pid {_js(pid)}: not a process id above 1")
+    if st["root"] != str(root_path()):
+        raise _damaged(p, f"root {_js(st['root'])}: not {root_path()}")
+    if not isinstance(st["url"], str):
+        raise _damaged(p, f"url {_js(st['url'])}: not a string")
+    port = st.get("port")
+    if port is not None and (type(port) is not int or not 0 < port < 65536):
+        raise _damaged(p, f"port {_js(port)}: not a TCP port")
+    key = st.get("own_host_key")
+    if key is not None and not isinstance(key, str):
+        raise _damaged(p, "own_host_key is not a string")
+    return st
 
 
 def own_host_key(host: str, port: int) -> Optional[str]:
@@ -78,7 +125,7 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
     after a comment line saying where the SQLite amalgamation comes from
     (:func:`rxl.tree.kyuaworld.fetch_amalgamation`)."""
     port = port or sshguest.free_port()
-    root = str(paths.work_root() / "guest" / "up" / "root")
+    root = str(root_path())
     log = str(paths.work_root() / "guest" / "up" / "console-up.log")
     cfg = qemu.GuestConfig(root_dir=root, memory_mib=memory_mib,
                            hostfwd=(sshguest.hostfwd(port),), serial=f"file:{log}",
@@ -157,12 +204,18 @@ def up(src: str, kernel: str, *, tests: Dict[str, str],
 
 
 def _alive(st: Dict) -> bool:
-    """True if the recorded pid runs and is the QEMU of the recorded root."""
+    """True if the recorded pid runs and is the QEMU of the recorded root: its
+    argv[0] is a ``qemu-system-*`` and one argument is the ``-drive`` of that root
+    (``file=fat:ROOT`` or ``file=fat:rw:ROOT``, :func:`rxl.guest.qemu.build_argv`)."""
     try:
-        cmd = Path(f"/proc/{int(st['pid'])}/cmdline").read_bytes()
-    except (OSError, KeyError, ValueError):
+        argv = Path(f"/proc/{int(st['pid'])}/cmdline").read_bytes().split(b"\0")
+    except (OSError, KeyError, ValueError, TypeError):
         return False
-    return st.get("root", "\0").encode() in cmd
+    root = str(st.get("root") or "")
+    if not root or not os.path.basename(argv[0]).startswith(b"qemu-system-"):
+        return False
+    want = {f"file=fat:{root}".encode(), f"file=fat:rw:{root}".encode()}
+    return any(want & set(a.split(b",")) for a in argv[1:])
 
 
 def _gone(pid: int) -> bool:

@@ -6,8 +6,10 @@ docs/results/ssh.md); these tests cover the plan, the state file and `down`.
 
 import json
 import subprocess
+import sys
 import time
 
+import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
@@ -96,16 +98,25 @@ def test_up_refuses_without_the_sshd_userland(tmp_path, monkeypatch):
         raise AssertionError("up without the userland must fail")
 
 
+def _fake_qemu(root, drive=None):
+    """A process standing in for the guest's QEMU: argv[0] qemu-system-x86_64 and
+    the root's -drive argument, as rxl.guest.qemu.build_argv writes them."""
+    drive = drive or f"if=none,id=root,format=raw,file=fat:rw:{root}"
+    proc = subprocess.Popen(["bash", "-c", 'exec -a qemu-system-x86_64 "$0" -c "$1" "$@"',
+                             sys.executable, "import time; time.sleep(60)", "-drive", drive],
+                            start_new_session=True)
+    for _ in range(200):  # until the child has exec'd (its cmdline is bash's before)
+        if open(f"/proc/{proc.pid}/cmdline", "rb").read().startswith(b"qemu-system"):
+            break
+        time.sleep(0.02)
+    return proc
+
+
 def test_down_stops_only_the_recorded_qemu(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     root = str(tmp_path / "guest/up/root")
-    # stands in for QEMU: its command line holds the root path, as QEMU's -drive does
-    proc = subprocess.Popen(["sh", "-c", "sleep 60", root], start_new_session=True)
+    proc = _fake_qemu(root)
     other = subprocess.Popen(["sleep", "60"])
-    for _ in range(100):  # until the child has exec'd (its cmdline is ours before)
-        if root.encode() in open(f"/proc/{proc.pid}/cmdline", "rb").read():
-            break
-        time.sleep(0.02)
     try:
         guestup.state_path().parent.mkdir(parents=True)
         guestup.state_path().write_text(json.dumps(
@@ -132,11 +143,82 @@ def test_down_stops_only_the_recorded_qemu(tmp_path, monkeypatch):
                 p.wait()
 
 
+@pytest.mark.parametrize("state, why", [
+    ("[1, 2]", "a JSON list, not an object"),
+    ('"abc"', "a JSON str, not an object"),
+    ("5", "a JSON int, not an object"),
+    ("{", "not JSON"),
+    ('{"pid": "PID", "root": "ROOT", "url": "u"}', "not a process id above 1"),
+    ('{"pid": 1, "root": "ROOT", "url": "u"}', "pid 1: not a process id above 1"),
+    ('{"pid": true, "root": "ROOT", "url": "u"}', "pid true: not a process id above 1"),
+    ('{"pid": PID, "root": "", "url": "u"}', 'root "": not '),
+    ('{"pid": PID, "url": "u"}', "no root"),
+    ('{"pid": PID, "root": "/", "url": "u"}', 'root "/": not '),
+    ('{"pid": PID, "root": "ROOT/..", "url": "u"}', 'root "'),
+    ('{"pid": PID, "root": "ROOT"}', "no url"),
+    ('{"pid": PID, "root": "ROOT", "url": 5}', "url 5: not a string"),
+    ('{"root": "ROOT", "url": "u"}', "no pid"),
+    ('{"pid": PID, "root": "ROOT", "url": "u", "port": 70000}', "port 70000: not a TCP port"),
+])
+def test_down_refuses_a_damaged_state_file_and_stops_nothing(tmp_path, monkeypatch, state, why):
+    """A state file that is not what up writes (another JSON value, a pid of no
+    process of ours, a root that is not the one up stages: '' is in every command
+    line) is refused in one line, exit 2; the process it names and the file stay."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    root = str(guestup.root_path())
+    victim = _fake_qemu(root)  # even a QEMU of our root survives a damaged file
+    try:
+        guestup.state_path().parent.mkdir(parents=True)
+        text = state.replace("PID", str(victim.pid)).replace("ROOT", root)
+        guestup.state_path().write_text(text)
+        r = CliRunner().invoke(main, ["guest", "down"])
+        assert r.exit_code == 2, r.output
+        (line,) = r.output.strip().splitlines()
+        assert line.startswith(f"Error: {guestup.state_path()}: not the state rxl guest up "
+                               "writes (") and why in line and "nothing stopped" in line
+        time.sleep(0.1)
+        assert victim.poll() is None and guestup.state_path().read_text() == text
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_down_leaves_a_process_that_is_not_the_roots_qemu(tmp_path, monkeypatch):
+    """The pid's command line must be a QEMU whose -drive is the recorded root: a
+    process naming the root elsewhere, or another root's QEMU, is left alone."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    root = str(guestup.root_path())
+    others = [subprocess.Popen(["sh", "-c", "sleep 60", root], start_new_session=True),
+              _fake_qemu(root, drive=f"if=none,id=root,format=raw,file=fat:rw:{root}x")]
+    time.sleep(0.1)
+    try:
+        guestup.state_path().parent.mkdir(parents=True)
+        for p in others:
+            guestup.state_path().write_text(json.dumps({"pid": p.pid, "root": root,
+                                                        "url": "u"}))
+            assert "nothing stopped" in guestup.down()[0]
+            time.sleep(0.1)
+            assert p.poll() is None
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+
+
+def test_down_of_a_state_path_that_is_a_directory_refuses(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path))
+    guestup.state_path().mkdir(parents=True)
+    r = CliRunner().invoke(main, ["guest", "down"])
+    assert r.exit_code == 2 and "not a regular file" in r.output, r.output
+    assert guestup.state_path().is_dir()
+
+
 def test_run_target_uses_the_up_guests_key(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     guestup.state_path().parent.mkdir(parents=True)
     guestup.state_path().write_text(json.dumps(
-        {"pid": 1, "port": 40022, "root": "/x", "url": "ssh://root@127.0.0.1:40022",
+        {"pid": 12345, "port": 40022, "root": str(guestup.root_path()),
+         "url": "ssh://root@127.0.0.1:40022",
          "own_host_key": "ssh-ed25519 AAAA"}))
     from rxl.verify.cli import resolve_target as _target
     st, shape = _target("ssh://root@127.0.0.1:40022", None, False)
