@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from fakefreebsd import _git, _series, _tree
 from rxl.cli.main import main
+from rxl.errors import BadOption
 from rxl.tree import series as S
-from rxl.tree.patch import SeriesError
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "console")
 
@@ -104,7 +104,7 @@ def test_series_apply_refuses_an_existing_branch_before_any_write(tmp_path):
     src, patches = _snapshot_like(tmp_path)
     _git(src, "branch", "rxl")
     before = _state(src)
-    with pytest.raises(SeriesError, match="already exists"):
+    with pytest.raises(BadOption, match="already exists"):
         S.apply_series(src, patches, echo=lambda s: None)
     assert _state(src) == before          # no promisor config, no skip-worktree mark
 

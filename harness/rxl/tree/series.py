@@ -185,6 +185,25 @@ def ensure_git_tree(src: Path) -> None:
         raise SeriesError(f"{src} is a folder inside the git tree {top}; give its top")
 
 
+def check_branch_name(src: Path, branch: str) -> None:
+    """Raise :class:`rxl.errors.BadOption` (``--branch``) unless ``branch`` is a
+    name ``git checkout -b`` takes as it is (``git check-ref-format --branch``:
+    no blank, ``..``, ``~``, leading ``-``, ``@{-N}`` ...)."""
+    cp = run_git(src, "check-ref-format", "--branch", branch, check=False) \
+        if branch and not branch.startswith("-") else None
+    if cp is None or cp.returncode != 0 or cp.stdout.strip() != branch:
+        raise BadOption(f"{show(branch) or chr(39) * 2}: not a git branch name", "--branch")
+
+
+def _git_says(cp: subprocess.CompletedProcess) -> str:
+    """What a failed git command said, its lines joined in one (or its exit status)."""
+    out = ""
+    for ln in (cp.stderr.strip() or cp.stdout.strip()).splitlines():
+        if ln.strip():
+            out += ("" if not out else " " if out[-1] in ":.;," else "; ") + ln.strip()
+    return out or f"exit {cp.returncode}"
+
+
 def _locked(argv: list[str], lock: Optional[Path]) -> list[str]:
     return ["flock", str(lock), *argv] if lock else argv
 
@@ -197,14 +216,17 @@ def apply_series(src: Path, patches_dir: Path, *,
     same release from another history, such as a releng/15.0 checkout) and ``git
     am`` the series.
 
-    Refuses (raising :class:`SeriesError`, changing nothing: every check
-    comes before the snapshot's config and skip-worktree marks are written)
-    when ``src`` is not the top of a git tree, the tree has uncommitted
-    changes, the base commit is unknown, or ``branch`` already exists.  On a failed ``git am`` the am is aborted and the
-    branch stays at the base; nothing is deleted.  Returns the new HEAD.
+    Refuses, changing nothing (every check comes before the snapshot's index,
+    config and skip-worktree marks are written): a ``branch`` that is no git
+    branch name or already exists (:class:`rxl.errors.BadOption` naming
+    ``--branch``); ``src`` not the top of a git tree, uncommitted changes, an
+    unknown base commit (:class:`SeriesError`).  On a failed ``git am`` the am
+    is aborted and the branch stays at the base; nothing is deleted.  Returns
+    the new HEAD.
     """
     src = Path(src)
     ensure_git_tree(src)
+    check_branch_name(src, branch)
     base = parse_base((Path(patches_dir) / "BASE").read_text())
     files = patch_files(patches_dir)
     if not files:
@@ -218,8 +240,8 @@ def apply_series(src: Path, patches_dir: Path, *,
                           f"({base.repository}) is not in this repository")
     if run_git(src, "rev-parse", "--verify", "--quiet", "refs/heads/" + branch,
             check=False).returncode == 0:
-        raise SeriesError(f"branch {branch!r} already exists in {src}; "
-                          "rename or delete it, or pass --branch")
+        raise BadOption(f"branch {branch} already exists in {src}; rename or delete it, "
+                        "or give another", "--branch")
     # Every refusal comes before prepare_snapshot, the first write (config, index).
     empty_index = not run_git(src, "ls-files", check=False).stdout.strip()
     dirty = [] if empty_index else sorted(set(dirty_paths(src)) - set(missing_blob_paths(src)))
@@ -232,8 +254,7 @@ def apply_series(src: Path, patches_dir: Path, *,
                                   "-b", branch, start], lock),
                          text=True, capture_output=True)
     if run.returncode != 0:
-        raise SeriesError(f"git checkout -b {branch} failed: "
-                          f"{run.stderr.strip().splitlines()[-1:]}")
+        raise SeriesError(f"git checkout -b {branch} failed: {_git_says(run)}")
     run = subprocess.run(_locked(["git", "-C", str(src), "am", "-q",
                                   *map(str, files)], lock),
                          text=True, capture_output=True, env=committer_env(src))

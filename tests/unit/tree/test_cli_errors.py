@@ -49,17 +49,51 @@ def test_not_a_git_tree_is_a_usage_error(tmp_path):
     assert "not a git work tree" in line
 
 
-def test_series_runtime_failure_is_exit_1(tmp_path):
-    """The branch exists already: a failure at run time, said once, nothing changed."""
+def _state(src):
+    """What a refused apply must leave as it was: the index, config, branches, HEAD."""
+    return ((src / ".git/index").read_bytes() if (src / ".git/index").exists() else None,
+            (src / ".git/config").read_text(), _git(src, "branch", "--list"),
+            _git(src, "rev-parse", "HEAD"))
+
+
+@pytest.mark.parametrize("branch, why", [
+    ("rxl", "branch rxl already exists in"), ("main", "branch main already exists in"),
+    ("bad..name", "bad..name: not a git branch name"), ("-x", "-x: not a git branch name"),
+    ("", "'': not a git branch name"), ("a b", "a b: not a git branch name"),
+    ("x~1", "x~1: not a git branch name"), ("@{-1}", "@{-1}: not a git branch name"),
+    ("HEAD", "HEAD: not a git branch name")])
+def test_series_apply_refuses_a_bad_branch_first_and_changes_nothing(tmp_path, branch, why):
+    """A --branch git cannot create (a bad name, an existing branch) is a bad option
+    value, exit 2, said in one line before the index of a clone whose checkout
+    stopped (an empty index) is rebuilt or anything else is written."""
     src = tmp_path / "src"
     base = _tree(src)
     patches = _series(tmp_path, src, base)
     _git(src, "branch", "rxl")
-    before = (_git(src, "rev-parse", "rxl"), (src / ".git/config").read_text())
+    _git(src, "read-tree", "--empty")  # what a clone of the snapshot leaves behind
+    before = _state(src)
+    line = _one_error(_rxl("series", "apply", "--src", str(src), "--patches", str(patches),
+                           "--branch", branch, "--lock", str(tmp_path / "lock")), 2)
+    assert line.startswith("Error: Invalid value for '--branch': ") and why in line, line
+    assert _state(src) == before
+
+
+def test_series_apply_says_gits_whole_reason_in_one_line(tmp_path):
+    """git checkout's refusal (an untracked file in the way) is its message, its
+    lines joined: not a Python list of the last line ('Aborting')."""
+    src = tmp_path / "src"
+    base = _tree(src)
+    patches = _series(tmp_path, src, base)
+    _git(src, "rm", "-q", "sys/kern/kern_x.c")
+    _git(src, "commit", "-qm", "gone")
+    (src / "sys/kern").mkdir()
+    (src / "sys/kern/kern_x.c").write_text("untracked\n")
     line = _one_error(_rxl("series", "apply", "--src", str(src), "--patches", str(patches),
                            "--lock", str(tmp_path / "lock")), 1)
-    assert "already exists" in line
-    assert (_git(src, "rev-parse", "rxl"), (src / ".git/config").read_text()) == before
+    assert "git checkout -b rxl failed: error: The following untracked working tree files " \
+        "would be overwritten by checkout: sys/kern/kern_x.c; Please move or remove them " \
+        "before you switch branches. Aborting" in line
+    assert "[" not in line and _git(src, "branch", "--list") == "* main"
 
 
 def test_build_of_a_tree_without_make_py_is_a_usage_error(tmp_path):
