@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rxl.tree.patch import (Patch, SeriesError, check_consistency, load_series, parse_base,
+from rxl.tree.patch import (Patch, SeriesError, check_consistency, load_series, read_base,
                             patch_files, touched_man_pages)
 from rxl.tree import version as tree_version
 from rxl.tree.series import SeriesState, run_git, series_state
@@ -152,11 +152,11 @@ def check_series(project: Path, src: Optional[Path] = None,
     rep = CheckReport()
     patches_dir = Path(project) / "patches"
     try:
-        base = parse_base((patches_dir / "BASE").read_text())
+        base = read_base(patches_dir)
         rep.notes.append(f"base {base.repository} {base.commit[:12]} "
                          f"(__FreeBSD_version {base.freebsd_version})")
-    except (OSError, SeriesError) as e:
-        rep.problems.append(f"patches/BASE: {e}")
+    except SeriesError as e:
+        rep.problems.append(str(e))
     try:
         patches = load_series(patches_dir)
     except SeriesError as e:
@@ -175,7 +175,7 @@ def check_series(project: Path, src: Optional[Path] = None,
     if tree_v is not None:
         rep.notes.append(f"tree {src}: {tree_v.describe()}")
         try:
-            want = int(parse_base((patches_dir / "BASE").read_text()).freebsd_version)
+            want = int(read_base(patches_dir).freebsd_version)
         except (OSError, SeriesError, ValueError):
             want = None
         if want is not None and want // 100000 != tree_v.major:
@@ -206,7 +206,7 @@ def check_series(project: Path, src: Optional[Path] = None,
     else:
         base_commit = None
         try:
-            base_commit = parse_base((patches_dir / "BASE").read_text()).commit
+            base_commit = read_base(patches_dir).commit
         except (OSError, SeriesError):
             pass
         for m in mans:

@@ -40,15 +40,38 @@ def _git_top(src: str) -> Path:
     return Path(src)
 
 
-def _patches(patches_dir: str) -> Path:
-    """``--patches`` checked before anything runs: a directory holding
-    ``BASE`` (the base's repository and commit), else a usage error (exit 2)."""
+def _patches(patches_dir: str, *, series: bool = False) -> Path:
+    """``--patches`` checked before anything runs: a directory whose ``BASE``
+    names the base's repository, commit and __FreeBSD_version, and with
+    ``series`` (what ``apply`` reads) whose ``NNNN-*.patch`` files are the
+    series' mails; else a usage error (exit 2) naming the file and the fault."""
     p = Path(patches_dir)
     if not p.is_dir():
         raise click.BadParameter(f"{patches_dir}: no such directory", param_hint="'--patches'")
-    if not (p / "BASE").is_file():
-        raise click.BadParameter(f"{patches_dir}: no BASE file (not the series' patches/)",
-                                 param_hint="'--patches'")
+    try:
+        tree_patch.read_base(p)
+        if series:
+            tree_patch.load_series(p)
+    except tree_patch.SeriesError as e:
+        raise click.BadParameter(str(e), param_hint="'--patches'") from None
+    return p
+
+
+def _project(project: str, *, base: bool) -> Path:
+    """``--project`` checked before anything runs: a directory holding
+    ``patches/`` (the rxl project's top, or a copy of it), with ``base`` its
+    ``patches/BASE`` readable and well-formed; else a usage error (exit 2)."""
+    p = Path(project)
+    if not p.is_dir():
+        raise click.BadParameter(f"{project}: no such directory", param_hint="'--project'")
+    if not (p / "patches").is_dir():
+        raise click.BadParameter(f"{project}: no patches/ directory (not the rxl project)",
+                                 param_hint="'--project'")
+    if base:
+        try:
+            tree_patch.read_base(p / "patches")
+        except tree_patch.SeriesError as e:
+            raise click.BadParameter(str(e), param_hint="'--project'") from None
     return p
 
 
@@ -84,7 +107,7 @@ def _lock(lock):
                    "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
-    src, patches = _git_top(src), _patches(patches_dir)
+    src, patches = _git_top(src), _patches(patches_dir, series=True)
     try:
         tree_series.apply_series(src, patches, branch=branch,
                        lock=_lock(lock), echo=click.echo)
@@ -140,6 +163,7 @@ def check_cmd(src, project, author, as_json):
     if src is not None and not (Path(src) / "sys").is_dir():
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no sys/ directory)",
                                  param_hint="'--src'")
+    project = _project(project, base=False)
     ident = tree_series.git_identity(Path(project)) if author else None
     rep = tree_check.check_series(Path(project), Path(src) if src else None, ident)
     if as_json:
@@ -170,9 +194,9 @@ def check_cmd(src, project, author, as_json):
                    "$RXL_WORK/build.lock if it exists).")
 def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
-    src = _git_top(src)
+    src, project = _git_top(src), _project(project, base=True)
     try:
-        tree_series.sync_project_files(src, Path(project), branch=branch,
+        tree_series.sync_project_files(src, project, branch=branch,
                              lock=_lock(lock), echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from rxl.errors import SourceError
+from rxl.errors import SourceError, show
 
 #: Where the series puts the project's ATF tests in a FreeBSD tree.
 ATF_DEST = "tests/sys/netinet"
@@ -409,7 +409,33 @@ def parse_base(text: str) -> Base:
     if not re.fullmatch(r"[0-9a-f]{40}", kv["commit"]):
         raise SeriesError(f"BASE: commit {kv['commit']!r} is not a full "
                           "sha1")
+    # sys/sys/param.h: seven digits, major * 100000 + minor * 1000 + patch level
+    if not re.fullmatch(r"[1-9][0-9]{6}", kv["__FreeBSD_version"]):
+        raise SeriesError(f"BASE: __FreeBSD_version {kv['__FreeBSD_version']!r} is not "
+                          "a seven-digit __FreeBSD_version")
     return Base(kv["repository"], kv["commit"], kv["__FreeBSD_version"])
+
+
+def read_base(patches_dir: Path) -> Base:
+    """``patches_dir/BASE`` read and parsed (:func:`parse_base`). Raises
+    :class:`SeriesError` naming the file in words: missing, not a file, not
+    readable, not UTF-8 text, or malformed."""
+    path = Path(patches_dir) / "BASE"
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SeriesError(f"{show(patches_dir)}: no BASE file (not the series' patches/)") \
+            from None
+    except IsADirectoryError:
+        raise SeriesError(f"{show(path)}: a directory, not the series' BASE file") from None
+    except OSError as exc:
+        raise SeriesError(f"{show(path)}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SeriesError(f"{show(path)}: not UTF-8 text") from None
+    try:
+        return parse_base(text)
+    except SeriesError as exc:
+        raise SeriesError(f"{show(path)}: {str(exc).removeprefix('BASE: ')}") from None
 
 
 def patch_files(patches_dir: Path) -> list[Path]:
@@ -423,7 +449,14 @@ def load_series(patches_dir: Path) -> list[Patch]:
     files = patch_files(patches_dir)
     if not files:
         raise SeriesError(f"{patches_dir}: no NNNN-*.patch files")
-    return [parse_patch(p.read_text(errors="replace"), p.name) for p in files]
+    out = []
+    for p in files:
+        try:
+            text = p.read_text(errors="replace")
+        except OSError as exc:
+            raise SeriesError(f"{show(p)}: {exc.strerror}") from None
+        out.append(parse_patch(text, p.name))
+    return out
 
 
 def touched_man_pages(patches: Sequence[Patch]) -> list[str]:

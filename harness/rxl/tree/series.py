@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Optional
 
 from rxl.errors import BadOption, show
-from rxl.tree.patch import ATF_DEST, SeriesError, parse_base, patch_files, set_copyright
+from rxl.tree.patch import ATF_DEST, SeriesError, patch_files, read_base, set_copyright
 
 #: Default branch the series is applied on.
 DEFAULT_BRANCH = "rxl"
@@ -227,7 +227,7 @@ def apply_series(src: Path, patches_dir: Path, *,
     src = Path(src)
     ensure_git_tree(src)
     check_branch_name(src, branch)
-    base = parse_base((Path(patches_dir) / "BASE").read_text())
+    base = read_base(Path(patches_dir))
     files = patch_files(patches_dir)
     if not files:
         raise SeriesError(f"{patches_dir}: no patches to apply")
@@ -349,7 +349,7 @@ def export_series(src: Path, patches_dir: Path, *,
     src = Path(src)
     ensure_git_tree(src)
     patches_dir = Path(patches_dir)
-    base = parse_base((patches_dir / "BASE").read_text())
+    base = read_base(patches_dir)
     if run_git(src, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}",
             check=False).returncode != 0:
         raise BadOption(f"no branch {show(branch)} in {src} (rxl series apply "
@@ -408,7 +408,7 @@ def sync_project_files(src: Path, project: Path, *,
     """
     src, project = Path(src), Path(project)
     ensure_git_tree(src)
-    base = parse_base((project / "patches/BASE").read_text())
+    base = read_base(project / "patches")
     head = run_git(src, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
     if head != branch:
         raise SeriesError(f"{src} is on {head!r}, not {branch!r}")

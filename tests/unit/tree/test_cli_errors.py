@@ -101,3 +101,72 @@ def test_build_of_a_tree_without_make_py_is_a_usage_error(tmp_path):
     line = _one_error(_rxl("build", "--src", str(tmp_path / "t"), "--lock", ""), 2)
     assert "not a FreeBSD source tree" in line
     assert list((tmp_path / "t").iterdir()) == []
+
+
+@pytest.mark.parametrize("cmd", [["series", "check"], ["series", "check", "--json"],
+                                 ["series", "sync", "--src", "SRC"]])
+@pytest.mark.parametrize("project", ["absent", "empty", "file"])
+def test_a_project_without_patches_is_a_usage_error(tmp_path, cmd, project):
+    """--project that is no rxl project (absent, no patches/, a file): one Error line
+    naming --project, exit 2, nothing on stdout; never '[Errno 2] ...' as a problem."""
+    src = tmp_path / "src"
+    _tree(src)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("x\n")
+    cp = _rxl(*[str(src) if a == "SRC" else a for a in cmd], "--project",
+              str(tmp_path / project))
+    line = _one_error(cp, 2)
+    assert line.startswith("Error: Invalid value for '--project': ") and "Errno" not in line
+    assert {"absent": "no such directory", "empty": "no patches/ directory",
+            "file": "is a file"}[project] in line
+    assert cp.stdout == ""
+
+
+BAD_BASES = [
+    ("repository: x/y\ncommit: zzzz\n", "no '__FreeBSD_version' line"),
+    ("repository: x/y\ncommit: zzzz\n__FreeBSD_version: 1500068\n", "is not a full sha1"),
+    (f"repository: x/y\ncommit: {'a' * 40}\n__FreeBSD_version: fifteen\n",
+     "'fifteen' is not a seven-digit __FreeBSD_version"),
+    (b"\xff\xfe\x00r", "not UTF-8 text"),
+]
+
+
+@pytest.mark.parametrize("text, why", BAD_BASES)
+def test_apply_of_a_malformed_base_is_a_usage_error_naming_the_file(tmp_path, text, why):
+    src = tmp_path / "src"
+    patches = _series(tmp_path, src, _tree(src))
+    (patches / "BASE").write_bytes(text if isinstance(text, bytes) else text.encode())
+    before = _state(src)
+    line = _one_error(_rxl("series", "apply", "--src", str(src), "--patches", str(patches),
+                           "--lock", str(tmp_path / "lock")), 2)
+    assert line.startswith(f"Error: Invalid value for '--patches': {patches}/BASE: ") \
+        and why in line, line
+    assert _state(src) == before
+
+
+def test_apply_of_a_patch_that_is_no_mail_is_a_usage_error(tmp_path):
+    """A 0001-x.patch saying 'not a patch' is refused as --patches before git runs."""
+    src = tmp_path / "src"
+    patches = _series(tmp_path, src, _tree(src))
+    (patches / "0002-x.patch").write_text("not a patch\n")
+    before = _state(src)
+    line = _one_error(_rxl("series", "apply", "--src", str(src), "--patches", str(patches),
+                           "--lock", str(tmp_path / "lock")), 2)
+    assert line == ("Error: Invalid value for '--patches': 0002-x.patch: not a format-patch "
+                    "mail (no From/Subject)")
+    assert _state(src) == before
+
+
+@pytest.mark.parametrize("text, why", BAD_BASES + [(None, "no BASE file")])
+def test_check_says_a_malformed_base_in_words(tmp_path, text, why):
+    """series check of a project whose BASE is missing or malformed: a problem (exit 1)
+    in words, the file named; no '[Errno 2]'."""
+    project = tmp_path / "project"
+    (project / "patches").mkdir(parents=True)
+    if text is not None:
+        (project / "patches/BASE").write_bytes(text if isinstance(text, bytes) else text.encode())
+    cp = _rxl("series", "check", "--project", str(project))
+    assert cp.returncode == 1 and "Traceback" not in cp.stderr, cp.stderr
+    assert "Errno" not in cp.stdout
+    assert any(ln.startswith(f"problem: {project}/patches") and why in ln
+               for ln in cp.stdout.splitlines()), cp.stdout

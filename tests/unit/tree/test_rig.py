@@ -167,7 +167,7 @@ def test_dirty_sys_gives_a_clear_error(tmp_path):
     src = _repo(tmp_path)
     head = _head(src)
     base = tmp_path / "BASE"
-    base.write_text(f"repository: t\ncommit: {head}\n__FreeBSD_version: 1\n")
+    base.write_text(f"repository: t\ncommit: {head}\n__FreeBSD_version: 1500068\n")
     (src / "README").write_text("changed outside sys/\n")
     (src / "sys/new.c").write_text("untracked is fine\n")
     assert rig.tree_commits(str(src), ["patched", "pristine"], base) == {
@@ -189,7 +189,7 @@ def test_tree_commits_errors(tmp_path):
         rig.tree_commits(str(tmp_path / "plain"), ["patched"])
     src = _repo(tmp_path)
     base = tmp_path / "BASE"
-    base.write_text(f"repository: t\ncommit: {'0' * 40}\n__FreeBSD_version: 1\n")
+    base.write_text(f"repository: t\ncommit: {'0' * 40}\n__FreeBSD_version: 1500068\n")
     with pytest.raises(rig.RigError, match="does not have the base commit 000000000000"):
         rig.tree_commits(str(src), ["pristine"], base)
     with pytest.raises(rig.RigError, match="pass --pristine-kernel"):

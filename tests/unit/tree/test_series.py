@@ -229,6 +229,9 @@ def test_base_roundtrip_and_errors():
         P.parse_base("repository: x\n__FreeBSD_version: 1\n")
     with pytest.raises(P.SeriesError, match="not a full sha1"):
         P.parse_base("repository: x\ncommit: abc\n__FreeBSD_version: 1\n")
+    for v in ("1", "150006", "15000680", "0150006", "1500068a", "", "１５００068"):
+        with pytest.raises(P.SeriesError, match="is not a seven-digit __FreeBSD_version"):
+            P.parse_base(f"repository: x\ncommit: {'a' * 40}\n__FreeBSD_version: {v}\n")
 
 
 def test_touched_man_pages():
