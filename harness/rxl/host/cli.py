@@ -18,14 +18,17 @@ from rxl.host import doctor
                    "apt-get install (as root); otherwise print the exact commands.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print [{"name", "ok", "package", "stages", "note", "install"}] as JSON '
-                   "(exit 1 if any is missing).")
+                   "(if any is missing: the Error line too, exit 1).")
 @click.option("--for", "mode", type=click.Choice(doctor.MODES), default="guest",
               show_default=True,
               help="guest: rxl run with the own QEMU guest; ssh: rxl run --target (adds "
                    "paramiko); bhyve: rxl vm --start (a FreeBSD host's bhyve only); bench: "
                    "rxl bench accept's eBPF setups (adds root and Linux >= 5.12).")
 def doctor_cmd(install, as_json, mode):
-    """Check what every stage needs on the host; print how to install what is missing."""
+    """Check what every stage needs on the host; print how to install what is missing.
+
+    The table and the install lines go to stdout; if anything is missing,
+    ``Error: N missing: ...`` is the one line on stderr (exit 1), --json or not."""
     results = doctor.check(mode=mode)
     if install:
         results, why = doctor.install_missing(results, mode=mode,
@@ -37,11 +40,11 @@ def doctor_cmd(install, as_json, mode):
         click.echo(json.dumps([{"name": r.need.name, "ok": r.ok, "package": r.need.package,
                                 "stages": list(r.need.stages), "note": r.note,
                                 "install": r.install_line()} for r in results], indent=2))
-        sys.exit(1 if missing else 0)
-    for r in results:
-        click.echo(doctor.row(r))
-    if not missing:
-        return
-    for line in doctor.advice(missing, python=sys.executable):
-        click.echo(line, err=True)
-    raise HostError(f"{len(missing)} missing: " + ", ".join(r.need.name for r in missing))
+    else:
+        # the report, what to type included, is stdout; stderr holds the one Error line
+        for r in results:
+            click.echo(doctor.row(r))
+        for line in doctor.advice(missing, python=sys.executable) if missing else ():
+            click.echo(line)
+    if missing:
+        raise HostError(f"{len(missing)} missing: " + ", ".join(r.need.name for r in missing))
