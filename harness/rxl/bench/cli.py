@@ -387,7 +387,8 @@ def kcount_group() -> None:
 @click.option("--inner", multiple=True, default=kcount.INNER, show_default=True,
               help="Functions whose frames are counted inside it (repeatable); "
                    "the outer's marks are added.")
-@click.option("--out", required=True, help="Trace file (JSON).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False),
+              help="Trace file (JSON).")
 @click.option("--only-syn", is_flag=True,
               help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
 @click.option("--others-run", is_flag=True, help="Let the other vCPUs run while stepping.")

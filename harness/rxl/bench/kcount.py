@@ -167,7 +167,9 @@ def check_function(name: str, what: str) -> str:
 
 
 def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+    """An amd64 register value as record writes it: an integer in [0, 2**64)
+    (kcount_gdb masks every register read to 64 bits)."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
 
 
 def _check_sample(k: int, s: object) -> None:
@@ -177,15 +179,15 @@ def _check_sample(k: int, s: object) -> None:
     for key in ("pc", "sp"):
         v = s.get(key)
         if not isinstance(v, list) or not all(_is_int(x) for x in v):
-            raise ValueError(f"sample {k}: '{key}' must be a list of integers "
-                             "(program counters and stack pointers)")
+            raise ValueError(f"sample {k}: '{key}' must be a list of integers from 0 to "
+                             "2**64-1 (program counters and stack pointers)")
     if len(s["pc"]) != len(s["sp"]):
         raise ValueError(f"sample {k}: {len(s['pc'])} pcs but {len(s['sp'])} sps")
     cas = s.get("cas")
     if cas is not None and not (isinstance(cas, list) and all(
             isinstance(t, list) and len(t) == 3 and all(_is_int(x) for x in t) for t in cas)):
-        raise ValueError(f"sample {k}: 'cas' must be a list of [step, rax, src] integer "
-                         "triples")
+        raise ValueError(f"sample {k}: 'cas' must be a list of [step, rax, src] triples "
+                         "of integers from 0 to 2**64-1")
     if cas and max(t[0] for t in cas) >= len(s["pc"]) or cas and min(t[0] for t in cas) < 0:
         raise ValueError(f"sample {k}: a 'cas' step is not a step of the sample")
     if s.get("curthread") is not None and not _is_int(s["curthread"]):

@@ -37,9 +37,10 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from rxl.errors import DataError
+from rxl.errors import BadOption, DataError, show
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
+from rxl.tree import build as tree_build
 from rxl.tree import world as tree_world
 
 #: The targets' numbers: calls, members (INPCBLBGROUP_SIZMAX in
@@ -237,6 +238,11 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     compile or boot, or as :func:`verdict`.
     """
 
+    # what a dry run would plan with is checked first: the plan is of a run that can start
+    tree_build.check_kernel_file(kernel)
+    for path, opt in ((src, "--src"), (objdir, "--objdir")):
+        if not Path(path).is_dir():
+            raise BadOption(f"{show(path)}: no such directory", opt)
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)
     binary, root, log = outp / "lbsetsock", outp / "root", outp / "console.log"
@@ -254,8 +260,6 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
             echo(f"# loader tunable {k}={val}")
         echo(shlex.join(argv))
         return {}
-    if not Path(kernel).is_file():
-        raise LbsetError(f"kernel {kernel}: no such file")
     if not fw:
         raise LbsetError("no OVMF firmware (apt-get install -y ovmf)")
     missing = wout.missing()

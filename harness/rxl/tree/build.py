@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from rxl import paths
-from rxl.errors import HostError
+from rxl.errors import BadOption, HostError, show
 from rxl.tree import modules as tree_modules
 from rxl.tree import snapshot
 from rxl.tree import version as tree_version
@@ -450,6 +450,19 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
         if modules:
             results[-1].extra["modules"] = check_modules(src, objdir, kernconf, modules, echo)
     return results
+
+
+def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
+    """Refuse a kernel to boot that cannot be one, before anything runs: not a
+    regular file (missing, a directory, a device) or empty. Raises
+    :class:`rxl.errors.BadOption` naming ``option``."""
+    p = Path(kernel)
+    if not p.exists():
+        raise BadOption(f"{show(kernel)}: no such kernel", option)
+    if not p.is_file():
+        raise BadOption(f"{show(kernel)}: not a regular file, no kernel", option)
+    if p.stat().st_size == 0:
+        raise BadOption(f"{show(kernel)}: an empty file, no kernel", option)
 
 
 def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],

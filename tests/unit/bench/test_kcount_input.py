@@ -70,6 +70,17 @@ GOOD_SAMPLE = {"pc": [256, 257], "sp": [8, 8]}
       "asm": {"0x100": "nop", "0x101": "ret"}}, "'cas'"),
     ({"outer": "f", "entries": {"f": "0x100"}, "samples": [GOOD_SAMPLE],
       "asm": {"0x100": "nop"}}, "0x101"),
+    # record masks every register to 64 bits: a value outside [0, 2**64) is no trace's
+    ({"outer": "f", "entries": {"f": "0x100"}, "samples": [{"pc": [-256, 257], "sp": [8, 8]}]},
+     "sample 1: 'pc' must be a list of integers from 0 to 2**64-1"),
+    ({"outer": "f", "entries": {"f": "0x100"}, "samples": [{"pc": [256, 1 << 64],
+                                                              "sp": [8, 8]}]}, "'pc'"),
+    ({"outer": "f", "entries": {"f": "0x100"}, "samples": [{"pc": [256, 257], "sp": [8, -8]}]},
+     "sample 1: 'sp'"),
+    ({"outer": "f", "entries": {"f": "0x100"}, "samples": [dict(GOOD_SAMPLE,
+                                                                cas=[[0, -1, 2]])]}, "'cas'"),
+    ({"outer": "f", "entries": {"f": "0x100"}, "samples": [dict(GOOD_SAMPLE,
+                                                                curthread=-4)]}, "'curthread'"),
 ])
 def test_a_malformed_trace_is_named_in_its_own_words(doc, words, tmp_path):
     p = tmp_path / "t.json"
@@ -94,6 +105,36 @@ def test_record_refuses_nonsense_even_in_a_dry_run(args, opt, files, tmp_path):
     r = _run("record", "--kernel", str(files["kernel"]), "--out", str(tmp_path / "o.json"),
              "--dry-run", *args)
     assert opt in _one_error(r)
+
+
+def test_record_refuses_an_out_that_is_a_directory_even_in_a_dry_run(files, tmp_path):
+    """--out is the trace file: a directory is refused before gdb or nm runs
+    (as kcount table --out is)."""
+    r = _run("record", "--kernel", str(files["kernel"]), "--out", str(tmp_path), "--dry-run")
+    line = _one_error(r)
+    assert "'--out'" in line and "is a directory" in line, line
+
+
+@pytest.mark.parametrize("missing, opt", [("kernel", "--kernel"), ("src", "--src"),
+                                          ("objdir", "--objdir")])
+def test_setsockopt_refuses_missing_inputs_even_in_a_dry_run(files, tmp_path, missing, opt):
+    """A dry run plans only a run that can start: the kernel must be a file that is
+    not empty, the tree and its objdir directories; --out is not made."""
+    have = {"kernel": str(files["kernel"]), "src": str(tmp_path), "objdir": str(tmp_path)}
+    have[missing] = str(tmp_path / "nonexistent")
+    r = _run("setsockopt", "--kernel", have["kernel"], "--src", have["src"], "--objdir",
+             have["objdir"], "--out", str(tmp_path / "o"), "--dry-run")
+    line = _one_error(r)
+    assert f"'{opt}'" in line and "nonexistent" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+def test_setsockopt_refuses_an_empty_kernel(files, tmp_path):
+    (tmp_path / "empty").write_bytes(b"")
+    r = _run("setsockopt", "--kernel", str(tmp_path / "empty"), "--src", str(tmp_path),
+             "--objdir", str(tmp_path), "--out", str(tmp_path / "o"), "--dry-run")
+    line = _one_error(r)
+    assert "'--kernel'" in line and "empty" in line, line
 
 
 def test_sites_and_diff_name_a_mark_the_trace_cannot_have(tmp_path, files):

@@ -67,8 +67,15 @@ def test_rc_runs_the_program_once_and_powers_off():
         L.render_rc(["-n", "256; rm -rf /"])
 
 
+def _kernel(tmp_path):
+    """A file that passes for the kernel to boot (a dry run boots nothing)."""
+    k = tmp_path / "kernel"
+    k.write_bytes(b"\x7fELF")
+    return str(k)
+
+
 def test_cli_dry_run_prints_cc_and_qemu(tmp_path):
-    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out",
                                         str(tmp_path / "o"), "--dry-run"])
     assert r.exit_code == 0, r.output
@@ -107,7 +114,7 @@ def test_control_errors_or_missing_latency_are_refused():
 @pytest.mark.parametrize("opt,val", [("--members", "300"), ("--blocks", "0"),
                                      ("--rounds", "0"), ("--calls", "-1")])
 def test_cli_refuses_out_of_range_values_before_anything_runs(tmp_path, opt, val):
-    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out",
                                         str(tmp_path / "o"), "--dry-run", opt, val])
     assert r.exit_code == 2 and opt in r.output
@@ -115,14 +122,14 @@ def test_cli_refuses_out_of_range_values_before_anything_runs(tmp_path, opt, val
 
 
 def test_cli_refuses_more_blocks_than_rounds(tmp_path):
-    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
                                         "--dry-run", "--rounds", "5", "--blocks", "6"])
     assert r.exit_code == 2 and "--blocks" in r.output
 
 
 def test_tunables_reach_the_dry_run(tmp_path):
-    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
                                         "--dry-run", "--tunable", "net.isr.bindthreads=1"])
     assert r.exit_code == 0 and "loader tunable net.isr.bindthreads=1" in r.output
@@ -130,7 +137,7 @@ def test_tunables_reach_the_dry_run(tmp_path):
 
 @pytest.mark.parametrize("word", ["noequals", "=1", "a=b c", "a.b="])
 def test_a_malformed_tunable_is_a_usage_error(tmp_path, word):
-    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", "k", "--src", str(tmp_path),
+    r = CliRunner().invoke(kcount_cmd, ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path),
                                         "--objdir", str(tmp_path), "--out", str(tmp_path / "o"),
                                         "--dry-run", "--tunable", word])
     assert r.exit_code == 2 and "--tunable" in r.output
@@ -184,7 +191,7 @@ def test_program_args():
 
 
 def test_cli_creation_only_and_change_reach_the_program(tmp_path):
-    base = ["setsockopt", "--kernel", "k", "--src", str(tmp_path), "--objdir", str(tmp_path),
+    base = ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path), "--objdir", str(tmp_path),
             "--out", str(tmp_path / "o"), "--dry-run"]
     r = CliRunner().invoke(kcount_cmd, base + ["--calls", "0", "--untagged"])
     assert r.exit_code == 0, r.output
