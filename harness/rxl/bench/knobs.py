@@ -38,6 +38,7 @@ Defaults and their sources:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -101,16 +102,16 @@ def parse_hold(text: str) -> Optional[float]:
 
 
 def parse_batch(text: str) -> int:
-    """``--accepts-per-wakeup``: 1..64 or ``unlimited`` (0).  Raises
-    ValueError."""
+    """``--accepts-per-wakeup``: 1..64 (decimal ASCII digits) or ``unlimited``,
+    returned as 0 (acceptd's ``-a 0``; ``0`` itself is not a count the option
+    takes).  Raises ValueError."""
     t = text.strip().lower()
-    if t in ("unlimited", "0"):
+    if t == "unlimited":
         return 0
-    try:
-        v = int(t)
-    except ValueError:
+    if not re.fullmatch(r"[0-9]{1,3}", t):
         raise ValueError(f"--accepts-per-wakeup must be 1..{MAX_BATCH} or "
-                         f"'unlimited', got {text!r}") from None
+                         f"'unlimited', got {text!r}")
+    v = int(t)
     if not 1 <= v <= MAX_BATCH:
         raise ValueError(f"--accepts-per-wakeup must be 1..{MAX_BATCH} or "
                          f"'unlimited', got {text!r}")

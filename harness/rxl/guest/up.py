@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
-from rxl.errors import DataError, MachineError, show
+from rxl.errors import BadOption, DataError, MachineError, show
 from rxl.guest import qemu, sshguest
 from rxl.guest.ssh import SSHError, SSHSession, SSHTarget
+from rxl.tree import build as tree_build
 from rxl.tree import kyuaworld, sshworld
 
 #: Seconds ``up`` waits for sshd (TCG boot to the end marker: 13-34 s measured
@@ -144,12 +145,14 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
 
 def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tuple[str, str]]:
     """What ``rxl guest up`` refuses before any work, as (option, one-line reason),
-    or None: a missing kernel, a --src that is not a FreeBSD tree, --kyua without
+    or None: a kernel that is missing, not a file or empty, a --src that is not a FreeBSD tree, --kyua without
     --build, and (without --build) a tree whose sshd userland is not built."""
     if kyua and not build:
         return "--kyua", "only with --build (kyua is built into the sshd userland)"
-    if not Path(kernel).is_file():
-        return "--kernel", f"{kernel}: no such kernel"
+    try:
+        tree_build.check_kernel_file(kernel)
+    except BadOption as exc:
+        return "--kernel", exc.message
     if not (Path(src) / "tools/build/make.py").is_file():
         return "--src", f"{src}: not a FreeBSD source tree (no tools/build/make.py)"
     missing = sshworld.ssh_world_outputs(src).missing()
@@ -179,8 +182,7 @@ def up(src: str, kernel: str, *, tests: Dict[str, str],
     if old and _alive(old):
         raise GuestUpError(f"a guest is already up at {old['url']} (pid {old['pid']}): "
                            "rxl guest down")
-    if not Path(kernel).is_file():
-        raise GuestUpError(f"{kernel}: no such kernel")
+    tree_build.check_kernel_file(kernel)
     p = plan(src, kernel)
     echo(f"guest up: staging {p['root']}")
     key = sshguest.stage_ssh_root(p["root"], src, kernel, tests)

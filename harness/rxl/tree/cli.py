@@ -18,7 +18,7 @@ from rxl.tree import modules as tree_modules
 from rxl.tree import patch as tree_patch
 from rxl.tree import series as tree_series
 from rxl.tree import version as tree_version
-from rxl.tree.kernconf import kernconf_path, kernconf_text
+from rxl.tree.kernconf import check_kernconf, kernconf_path, kernconf_text
 
 #: The project root: harness/rxl/tree/cli.py -> ../../../
 PROJECT = Path(__file__).resolve().parents[3]
@@ -234,6 +234,7 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
     lock = lock or None
     if kernconf is None:
         kernconf = tree_modules.MODULE_KERNCONF if with_modules else tree_build.DEFAULT_KERNCONF
+    check_kernconf(src, kernconf)
     modules = (tree_modules.build_list(src, _series_files()) if with_modules else [])
     stages = tree_build.plan_stages(src, objdir, kernconf=kernconf,
                            toolchain=not tree_build.toolchain_done(objdir, src),

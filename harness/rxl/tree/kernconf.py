@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Union
 
+from rxl.errors import BadOption, show
+
 PathLike = Union[str, "os.PathLike[str]"]
 #: The test kernel configuration's name (rxl.tree.build.DEFAULT_KERNCONF).
 DEFAULT_KERNCONF = "RXL"
@@ -54,3 +56,24 @@ def write_kernconf(src: PathLike, ident: str = DEFAULT_KERNCONF) -> Path:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return path
+
+
+#: A kernel config's name: a file name in ``sys/<target>/conf`` (GENERIC,
+#: GENERIC-NODEBUG, MINIMAL): letters, digits, ``_``, ``-`` and ``.``, not
+#: starting with ``.`` or ``-``; make's KERNCONF takes several names split by
+#: blanks, rxl builds one.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def check_kernconf(src: PathLike, ident: str, option: str = "--kernconf") -> None:
+    """Refuse a kernel config ``rxl build`` cannot build, before anything runs:
+    a name that is not one config file's (a path, a blank, a leading ``.``), or
+    a config other than :data:`DEFAULT_KERNCONF` (which the build writes) that
+    the tree does not have. Raises :class:`rxl.errors.BadOption` naming
+    ``option``."""
+    if not _NAME.fullmatch(ident):
+        raise BadOption(f"{show(ident)}: not a kernel config name (a file name in "
+                        f"sys/{DEFAULT_TARGET}/conf, such as GENERIC)", option)
+    if ident != DEFAULT_KERNCONF and not kernconf_path(src, ident).is_file():
+        raise BadOption(f"{ident}: no such config in {kernconf_path(src, ident).parent}",
+                        option)

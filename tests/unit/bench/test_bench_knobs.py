@@ -73,7 +73,9 @@ def test_parsers():
         with pytest.raises(ValueError, match="--hold-ms"):
             K.parse_hold(bad)
     assert K.parse_batch("unlimited") == 0 and K.parse_batch("1") == 1
-    for bad in ("65", "-1", "many"):
+    assert K.parse_batch("64") == 64 and K.parse_batch("007") == 7
+    # 0 is acceptd's own spelling of unlimited, not a count of 1..64
+    for bad in ("65", "-1", "many", "0", "00", "+5", "٣", "1_0", "", "0x10"):
         with pytest.raises(ValueError, match="accepts-per-wakeup"):
             K.parse_batch(bad)
     assert K.parse_untagged("none") == -1 and K.parse_untagged("last") is None

@@ -49,9 +49,12 @@ def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     k = tmp_path / "kernel"
     k.write_bytes(b"k")
+    (tmp_path / "empty").write_bytes(b"")
     src = _tree(tmp_path)
     for args, opt, why in (
             (["--kernel", str(tmp_path / "nokernel")], "--kernel", "no such kernel"),
+            (["--kernel", str(tmp_path / "empty")], "--kernel", "an empty file, no kernel"),
+            (["--kernel", str(tmp_path)], "--kernel", "not a regular file, no kernel"),
             (["--src", str(tmp_path / "nosrc")], "--src", "not a FreeBSD source tree"),
             (["--kyua"], "--kyua", "only with --build"),
             ([], "--src", "add --build")):

@@ -209,3 +209,32 @@ def test_a_failed_stage_names_the_line_before_makes_first_error(tmp_path):
     long = B.Stage("x", ("sh", "-c", f"echo {'y' * 500}; echo '*** [a] Error code 1'; exit 1"))
     with pytest.raises(B.BuildError, match=r"y{200}\.\.\.; full log"):
         B.run_stage(long, tmp_path, lambda s: None)
+
+
+@pytest.mark.parametrize("kernconf, why", [
+    ("../x", "not a kernel config name"), ("A B", "not a kernel config name"),
+    ("", "not a kernel config name"), (".hidden", "not a kernel config name"),
+    ("-x", "not a kernel config name"), ("GENERIC;id", "not a kernel config name"),
+    ("NOSUCH", "NOSUCH: no such config in"),
+])
+def test_build_refuses_a_kernconf_it_cannot_build_even_in_a_dry_run(tmp_path, kernconf, why):
+    """--kernconf names one file of sys/amd64/conf: a path, a blank (make would read
+    two configs), or a config the tree lacks is a bad option value, exit 2, with
+    nothing written; RXL (which the build writes) and a config the tree has pass."""
+    from click.testing import CliRunner
+    from rxl.tree.cli import build
+    src = _tree(tmp_path)
+    (src / "sys/amd64/conf/GENERIC").write_text("ident GENERIC\n")
+    for dry in (["--dry-run"], []):
+        res = CliRunner().invoke(build, ["--src", str(src), "--objdir", str(tmp_path / "obj"),
+                                         "--logdir", str(tmp_path / "logs"), "--lock", "",
+                                         "--kernconf", kernconf, *dry])
+        assert res.exit_code == 2, res.output
+        (line,) = res.output.strip().splitlines()
+        assert line.startswith("Error: Invalid value for '--kernconf': ") and why in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    assert sorted(p.name for p in (src / "sys/amd64/conf").iterdir()) == ["GENERIC"]
+    for ok in ("GENERIC", "RXL"):
+        res = CliRunner().invoke(build, ["--src", str(src), "--objdir", str(tmp_path / "obj"),
+                                         "--lock", "", "--kernconf", ok, "--dry-run"])
+        assert res.exit_code == 0 and f"KERNCONF={ok}" in res.output, res.output
