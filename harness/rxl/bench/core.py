@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from rxl.decide import core
+from rxl.errors import show
 
 LOOKUPS = 20000
 REBUILDS = 201
@@ -106,10 +107,17 @@ def measure() -> dict:
 
 
 def main() -> int:
+    """``make bench-core`` (``python -m rxl.bench.core [--json]``): errors are one
+    ``Error:`` line, 2 for an argument it does not take, 1 for a failure."""
+    extra = [a for a in sys.argv[1:] if a != "--json"]
+    if extra:
+        print(f"Error: {show(extra[0])}: not an argument (python -m rxl.bench.core "
+              "[--json])", file=sys.stderr)
+        return 2
     try:
         doc = measure()
     except (core.CoreError, subprocess.CalledProcessError) as e:
-        print(f"rxl bench-core: {e}", file=sys.stderr)
+        print(f"Error: {e}", file=sys.stderr)
         return 1
     if "--json" in sys.argv[1:]:
         print(json.dumps(doc, indent=2))

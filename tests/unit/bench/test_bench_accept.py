@@ -349,6 +349,17 @@ def test_ensure_built_bad_dir_is_a_bench_error(tmp_path):
         A.ensure_built(tmp_path / "file" / "x")
 
 
+@pytest.mark.parametrize("argv", [["--bogus"], ["--json", "x"], ["-h"]])
+def test_bench_core_refuses_an_argument_it_does_not_take(monkeypatch, capsys, argv):
+    """python -m rxl.bench.core --bogus ran the whole measurement and exited 0."""
+    from rxl.bench import core as bench_core
+    monkeypatch.setattr(bench_core, "measure", lambda: pytest.fail("measured"))
+    monkeypatch.setattr("sys.argv", ["bench_core", *argv])
+    assert bench_core.main() == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("Error: ") and "not an argument" in line
+
+
 def test_bench_core_bad_build_dir_is_one_line(tmp_path, monkeypatch, capsys):
     """`RXL_BUILD_DIR=/dev/null/x make bench-core`: one line, exit 1."""
     from rxl.bench import core as bench_core
@@ -358,7 +369,7 @@ def test_bench_core_bad_build_dir_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["bench_core"])
     assert bench_core.main() == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "RXL_BUILD_DIR" in err[0]
+    assert len(err) == 1 and "RXL_BUILD_DIR" in err[0] and err[0].startswith("Error: ")
     assert f"build directory {tmp_path / 'file' / 'x'}" in err[0]
     with pytest.raises(core.CoreError, match="build directory .*cannot create"):
         core.build(force=True)
