@@ -69,7 +69,7 @@ from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBO
 #: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <value>`` as printed by sysctl(8)
 #: (iflib.c's SYSCTL_ADD_INT "cpu" under each rx queue); the value is checked
 #: apart (:func:`_cpu_id`), so a row with a bad one is named, never skipped.
-RXQ_RE = re.compile(r"^(dev\.[a-z0-9_]+\.\d{1,9}\.iflib\.rxq\d{1,9}\.cpu):\s*(.*?)\s*$")
+RXQ_RE = re.compile(r"^(dev\.[a-z0-9_]+\.[0-9]{1,9}\.iflib\.rxq[0-9]{1,9}\.cpu):\s*(.*?)\s*$")
 #: CPU ids run from 0 to CPU_MAXSIZE - 1 (sys/sys/_cpuset.h: 1024).
 CPU_MAXSIZE = 1024
 #: Longest excerpt of a console line quoted in a note.
@@ -90,8 +90,8 @@ RESULT_EXIT = {"passed": 0, "skipped": 0, "expected_failure": 0, "failed": 1}
 #: ``RunResult.outcome``, in the order the first that applies is taken.
 OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 
-#: Exit statuses and seconds fit 9 digits; more is a damaged line.
-_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?\d{1,9}) t=(\d{1,9}) ?(.*)$")
+#: Exit statuses and seconds fit 9 (ASCII) digits; more is a damaged line.
+_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9}) ?(.*)$")
 
 
 @dataclass(frozen=True)
@@ -221,8 +221,9 @@ def _whole_result(line: str, since: Sequence[str]) -> str:
 
 
 def _cpu_id(value: str) -> Optional[int]:
-    """``value`` as a CPU id (0 to :data:`CPU_MAXSIZE` - 1), else None."""
-    if not value.isdigit() or len(value) > 4 or int(value) >= CPU_MAXSIZE:
+    """``value`` as a CPU id (0 to :data:`CPU_MAXSIZE` - 1, ASCII digits as sysctl(8)
+    prints them), else None."""
+    if not re.fullmatch(r"[0-9]{1,4}", value) or int(value) >= CPU_MAXSIZE:
         return None
     return int(value)
 
