@@ -24,6 +24,7 @@ pass, and not counted when it does not compile.
     python tests/mutate.py --list                     the mutants, counted per module
     python tests/mutate.py --sample 600 --out F.json  a uniform sample (seeded), run
     python tests/mutate.py --only ID[,ID...]          these mutants again (after a new test)
+    python tests/mutate.py --survivors-of F.json      an earlier pass's survivors again
 
 Exit status 0 when it ran (whatever the score), 2 on bad arguments.
 """
@@ -281,6 +282,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--sample", type=int, default=0, help="run this many, uniformly (0: all)")
     ap.add_argument("--seed", type=int, default=26, help="the sample's seed")
     ap.add_argument("--only", default="", help="comma-separated mutant ids to run")
+    ap.add_argument("--survivors-of", default="", metavar="JSON",
+                    help="run the mutants that survived in an earlier --out, found by what "
+                         "they change (module, operator, old and new text), not by id")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-factor", type=float, default=4.0)
     ap.add_argument("--scratch", default="/tmp/rxl-mutate")
@@ -305,7 +309,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{m}: {n} mutants, {len(tests[m])} test files")
         print(f"total: {len(every)}")
         return 0
-    if a.only:
+    if a.survivors_of:
+        old = json.loads(Path(a.survivors_of).read_text())["mutants"]
+        picked = set()
+        for r in old:
+            if r["result"] != "survived":
+                continue
+            same = [m for m in every if (m.module, m.op, m.was, m.text)
+                    == (r["module"], r["op"], r["was"], r["text"])]
+            if same:  # the code may have moved a few lines since: the nearest one
+                picked.add(min(same, key=lambda m: abs(m.line - r["line"])).id)
+        chosen = [m for m in every if m.id in picked]
+    elif a.only:
         ids = set(a.only.split(","))
         chosen = [m for m in every if m.id in ids]
     elif a.sample and a.sample < len(every):

@@ -129,3 +129,74 @@ def test_a_receiving_cpu_the_counts_leave_out_receives_nothing():
     assert hash_ == {"exact": 0.125, "smt": 0.125, "l3": 0.25, "node": 0.0, "far": 0.0,
                      "remote": 0.5, "never": 0.0}
     assert doc("--rx-cpus", "0,4") != only0
+
+
+def test_without_a_map_no_member_holds_a_slot():
+    r = _run("deal", "--topology", "qemu-2s", "--members", "-,-", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["map"] is None
+    assert [m["slots"] for m in doc["members"]] == [0, 0]
+    assert all(set(m["rings"].values()) == {0} for m in doc["members"])
+
+
+def test_a_receiving_cpu_with_no_positive_count_receives_nothing():
+    from rxl.decide import outcomes
+    topo = topology.load("qemu-2s")
+    for policy in outcomes.POLICIES:
+        want = outcomes.outcome(topo, [0, 4], {0: 1}, policy)
+        assert outcomes.outcome(topo, [0, 4], {0: 1, 4: 0}, policy) == want
+        assert outcomes.outcome(topo, [0, 4], {0: 1, 4: -3}, policy) == want
+
+
+def test_the_deal_table_is_the_json_map_in_runs_and_the_rings():
+    from rxl.decide import distance
+    args = ["deal", "--topology", "qemu-2s", "--members", "0,1,4,-,4L", "--counts", "0:3,4:1"]
+    doc = json.loads(_run(*args, "--json").stdout)
+    lines = _run(*args).stdout.splitlines()
+    assert lines[0] == "topology qemu-2s: 5 members, T = 16 x 5 = 80 slots"
+    assert lines[1].split() == ["cpu", "offset", "count", "members"]
+    for e, line in zip(doc["map"]["cpus"], lines[2:]):
+        cpu, off, cnt, desc = line.split(None, 3)
+        assert (int(cpu), int(off), int(cnt)) == (e["cpu"], e["offset"], e["count"])
+        parts = [p.split(" x") for p in desc.split(", ")]
+        names = [name for name, _ in parts]
+        assert all(a != b for a, b in zip(names, names[1:]))      # runs, not single slots
+        assert ["ABCDE".index(name) for name, k in parts for _ in range(int(k))] == e["slots"]
+    at = lines.index("")
+    assert at == 2 + len(doc["map"]["cpus"])
+    assert lines[at + 1].split() == ["member", "tag", *distance.CLASSES]
+    for m, line in zip(doc["members"], lines[at + 2:]):
+        name, tag, *rings = line.split()
+        assert name == "ABCDE"[m["index"]]
+        assert tag == ("-" if m["tag"] is None else f"{m['tag']}{'L' * m['learned']}")
+        assert [int(x) for x in rings] == [m["rings"][c] for c in distance.CLASSES]
+    assert len(lines) == at + 2 + len(doc["members"])
+
+
+def test_the_spread_document_and_table_of_one_and_of_two_devices():
+    one = _run("spread", "--topology", "ryzen-5950x", "--intr-cpus", "0-31", "--queues", "2")
+    assert one.stdout.splitlines() == [
+        "order: 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30, 1, 17, 3, 19, 5, "
+        "21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31",
+        "rxq0: cpu 0 (L3 group 0)", "rxq1: cpu 16 (L3 group 1)"]
+    doc = json.loads(_run("spread", "--topology", "qemu-2s", "--intr-cpus", "0-7",
+                          "--queues", "1,1", "--domain", "1,0", "--json").stdout)
+    assert doc["l3_groups"] == 2                       # one L3 per package
+    assert doc["order"] == doc["devices"][0]["order"] == [4, 6, 5, 7]
+    assert doc["queues"] == doc["devices"][0]["queues"] == [{"queue": 0, "cpu": 4, "l3": 1}]
+    two = _run("spread", "--topology", "qemu-2s", "--intr-cpus", "0-7", "--queues", "1,1",
+               "--domain", "1,0").stdout.splitlines()
+    assert two[:3] == ["dev0 order: 4, 6, 5, 7",
+                       "dev0 base: cpu 4 (core_offset unset: the cursor devices of this "
+                       "interrupt set share)", "dev0 rxq0: cpu 4 (L3 group 1)"]
+    assert two[3] == "dev1 order: 0, 2, 1, 3"
+
+
+def test_a_tree_without_l3_groups_says_so():
+    from pathlib import Path
+    nocache = Path(__file__).resolve().parents[2] / "data" / "topology" / "2pkg-nocache.xml"
+    args = ["spread", "--topology", nocache, "--intr-cpus", "0-3", "--queues", "2"]
+    assert json.loads(_run(*args, "--json").stdout)["l3_groups"] == 0
+    lines = _run(*args).stdout.splitlines()
+    assert "rxq0: cpu 0 (no L3 group)" in lines
+    assert lines[-1].startswith("note: the topology reports no L3 group")
