@@ -285,6 +285,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--survivors-of", default="", metavar="JSON",
                     help="run the mutants that survived in an earlier --out, found by what "
                          "they change (module, operator, old and new text), not by id")
+    ap.add_argument("--tests", default="",
+                    help="comma-separated test files run for every mutant instead of the "
+                         "module's importers (e.g. the new tests, to see which kill what)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-factor", type=float, default=4.0)
     ap.add_argument("--scratch", default="/tmp/rxl-mutate")
@@ -302,7 +305,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         return 2
     every = mutants(mods)
-    tests = {m: tests_of(m) for m in mods}
+    tests = {m: a.tests.split(",") if a.tests else tests_of(m) for m in mods}
     if a.list:
         for m in mods:
             n = sum(x.module == m for x in every)

@@ -47,3 +47,15 @@ def test_a_failed_build_is_exit_1_with_one_line(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("rxl: building the C cores: /nonexistent/rxl-cc: ")
     assert err.count("\n") == 1
+
+
+def test_another_compiler_names_another_library(monkeypatch):
+    """The library's name hashes the compiler's argv too: a build with another
+    CC (make test-asan's RXL_CORE_CC) is never served by the plain one."""
+    monkeypatch.delenv("RXL_CORE_CC", raising=False)
+    monkeypatch.setenv("CC", "cc")
+    plain = core.sources_digest()
+    monkeypatch.setenv("CC", "clang-16 -fsanitize=address")
+    assert core.sources_digest() != plain
+    monkeypatch.setenv("CC", "cc")
+    assert core.sources_digest() == plain

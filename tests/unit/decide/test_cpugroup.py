@@ -91,3 +91,10 @@ def test_lxcxt_stops_at_cpu_maxsize_before_building_anything():
         topology.load("33x32x1")
     with pytest.raises(cpugroup.TopologyError, match="has more than 1024 CPUs"):
         topology.load("100000000x100000000x100000000")      # refused, not built
+
+
+def test_a_topology_is_immutable():
+    """Its lookups (enclosing groups per CPU) are computed once from the tree."""
+    topo = topology.load("qemu-2s")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        topo.root = Group((0,))
