@@ -111,38 +111,51 @@ def test_run_stage_logs_and_raises(tmp_path):
     assert ei.value.log == tmp_path / "bad.log"
 
 
-FLAKE = ("echo 'Failed tests: cmd-interrupt'; echo '*** Error code 1'; "
-         "echo 'subprocess.CalledProcessError: boot-strap'; exit 1")
+def test_bmake_config_is_make_py_string(tmp_path):
+    # tools/build/make.py: ' '.join(shlex.quote(x) for x in configure_args).
+    inst = tmp_path / "bmake-install"
+    assert B.bmake_config(tmp_path) == (
+        f"--with-default-sys-path=.../share/mk:{inst}/share/mk --with-machine=amd64 "
+        f"--without-filemon --prefix={inst}")
 
 
-def test_run_stage_bootstraps_again_after_bmake_signal_tests(tmp_path):
-    # First run fails only in bmake's signal-timing unit test; the second passes.
-    marker = tmp_path / "ran-once"
-    st = B.Stage("k", ("sh", "-c", f"if [ -e {marker} ]; then echo '>>> built'; exit 0; fi; "
-                       f"touch {marker}; {FLAKE}"))
+def test_bootstrap_argvs_skip_only_the_unit_tests(tmp_path):
+    steps = B.bootstrap_bmake_argvs("/src", tmp_path)
+    cmds = [argv for _, argv in steps]
+    assert [c[-1] for c in cmds] == ["op=configure", "./make-bootstrap.sh", "tested",
+                                     "op=install"]
+    assert cmds[0][:2] == ["sh", "/src/contrib/bmake/boot-strap"]
+    assert f"--prefix={tmp_path / 'bmake-install'}" in cmds[3]
+    # The mark is made where boot-strap looks for it: its --objdir.
+    assert steps[2][0] == Path(cmds[3][cmds[3].index("--objdir") + 1])
+
+
+def test_make_py_stage_names_its_tree(tmp_path):
+    argv = B.make_py_argv("/s/rc", tmp_path, ["buildkernel"], cross_bindir="/usr/bin")
+    assert B._make_py_tree(argv) == ("/s/rc", str(tmp_path))
+    assert B._make_py_tree(("sh", "-c", "true")) is None
+
+
+def test_bootstrap_needs_a_tree_with_bmake(tmp_path):
+    assert B.bmake_version(tmp_path) is None
+    assert B.bootstrap_bmake(tmp_path, tmp_path / "obj", tmp_path) is False
+    assert not (tmp_path / "obj").exists()
+
+
+BMAKE_TREE = Path("/work/cache/base-2ec8aa904381")
+
+
+@pytest.mark.skipif(not (BMAKE_TREE / "contrib/bmake/boot-strap").is_file(),
+                    reason="needs a FreeBSD tree's contrib/bmake (the lead's build host)")
+def test_bootstrap_gives_a_bmake_make_py_takes(tmp_path):
     seen = []
-    res = B.run_stage(st, tmp_path, seen.append)
-    assert res.rc == 0
-    assert "cmd-interrupt" in (tmp_path / "k.bmake-tests.log").read_text()
-    assert ">>> built" in (tmp_path / "k.log").read_text()
-    assert sum("bootstrapping once more" in s for s in seen) == 1
-
-
-def test_run_stage_retries_a_bmake_flake_only_once(tmp_path):
-    st = B.Stage("k", ("sh", "-c", FLAKE))
-    with pytest.raises(B.BuildError, match="exit 1"):
-        B.run_stage(st, tmp_path, lambda s: None)
-
-
-@pytest.mark.parametrize("text", [
-    "Failed tests: cmd-interrupt varmod-edge\n",          # another test failed too
-    ">>> stage 1\nFailed tests: cmd-interrupt\n",          # after FreeBSD's build began
-    "error: undefined symbol\n",                           # no bmake test at all
-])
-def test_other_failures_are_not_bmake_flakes(tmp_path, text):
-    log = tmp_path / "x.log"
-    log.write_text("# make.py\n" + text)
-    assert B.bmake_test_flake(log) is None
+    assert B.bootstrap_bmake(BMAKE_TREE, tmp_path, tmp_path, seen.append) is True
+    assert B.bmake_current(BMAKE_TREE, tmp_path)
+    log = (tmp_path / "bmake-bootstrap.log").read_text()
+    assert "Failed tests" not in log and "op=install" in log
+    assert any("without its unit tests" in s for s in seen)
+    # Current now: a second call does nothing.
+    assert B.bootstrap_bmake(BMAKE_TREE, tmp_path, tmp_path, seen.append) is False
 
 
 def test_build_kernel_refuses_non_tree(tmp_path):
