@@ -73,7 +73,13 @@ SSHD_PROGRAMS: Dict[str, str] = {
 SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")
 SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",
-                                      "lib/libkiconv")  # mount_msdosfs's LIBADD
+                                      "lib/libkiconv",  # mount_msdosfs's LIBADD
+                                      # 15's md5(1) (sbin/md5/Makefile: LIBADD+=
+                                      # casper cap_fileargs while MK_CASPER, which
+                                      # WITHOUT_CASPER does not turn off); the
+                                      # directory builds libcasper and its services
+                                      # (Makefile.inc1 _lib_casper, after libnv)
+                                      "lib/libcasper")
 #: src.conf(5) knobs, passed as -D to make.py.
 SSHD_MAKE_OPTIONS: Tuple[str, ...] = ("WITHOUT_KERBEROS", "WITHOUT_KERBEROS_SUPPORT",
                                       "WITHOUT_GSSAPI", "WITHOUT_BLACKLIST_SUPPORT",
