@@ -17,8 +17,8 @@
  * the CPU that completed its handshake), the flow type the NIC reported
  * and the receive queue that the flow id selects on an 82574 or an 82576
  * (see rx_queue()).  At the end each worker reads its listener's tag back with
- * the same option (NOCPU -2, a CPU, or a CPU or'ed with
- * TCP_REUSPORT_LB_CPU_LEARNED when learning captured it).
+ * the same option (NOCPU -2 or the CPU set; a tag learning captured reads
+ * as NOCPU, and the groups view shows it).
  *
  * With -G ms the parent reads the kernel's per-group view (the sysctl
  * net.inet.tcp.reuseport_lb.groups, root only) every ms milliseconds

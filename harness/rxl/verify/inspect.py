@@ -9,10 +9,15 @@ order) and a ``cpu`` line per CPU that supplies slots (ascending)::
     group port 8080 af inet members 2 map 32 rebuilds 3 nomap 0
     learn window_ms 10000 age_ms 4210 rolls 7
     rx 0 last 6756 cur 3301 sum 13000
-    member 0 tag 0 learned slots 16
-    member 1 tag none - slots 16
+    member 0 tag 0 learned
+    member 1 tag none
     cpu 0 offset 0 slots 32
 
+A member line gives no slot count: every member of a map has
+:data:`SLOTS_PER_MEMBER` slots (``lbdeal()`` KASSERTs it), none without
+one.  The 15 view printed it before (``member 1 tag none - slots 16``,
+``member 0 tag 0 learned slots 16``); those lines are read too, and their
+counts checked against the map.
 The 14 series' view (``group ... gen G map N dirty D rebuilds R allocfail
 F``, ``rx C prev N cur N``, tags ``hash``) is read too, for logs recorded on
 it; a group's lines are all of one.
@@ -59,7 +64,9 @@ _GROUP = {
 _LEARN = re.compile(rf"learn window_ms {_N} age_ms (-?[0-9]{{1,10}}) rolls {_N}")
 _RX = {15: re.compile(rf"rx {_N} last {_N} cur {_N} sum {_N}"),
        14: re.compile(rf"rx {_N} prev {_N} cur {_N}")}
-_MEMBER = {15: re.compile(rf"member {_N} tag (?:(none) -|{_N} (explicit|learned)) slots {_N}"),
+_MEMBER = {15: re.compile(rf"member {_N} tag (?:(none)|{_N} (explicit|learned))()"),
+           "15-slots": re.compile(rf"member {_N} tag (?:(none) -|{_N} (explicit|learned)) "
+                                  rf"slots {_N}"),
            14: re.compile(rf"member {_N} tag (?:(none|hash) -|{_N} (explicit|learned)) "
                           rf"slots {_N}")}
 _CPU = re.compile(rf"cpu {_N} offset {_N} slots {_N}")
@@ -74,7 +81,8 @@ class InspectError(DataError):
 class Member:
     """One member: ``tag`` a CPU id, or None with ``kind`` "none" (or the 14
     view's "hash"); ``kind`` "explicit" or "learned" for a CPU tag;
-    ``slots`` of the map."""
+    ``slots`` of the map (the line's count, or :data:`SLOTS_PER_MEMBER`
+    in a map and 0 without one where the line gives none)."""
 
     index: int
     tag: Optional[int]
@@ -258,11 +266,14 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         return
     if word == "member":
         m = _MEMBER[g.view].fullmatch(line)
+        if not m and g.view == 15:
+            m = _MEMBER["15-slots"].fullmatch(line)
         if not m:
             raise InspectError(f"{at}: not a member line of the {g.view} view: "
                                f"{show(line, 80)}")
         idx, none_kind, tag, kind, slots = m.groups()
-        idx, slots = int(idx), int(slots)
+        idx = int(idx)
+        slots = int(slots) if slots else (SLOTS_PER_MEMBER if g.map_slots else 0)
         if idx >= g.members:
             raise InspectError(f"{at}: member {idx} of a group of {g.members} members")
         if idx != len(g.member_list):

@@ -16,14 +16,20 @@ group port 8080 af inet members 2 map 32 rebuilds 3 nomap 0
 learn window_ms 10000 age_ms 4210 rolls 7
 rx 0 last 6756 cur 3301 sum 13000
 rx 4 last 6793 cur 3350 sum 13100
-member 0 tag 0 learned slots 16
-member 1 tag 4 explicit slots 16
+member 0 tag 0 learned
+member 1 tag 4 explicit
 cpu 0 offset 0 slots 16
 cpu 4 offset 16 slots 16
 group port 9090 af inet6 members 1 map 0 rebuilds 0 nomap 1
-member 0 tag none - slots 0
+member 0 tag none
 root@guest:~ #
 """
+
+# The same view as the 15 series printed it before review-15's m-7: a slot
+# count on every member line.
+V15_SLOTS = (V15.replace("learned\n", "learned slots 16\n")
+             .replace("explicit\n", "explicit slots 16\n")
+             .replace("tag none\n", "tag none - slots 0\n"))
 
 
 def _parse(text):
@@ -64,8 +70,8 @@ def _bad(old, new, words, count=1):
     ("rx 0 last 6756 cur 3301 sum 13000", "rx 0 prev 6756 cur 3301", ["line 4"]),
     ("member 0 tag 0 learned", "member 0 tag 0 - ", ["line 6"]),
     ("members 1 map 0", "members 1 map 0 rebuilds", ["line 10"]),
-    ("member 0 tag none - slots 0", "member 0 tag none - slots 16", ["line 11",
-                                                                    "port 9090"]),
+    ("member 0 tag none\n", "member 0 tag none slots 0\n", ["line 11", "port 9090"]),
+    ("member 1 tag 4 explicit\n", "member 1 tag 4 explicit 16\n", ["line 7"]),
     ("cpu 4 offset 16 slots 16", "cpu 4 offset 16 slots 16 extra", ["line 9"]),
     ("rx 4 last 6793", "rx 4096 last 6793", ["line 5", "4096"]),
     ("learn window_ms 10000", "learn window_ms 10000 age_ms 1 rolls 2\nlearn window_ms 1",
@@ -76,9 +82,24 @@ def test_a_line_that_cannot_be_read_is_named_with_its_own_group(old, new, words)
 
 
 def test_a_group_error_names_the_group_not_the_next_one():
-    msg = _bad("member 1 tag 4 explicit slots 16\n", "", ["port 8080", "line 2",
+    msg = _bad("member 1 tag 4 explicit\n", "", ["port 8080", "line 2",
                                                          "1 member lines"])
     assert "9090" not in msg
+
+
+def test_a_member_of_a_map_has_its_16_slots_and_of_no_map_none():
+    g1, g2 = _parse(V15)
+    assert [m.slots for m in g1.member_list] == [16, 16]
+    assert g2.member_list[0].slots == 0
+
+
+def test_the_15_view_with_slot_counts_still_reads_and_they_are_checked():
+    assert [[(m.tag, m.kind, m.slots) for m in g.member_list] for g in _parse(V15_SLOTS)] == \
+        [[(0, "learned", 16), (4, "explicit", 16)], [(None, "none", 0)]]
+    with pytest.raises(ins.InspectError, match="line 11.*port 9090|port 9090.*line 11"):
+        _parse(V15_SLOTS.replace("none - slots 0", "none - slots 16"))
+    with pytest.raises(ins.InspectError, match="add up to 31, map has 32"):
+        _parse(V15_SLOTS.replace("explicit slots 16", "explicit slots 15"))
 
 
 def test_numbers_beyond_32_bits_are_not_read():
