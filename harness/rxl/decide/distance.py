@@ -102,6 +102,50 @@ def classify(topo: Topology, rx_cpu: int, tag: Optional[int]) -> str:
     return "remote"
 
 
+def domains(topo: Topology) -> Dict[int, Group]:
+    """CPU -> :func:`domain_of` for every CPU of the tree (for :func:`classify_row`)."""
+    return {cpu: domain_of(topo, cpu) for cpu in topo.cpus}
+
+
+def classify_row(topo: Topology, rx_cpu: int,
+                 doms: Optional[Dict[int, Group]] = None) -> Dict[int, str]:
+    """:func:`classify` of ``rx_cpu`` against every CPU of the tree at once:
+    CPU -> class, the same class :func:`classify` gives each pair.  Linear in
+    the tree's CPUs (one walk up ``rx_cpu``'s groups, a class per group
+    below each), where a call per pair searches the groups: ``rxl outcomes``
+    on a 1024-CPU tree needs a row per receiving CPU, not a million searches.
+    ``doms``: :func:`domains` of the tree, when the caller has it.  Raises
+    TopologyError if ``rx_cpu`` is not in the tree.
+    """
+    chain = topo.enclosing(rx_cpu)
+    doms = domains(topo) if doms is None else doms
+    rx_domain = doms[rx_cpu]
+    row: Dict[int, str] = {rx_cpu: "exact"}
+    inner: Optional[Group] = None
+    for common in chain:
+        if common.children:
+            below = [(b, b.cpus) for b in common.children if b is not inner]
+        else:  # the innermost group: CPUs, no groups below
+            below = [(None, tuple(t for t in common.cpus if t != rx_cpu))]
+        for b, cpus in below:
+            if common.flags & CG_FLAG_THREAD or common.level == CG_SHARE_L1:
+                row.update(dict.fromkeys(cpus, "smt"))
+                continue
+            if common.level in (CG_SHARE_L2, CG_SHARE_L3):
+                row.update(dict.fromkeys(cpus, "l3"))
+                continue
+            if inner is None or b is None or _is_core(inner) or _is_core(b):
+                same = "node"
+            elif inner.level == CG_SHARE_L3 and b.level == CG_SHARE_L3:
+                same = "far"
+            else:
+                same = "remote"
+            for t in cpus:
+                row[t] = same if doms[t] is rx_domain else "remote"
+        inner = common
+    return row
+
+
 def ladder(values: Sequence[float]) -> Dict[str, float]:
     """A cost ladder from ``--cost-ladder``'s numbers: four (exact, smt,
     l3, far; node costs as l3, remote as far) or six (exact, smt, l3,

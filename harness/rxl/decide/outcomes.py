@@ -21,6 +21,7 @@ weigh each connection by the cost ladder of its own distance
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -92,30 +93,38 @@ def outcome(topo: Topology, workers: Sequence[int], rx: Mapping[int, int],
     total = sum(v for v in rx.values() if v > 0)
     if total == 0:
         raise ValueError("no receiving CPU with a positive count")
-    per: List[Dict[str, Fraction]] = [
-        dict.fromkeys(DISTANCES, Fraction(0)) for _ in workers]
-
-    def give(r: int, i: int, amount: Fraction) -> None:
-        per[i][distance.classify(topo, r, workers[i])] += amount
-
+    # Integer weights over one denominator, total * lcm of the splits: a
+    # Fraction per (receiving CPU, worker) pair is a million of them on a
+    # 1024-CPU tree; so is a classify() per pair (distance.classify_row).
+    weight: List[Dict[str, int]] = [dict.fromkeys(DISTANCES, 0) for _ in workers]
     d = None
     if policy == "deal":
         d = deal_fn(topo, [model.Tag(w) for w in workers], dict(rx))
+    on_cpu: Dict[int, List[int]] = {}
+    for i, w in enumerate(workers):
+        on_cpu.setdefault(w, []).append(i)
+    splits = []  # (receiving CPU, count, worker indices it is split over)
     for r, count in sorted(rx.items()):
         if count <= 0:
             continue
-        p = Fraction(count, total)
-        if policy == "exact" and r in workers:
-            mine = [i for i, w in enumerate(workers) if w == r]
-            for i in mine:
-                give(r, i, p / len(mine))
+        if policy == "exact" and r in on_cpu:
+            splits.append((r, count, on_cpu[r]))
         elif policy == "deal" and d is not None and r in d.ranges:
-            slots = d.slots_of(r)
-            for i in slots:
-                give(r, i, p / len(slots))
+            splits.append((r, count, list(d.slots_of(r))))
         else:
-            for i in range(n):
-                give(r, i, p / n)
+            splits.append((r, count, range(n)))
+    lcm = 1
+    for _, _, idx in splits:
+        lcm = lcm * len(idx) // math.gcd(lcm, len(idx))
+    doms = distance.domains(topo)
+    for r, count, idx in splits:
+        row = distance.classify_row(topo, r, doms)
+        share = count * (lcm // len(idx))
+        for i in idx:
+            weight[i][row[workers[i]]] += share
+    denom = total * lcm
+    per: List[Dict[str, Fraction]] = [
+        {c: Fraction(v, denom) for c, v in w.items()} for w in weight]
 
     classes = []
     for dist in per:
