@@ -198,6 +198,7 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
             raise click.BadParameter(f"{len(vals)} values for {n} devices: give one (for "
                                      "every device) or one per device", param_hint=f"'{opt}'")
     devices, meta = [], []
+    orders: Dict[tuple, List[int]] = {}
     for k in range(n):
         q, dom, off = (lists[o][k if len(lists[o]) > 1 else 0]
                        for o in ("--queues", "--domain", "--core-offset"))
@@ -208,7 +209,10 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
             if not mine:
                 raise click.BadParameter(f"no CPU of --intr-cpus is in domain {dom}",
                                          param_hint="'--domain'")
-        order = _impl(impl).spread_order(topo, mine, mode)
+        key = tuple(mine)
+        if key not in orders:  # devices of one interrupt set: one order
+            orders[key] = _impl(impl).spread_order(topo, mine, mode)
+        order = orders[key]
         devices.append(attach.Device(q, order, off))
         meta.append({"order": order, "domain": dom, "core_offset": off})
     for d, a in zip(meta, attach.attach(devices)):

@@ -266,11 +266,15 @@ def spread_order(topo: Topology, eligible: Sequence[int],
         return float("inf") if u is None else min(u.cpus)
 
     rank: Dict[int, int] = {}
-    for c in cpus:
+    below: Dict[int, int] = {}  # core (by id()) -> its eligible CPUs seen so far
+    for c in cpus:  # ascending: a CPU's rank is the eligible CPUs of its core below it
         core = next((g for g in topo.enclosing(c)
                      if g.flags & CG_FLAG_THREAD), None)
-        rank[c] = 0 if core is None else sum(
-            1 for x in cpus if x < c and x in core.cpus)
+        if core is None:
+            rank[c] = 0
+        else:
+            rank[c] = below.get(id(core), 0)
+            below[id(core)] = rank[c] + 1
     # Each CPU's turn among the CPUs of its domain, rank and unit, by id.
     turn: Dict[int, int] = {}
     seen: Dict[tuple, int] = {}

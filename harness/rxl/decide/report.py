@@ -7,7 +7,7 @@ document so the two cannot disagree.
 
 from __future__ import annotations
 
-from typing import Callable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from rxl.decide import cpugroup, distance, model, outcomes
 from rxl.decide.cpugroup import Topology
@@ -77,6 +77,17 @@ def deal_text(doc: dict) -> str:
     return "\n".join(lines)
 
 
+def l3_indices(topo: Topology) -> Dict[int, Optional[int]]:
+    """CPU -> :func:`l3_index` for every CPU of the tree, in one walk."""
+    l3s = {id(x): i for i, x in enumerate(
+        g for g in topo.root.walk() if g.level == cpugroup.CG_SHARE_L3)}
+    out: Dict[int, Optional[int]] = {}
+    for cpu in topo.cpus:
+        g = topo.l3_of(cpu)
+        out[cpu] = None if g is None else l3s[id(g)]
+    return out
+
+
 def l3_index(topo: Topology, cpu: int) -> Optional[int]:
     """Index of ``cpu``'s L3 group among the tree's L3 groups (walk order); None without one."""
     g = topo.l3_of(cpu)
@@ -94,12 +105,13 @@ def spread_doc(topo: Topology, devices: Sequence[Mapping], *, mode: int) -> dict
     tunable or the shared cursor) and per queue its CPU and L3 group index.
     ``order`` and ``queues`` are the first device's."""
     l3s = sum(1 for g in topo.root.walk() if g.level == cpugroup.CG_SHARE_L3)
+    l3 = l3_indices(topo)  # one walk, not one per queue (50 devices x 4096 queues)
     devs = []
     for k, d in enumerate(devices):
         a = d["attached"]
         devs.append({"device": k, "domain": d["domain"], "core_offset": d["core_offset"],
                      "base": a.base, "cursor": a.shared, "order": list(d["order"]),
-                     "queues": [{"queue": q, "cpu": c, "l3": l3_index(topo, c)}
+                     "queues": [{"queue": q, "cpu": c, "l3": l3[c]}
                                 for q, c in enumerate(a.cpus)]})
     return {"topology": topo.name, "spread": mode != 0, "core_spread": mode,
             "l3_groups": l3s, "order": devs[0]["order"], "queues": devs[0]["queues"],

@@ -57,3 +57,22 @@ def test_outcomes_on_1024_cpus_end_fast():
     assert r.exit_code == 0, r.output
     assert took < 10.0, took
     assert "hash" in r.output and "deal" in r.output
+
+
+@pytest.mark.parametrize("impl", ["c", "model"])
+def test_spread_of_50_devices_of_4096_queues_ends_fast(impl):
+    """Each queue's L3 group was a walk of the whole tree (33 s for 10
+    devices); the model's thread rank a scan of every CPU per CPU."""
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["spread", "--topology", "4x128x2", "--intr-cpus", "0-1023",
+                                  "--queues", ",".join(["4096"] * 50), "--impl", impl,
+                                  "--json"])
+    took = time.monotonic() - t0
+    assert r.exit_code == 0, r.output
+    assert took < 10.0, took
+    import json
+    doc = json.loads(r.output)
+    assert len(doc["devices"]) == 50
+    assert [len(d["queues"]) for d in doc["devices"]] == [4096] * 50
+    # 4 L3 groups of 128 cores: the first four queues take one CPU of each
+    assert [q["l3"] for q in doc["devices"][0]["queues"][:4]] == [0, 1, 2, 3]
