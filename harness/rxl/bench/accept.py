@@ -101,6 +101,10 @@ DEFAULT_REORDER_EVERY = 16
 MAX_WORKERS = 256
 MAX_CONNECTIONS = 100000
 MAX_REORDER_EVERY = 1000000
+#: Most runs of one setup (--repetitions): a bound of the harness, not of
+#: acceptd.c: 1000 runs of the default 500 connections 2 ms apart take at
+#: least 1000 s per setup and work time, and a dry run prints every run's argv.
+MAX_REPETITIONS = 1000
 
 #: Slack added to a run's expected length to make the server's deadline:
 #: registration, settling (500 ms + 4 x work) and worker exit (<= 1 s).

@@ -321,8 +321,9 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
                     topo, numa_map, as_json, plot, raw_dir, build_dir, cc,
                     dry_run) -> accept_run.Request:
     """The options, checked (errors name the option) -> accept_run.Request."""
-    if repetitions < 1:
-        raise accept.BenchError(f"--repetitions must be >= 1, got {repetitions}")
+    if not 1 <= repetitions <= accept.MAX_REPETITIONS:
+        raise accept.BenchError(f"--repetitions must be 1..{accept.MAX_REPETITIONS}, "
+                                f"got {repetitions}")
     if not 1 <= workers <= accept.MAX_WORKERS:
         raise accept.BenchError(f"--workers must be 1..{accept.MAX_WORKERS}, "
                            f"got {workers}")

@@ -82,3 +82,16 @@ def test_a_targets_fifo_is_read(tmp_path):
     threading.Thread(target=lambda: fifo.write_text("targets:\n  b: {kind: box, host: h}\n"),
                      daemon=True).start()
     assert T.load(str(fifo)).get("b").host == "h"
+
+
+def test_bench_accept_repetitions_are_capped_and_a_dry_run_ends(tmp_path):
+    """--repetitions 100000 printed 700,000 argv lines in a dry run (over 10 s):
+    out of range is one error naming the option; the cap itself ends fast."""
+    r = _timed(["bench", "accept", "--dry-run", "--build-dir", tmp_path,
+                "--repetitions", "100000"])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [
+        "Error: --repetitions must be 1..1000, got 100000"]
+    r = _timed(["bench", "accept", "--dry-run", "--build-dir", tmp_path,
+                "--repetitions", "1000"], limit=10.0)
+    assert r.exit_code == 0, r.output
