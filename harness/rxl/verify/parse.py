@@ -30,8 +30,8 @@ Rules (the report's trust depends on them):
     ``CASE`` or ``LIST`` line for one case, a sentinel after the ``END``
     line (the rc's own ``NOTE`` lines excepted; a ``BEGIN`` there is a
     second run, which :func:`parse_runs` splits off), an rx queue whose
-    CPU is no CPU id (0 to :data:`CPU_MAXSIZE` - 1) or differs from an
-    earlier row of the same queue;
+    CPU is no CPU id (0 to :data:`CPU_MAXSIZE` - 1), no CPU of the run's
+    topology block, or differs from an earlier row of the same queue;
   * a case listed but without a ``CASE`` line -> status ``crashed``;
   * ``rc=124`` (timeout(1)'s exit status) -> status ``timeout``;
   * ATF result words: passed, failed, skipped, expected_failure, broken;
@@ -61,7 +61,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from rxl.decide.cpugroup import Group, TopologyError
+from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
 from rxl.decide.topology import parse_spec
 from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBOOT_PATTERNS,
                                 WITNESS_PATTERNS)
@@ -370,6 +370,12 @@ class _Reader:
                 r.topology = parse_spec(r.topology_xml, name="console topology block").root
             except (TopologyError, RecursionError) as exc:
                 r.notes.append(f"line {self.at['topology']}: {_quote(str(exc))}")
+        if r.topology is not None:
+            for name, cpu in r.rxq.items():
+                if cpu not in r.topology.cpus:
+                    self.damage(self.rxq_at[name], f"{name} is CPU {cpu}, no CPU of the "
+                                f"run's topology (line {self.at['topology']}: "
+                                f"{cpu_ranges(r.topology.cpus)})")
         for key in self.listed:
             if key in self.reported:
                 r.cases.append(self.reported[key][0])

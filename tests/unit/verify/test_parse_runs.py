@@ -151,6 +151,21 @@ def test_rx_queue_cpus_up_to_cpu_maxsize_and_one_row_per_queue():
     assert "line 4: dev.em.0.iflib.rxq1.cpu is 4 here, 2 at line 3: not counted" in r.notes
 
 
+def test_an_rx_queue_cpu_outside_the_runs_topology_is_named(tmp_path):
+    """rxq1.cpu: 99 in a log whose topology block holds CPUs 0-7 was read and
+    shown with L3 group '?', the run completed: no guest puts a queue there."""
+    log = PASS.replace("rxq1.cpu: 4", "rxq1.cpu: 99")
+    r = parse_console(log.splitlines())
+    assert r.outcome == "damaged"
+    topo = next(i for i, x in enumerate(log.splitlines(), 1) if "TOPOLOGY BEGIN" in x)
+    assert [n for n in r.notes if n.startswith("line 48")] == [
+        f"line 48: dev.em.0.iflib.rxq1.cpu is CPU 99, no CPU of the run's topology "
+        f"(line {topo}: 0-7)"]
+    assert parse_console(PASS.splitlines()).outcome == "completed"
+    res = _parse(tmp_path, log)
+    assert res.exit_code == 1 and "line 48: dev.em.0.iflib.rxq1.cpu is CPU 99" in res.output
+
+
 # ---- not a console log
 UTF16 = PASS.encode("utf-16")
 JUNIT = ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="patched" '
