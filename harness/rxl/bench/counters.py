@@ -17,6 +17,11 @@ snapshots into per-CPU and per-process differences:
   ns, run-queue wait ns, timeslices), as acceptd writes them: the status
   lines, then ``schedstat: <the file's line>``.
 
+
+The guest's counterpart, FreeBSD's hw.intrnames / hw.intrcnt pair, is
+:mod:`rxl.learn.intrcnt`: ``rxl learn --requests`` reads it, and learn sits
+below bench in the package order (docs/design.md, "Harness").
+
 Every parser raises :class:`CounterError` (one line) on text it does not
 recognise, and every delta refuses a pair that does not belong together
 (other CPUs, a counter that went back) rather than guess.
@@ -193,3 +198,4 @@ def parse_proc(text: str) -> ProcCounters:
                            f"{text.strip()[:80]!r}")
     return ProcCounters(got["voluntary_ctxt_switches"],
                         got["nonvoluntary_ctxt_switches"], *sched)
+

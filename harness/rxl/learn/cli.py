@@ -33,6 +33,17 @@ command and runs nothing):
             read with ``rxl inspect``'s parser) beside the connections that
             arrived between two copies (rxl.learn.groups)
 
+``--requests N`` (docs/results/wakeups.md, part 2) replaces the measured
+phase by a request phase: after the warm-up the host keeps ``--connections``
+connections open and sends N requests on each in closed loops
+(rxl.learn.drive.drive_requests); learnd counts cross-CPU requests and
+wakeups in band and copies its counters, the workers' context switches and
+hw.intrcnt around an idle window and the requests; the report adds the
+table of rxl.learn.wakeups.  ``kern.sched.idlespins=0`` is set in the guest
+unless ``--guest-sysctl`` names it.  ``--config tagged`` tags every pinned
+worker's listener with its CPU (learnd -T), learning off.  ``--repetitions K``
+runs each configuration K times in its boot.
+
 ``--log FILE`` (repeatable) skips the first three stages and re-analyses
 saved console logs. Exit status: 0 when every planned run produced a
 summary with connections in its measured phase; the learning targets are
@@ -44,7 +55,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import click
 
@@ -54,7 +65,7 @@ from rxl.cli.options import FiniteFloat, check_input
 from rxl.cli.surface import command
 from rxl.errors import BadOption, DataError, UsageError
 from rxl.guest import targets
-from rxl.learn import groups, metrics, plan, request, session
+from rxl.learn import groups, metrics, plan, request, session, wakeups
 from rxl.learn.metrics import analyze_log
 
 DEFAULT_GUEST_DIR = paths.GUEST_LEARN
@@ -70,8 +81,19 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     text += "".join("\n".join(groups.render(lbl, views[lbl])) + "\n" for lbl in sorted(views))
     errors = [e for a in analyses for e in a["errors"]]
     warnings = [w for a in analyses for w in a.get("warnings", [])]
-    doc = {"logs": [{k: v for k, v in a.items() if k not in ("metrics", "views")}
+    by_label = {m.label: m for m in run_metrics}
+    wk: List[wakeups.RunWakeups] = []
+    for a in analyses:
+        got, bad = wakeups.from_runs(a.get("summaries", {}), by_label)
+        wk += got
+        errors += [f"{a['log']}: {e}" for e in bad]
+    if wk:
+        text += ("\ncross-CPU wakeups per 1,000 requests (rxl.learn.wakeups; median "
+                 "(min-max) over the repetitions, [p x] predicted):\n"
+                 + "\n".join(wakeups.table(wk)) + "\n")
+    doc = {"logs": [{k: v for k, v in a.items() if k not in ("metrics", "views", "summaries")}
                     for a in analyses],
+           "wakeups": [w.to_dict() for w in wk],
            "views": {lbl: groups.as_json(v) for lbl, v in views.items()},
            "runs": [m.to_dict() for m in run_metrics],
            "targets": [t.__dict__ for m in run_metrics for t in metrics.targets(m)],
@@ -135,7 +157,8 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
 @click.option("--targets", "targets_file", default=None,
               help="Targets file [default: $RXL_WORK/targets.yaml].")
 @click.option("--config", "configs", multiple=True, type=click.Choice(plan.CONFIGS),
-              help="Configurations to run (repeatable) [default: all].")
+              help="Configurations to run (repeatable) [default: all but tagged; tagged: "
+                   "learning off, every pinned worker's listener tagged with its CPU].")
 @click.option("--workers", "worker_sets", multiple=True, type=click.Choice(plan.WORKER_SETS),
               help="Worker sets: rxq (one pinned per rxq CPU), all (one pinned per CPU), "
                    "free (one per rxq CPU, unpinned) (repeatable) [default: rxq, all].")
@@ -186,6 +209,17 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
                    "handshake CPU (LEARN K lines; see rxl.learn.ports).")
 @click.option("--pcap", is_flag=True,
               help="Also record the guest NIC's traffic (QEMU filter-dump) to <out>/<boot>.pcap.")
+@click.option("--requests", default=0, show_default=True, type=int,
+              help="Cross-CPU wakeups per request (docs/results/wakeups.md, part 2): "
+                   "after the warm-up, this many requests on each of --connections "
+                   "connections kept open, in place of the measured phase (0: none).")
+@click.option("--connections", default=512, show_default=True, type=int,
+              help="With --requests: connections kept open.")
+@click.option("--idle", "idle_s", default=1.0, show_default=True, type=FiniteFloat(),
+              help="With --requests: idle seconds between snapshots 0 and 1 (the "
+                   "counters' background).")
+@click.option("--repetitions", default=1, show_default=True, type=int,
+              help="Run every configuration this many times in its boot (labels .r1, ...).")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.pass_context
@@ -193,13 +227,16 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
           targets_file, configs, worker_sets, warmup,
           measured, min_conns, concurrency, learn_sysctl, topo_spec, memory_mib, logs,
           client_ports, lb_cpu_opt, groups_every, tunables, deadline_s, tcg_single_thread, smp, guest_sysctls,
-          nic_reinit, qemu_args, per_connection, pcap, dry_run, as_json):
+          nic_reinit, qemu_args, per_connection, pcap, requests, connections, idle_s,
+          repetitions, dry_run, as_json):
     """Learning at accept(2) on the guest's RSS NIC: shares, co-location, predictions."""
     if logs:  # re-analysing saved logs reads only these
         refuse_given(ctx, [n for n in ctx.params if n not in ("logs", "topo_spec", "as_json",
                                                               "out")],
                      "not with --log: saved logs are only analysed (--topology, --out and "
                      "--json apply)")
+    if not requests:
+        refuse_given(ctx, ["connections", "idle_s"], "only with --requests N")
     shape = guest_shape(target_spec, targets_file)
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
@@ -210,7 +247,8 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
         groups_every=groups_every, tunables=tunables,
         deadline_s=deadline_s, tcg_single_thread=tcg_single_thread, smp=smp,
         guest_sysctls=guest_sysctls, nic_reinit=nic_reinit, qemu_args=qemu_args,
-        per_connection=per_connection, pcap=pcap, dry_run=dry_run, shape=shape)
+        per_connection=per_connection, pcap=pcap, dry_run=dry_run, shape=shape,
+        requests=requests, connections=connections, idle_s=idle_s, repetitions=repetitions)
     try:
         chk = request.check(req)
         if logs:

@@ -4,7 +4,9 @@
 QEMU's ``hostfwd`` on 127.0.0.1, bounded in count and time, one phase
 (warm-up, measured) after another; :func:`port_connector` chooses the
 client source ports (QEMU hands them to the guest as the foreign port);
-:class:`Conductor` starts a run's connections when the guest says it is ready.
+:func:`drive_requests` keeps connections open and sends requests on them
+in a closed loop (``rxl learn --requests``); :class:`Conductor` starts a
+run's connections when the guest says it is ready.
 """
 
 from __future__ import annotations
@@ -13,13 +15,15 @@ import queue
 import random
 import re
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.guest.protocol import MARK
-from rxl.learn.plan import LOOPBACK_HOSTS, PHASE_BYTES, LearnError, Phase
+from rxl.learn.plan import (KEEP_BYTE, LOOPBACK_HOSTS, PHASE_BYTES, SNAP_BYTE, LearnError,
+                            Phase, Requests)
 
 
 @dataclass
@@ -88,7 +92,11 @@ def port_connector(mode: str = "random", *, seed: int = 6,
     unknown mode or an empty range.
     """
     if mode == "kernel":
-        return lambda port, byte: connect(port, byte)
+        def plain(port: int, byte: str) -> bool:
+            return connect(port, byte)
+        plain.retries = 0
+        plain.open = lambda port: open_kept(port)
+        return plain
     if mode != "random":
         raise LearnError(f"client port mode {mode!r}: 'random' or 'kernel'")
     lo, hi = port_range
@@ -109,7 +117,19 @@ def port_connector(mode: str = "random", *, seed: int = 6,
             with lock:
                 go.retries += 1
         return False
+    def kept(port: int) -> Optional[socket.socket]:
+        for _ in range(tries):
+            with lock:
+                src = order[pos[0] % len(order)]
+                pos[0] += 1
+            s = open_kept(port, src_port=src)
+            if s is not None:
+                return s
+            with lock:
+                go.retries += 1
+        return None
     go.retries = 0
+    go.open = kept
     return go
 
 
@@ -173,13 +193,15 @@ def drive_phase(port: int, phase: Phase, *, concurrency: int = 1,
 def drive_run(port: int, phases: Sequence[Phase], *, concurrency: int = 1,
               connect: Callable[[int, str], bool] = connect_once,
               clock: Callable[[], float] = time.monotonic, quit_tries: int = 5,
-              sleep: Callable[[float], None] = time.sleep) -> List[PhaseResult]:
-    """Every phase in order, then the quit connection (up to ``quit_tries``, 1 s apart).
+              sleep: Callable[[float], None] = time.sleep,
+              requests: Optional[Requests] = None) -> List[PhaseResult]:
+    """Every phase in order, then (with ``requests``) :func:`drive_requests`,
+    then the quit connection (up to ``quit_tries``, 1 s apart).
 
     A phase in which no connection succeeded ends the phases (the guest is
     not answering); the quit connection is still tried.
     """
-    out: List[PhaseResult] = []
+    out: List = []
     for ph in phases:
         r = drive_phase(port, ph, concurrency=concurrency, connect=connect, clock=clock)
         out.append(r)
@@ -187,6 +209,11 @@ def drive_run(port: int, phases: Sequence[Phase], *, concurrency: int = 1,
             # Nothing got through: the guest does not answer; skip to quit.
             r.stopped_by += " (no connection succeeded: later phases skipped)"
             break
+    else:
+        if requests is not None:
+            out.append(drive_requests(port, requests, concurrency=concurrency,
+                                      open_conn=getattr(connect, "open", None),
+                                      clock=clock, sleep=sleep))
     q = PhaseResult("quit")
     t0 = clock()
     for _ in range(quit_tries):
@@ -199,6 +226,145 @@ def drive_run(port: int, phases: Sequence[Phase], *, concurrency: int = 1,
     q.seconds = clock() - t0
     out.append(q)
     return out
+
+
+def open_kept(port: int, *, host: str = "127.0.0.1", timeout: float = 5.0,
+              src_port: Optional[int] = None) -> Optional[socket.socket]:
+    """A measured connection that stays open for requests: connect, send
+    :data:`~rxl.learn.plan.KEEP_BYTE`, wait for learnd's ``k`` (it has
+    accepted and kept it).  The socket (blocking, ``timeout`` s), or None
+    on failure.  Raises LearnError for a host outside :data:`LOOPBACK_HOSTS`."""
+    if host not in LOOPBACK_HOSTS:
+        raise LearnError(f"refusing to connect to {host}: loopback only")
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.settimeout(timeout)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The client closes first, so its ports sit in TIME_WAIT: another
+        # run's connection from one of them to another port is still fine.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if src_port is not None:
+            s.bind((host, src_port))
+        s.connect((host, port))
+        s.sendall(KEEP_BYTE.encode("ascii"))
+        if s.recv(1) == b"k":
+            return s
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+#: One request and one answer (learnd.c REQ_LEN): two little-endian u32,
+#: the client's thread and a sequence number; learnd answers its CPU and
+#: the same sequence number.
+REQ = struct.Struct("<II")
+
+
+@dataclass
+class RequestResult:
+    """What the driver did in a request phase: connections kept open,
+    requests answered, snapshots learnd took (``s`` connections), the
+    closed loop's wall time."""
+
+    name: str = "requests"
+    attempts: int = 0
+    ok: int = 0
+    failed: int = 0
+    requests: int = 0
+    errors: int = 0
+    snapshots: int = 0
+    seconds: float = 0.0
+    stopped_by: str = ""
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed by learnd")
+        buf += chunk
+    return buf
+
+
+def drive_requests(port: int, plan_: Requests, *, concurrency: int = 1,
+                   open_conn: Optional[Callable[[int], Optional[socket.socket]]] = None,
+                   connect: Callable[[int, str], bool] = connect_once,
+                   clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep,
+                   snap_tries: int = 5) -> RequestResult:
+    """The request phase: open ``plan_.connections`` kept connections (each
+    accepted before the next opens), ask learnd for snapshot 0, stay idle
+    ``plan_.idle_s``, snapshot 1, then ``concurrency`` threads each run a
+    closed loop (one request outstanding) over its share of the connections
+    (connection i to thread i mod concurrency) until each carried
+    ``plan_.requests``; snapshot 2; close them.  ``open_conn(port)`` opens a
+    kept connection (default :func:`open_kept`, the kernel's port; the
+    port connector's ``open`` walks its ports); ``connect(port, byte)`` asks
+    for a snapshot, up to ``snap_tries`` times.  The figures are learnd's
+    (rxl.learn.wakeups); this only counts what it sent.  A thread stops at
+    its first failed request (counted in ``errors``).  Raises LearnError
+    for ``concurrency`` < 1."""
+    if concurrency < 1:
+        raise LearnError(f"concurrency must be >= 1, got {concurrency}")
+    opener = open_conn or (lambda p: open_kept(p))
+    res = RequestResult()
+    conns: List[socket.socket] = []
+    for _ in range(plan_.connections):
+        res.attempts += 1
+        s = opener(port)
+        if s is None:
+            res.failed += 1
+            if res.failed >= 50 and not conns:
+                res.stopped_by = "no connection succeeded"
+                return res
+            continue
+        conns.append(s)
+    res.ok = len(conns)
+
+    def snap() -> None:
+        for _ in range(snap_tries):
+            if connect(port, SNAP_BYTE):
+                res.snapshots += 1
+                return
+
+    lock = threading.Lock()
+
+    def loop(t: int, mine: Sequence[socket.socket]) -> None:
+        done = errors = 0
+        try:
+            for seq in range(plan_.requests):
+                for s in mine:
+                    s.sendall(REQ.pack(t, seq))
+                    _, echo = REQ.unpack(_recv_exact(s, REQ.size))
+                    if echo != seq:
+                        raise OSError(f"answer {echo} to request {seq}")
+                    done += 1
+        except OSError:
+            errors = 1
+        with lock:
+            res.requests += done
+            res.errors += errors
+
+    try:
+        snap()
+        sleep(plan_.idle_s)
+        snap()
+        t0 = clock()
+        threads = [threading.Thread(target=loop, args=(t, conns[t::concurrency]), daemon=True)
+                   for t in range(min(concurrency, len(conns)))]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        res.seconds = clock() - t0
+        snap()
+    finally:
+        for s in conns:
+            s.close()
+    res.stopped_by = "done" if res.requests == len(conns) * plan_.requests else "errors"
+    return res
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -222,8 +388,10 @@ class Conductor:
 
     def __init__(self, port: int, phases: Sequence[Phase], nruns: int, *,
                  concurrency: int, wait_s: float, echo: Callable[[str], None],
-                 connect: Callable[[int, str], bool] = connect_once):
+                 connect: Callable[[int, str], bool] = connect_once,
+                 requests: Optional[Requests] = None):
         self.port, self.phases, self.nruns = port, list(phases), nruns
+        self.requests = requests
         self.connect = connect
         self.concurrency, self.wait_s, self.echo = concurrency, wait_s, echo
         self.q: "queue.Queue[Optional[str]]" = queue.Queue()
@@ -254,10 +422,12 @@ class Conductor:
                 return
             before = getattr(self.connect, "retries", 0)
             res = drive_run(self.port, self.phases, concurrency=self.concurrency,
-                              connect=self.connect)
+                            connect=self.connect, requests=self.requests)
             self.results[label] = res
             retried = getattr(self.connect, "retries", 0) - before
             self.echo("  driver: " + label + ": " + "; ".join(
                 f"{r.name} {r.ok}/{r.attempts} ok in {r.seconds:.0f} s"
+                + (f", {r.requests} requests, {r.snapshots} snapshots"
+                   if isinstance(r, RequestResult) else "")
                 + (f" ({r.stopped_by})" if r.stopped_by else "") for r in res)
                 + f"; {retried} tries retried on a fresh client port")

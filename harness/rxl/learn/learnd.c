@@ -49,6 +49,33 @@
  *   ==RXL== LEARN G <label> seq=<i> t_ms=<ms since READY> phase=<c> err=<errno> x=<p>:<hcpu>:<wcpu>:<n>,...
  *   ==RXL== LEARN GL <label> seq=<i> <one line of the sysctl's text>
  *
+ * Requests (rxl learn --requests, docs/results/wakeups.md part 2): a
+ * connection whose phase byte is 'M' is a measured connection that stays
+ * open.  It is counted as phase 'm' above; the worker answers 'k', keeps
+ * it in its kqueue (epoll on Linux) and answers every 8-byte request on it
+ * with 8 bytes (its CPU, then the request's second word) until the client
+ * closes.  The worker counts per request whether the connection's
+ * handshake CPU (its receiving CPU: the NIC hashes a flow to one queue,
+ * so every segment of it is processed on that queue's CPU) differs from
+ * the CPU the worker runs on when it serves it ("xreqs"; "ureqs" when the
+ * handshake CPU is unknown), and, per wait that found nothing at once
+ * (a kevent with timeout 0 first) and then slept, whether the event that
+ * ended it (the first one returned: kqueue and epoll return events in the
+ * order they became ready) was a request on such a connection ("slept",
+ * "xwakes").  A connection whose phase byte is 's' asks for a snapshot:
+ * the worker that accepts it copies every worker's counts, their context
+ * switches (kern.proc.pid's ki_rusage; /proc/<pid>/status on Linux), the
+ * system's (vm.stats.sys.v_swtch) and hw.intrnames / hw.intrcnt, then
+ * answers 'k'; the copies are printed after the run:
+ *
+ *   ==RXL== LEARN S <label> seq=<i> worker=<w> rconns=<n> reqs=<n> xreqs=<n> ureqs=<n> slept=<n> xwakes=<n> nvcsw=<n|-1> nivcsw=<n|-1>
+ *   ==RXL== LEARN SS <label> seq=<i> t_ms=<ms since READY> swtch=<n|-1> intr_err=<errno>
+ *   ==RXL== LEARN I <label> seq=<i> n=<count> <interrupt name, as hw.intrnames has it>
+ *
+ * With -T each worker tags its listener with the CPU it is pinned to
+ * (setsockopt TCP_REUSPORT_LB_CPU, commit 3): the deal with explicit tags;
+ * the W line then says tagerr=<errno>.
+ *
  * Bounded: every wait has a timeout and the whole run has a deadline (-d).
  * Builds on FreeBSD (the guest) and on Linux (SO_REUSEPORT, SO_INCOMING_CPU)
  * so the protocol can be exercised on a build host over loopback.
@@ -60,6 +87,7 @@
 
 #include <sys/types.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -83,8 +111,13 @@
 #ifdef __FreeBSD__
 #include <sys/param.h>
 #include <sys/cpuset.h>
+#include <sys/event.h>
 #include <sys/sysctl.h>
+#include <sys/user.h>
 #include <netinet/tcp_var.h>
+#endif
+#ifdef __linux__
+#include <sys/epoll.h>
 #endif
 
 /*
@@ -114,6 +147,12 @@
 #define	GBUF		(1 << 20)	/* -G text kept for printing */
 #define	GVIEW		(64 << 10)	/* one read of the groups view */
 #define	TAG_UNKNOWN	(-1000)		/* no tag read back */
+#define	MAXFD		4096		/* kept connections: fds below this */
+#define	NEV		64		/* events per wait */
+#define	REQ_LEN		8		/* one request, one answer */
+#define	SBUF		(1 << 20)	/* snapshot text kept for printing */
+#define	SNAP_BYTE	's'
+#define	KEEP_BYTE	'M'		/* measured, kept open for requests */
 
 static const char phases[NPHASE] = { 'w', 'm', 'q', 'x' };
 
@@ -123,6 +162,13 @@ struct wstat {
 	int	pinerr;
 	int	ready;
 	int	tag;			/* listener's TCP_REUSPORT_LB_CPU at the end */
+	int	tagerr;			/* -T: errno of the setsockopt */
+	long	rconns;			/* 'M' connections kept */
+	long	reqs;			/* requests answered */
+	long	xreqs;			/* ... on a connection received elsewhere */
+	long	ureqs;			/* ... on one with no known handshake CPU */
+	long	slept;			/* waits that slept, ended by a request */
+	long	xwakes;			/* ... on a connection received elsewhere */
 	/* [phase][worker cpu][handshake cpu][queue] */
 	long	c[NPHASE][NCPU_MAX + 1][NCPU_MAX + 1][MAXQ + 1];
 	long	ft[NPHASE][256];
@@ -135,6 +181,11 @@ struct wstat {
 
 struct shared {
 	volatile int	stop;		/* 1 quit, 2 deadline */
+	pid_t		pid[MAXW];	/* the workers, for the snapshots */
+	int		nw;
+	int		nsnap;		/* snapshots taken */
+	long		tready;		/* READY, ms */
+	size_t		slen;		/* snapshot text in sbuf */
 	volatile int	quit;		/* quit byte seen; the parent stops */
 	volatile char	phase;		/* last phase byte seen */
 	struct wstat	w[MAXW];
@@ -142,6 +193,9 @@ struct shared {
 
 static struct shared *sh;
 static int keep;			/* -K: keep measured connections */
+static int tagging;			/* -T: tag listeners with their CPU */
+static const char *label = "run";
+static char *sbuf;			/* shared: the snapshots' text */
 static char *gbuf;			/* -G: copies of the groups view */
 static size_t glen;
 static int gseq;
@@ -150,7 +204,7 @@ static void
 usage(void)
 {
 	fprintf(stderr, "usage: learnd -w workers [-c cpu,cpu,...] [-P port] "
-	    "[-l label] [-d deadline_s] [-Q nqueues] [-K] [-G ms]\n");
+	    "[-l label] [-d deadline_s] [-Q nqueues] [-K] [-G ms] [-T]\n");
 	exit(2);
 }
 
@@ -362,8 +416,154 @@ phase_index(char c)
 	return (NPHASE - 1);
 }
 
-/* Serve one accepted connection: read the phase byte, answer, count. */
 static void
+sappend(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Append to the shared snapshot text; what does not fit is dropped. */
+static void
+sappend(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (sbuf == NULL || sh->slen >= SBUF - 1)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(sbuf + sh->slen, SBUF - sh->slen, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= SBUF - sh->slen)
+		sh->slen = SBUF - 1;
+	else
+		sh->slen += (size_t)n;
+}
+
+/* Voluntary and involuntary context switches of process pid; -1 unknown. */
+static void
+ctx_switches(pid_t pid, long *vol, long *invol)
+{
+	*vol = *invol = -1;
+#if defined(__FreeBSD__)
+	struct kinfo_proc kp;
+	size_t len = sizeof(kp);
+	int mib[4] = { CTL_KERN, KERN_PROC, KERN_PROC_PID, (int)pid };
+
+	if (sysctl(mib, 4, &kp, &len, NULL, 0) == 0 && len == sizeof(kp)) {
+		*vol = kp.ki_rusage.ru_nvcsw;
+		*invol = kp.ki_rusage.ru_nivcsw;
+	}
+#elif defined(__linux__)
+	char path[64], line[128];
+	FILE *f;
+	long v;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+			*vol = v;
+		else if (sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+			*invol = v;
+	}
+	fclose(f);
+#else
+	(void)pid;
+#endif
+}
+
+/*
+ * hw.intrnames and hw.intrcnt as I lines: entry i of intrnames is
+ * INTRNAME_LEN bytes at i * INTRNAME_LEN (x86 intr_machdep.c:
+ * intrcnt_setname pads the name with blanks), entry i of intrcnt its
+ * u_long count; the stride is taken from the two sizes.  Unnamed
+ * entries are skipped.  Returns an errno, 0 on success.
+ */
+static int
+snap_intr(int seq)
+{
+#if defined(__FreeBSD__)
+	size_t nlen = 0, clen = 0, n, stride, i, k;
+	char *names, *nm;
+	u_long *cnt;
+	int err = 0;
+
+	if (sysctlbyname("hw.intrnames", NULL, &nlen, NULL, 0) != 0 ||
+	    sysctlbyname("hw.intrcnt", NULL, &clen, NULL, 0) != 0)
+		return (errno);
+	n = clen / sizeof(u_long);
+	if (n == 0 || nlen < n)
+		return (EINVAL);
+	names = malloc(nlen + 1);
+	cnt = malloc(clen);
+	if (names == NULL || cnt == NULL) {
+		err = ENOMEM;
+		goto out;
+	}
+	if (sysctlbyname("hw.intrnames", names, &nlen, NULL, 0) != 0 ||
+	    sysctlbyname("hw.intrcnt", cnt, &clen, NULL, 0) != 0) {
+		err = errno;
+		goto out;
+	}
+	names[nlen] = '\0';
+	stride = nlen / n;
+	n = clen / sizeof(u_long) < n ? clen / sizeof(u_long) : n;
+	for (i = 0; i < n; i++) {
+		nm = names + i * stride;
+		for (k = 0; k < stride && nm[k] != '\0'; k++)
+			;
+		while (k > 0 && nm[k - 1] == ' ')
+			k--;
+		if (k == 0)
+			continue;
+		sappend("==RXL== LEARN I %s seq=%d n=%lu %.*s\n", label, seq,
+		    cnt[i], (int)k, nm);
+	}
+out:
+	free(names);
+	free(cnt);
+	return (err);
+#else
+	(void)seq;
+	return (ENOENT);
+#endif
+}
+
+/* A snapshot ('s' connection): every worker's counts, then the system's. */
+static void
+snapshot_counts(void)
+{
+	int seq = sh->nsnap++, w, err;
+	long vol, invol, swtch = -1;
+
+	for (w = 0; w < sh->nw; w++) {
+		struct wstat *ws = &sh->w[w];
+
+		ctx_switches(sh->pid[w], &vol, &invol);
+		sappend("==RXL== LEARN S %s seq=%d worker=%d rconns=%ld reqs=%ld "
+		    "xreqs=%ld ureqs=%ld slept=%ld xwakes=%ld nvcsw=%ld "
+		    "nivcsw=%ld\n", label, seq, w, ws->rconns, ws->reqs,
+		    ws->xreqs, ws->ureqs, ws->slept, ws->xwakes, vol, invol);
+	}
+#if defined(__FreeBSD__)
+	{
+		u_int v;
+		size_t len = sizeof(v);
+
+		if (sysctlbyname("vm.stats.sys.v_swtch", &v, &len, NULL, 0) == 0)
+			swtch = v;
+	}
+#endif
+	err = snap_intr(seq);
+	sappend("==RXL== LEARN SS %s seq=%d t_ms=%ld swtch=%ld intr_err=%d\n",
+	    label, seq, now_ms() - sh->tready, swtch, err);
+}
+
+/*
+ * Serve one accepted connection: read the phase byte, answer, count.
+ * Returns the handshake CPU (>= -1) of a connection to keep (phase byte
+ * 'M'), left non-blocking; otherwise closes it and returns -2.
+ */
+static int
 serve(struct wstat *ws, int fd, int nq, int fport)
 {
 	struct pollfd pfd;
@@ -383,7 +583,13 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 	pfd.events = POLLIN;
 	if (poll(&pfd, 1, IO_MS) != 1 || read(fd, &c, 1) != 1)
 		c = 'x';
-	p = phase_index(c);
+	if (c == SNAP_BYTE) {
+		snapshot_counts();
+		(void)write(fd, "k", 1);
+		close(fd);
+		return (-2);
+	}
+	p = phase_index(c == KEEP_BYTE ? 'm' : c);
 	/*
 	 * Count before answering: the client starts its next connection (the
 	 * quit, say) only after the answer, so every connection it saw
@@ -393,7 +599,7 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 	    [hc >= 0 && hc < NCPU_MAX ? hc : NCPU_MAX]
 	    [q >= 0 && q < MAXQ ? q : MAXQ]++;
 	ws->ft[p][ft >= 0 && ft < 256 ? ft : 255]++;
-	if (keep && c == 'm' && ws->nk < MAXK) {
+	if (keep && phases[p] == 'm' && ws->nk < MAXK) {
 		ws->k[ws->nk].port = (uint16_t)fport;
 		ws->k[ws->nk].hcpu = (int16_t)hc;
 		ws->nk++;
@@ -401,52 +607,213 @@ serve(struct wstat *ws, int fd, int nq, int fport)
 	ws->accepts++;
 	/* The phases only move forward (w, m, q: phases[] order). */
 	if (p < NPHASE - 1 && (sh->phase == 0 || p > phase_index(sh->phase)))
-		sh->phase = c;
+		sh->phase = phases[p];
 	(void)write(fd, "k", 1);
+	if (c == KEEP_BYTE && fd < MAXFD) {
+		int one = 1;
+
+		/* One small answer per request: never wait for an ACK. */
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (fl != -1)
+			(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		ws->rconns++;
+		return (hc >= 0 ? hc : -1);
+	}
+	if (c == KEEP_BYTE)
+		ws->errors++;
 	close(fd);
 	/* The parent copies the groups view once more, then stops. */
 	if (c == 'q')
 		sh->quit = 1;
+	return (-2);
+}
+
+/* The worker's event set: kqueue on FreeBSD, epoll on Linux. */
+static int
+ev_open(void)
+{
+#if defined(__FreeBSD__)
+	return (kqueue());
+#elif defined(__linux__)
+	return (epoll_create1(0));
+#else
+	errno = EOPNOTSUPP;
+	return (-1);
+#endif
+}
+
+/* Watch fd for input; its events carry fd + 1 (0: none). */
+static int
+ev_add(int eq, int fd)
+{
+#if defined(__FreeBSD__)
+	struct kevent kev;
+
+	EV_SET(&kev, fd, EVFILT_READ, EV_ADD, 0, 0, NULL);
+	return (kevent(eq, &kev, 1, NULL, 0, NULL));
+#elif defined(__linux__)
+	struct epoll_event e;
+
+	memset(&e, 0, sizeof(e));
+	e.events = EPOLLIN;
+	e.data.fd = fd;
+	return (epoll_ctl(eq, EPOLL_CTL_ADD, fd, &e));
+#else
+	(void)eq;
+	(void)fd;
+	return (-1);
+#endif
+}
+
+/* Wait up to ms for events; fills fds[] in the order they became ready. */
+static int
+ev_wait(int eq, int *fds, int ms)
+{
+	int n, i;
+#if defined(__FreeBSD__)
+	struct kevent ev[NEV];
+	struct timespec ts;
+
+	ts.tv_sec = ms / 1000;
+	ts.tv_nsec = (long)(ms % 1000) * 1000000;
+	n = kevent(eq, NULL, 0, ev, NEV, &ts);
+	for (i = 0; i < n; i++)
+		fds[i] = (int)ev[i].ident;
+#elif defined(__linux__)
+	struct epoll_event ev[NEV];
+
+	n = epoll_wait(eq, ev, NEV, ms);
+	for (i = 0; i < n; i++)
+		fds[i] = ev[i].data.fd;
+#else
+	(void)eq;
+	(void)fds;
+	(void)ms;
+	(void)i;
+	n = -1;
+#endif
+	return (n);
+}
+
+/*
+ * Answer what a kept connection sent; returns the requests answered, or
+ * -1 after closing it (end of file, an error).  part[]/plen: the start of
+ * a request split across reads.
+ */
+static int
+answer(struct wstat *ws, int fd, int hc, int wc, char *part, int *plen)
+{
+	char buf[512 + REQ_LEN], out[sizeof(buf)];
+	ssize_t r;
+	int n = 0, off, o = 0;
+	int32_t cpu = wc;
+
+	memcpy(buf, part, (size_t)*plen);
+	r = read(fd, buf + *plen, sizeof(buf) - REQ_LEN);
+	if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR)) {
+		close(fd);
+		return (-1);
+	}
+	if (r < 0)
+		return (0);
+	r += *plen;
+	for (off = 0; off + REQ_LEN <= r; off += REQ_LEN, n++) {
+		memcpy(out + o, &cpu, 4);
+		memcpy(out + o + 4, buf + off + 4, 4);
+		o += REQ_LEN;
+		ws->reqs++;
+		if (hc < 0)
+			ws->ureqs++;
+		else if (hc != wc)
+			ws->xreqs++;
+	}
+	*plen = (int)(r - off);
+	memcpy(part, buf + off, (size_t)*plen);
+	/* Closed loop: the socket buffer has room for every answer. */
+	if (o > 0 && write(fd, out, (size_t)o) != o) {
+		close(fd);
+		return (-1);
+	}
+	return (n);
 }
 
 static void
 worker(int rank, int cpu, int port, int nq, long deadline)
 {
 	struct wstat *ws = &sh->w[rank];
-	struct pollfd pfd;
 	struct sockaddr_storage ss;
+	static int16_t hcpu[MAXFD];	/* kept fd -> handshake CPU */
+	static char part[MAXFD][REQ_LEN];
+	static int plen[MAXFD];
 	socklen_t sl;
-	int lfd, fd, b, fport;
+	int lfd, eq, fd, b, fport, n, i, slept, wc, got, h;
+	int fds[NEV];
 
 	ws->tag = TAG_UNKNOWN;
 	if (cpu >= 0)
 		ws->pinerr = pin_self(cpu);
-	if ((lfd = listener(port)) == -1) {
+	if ((lfd = listener(port)) == -1 || (eq = ev_open()) == -1 ||
+	    ev_add(eq, lfd) != 0) {
 		ws->ready = -errno;
 		_exit(3);
 	}
+	if (tagging) {
+#if defined(LB_CPU_OPT)
+		ws->tagerr = cpu < 0 ? EINVAL : setsockopt(lfd, IPPROTO_TCP,
+		    LB_CPU_OPT, &cpu, sizeof(cpu)) != 0 ? errno : 0;
+#else
+		ws->tagerr = EOPNOTSUPP;
+#endif
+	}
 	ws->ready = 1;
 	while (!sh->stop && now_ms() < deadline) {
-		pfd.fd = lfd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, WAIT_MS) <= 0)
+		/* Did the wait find something at once, or did it sleep? */
+		slept = 0;
+		if ((n = ev_wait(eq, fds, 0)) == 0) {
+			n = ev_wait(eq, fds, WAIT_MS);
+			slept = 1;
+		}
+		if (n <= 0)
 			continue;
-		for (b = 0; b < 64; b++) {
-			sl = sizeof(ss);
-			fd = accept(lfd, (struct sockaddr *)&ss, &sl);
-			if (fd == -1) {
-				if (errno != EAGAIN && errno != EWOULDBLOCK &&
-				    errno != ECONNABORTED && errno != EINTR)
-					ws->errors++;
-				break;
+		wc = cur_cpu();
+		for (i = 0; i < n; i++) {
+			if (fds[i] != lfd) {
+				fd = fds[i];
+				h = fd >= 0 && fd < MAXFD ? hcpu[fd] : -1;
+				got = answer(ws, fd, h, wc, part[fd], &plen[fd]);
+				if (i == 0 && slept && got > 0) {
+					ws->slept++;
+					if (h >= 0 && h != wc)
+						ws->xwakes++;
+				}
+				continue;
 			}
-			fport = -1;
-			if (ss.ss_family == AF_INET)
-				fport = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-			else if (ss.ss_family == AF_INET6)
-				fport = ntohs(
-				    ((struct sockaddr_in6 *)&ss)->sin6_port);
-			serve(ws, fd, nq, fport);
+			for (b = 0; b < 64; b++) {
+				sl = sizeof(ss);
+				fd = accept(lfd, (struct sockaddr *)&ss, &sl);
+				if (fd == -1) {
+					if (errno != EAGAIN && errno != EWOULDBLOCK &&
+					    errno != ECONNABORTED && errno != EINTR)
+						ws->errors++;
+					break;
+				}
+				fport = -1;
+				if (ss.ss_family == AF_INET)
+					fport = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+				else if (ss.ss_family == AF_INET6)
+					fport = ntohs(
+					    ((struct sockaddr_in6 *)&ss)->sin6_port);
+				h = serve(ws, fd, nq, fport);
+				if (h == -2)
+					continue;
+				hcpu[fd] = (int16_t)h;
+				plen[fd] = 0;
+				if (ev_add(eq, fd) != 0) {
+					ws->errors++;
+					close(fd);
+				}
+			}
 		}
 	}
 	ws->tag = listener_tag(lfd);
@@ -546,12 +913,11 @@ main(int argc, char **argv)
 	pid_t pid[MAXW];
 	int cpus[MAXW], ncpus = 0, nw = 0, port = 8080, nq = 0, ch, i, st;
 	int exited[MAXW], left, p, w, a, b, q;
-	const char *label = "run";
 	char *cpu_arg = NULL;
 	long deadline_s = 300, t0, deadline, total, gms = 0, tready, tnext;
 	unsigned long opt = 0, tag_opt = 0;
 
-	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:KG:")) != -1) {
+	while ((ch = getopt(argc, argv, "w:c:P:l:d:Q:KG:T")) != -1) {
 		switch (ch) {
 		case 'w':
 			nw = (int)num(optarg, 1, MAXW, "workers");
@@ -574,6 +940,9 @@ main(int argc, char **argv)
 		case 'K':
 			keep = 1;
 			break;
+		case 'T':
+			tagging = 1;
+			break;
 		case 'G':
 			gms = num(optarg, 100, 3600000, "groups interval ms");
 			break;
@@ -595,10 +964,13 @@ main(int argc, char **argv)
 	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
 	    MAP_SHARED | MAP_ANON, -1, 0);
-	if (sh == MAP_FAILED) {
+	sbuf = mmap(NULL, SBUF, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANON,
+	    -1, 0);
+	if (sh == MAP_FAILED || sbuf == MAP_FAILED) {
 		perror("learnd: mmap");
 		return (1);
 	}
+	sh->nw = nw;
 	print_tcpstat(label, "before");
 	t0 = now_ms();
 	deadline = t0 + deadline_s * 1000;
@@ -608,12 +980,13 @@ main(int argc, char **argv)
 		if ((pid[i] = fork()) == -1) {
 			perror("learnd: fork");
 			sh->stop = 2;
-			nw = i;
+			nw = sh->nw = i;
 			break;
 		}
 		if (pid[i] == 0)
 			worker(i, ncpus ? cpus[i % ncpus] : -1, port, nq,
 			    deadline);
+		sh->pid[i] = pid[i];
 		/* Start workers one by one: member order = worker order. */
 		while (sh->w[i].ready == 0 && now_ms() - t0 < REG_MS * (i + 1))
 			usleep(2000);
@@ -628,7 +1001,7 @@ main(int argc, char **argv)
 		    port, nw);
 		fflush(stdout);
 	}
-	tready = tnext = now_ms();
+	tready = tnext = sh->tready = now_ms();
 	while (!sh->stop && now_ms() < deadline) {
 		if (gms > 0 && now_ms() >= tnext) {
 			snapshot(label, nw, now_ms() - tready);
@@ -675,9 +1048,9 @@ main(int argc, char **argv)
 
 		total += ws->accepts;
 		printf("==RXL== LEARN W %s worker=%d cpu=%d accepts=%ld "
-		    "errors=%ld pinerr=%d tag=", label, w,
+		    "errors=%ld pinerr=%d tagerr=%d reqs=%ld tag=", label, w,
 		    ncpus ? cpus[w % ncpus] : -1, ws->accepts, ws->errors,
-		    ws->pinerr);
+		    ws->pinerr, ws->tagerr, ws->reqs);
 		if (ws->tag == TAG_UNKNOWN)
 			printf("unknown\n");
 		else
@@ -724,6 +1097,8 @@ main(int argc, char **argv)
 		}
 	if (gbuf != NULL && glen > 0)
 		fwrite(gbuf, 1, glen, stdout);
+	if (sh->slen > 0)
+		fwrite(sbuf, 1, sh->slen, stdout);
 	print_tcpstat(label, "after");
 	printf("==RXL== LEARN DONE %s accepted=%ld elapsed_ms=%ld stop=%s\n",
 	    label, total, now_ms() - (deadline - deadline_s * 1000),

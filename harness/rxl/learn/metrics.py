@@ -139,6 +139,36 @@ class RunMetrics:
         return asdict(self)
 
 
+#: Policies of a run: the hash, the deal of the run's counts (learning) and
+#: the deal of the tags alone (``tagged``: nothing counted, every tagged CPU
+#: counts one, rxl.decide.model.effective_counts; ``rxl deal --members`` without
+#: ``--counts``).
+RUN_POLICIES = ("hash", "deal", "deal-tags")
+
+
+def policy_of(config: str) -> str:
+    """The :data:`RUN_POLICIES` entry configuration ``config`` should behave as."""
+    return {"learn-on": "deal", "learn-spread": "deal", "tagged": "deal-tags"}.get(config,
+                                                                                 "hash")
+
+
+def _deal_of(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int],
+             policy: str) -> Optional[model.Deal]:
+    """The map ``policy`` deals for workers on ``pins`` (None: not a deal)."""
+    if policy not in ("deal", "deal-tags"):
+        return None
+    return model.deal(topo, [model.Tag(w) for w in pins], dict(rx) if policy == "deal" else {})
+
+
+def _outcome(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int],
+             policy: str) -> outcomes.Outcome:
+    """:func:`rxl.decide.outcomes.outcome` of ``policy`` (a :data:`RUN_POLICIES`)."""
+    if policy == "deal-tags":
+        return outcomes.outcome(topo, list(pins), dict(rx), "deal",
+                                deal_fn=lambda t, tags, _rx: model.deal(t, tags, {}))
+    return outcomes.outcome(topo, list(pins), dict(rx), policy)
+
+
 def _split(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int], r: int,
            policy: str) -> List[float]:
     """Fraction of receive CPU ``r``'s connections each worker gets under ``policy``.
@@ -148,8 +178,8 @@ def _split(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int], 
     supply from ``rx``), else over all workers.
     """
     n = len(pins)
-    if policy == "deal":
-        d = model.deal(topo, [model.Tag(w) for w in pins], dict(rx))
+    if policy in ("deal", "deal-tags"):
+        d = _deal_of(topo, pins, rx, policy)
         if d is not None and r in d.ranges:
             slots = d.slots_of(r)
             out = [0.0] * n
@@ -167,7 +197,7 @@ def _outcome_shares(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[in
     ``rxl outcomes`` prints); the same-socket share weighs each receive
     CPU's split by :func:`socket_of`.
     """
-    o = outcomes.outcome(topo, list(pins), dict(rx), policy)
+    o = _outcome(topo, pins, rx, policy)
     exact = float(o.by_distance()["exact"])
     total = sum(v for v in rx.values() if v > 0)
     same = 0.0
@@ -248,7 +278,7 @@ def analyze(run: RunSummary, topo: cpugroup.Topology, rxq: Sequence[int], *,
     on_rx = [w for w in workers if w.cpu in rx_set]
     on_rx_n = sum(w.n for w in on_rx)
     learning = ",".join(f"{k}={v}" for k, v in sorted(run.sets.items())) or None
-    policy = "deal" if config in ("learn-on", "learn-spread") else "hash"
+    policy = policy_of(config)
     m = RunMetrics(
         label=run.label, config=config, workers_set=wset, n=n, hcpu_source=source, rx=rx,
         workers=workers,
@@ -270,12 +300,11 @@ def analyze(run: RunSummary, topo: cpugroup.Topology, rxq: Sequence[int], *,
             w.predicted_share = s
         m.predicted_colocated, m.predicted_same_socket = exact, same_s
         m.hash_colocated = _outcome_shares(topo, pins, rx, "hash")[1]
-        o = outcomes.outcome(topo, list(pins), dict(rx), policy)
+        o = _outcome(topo, pins, rx, policy)
         m.predicted_by_distance = {k: float(v) for k, v in o.by_distance().items()}
         for w, cls in zip(workers, o.classes):
             w.predicted_cls = cls
-        d = model.deal(topo, [model.Tag(p) for p in pins], dict(rx)) \
-            if policy == "deal" else None
+        d = _deal_of(topo, pins, rx, policy)
         if d is not None:
             for w in workers:
                 w.dealt_from = sorted(r for r in d.ranges if w.worker in d.slots_of(r))
@@ -310,7 +339,7 @@ class Target:
 def targets(m: RunMetrics) -> List[Target]:
     """The learning targets that apply to run ``m`` (measured, not asserted).
 
-    * learn-on / learn-spread, one worker per receive CPU (``rxq``):
+    * learn-on / learn-spread / tagged, one worker per receive CPU (``rxq``):
       co-location >= 99 % (with largest-remainder supply each worker holds
       all of its own CPU's slots), 0 starved;
     * learn-on / learn-spread, one worker per CPU of every socket (``all``):
@@ -332,7 +361,7 @@ def targets(m: RunMetrics) -> List[Target]:
     """
     out: List[Target] = []
     learning = m.config in ("learn-on", "learn-spread")
-    if learning and m.workers_set == "rxq":
+    if (learning or m.config == "tagged") and m.workers_set == "rxq":
         out.append(Target(m.label, "co-location >= 99%", f"{m.colocated:.1%}",
                           m.colocated >= 0.99))
         out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
@@ -435,6 +464,7 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
 
     Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
     dict}, "errors": [...], "warnings": [...], "metrics": [RunMetrics]}``:
+    ``"summaries": {label: RunSummary}`` (for rxl.learn.wakeups);
     ``errors`` make the analysis fail (a run that did not finish, a guest
     that did not complete, a log without any learn run), ``warnings`` do not
     (the topology taken as qemu-2s). Raises OSError when the log cannot be
@@ -482,4 +512,4 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
                            "workers": r.workers}
                      for lbl, r in runs.items()},
             "views": {lbl: groups.views(r.views) for lbl, r in runs.items() if r.views},
-            "errors": errors, "warnings": warnings, "metrics": metrics}
+            "errors": errors, "warnings": warnings, "metrics": metrics, "summaries": runs}

@@ -61,11 +61,22 @@ LOOPBACK_HOSTS = ("127.0.0.1",)
 
 #: Phase bytes understood by learnd (learnd.c: ``phases[]``).
 PHASE_BYTES = {"warmup": "w", "measured": "m", "quit": "q"}
+#: learnd.c's KEEP_BYTE: a measured connection kept open for requests.
+KEEP_BYTE = "M"
+#: learnd.c's SNAP_BYTE: a connection asking learnd for a counter snapshot.
+SNAP_BYTE = "s"
 #: M_HASHTYPE_HASHPROP (sys/sys/mbuf.h): set for every hash a NIC computed.
 HASHPROP = 0x80
 
-#: Configurations of a learning run, in table order.
-CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
+#: Configurations of a learning run, in table order.  ``tagged``: the patched
+#: kernel with learning off and every pinned worker's listener tagged with its
+#: CPU (learnd -T): the deal with explicit tags, dealt from the tags alone
+#: (tcp.4: "each CPU named by a tag counts as receiving an equal share").
+CONFIGS = ("pristine", "learn-off", "tagged", "learn-on", "learn-spread")
+#: The configurations of a run that names none (the learning table's: all but tagged).
+DEFAULT_CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
+#: Configurations whose listeners are tagged (learnd -T).
+TAGGED_CONFIGS = ("tagged",)
 #: Worker sets: one pinned worker per receive-queue CPU, or per CPU, or as
 #: many workers as receive queues left unpinned (``free``: never captured,
 #: the untagged path of accept(2) that rxl kcount measures).
@@ -91,6 +102,36 @@ GROUPS_MS = WINDOW_S * 1000 // 2
 
 class LearnError(DataError):
     """Bad input to the learning harness (one-line message)."""
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The request phase of ``rxl learn --requests`` (rxl.learn.drive.drive_requests):
+    ``connections`` kept open, ``requests`` per connection, ``idle_s`` seconds
+    between snapshots 0 and 1 (the background of the counters)."""
+
+    connections: int
+    requests: int
+    idle_s: float = 1.0
+
+    def check(self) -> "Requests":
+        """Self; LearnError for no connection, no request or a negative idle time."""
+        if self.connections < 1 or self.requests < 1:
+            raise LearnError(f"requests: {self.connections} connections x {self.requests} "
+                             "requests: both must be >= 1")
+        if not self.idle_s >= 0:
+            raise LearnError(f"requests: idle window {self.idle_s:g} s must be >= 0")
+        return self
+
+    @property
+    def total(self) -> int:
+        return self.connections * self.requests
+
+
+#: The slowest request rate the deadline allows for, requests per second of
+#: the whole guest (a guess for TCG with QEMU's user networking, not a
+#: measurement: a request is one slirp round trip; raise --deadline if slower).
+MIN_REQUEST_RATE = 50.0
 
 
 # --------------------------------------------------------------------- plan
@@ -147,10 +188,17 @@ class RunPlan:
     config: str
     workers: str
     learning: Optional[int]
+    rep: int = 0
 
     @property
     def label(self) -> str:
-        return f"{self.config}.{self.workers}"
+        """``<config>.<workers>``, with ``.r<rep>`` for a repetition (rep >= 1)."""
+        return f"{self.config}.{self.workers}" + (f".r{self.rep}" if self.rep else "")
+
+    @property
+    def tagged(self) -> bool:
+        """learnd -T: tag every listener with its worker's CPU."""
+        return self.config in TAGGED_CONFIGS
 
 
 @dataclass(frozen=True)
@@ -169,17 +217,22 @@ def spread_tunable(driver: str = DEFAULT_DRIVER) -> str:
     return SPREAD_TUNABLE.format(driver=driver)
 
 
-def plan_boots(configs: Sequence[str] = CONFIGS,
+def plan_boots(configs: Sequence[str] = DEFAULT_CONFIGS,
                worker_sets: Sequence[str] = DEFAULT_WORKER_SETS, *,
-               driver: str = DEFAULT_DRIVER) -> List[BootPlan]:
+               driver: str = DEFAULT_DRIVER, repetitions: int = 1) -> List[BootPlan]:
     """The boots that cover ``configs`` x ``worker_sets``. Pure.
 
     learn-off and learn-on share one boot (the sysctl is set at run time,
     off first so nothing learned leaks into the control); learn-spread needs
     its own boot (``core_spread`` is a loader tunable of the NIC's
-    ``driver``); pristine boots the base kernel. Raises LearnError for
-    unknown names or empty selections.
+    ``driver``); pristine boots the base kernel. ``tagged`` runs in the
+    patched boot, after learn-off and before learn-on, learning off.
+    ``repetitions`` > 1 runs each run that many times in a row, labelled
+    ``.r1``, ``.r2``, ... (each a new learnd, so a new lbgroup). Raises
+    LearnError for unknown names, empty selections or repetitions < 1.
     """
+    if repetitions < 1:
+        raise LearnError(f"repetitions must be >= 1, got {repetitions}")
     bad = [c for c in configs if c not in CONFIGS] + [w for w in worker_sets
                                                       if w not in WORKER_SETS]
     if bad:
@@ -189,25 +242,41 @@ def plan_boots(configs: Sequence[str] = CONFIGS,
         raise LearnError("no configuration or no worker set selected")
     ws = [w for w in WORKER_SETS if w in worker_sets]
     boots: List[BootPlan] = []
-    main_runs = [RunPlan(c, w, 0 if c == "learn-off" else 1)
-                 for c in ("learn-off", "learn-on") if c in configs for w in ws]
+    reps = [0] if repetitions == 1 else list(range(1, repetitions + 1))
+    main_runs = [RunPlan(c, w, 1 if c == "learn-on" else 0, k)
+                 for c in ("learn-off", "tagged", "learn-on") if c in configs for w in ws
+                 for k in reps]
     if main_runs:
         boots.append(BootPlan("patched", "patched", (), tuple(main_runs)))
     if "learn-spread" in configs:
         boots.append(BootPlan("spread", "patched", ((spread_tunable(driver), SPREAD_VALUE),),
-                              tuple(RunPlan("learn-spread", w, 1) for w in reversed(ws))))
+                              tuple(RunPlan("learn-spread", w, 1, k) for w in reversed(ws)
+                                    for k in reps)))
     if "pristine" in configs:
         boots.append(BootPlan("pristine", "pristine", (),
-                              tuple(RunPlan("pristine", w, None) for w in ws)))
+                              tuple(RunPlan("pristine", w, None, k) for w in ws
+                                    for k in reps)))
     return boots
 
 
+_LABEL_RE = re.compile(r"^([a-z-]+)\.([a-z]+)(?:\.r([1-9]\d{0,3}))?$")
+
+
 def config_of(label: str) -> Tuple[str, str]:
-    """``"learn-on.all"`` -> ``("learn-on", "all")``. Raises LearnError otherwise."""
-    config, sep, workers = label.rpartition(".")
-    if not sep or config not in CONFIGS or workers not in WORKER_SETS:
-        raise LearnError(f"run label {label!r} is not <config>.<workers>")
-    return config, workers
+    """``"learn-on.all"`` (or a repetition, ``"learn-on.all.r2"``) ->
+    ``("learn-on", "all")``. Raises LearnError otherwise."""
+    m = _LABEL_RE.match(label)
+    if not m or m.group(1) not in CONFIGS or m.group(2) not in WORKER_SETS:
+        raise LearnError(f"run label {label!r} is not <config>.<workers>[.r<k>]")
+    return m.group(1), m.group(2)
+
+
+def repetition_of(label: str) -> int:
+    """The ``k`` of a label ``<config>.<workers>.r<k>``, 0 without one.
+    Raises LearnError for a label :func:`config_of` refuses."""
+    config_of(label)
+    m = _LABEL_RE.match(label)
+    return int(m.group(3)) if m.group(3) else 0
 
 
 # ------------------------------------------------------------ tree lookups
@@ -351,6 +420,10 @@ def render_learn_rc(boot: BootPlan, *, learn_sysctl: Optional[str], learnd: str 
         + (f" -G {groups_ms}" if groups_ms else ""))
 
 
-def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0) -> int:
-    """learnd's deadline for one run: every phase at its longest plus ``margin_s``."""
-    return int(math.ceil(sum(p.max_s for p in phases) + margin_s))
+def run_deadline_s(phases: Sequence[Phase], margin_s: float = 120.0,
+                   requests: Optional[Requests] = None) -> int:
+    """learnd's deadline for one run: every phase at its longest plus ``margin_s``,
+    plus for ``requests`` its idle window and its requests at
+    :data:`MIN_REQUEST_RATE`."""
+    extra = requests.idle_s + requests.total / MIN_REQUEST_RATE if requests else 0.0
+    return int(math.ceil(sum(p.max_s for p in phases) + margin_s + extra))

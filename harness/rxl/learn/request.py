@@ -20,6 +20,13 @@ from rxl.learn import plan
 from rxl.verify import ownguest
 
 
+#: ULE's idle spin (sys/kern/sched_ule.c, ``sched_idlespins``, a RWTUN sysctl):
+#: the request phase sets it to 0 unless --guest-sysctl names it, so that an
+#: idle CPU halts at once and a remote wakeup to it takes an IPI
+#: (docs/results/wakeups.md, "Decision").
+IDLESPINS = "kern.sched.idlespins"
+
+
 class LearnFailed(RxlError):
     """A refused option or a failed step of ``rxl learn``; the message is one line."""
 
@@ -38,7 +45,11 @@ class LearnRequest:
     ``NAME=VALUE`` strings; ``smp``: ``SOCKETS,CORES,THREADS`` in place of the
     shape's CPUs ("": the shape's); ``shape``: the guest (None: the default
     one, rxl.guest.targets.DEFAULT_SHAPE, the NUMA server with its igb);
-    ``out`` None: a new directory under ``$RXL_WORK/logs``.
+    ``out`` None: a new directory under ``$RXL_WORK/logs``.  ``requests`` > 0:
+    the request phase (``--requests``: that many requests on each of
+    ``connections`` kept connections, ``idle_s`` s of background first) in
+    place of the measured phase of one-shot connections; ``repetitions``:
+    every run that many times (labels ``.r1`` ...).
     """
 
     src: str
@@ -71,6 +82,10 @@ class LearnRequest:
     pcap: bool
     dry_run: bool
     shape: Optional[Shape] = None
+    requests: int = 0
+    connections: int = 512
+    idle_s: float = 1.0
+    repetitions: int = 1
 
 
 @dataclass
@@ -83,6 +98,7 @@ class Checked:
     gsys: List[Tuple[str, str]]
     extra_tun: Dict[str, str]
     shape: Shape
+    requests: Optional[plan.Requests] = None
 
     @property
     def nic(self) -> str:
@@ -133,12 +149,24 @@ def check(req: LearnRequest) -> Checked:
                              f"{plan.WINDOW_S} s learning windows ({plan.MIN_PHASE_S} s)")
     if req.min_conns < 0:
         raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
+    if req.repetitions < 1:
+        raise LearnUsage(f"--repetitions must be >= 1, got {req.repetitions}")
+    if req.requests < 0:
+        raise LearnUsage(f"--requests must be >= 0 (0: no request phase), got {req.requests}")
+    if req.requests and req.connections < 1:
+        raise LearnUsage(f"--connections must be >= 1, got {req.connections}")
+    if req.requests and not req.idle_s >= 0:
+        raise LearnUsage(f"--idle must be >= 0 s, got {req.idle_s:g}")
+    requests = plan.Requests(req.connections, req.requests, req.idle_s).check() \
+        if req.requests else None
     try:
         phases = plan.plan_phases(req.warmup, req.measured, min_measured=req.min_conns)
+        if requests is not None:  # the request phase is the measured one
+            phases = [p for p in phases if p.name == "warmup"]
         shape = guest_shape(req)
-        boots = plan.plan_boots(req.configs or plan.CONFIGS,
+        boots = plan.plan_boots(req.configs or plan.DEFAULT_CONFIGS,
                                 req.worker_sets or plan.DEFAULT_WORKER_SETS,
-                                driver=shape.driver)
+                                driver=shape.driver, repetitions=req.repetitions)
     except plan.LearnError as exc:
         raise LearnUsage(str(exc)) from None
     if req.topo_spec:
@@ -151,6 +179,8 @@ def check(req: LearnRequest) -> Checked:
     if req.groups_every != 0 and not req.groups_every >= 0.1:
         raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
+    if requests is not None and not any(n == IDLESPINS for n, _ in gsys):
+        gsys.insert(0, (IDLESPINS, "0"))
     extra_tun = dict(name_values(req.tunables, "--tunable"))
     cfg = shape.config(req.guest_dir)
     try:
@@ -171,4 +201,4 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:
         raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
-    return Checked(phases, boots, gsys, extra_tun, shape)
+    return Checked(phases, boots, gsys, extra_tun, shape, requests)

@@ -1,4 +1,4 @@
-"""learnd's summary lines from a console log: LEARN BEGIN/READY/RUN/W/C/K/G/GL/...
+"""learnd's summary lines from a console log: LEARN BEGIN/READY/RUN/W/C/K/G/GL/S/SS/I/...
 
 :func:`parse_learn` turns the ``==RXL== LEARN`` lines the guest's learnd
 prints into one :class:`RunSummary` per run (per-worker counts, per-phase
@@ -52,6 +52,14 @@ class RunSummary:
     #: ``t_ms``, ``phase``, ``err``, ``x`` (the counts, see
     #: :func:`rxl.learn.groups.parse_counts`) and ``lines`` (the sysctl's).
     views: List[Dict] = field(default_factory=list)
+    #: With requests (``s`` connections): snapshot seq -> worker -> its
+    #: counts (``rconns reqs xreqs ureqs slept xwakes nvcsw nivcsw``; -1:
+    #: unknown) from the S lines.
+    snaps: Dict[int, Dict[int, Dict[str, int]]] = field(default_factory=dict)
+    #: snapshot seq -> the system's line (SS: ``t_ms swtch intr_err``).
+    snap_sys: Dict[int, Dict[str, int]] = field(default_factory=dict)
+    #: snapshot seq -> hw.intrnames name -> hw.intrcnt count (I lines).
+    intr: Dict[int, Dict[str, int]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -67,7 +75,10 @@ class RunSummary:
 #: learnd prints counts, ids and errnos (module doc of learnd.c): at most 20
 #: digits (64 bits); only a CPU or queue may be -1 (unpinned, unknown).
 _MAX_DIGITS = 20
-_MAY_BE_MINUS_ONE = frozenset({"cpu", "wcpu", "hcpu", "q", "rc"})
+_MAY_BE_MINUS_ONE = frozenset({"cpu", "wcpu", "hcpu", "q", "rc", "nvcsw", "nivcsw",
+                                "swtch"})
+#: The counts of an S line (learnd.c snapshot_counts).
+SNAP_KEYS = ("rconns", "reqs", "xreqs", "ureqs", "slept", "xwakes", "nvcsw", "nivcsw")
 
 
 def _int(text: str, key: str, line: str) -> int:
@@ -91,7 +102,8 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
 
     Lines (prefix :data:`rxl.guest.protocol.MARK`): ``LEARN BEGIN|READY|RUN|W|C|K|FT|
-    DONE|SET|SYSCTL|END|G|GL <label> key=value...`` (``K``: ``worker=<i>`` then
+    DONE|SET|SYSCTL|END|G|GL|S|SS|I <label> key=value...`` (``I``: ``seq= n=`` then
+    an interrupt's name, which may hold blanks; ``K``: ``worker=<i>`` then
     ``<fport>:<hcpu>`` items, learnd -K; ``G``: ``seq= t_ms= phase= err= x=``
     and ``GL``: ``seq=<i>`` then one line of the groups view, learnd -G;
     a W line's ``tag=`` is kept as text). Other lines are ignored; a
@@ -150,6 +162,21 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                     except LearnError:
                         raise LearnError(f"malformed learnd line (K item {item[:24]!r}): "
                                          f"{line[:200]}") from None
+            elif kind == "S":
+                v = _ints(kv, ("seq", "worker") + SNAP_KEYS, line)
+                r.snaps.setdefault(v.pop("seq"), {})[v.pop("worker")] = v
+            elif kind == "SS":
+                v = _ints(kv, ("seq", "t_ms", "swtch", "intr_err"), line)
+                r.snap_sys[v.pop("seq")] = v
+            elif kind == "I":
+                seq, n, name = (rest.split(None, 2) + ["", ""])[:3]
+                if not (seq.startswith("seq=") and n.startswith("n=") and name):
+                    raise LearnError(f"malformed learnd line (I seq= n= name): {line[:200]}")
+                counts = r.intr.setdefault(_int(seq[4:], "seq", line), {})
+                if name in counts:
+                    raise LearnError(f"malformed learnd line (interrupt {name!r} twice): "
+                                     f"{line[:200]}")
+                counts[name] = _int(n[2:], "n", line)
             elif kind == "FT":
                 v = _ints(kv, ("ftype", "n"), line)
                 r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]

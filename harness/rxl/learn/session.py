@@ -180,7 +180,7 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     learnd_bin = str(Path(guest_dir) / "learnd")
     cc = plan.learnd_cc_argv(str(plan.learnd_source()), learnd_bin, str(wout.sysroot),
                           lb_cpu_opt=opts["TCP_REUSPORT_LB_CPU"], tree=src)
-    deadline = req.deadline_s or plan.run_deadline_s(chk.phases)
+    deadline = req.deadline_s or plan.run_deadline_s(chk.phases, requests=chk.requests)
     if needs_learning and not sysctl_name:
         raise LearnFailed(f"{src}: no learning sysctl found (commit 4 missing?); "
                           "give --learn-sysctl")
@@ -210,6 +210,8 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
         + f"; groups view every {req.groups_every:g} s"]
     if chk.extra_tun:
         out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")
+    if chk.gsys:
+        out.append("# guest sysctls: " + " ".join(f"{n}={v}" for n, v in chk.gsys))
     out += [f"# {n}" for n in s.notes]
     if s.rig_plan is not None:
         out.append("# kernels")
@@ -240,6 +242,13 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
                            for p in chk.phases)
                + f", {req.concurrency} threads to 127.0.0.1:<port>, client ports "
                f"{req.client_ports}; learnd deadline {s.deadline} s")
+    if chk.requests is not None:
+        r = chk.requests
+        out.append(f"# host driver per run, then: {r.connections} connections kept open "
+                   f"(byte {plan.KEEP_BYTE!r}), snapshot 0 (byte {plan.SNAP_BYTE!r}), "
+                   f"{r.idle_s:g} s idle, snapshot 1, {r.requests} requests per connection "
+                   f"in {req.concurrency} closed loops (one request outstanding each), "
+                   f"snapshot 2; figures: rxl.learn.wakeups")
     return out
 
 
@@ -340,7 +349,8 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         echo(f"   console {log}")
         t0 = time.monotonic()
         cond = Conductor(port, chk.phases, len(b.runs), concurrency=req.concurrency,
-                         wait_s=s.deadline + 600, echo=echo, connect=connector)
+                         wait_s=s.deadline + 600, echo=echo, connect=connector,
+                         requests=chk.requests)
         cond.start()
         total = 600 + len(b.runs) * (s.deadline + 60)
         try:
