@@ -133,7 +133,7 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
                            mgmt_nic=sshguest.MGMT_NIC_MODEL,
                            no_reboot=False)
     argv = qemu.build_argv(cfg, firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
-    world = [s.shell() for s in sshworld.plan_ssh_world(src, kyua=kyua)]
+    world = tree_build.shell_lines(sshworld.plan_ssh_world(src, kyua=kyua))
     if kyua:
         world.insert(0, f"# kyua: unless {src}/contrib/sqlite3/sqlite3.c exists: GET "
                         f"{kyuaworld.metadata_url(kyuaworld.SQLITE_NPM)} -> dist.tarball, "

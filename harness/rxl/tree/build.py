@@ -398,6 +398,24 @@ def _make_py_tree(argv: Sequence[str]) -> Optional[tuple[str, str]]:
     return str(Path(script).parents[2]), objdir
 
 
+def shell_lines(stages: Sequence[Stage]) -> list[str]:
+    """``stages`` as copy-pasteable shell lines (for ``--dry-run``), each make.py
+    stage's objdir's bmake bootstrap (:func:`bootstrap_bmake_argvs`) before the first
+    stage of that objdir, as :func:`run_stage` runs them. Pure: the bootstrap lines
+    are printed whether or not that bmake is current (then they are skipped)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for st in stages:
+        tree = _make_py_tree(st.argv)
+        if tree is not None and tree[1] not in seen:
+            seen.add(tree[1])
+            out.append(f"# bmake bootstrap of {tree[1]} (skipped while its bmake is current)")
+            out += [f"cd {shlex.quote(str(cwd))} && {shlex.join(argv)}"
+                    for cwd, argv in bootstrap_bmake_argvs(tree[0], tree[1])]
+        out.append(st.shell())
+    return out
+
+
 def run_stage(stage: Stage, logdir: PathLike,
               echo: Callable[[str], None] = lambda s: print(s, flush=True)
               ) -> StageResult:

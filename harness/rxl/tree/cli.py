@@ -249,8 +249,8 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
                 click.echo(f"#   {line}")
         if tree_build.toolchain_done(objdir, src):
             click.echo(f"# kernel-toolchain already done in {objdir}")
-        for st in stages:
-            click.echo(st.shell())
+        for line in tree_build.shell_lines(stages):
+            click.echo(line)
         return
     try:
         res = tree_build.build_kernel(src, objdir, kernconf=kernconf, logdir=logdir,

@@ -177,20 +177,50 @@ def fetch_amalgamation(src: str, cache: str, *, package: str = SQLITE_NPM,
     """Put sqlite3.c and sqlite3.h of ``package`` into ``src``/contrib/sqlite3 (the
     tarball is kept in ``cache``, :func:`fetch_tarball`). Returns the SQLite version.
     Nothing is fetched when the tree has a sqlite3.c already (its sqlite3.h must be
-    of the same release). Raises KyuaError when the fetch fails, a file is missing
-    from the tarball, or the two files are of different releases."""
+    of the same release). A tree whose sqlite3.c is this package's own while its
+    sqlite3.h is another release (a ``git checkout -f`` of the base, as a series
+    re-apply does, restores the tree's header but leaves the untracked .c) gets the
+    package's header back. Raises KyuaError when the fetch fails, a file is missing
+    from the tarball, or the two files are of different releases and the .c is not
+    the package's."""
     tree = Path(src)
     have = tree / "contrib/sqlite3/sqlite3.c"
     if have.is_file():
         hdr = tree / "contrib/sqlite3/sqlite3.h"
         c = sqlite_version(have.read_text(errors="replace")[:200000])
         h = sqlite_version(hdr.read_text(errors="replace")) if hdr.is_file() else None
-        if c is None or c != h:
+        if c is not None and c == h:
+            echo(f"kyua: {have}: SQLite {c} (there already)")
+            return c
+        if not _ours(have, Path(cache) / tarball_name(package)):
             raise KyuaError(f"{have} (SQLite {c}) and sqlite3.h (SQLite {h}) are not one "
                             "release: rm the .c and git checkout the .h, then again")
-        echo(f"kyua: {have}: SQLite {c} (there already)")
-        return c
+        echo(f"kyua: {hdr}: SQLite {h}, but sqlite3.c is {package}'s SQLite {c}: "
+             "its sqlite3.h put back")
     tgz = fetch_tarball(package, cache, registry=registry, urlopen=urlopen, echo=echo)
+    texts = _amalgamation(tgz)
+    for dest, data in texts.items():
+        (tree / dest).write_bytes(data)
+    version = sqlite_version(texts[AMALGAMATION["package/deps/sqlite3/sqlite3.h"]].decode(
+        errors="replace"))
+    echo(f"kyua: SQLite {version} from {package} -> {tree}/contrib/sqlite3 "
+         "(undo: git checkout contrib/sqlite3/sqlite3.h; rm contrib/sqlite3/sqlite3.c)")
+    return version
+
+
+def _ours(c_file: Path, tgz: Path) -> bool:
+    """Whether ``c_file`` is byte for byte the sqlite3.c of tarball ``tgz`` (one in the
+    cache, not fetched)."""
+    try:
+        return tgz.is_file() and _amalgamation(str(tgz))[AMALGAMATION[
+            "package/deps/sqlite3/sqlite3.c"]] == c_file.read_bytes()
+    except (KyuaError, OSError):
+        return False
+
+
+def _amalgamation(tgz: str) -> Dict[str, bytes]:
+    """Tree path -> bytes of :data:`AMALGAMATION` in tarball ``tgz``. Raises KyuaError
+    when a file is missing or the two are not one release."""
     try:
         with tarfile.open(tgz) as tf:
             texts = {dest: tf.extractfile(member).read()
@@ -200,12 +230,7 @@ def fetch_amalgamation(src: str, cache: str, *, package: str = SQLITE_NPM,
     versions = {sqlite_version(t.decode(errors="replace")[:200000]) for t in texts.values()}
     if len(versions) != 1 or None in versions:
         raise KyuaError(f"{tgz}: sqlite3.c and sqlite3.h are not one release ({versions})")
-    for dest, data in texts.items():
-        (tree / dest).write_bytes(data)
-    version = versions.pop()
-    echo(f"kyua: SQLite {version} from {package} -> {tree}/contrib/sqlite3 "
-         "(undo: git checkout contrib/sqlite3/sqlite3.h; rm contrib/sqlite3/sqlite3.c)")
-    return version
+    return texts
 
 
 def registry_problem(cache: Optional[str] = None, *, package: str = SQLITE_NPM,

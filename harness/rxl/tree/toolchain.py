@@ -11,10 +11,9 @@ built with the same cross compiler (rxl.tree.version: clang 16 for the 14
 base, 19 for 15.0; the objects differ).
 
 After a kernel-toolchain succeeds, :func:`save` copies OBJTOP (without
-``sys/``, the kernel's objects) and the objdir's ``bmake-install`` and
-``bmake-build`` into ``$RXL_WORK/toolchain/<base[:12]>-llvm<N>/`` (:func:`store_dir`);
-before a build, :func:`seed` copies them into the new tree's OBJTOP and
-objdir and writes the objdir's marker (rxl.tree.build.TOOLCHAIN_DONE), so
+``sys/``, the kernel's objects) into ``$RXL_WORK/toolchain/<base[:12]>-llvm<N>/``
+(:func:`store_dir`); before a build, :func:`seed` copies it into the new tree's
+OBJTOP and writes the objdir's marker (rxl.tree.build.TOOLCHAIN_DONE), so
 the build goes straight to buildkernel. The recipe was verified by the lead
 on the build host (/work/coord/toolchain.md, 19:35 UTC): a pristine tree
 seeded from /work/freebsd's toolchain built its RXL kernel with
@@ -38,8 +37,9 @@ from rxl.tree.patch import SeriesError, parse_base
 #: Store directory under $RXL_WORK, and its completeness marker.
 STORE = "toolchain"
 COMPLETE = ".complete"
-#: Objdir-level pieces make.py bootstraps once per MAKEOBJDIRPREFIX.
-BMAKE_DIRS = ("bmake-install", "bmake-build")
+#: The objdir's bmake (bmake-install, bmake-build) is not stored: its
+#: configuration names the objdir, so a copy is never current there and
+#: rxl.tree.build.bootstrap_bmake builds it again (seconds).
 #: The series' base file (``commit: <40 hex>``).
 BASE_FILE = Path(__file__).resolve().parents[3] / "patches" / "BASE"
 
@@ -114,9 +114,6 @@ def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
     try:
         shutil.copytree(store / "objtop", _objtop(src, objdir), symlinks=True,
                         dirs_exist_ok=True)
-        for d in BMAKE_DIRS:
-            if (store / d).is_dir() and not (Path(objdir) / d).exists():
-                shutil.copytree(store / d, Path(objdir) / d, symlinks=True)
         (Path(objdir) / TOOLCHAIN_DONE).touch()
     except OSError as exc:
         echo(f"kernel-toolchain: copying {store} failed ({exc}); building it")
@@ -142,9 +139,6 @@ def save(src: str, objdir: str, echo: Callable[[str], None] = print,
         shutil.copytree(_objtop(src, objdir), tmp / "objtop", symlinks=True,
                         ignore=lambda where, names: ["sys"] if Path(where) ==
                         _objtop(src, objdir) else [])
-        for b in BMAKE_DIRS:
-            if (Path(objdir) / b).is_dir():
-                shutil.copytree(Path(objdir) / b, tmp / b, symlinks=True)
         (tmp / COMPLETE).write_text(f"{key}\n")
         shutil.rmtree(d, ignore_errors=True)
         os.replace(tmp, d)

@@ -439,4 +439,4 @@ def build_world(src: str, objdir: str = DEFAULT_OBJDIR, *, logdir: str = paths.L
 
 def shell_lines(src: str, objdir: str = DEFAULT_OBJDIR, lock: Optional[str] = DEFAULT_LOCK) -> List[str]:
     """The world stages as copy-pasteable shell lines (for ``--dry-run``)."""
-    return [s.shell() for s in plan_world(src, objdir, lock=lock)]
+    return tree_build.shell_lines(plan_world(src, objdir, lock=lock))

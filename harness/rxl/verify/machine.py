@@ -232,7 +232,7 @@ class Machine(abc.ABC):
             return StageRecord("build", "skipped", detail=f"--kernel {req.kernel}")
         src, objdir = st.src, req.objdir
         stages = tree_build.plan_stages(src, objdir, toolchain=_needs_toolchain(src, objdir))
-        cmds = _toolchain_note(stages, objdir) + [s.shell() for s in stages]
+        cmds = _toolchain_note(stages, objdir) + tree_build.shell_lines(stages)
         kpath = str(tree_build.kernel_path(src, objdir))
         if req.dry_run:
             st.kernel = kpath
@@ -262,7 +262,7 @@ class Machine(abc.ABC):
             raise StageFailed(f"build: --pristine-src {src} is not a FreeBSD source tree")
         stages = tree_build.plan_stages(src, objdir, toolchain=_needs_toolchain(
             src, objdir, shared=req.dry_run and rec.status == "planned"))
-        rec.commands += _toolchain_note(stages, objdir) + [s.shell() for s in stages]
+        rec.commands += _toolchain_note(stages, objdir) + tree_build.shell_lines(stages)
         kpath = str(tree_build.kernel_path(src, objdir))
         st.pristine_kernel = kpath
         rec.detail += f"; pristine kernel: {kpath}"

@@ -86,7 +86,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
     kconf = tree_modules.MODULE_KERNCONF
     stages = tree_build.plan_stages(src, objdir, kernconf=kconf, toolchain=False,
                                     modules=mods)
-    cmds = [s.shell() for s in stages]
+    cmds = tree_build.shell_lines(stages)
     root = str(st.stage_dir / LABEL)
     kernel = str(tree_build.kernel_path(src, objdir, kconf))
     log = str(Path(req.out) / f"console-{LABEL}.log")

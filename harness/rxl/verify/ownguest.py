@@ -60,6 +60,7 @@ from rxl.guest.protocol import PANIC_PATTERNS, host_sysctl_snapshot
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
 from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
+from rxl.tree import build as tree_build
 from rxl.tree import patch as tree_patch
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
@@ -361,7 +362,7 @@ class SSHGuest(SerialGuest):
         src, objdir = st.src, sshworld.default_objdir()
         out = sshworld.ssh_world_outputs(src, objdir, kyua=True)
         tests_out = str(st.stage_dir / "tests")
-        cmds = [s.shell() for s in sshworld.plan_ssh_world(src, objdir, kyua=True)] + \
+        cmds = tree_build.shell_lines(sshworld.plan_ssh_world(src, objdir, kyua=True)) + \
             test_cc_lines(req, src, objdir, tests_out)
         st.world = out
         if req.dry_run:

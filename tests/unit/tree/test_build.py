@@ -3,6 +3,8 @@
 import shlex
 from pathlib import Path
 
+import shutil
+
 import pytest
 
 from rxl.tree import build as B
@@ -148,14 +150,22 @@ BMAKE_TREE = Path("/work/cache/base-2ec8aa904381")
 @pytest.mark.skipif(not (BMAKE_TREE / "contrib/bmake/boot-strap").is_file(),
                     reason="needs a FreeBSD tree's contrib/bmake (the lead's build host)")
 def test_bootstrap_gives_a_bmake_make_py_takes(tmp_path):
+    # A copy with executable bits: the snapshot has none until rxl.tree.snapshot
+    # prepares a tree, and the base clone is never prepared.
+    tree = tmp_path / "src"
+    shutil.copytree(BMAKE_TREE / "contrib/bmake", tree / "contrib/bmake")
+    for f in (tree / "contrib/bmake").rglob("*"):
+        if f.is_file():
+            f.chmod(0o755)
+    obj = tmp_path / "obj"
     seen = []
-    assert B.bootstrap_bmake(BMAKE_TREE, tmp_path, tmp_path, seen.append) is True
-    assert B.bmake_current(BMAKE_TREE, tmp_path)
+    assert B.bootstrap_bmake(tree, obj, tmp_path, seen.append) is True
+    assert B.bmake_current(tree, obj)
     log = (tmp_path / "bmake-bootstrap.log").read_text()
     assert "Failed tests" not in log and "op=install" in log
     assert any("without its unit tests" in s for s in seen)
     # Current now: a second call does nothing.
-    assert B.bootstrap_bmake(BMAKE_TREE, tmp_path, tmp_path, seen.append) is False
+    assert B.bootstrap_bmake(tree, obj, tmp_path, seen.append) is False
 
 
 def test_build_kernel_refuses_non_tree(tmp_path):
@@ -251,3 +261,23 @@ def test_build_refuses_a_kernconf_it_cannot_build_even_in_a_dry_run(tmp_path, ke
         res = CliRunner().invoke(build, ["--src", str(src), "--objdir", str(tmp_path / "obj"),
                                          "--lock", "", "--kernconf", ok, "--dry-run"])
         assert res.exit_code == 0 and f"KERNCONF={ok}" in res.output, res.output
+
+
+def test_dry_run_lines_bootstrap_each_objdir_before_its_first_stage(tmp_path):
+    """run_stage bootstraps a make.py stage's objdir's bmake first: the printed
+    plan shows those commands, once per objdir, before that objdir's first stage."""
+    a = B.Stage("one", tuple(B.make_py_argv("/s/a", tmp_path / "o1", ["buildkernel"],
+                                            cross_bindir="/usr/bin")))
+    b = B.Stage("two", tuple(B.make_py_argv("/s/a", tmp_path / "o1", ["installkernel"],
+                                            cross_bindir="/usr/bin")))
+    c = B.Stage("three", tuple(B.make_py_argv("/s/b", tmp_path / "o2", ["buildkernel"],
+                                              cross_bindir="/usr/bin")))
+    plain = B.Stage("plain", ("true",))
+    lines = B.shell_lines([plain, a, b, c])
+    assert lines[0] == "true"
+    boots = [i for i, ln in enumerate(lines) if "boot-strap" in ln]
+    assert len(boots) == 4     # configure and install, for each of the two objdirs
+    assert lines.index(a.shell()) > boots[1] and lines.index(c.shell()) > boots[3]
+    assert boots[2] > lines.index(b.shell())
+    assert sum(ln.startswith("# bmake bootstrap of") for ln in lines) == 2
+    assert f"cd {tmp_path / 'o2' / 'bmake-build' / 'obj'} && sh ./make-bootstrap.sh" in lines

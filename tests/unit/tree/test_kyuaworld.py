@@ -204,3 +204,31 @@ def test_kyua_widens_the_sshd_world():
     assert "usr.bin/kyua" not in sshworld.ssh_make_vars()["SUBDIR_OVERRIDE"].split()
     files = K.guest_files("/src")
     assert files["usr/share/kyua/store/schema_v3.sql"] == "/src/contrib/kyua/store/schema_v3.sql"
+
+
+def test_a_reapplied_tree_gets_the_packages_header_back(tmp_path, registry):
+    """A series re-apply (git checkout -f of the base) restores the tree's sqlite3.h
+    and leaves the package's untracked sqlite3.c: the pair is put back, not refused."""
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    (src / "contrib/sqlite3").mkdir(parents=True)
+    hdr = src / "contrib/sqlite3/sqlite3.h"
+    hdr.write_text('#define SQLITE_VERSION "3.44.0"\n')
+    reg = registry()
+    assert _fetch(src, cache, reg.url) == "3.50.4"
+    hdr.write_text('#define SQLITE_VERSION "3.44.0"\n')     # the checkout -f
+    lines = []
+    assert _fetch(src, cache, reg.url, lines=lines) == "3.50.4"
+    assert "3.50.4" in hdr.read_text()
+    assert any("put back" in ln for ln in lines)
+
+
+def test_a_foreign_sqlite3_c_of_another_release_is_still_refused(tmp_path, registry):
+    src, cache = tmp_path / "src", tmp_path / "cache"
+    (src / "contrib/sqlite3").mkdir(parents=True)
+    reg = registry()
+    assert _fetch(src, cache, reg.url) == "3.50.4"
+    (src / "contrib/sqlite3/sqlite3.c").write_text('#define SQLITE_VERSION "3.51.0"\n')
+    before = (src / "contrib/sqlite3/sqlite3.h").read_text()
+    with pytest.raises(K.KyuaError, match="are not one release: rm the .c"):
+        _fetch(src, cache, reg.url)
+    assert (src / "contrib/sqlite3/sqlite3.h").read_text() == before
