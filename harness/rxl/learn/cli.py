@@ -237,6 +237,9 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
                      "--json apply)")
     if not requests:
         refuse_given(ctx, ["connections", "idle_s"], "only with --requests N")
+    else:
+        refuse_given(ctx, ["measured", "min_conns"], "not with --requests: the request "
+                     "phase takes the measured phase's place")
     shape = guest_shape(target_spec, targets_file)
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,

@@ -128,6 +128,9 @@ class Requests:
         return self.connections * self.requests
 
 
+#: Kept connections learnd takes (learnd.c MAXFD: a worker keeps fds below
+#: 4096; the margin covers its listener, kqueue and stdio).
+MAX_KEPT = 4000
 #: The slowest request rate the deadline allows for, requests per second of
 #: the whole guest (a guess for TCG with QEMU's user networking, not a
 #: measurement: a request is one slirp round trip; raise --deadline if slower).

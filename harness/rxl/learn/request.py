@@ -8,6 +8,7 @@ out, each as :class:`LearnUsage` (a usage error, exit 2, naming the option);
 from __future__ import annotations
 
 import dataclasses
+import resource
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +26,17 @@ from rxl.verify import ownguest
 #: idle CPU halts at once and a remote wakeup to it takes an IPI
 #: (docs/results/wakeups.md, "Decision").
 IDLESPINS = "kern.sched.idlespins"
+
+
+#: Files the driver keeps for other uses than the kept connections.
+FD_MARGIN = 64
+
+
+def _open_files() -> int:
+    """This process's soft limit of open files (RLIMIT_NOFILE; a large
+    number when unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft if soft != resource.RLIM_INFINITY else 1 << 30
 
 
 class LearnFailed(RxlError):
@@ -155,6 +167,13 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--requests must be >= 0 (0: no request phase), got {req.requests}")
     if req.requests and req.connections < 1:
         raise LearnUsage(f"--connections must be >= 1, got {req.connections}")
+    if req.requests and req.connections > plan.MAX_KEPT:
+        raise LearnUsage(f"--connections {req.connections}: learnd keeps at most "
+                         f"{plan.MAX_KEPT}")
+    if req.requests and req.connections + FD_MARGIN > _open_files():
+        raise LearnUsage(f"--connections {req.connections}: this process may open "
+                         f"{_open_files()} files (ulimit -n), {FD_MARGIN} of them for "
+                         "other uses")
     if req.requests and not req.idle_s >= 0:
         raise LearnUsage(f"--idle must be >= 0 s, got {req.idle_s:g}")
     requests = plan.Requests(req.connections, req.requests, req.idle_s).check() \

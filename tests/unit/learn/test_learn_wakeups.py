@@ -240,9 +240,19 @@ def test_check_request_mode(tmp_path):
     assert chk.gsys == []
     for kw, msg in ((dict(requests=-1), "--requests"), (dict(requests=4, connections=0),
                     "--connections"), (dict(requests=4, idle_s=-1.0), "--idle"),
-                    (dict(repetitions=0), "--repetitions")):
+                    (dict(repetitions=0), "--repetitions"),
+                    (dict(requests=4, connections=L.MAX_KEPT + 1), "keeps at most")):
         with pytest.raises(Q.LearnUsage, match=msg):
             Q.check(_req(tmp_path, **kw))
+
+
+def test_check_refuses_more_connections_than_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(Q, "_open_files", lambda: 1024)
+    Q.check(_req(tmp_path, requests=4, connections=1024 - Q.FD_MARGIN))
+    with pytest.raises(Q.LearnUsage, match="ulimit -n"):
+        Q.check(_req(tmp_path, requests=4, connections=1024 - Q.FD_MARGIN + 1))
+    # Without --requests --connections is not used: nothing to refuse.
+    Q.check(_req(tmp_path, connections=5000))
 
 
 def test_cli_dry_run_and_refusals(tmp_path):
@@ -259,7 +269,9 @@ def test_cli_dry_run_and_refusals(tmp_path):
     assert "guest sysctls: kern.sched.idlespins=0" in res.stdout
     for extra, msg in ((["--connections", "5"], "only with --requests"),
                        (["--requests", "-3"], "--requests must be >= 0"),
-                       (["--requests", "3", "--repetitions", "0"], "--repetitions")):
+                       (["--requests", "3", "--repetitions", "0"], "--repetitions"),
+                       (["--requests", "3", "--measured", "40"], "not with --requests"),
+                       (["--requests", "3", "--min-conns", "9"], "not with --requests")):
         bad = CliRunner().invoke(main, base + extra)
         assert bad.exit_code == 2, bad.output
         errs = [ln for ln in bad.output.splitlines() if "rror" in ln]
