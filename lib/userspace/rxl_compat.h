@@ -94,6 +94,7 @@ struct cpu_group {
 /* sys/sys/atomic_common.h and machine/atomic.h. */
 #define	atomic_load_int(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
 #define	atomic_load_32(p)	__atomic_load_n((p), __ATOMIC_RELAXED)
+#define	atomic_store_int(p, v)	__atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define	atomic_add_32(p, v)	((void)__atomic_fetch_add((p), (v),	\
 	    __ATOMIC_RELAXED))
 

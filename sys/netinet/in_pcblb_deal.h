@@ -102,7 +102,7 @@ struct lbdeal_in {
 /* Output of one deal, written into the caller's arrays. */
 struct lbdeal_out {
 	uint32_t		*do_cpu;	/* [di_ncpu] LBDEAL_ENTRY() */
-	void			**do_slot;	/* [LBDEAL_SLOTS * di_nmembers] */
+	void			**do_slot;	/* [LBDEAL_SLOTS * members] */
 };
 
 /*

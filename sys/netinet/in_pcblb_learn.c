@@ -81,8 +81,8 @@ lblearn_roll(struct lblearn *ll, int now, int window, const uint32_t *cum)
 		ll->ll_snap[c] = cum[c];
 	}
 	KASSERT(window > 0, ("%s: window %d", __func__, window));
-	ll->ll_start = now;
-	ll->ll_window = window;
+	atomic_store_int(&ll->ll_start, now);	/* lblearn_due() reads them */
+	atomic_store_int(&ll->ll_window, window);
 	ll->ll_rolls++;
 	return (true);
 }

@@ -57,7 +57,7 @@
 #define	LBLEARN_WINDOW_MS	10000	/* Default length of a window. */
 
 struct lblearn {
-	uint32_t	*ll_snap;	/* [ll_ncpu] counts at the window start */
+	uint32_t	*ll_snap;	/* [ll_ncpu] counts at window start */
 	uint32_t	*ll_last;	/* [ll_ncpu] the last complete window */
 	uint32_t	*ll_sum;	/* [ll_ncpu] the last two: deal input */
 	u_int		 ll_ncpu;

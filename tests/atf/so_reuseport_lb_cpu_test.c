@@ -90,12 +90,58 @@ struct lbview {
 	u_int	sum[MAXMEMBERS];
 };
 
-/* The groups view is for the superuser. */
+/*
+ * Every case runs in a VNET jail of its own, so that it neither reads nor
+ * changes the host's knobs (net.inet.tcp.reuseport_lb.*): kyua makes one
+ * from the case's metadata, and when run by hand the case makes one
+ * itself (lb_setup()).  The groups view is for the superuser.
+ */
 static void
 lb_head(atf_tc_t *tc)
 {
 
 	atf_tc_set_md_var(tc, "require.user", "root");
+	atf_tc_set_md_var(tc, "execenv", "jail");
+	atf_tc_set_md_var(tc, "execenv.jail.params", "vnet");
+}
+
+static void
+lb_sysctl_int(const char *name, int val)
+{
+
+	ATF_REQUIRE_MSG(sysctlbyname(name, NULL, NULL, &val, sizeof(val)) ==
+	    0, "%s=%d: %s", name, val, strerror(errno));
+}
+
+/*
+ * Enter the case's VNET (making one when not run by kyua), give loopback
+ * an address there, and set the VNET's learning knobs: learn, and the
+ * window unless window_ms is 0.
+ */
+static void
+lb_setup(int learn, int window_ms)
+{
+	struct iovec iov[2];
+	size_t len;
+	int vnet, jid;
+
+	len = sizeof(vnet);
+	if (sysctlbyname("security.jail.vnet", &vnet, &len, NULL, 0) != 0 ||
+	    vnet == 0) {
+		vnet = JAIL_SYS_NEW;
+		iov[0].iov_base = __DECONST(char *, "vnet");
+		iov[0].iov_len = sizeof("vnet");
+		iov[1].iov_base = &vnet;
+		iov[1].iov_len = sizeof(vnet);
+		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
+		ATF_REQUIRE_MSG(jid >= 0, "jail_set(vnet): %s",
+		    strerror(errno));
+	}
+	ATF_REQUIRE(system("/sbin/ifconfig lo0 inet 127.0.0.1/8 up") == 0);
+	if (window_ms != 0)
+		lb_sysctl_int("net.inet.tcp.reuseport_lb.window_ms",
+		    window_ms);
+	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", learn);
 }
 
 /*
@@ -354,7 +400,8 @@ lb_steering(int domain)
 	ATF_REQUIRE_EQ(v.nslots, 16u * n);
 	for (i = 0; i < n; i++) {
 		ATF_REQUIRE_EQ_MSG(lb_rxslots(&v, cpus[i]), 16u,
-		    "cpu %d supplies %u slots", cpus[i], lb_rxslots(&v, cpus[i]));
+		    "cpu %d supplies %u slots", cpus[i],
+		    lb_rxslots(&v, cpus[i]));
 	}
 	checked = 0;
 	for (i = 0; i < 64 * n && i < 2048; i++) {
@@ -385,6 +432,7 @@ ATF_TC_BODY(option, tc)
 	size_t len;
 	int cpus[1], bad, cs, hcpu, maxid, sd, v;
 
+	lb_setup(0, 0);
 	(void)lb_cpus(cpus, 1);
 	len = sizeof(maxid);
 	ATF_REQUIRE(sysctlbyname("kern.smp.maxid", &maxid, &len, NULL, 0) ==
@@ -448,6 +496,7 @@ ATF_TC_HEAD(steering_ipv4, tc)
 ATF_TC_BODY(steering_ipv4, tc)
 {
 
+	lb_setup(0, 0);
 	lb_steering(AF_INET);
 }
 
@@ -460,6 +509,7 @@ ATF_TC_HEAD(steering_ipv6, tc)
 ATF_TC_BODY(steering_ipv6, tc)
 {
 
+	lb_setup(0, 0);
 	lb_steering(AF_INET6);
 }
 
@@ -479,6 +529,7 @@ ATF_TC_BODY(untagged_share, tc)
 	struct lbview v;
 	int cpus[1], hcpu, i, seen[3], tags[3];
 
+	lb_setup(0, 0);
 	(void)lb_cpus(cpus, 1);
 	tags[0] = NOCPU;
 	tags[1] = cpus[0];
@@ -513,6 +564,7 @@ ATF_TC_BODY(duplicates, tc)
 	struct lbview v;
 	int cpus[2], tags[3];
 
+	lb_setup(0, 0);
 	if (lb_cpus(cpus, 2) < 2)
 		atf_tc_skip("needs two CPUs");
 	tags[0] = tags[1] = cpus[0];
@@ -541,6 +593,7 @@ ATF_TC_BODY(join_leave, tc)
 	struct lbview v;
 	int cpus[8], hcpu, i, n;
 
+	lb_setup(0, 0);
 	if ((n = lb_cpus(cpus, 8)) < 2)
 		atf_tc_skip("needs two CPUs");
 	lb_group(&g, AF_INET, n, cpus);
@@ -581,6 +634,7 @@ ATF_TC_BODY(listen_late, tc)
 	struct lbview v;
 	int cpus[2], n, m;
 
+	lb_setup(0, 0);
 	n = lb_cpus(cpus, 2);
 	lb_group(&g, AF_INET, 1, cpus);
 	m = lb_join(&g, cpus[n - 1], false);
@@ -611,6 +665,7 @@ ATF_TC_BODY(noop_set, tc)
 	u_int rebuilds;
 	int cpus[2], n;
 
+	lb_setup(0, 0);
 	n = lb_cpus(cpus, 2);
 	lb_group(&g, AF_INET, 2, cpus);
 	ATF_REQUIRE(lb_view(&g, &v));
@@ -637,6 +692,7 @@ ATF_TC_BODY(full_group, tc)
 	struct lbview v;
 	int cpus[MAXMEMBERS], hcpu, i, n, tags[MAXMEMBERS];
 
+	lb_setup(0, 0);
 	n = lb_cpus(cpus, MAXMEMBERS);
 	for (i = 0; i < MAXMEMBERS; i++)
 		tags[i] = cpus[i % n];
@@ -647,53 +703,6 @@ ATF_TC_BODY(full_group, tc)
 	for (i = 0; i < 64; i++)
 		(void)lb_connect(&g, &hcpu);
 	lb_close(&g);
-}
-
-/*
- * The learning cases change the VNET's learning knobs, so they run in a
- * VNET jail of their own: kyua makes one from their metadata, and when
- * run by hand the case makes one itself.  Either way loopback needs an
- * address there.
- */
-static void
-lb_learn_head(atf_tc_t *tc)
-{
-
-	atf_tc_set_md_var(tc, "require.user", "root");
-	atf_tc_set_md_var(tc, "execenv", "jail");
-	atf_tc_set_md_var(tc, "execenv.jail.params", "vnet");
-}
-
-static void
-lb_sysctl_int(const char *name, int val)
-{
-
-	ATF_REQUIRE_MSG(sysctlbyname(name, NULL, NULL, &val, sizeof(val)) ==
-	    0, "%s=%d: %s", name, val, strerror(errno));
-}
-
-static void
-lb_learn_setup(int learn, int window_ms)
-{
-	struct iovec iov[2];
-	size_t len;
-	int vnet, jid;
-
-	len = sizeof(vnet);
-	if (sysctlbyname("security.jail.vnet", &vnet, &len, NULL, 0) != 0 ||
-	    vnet == 0) {
-		vnet = JAIL_SYS_NEW;
-		iov[0].iov_base = __DECONST(char *, "vnet");
-		iov[0].iov_len = sizeof("vnet");
-		iov[1].iov_base = &vnet;
-		iov[1].iov_len = sizeof(vnet);
-		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
-		ATF_REQUIRE_MSG(jid >= 0, "jail_set(vnet): %s",
-		    strerror(errno));
-	}
-	ATF_REQUIRE(system("/sbin/ifconfig lo0 inet 127.0.0.1/8 up") == 0);
-	lb_sysctl_int("net.inet.tcp.reuseport_lb.window_ms", window_ms);
-	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", learn);
 }
 
 /* Bind the calling thread to cpu. */
@@ -742,7 +751,7 @@ ATF_TC(learn_counting);
 ATF_TC_HEAD(learn_counting, tc)
 {
 
-	lb_learn_head(tc);
+	lb_head(tc);
 }
 ATF_TC_BODY(learn_counting, tc)
 {
@@ -751,7 +760,7 @@ ATF_TC_BODY(learn_counting, tc)
 	u_int seen[MAXMEMBERS], total;
 	int hcpu, i;
 
-	lb_learn_setup(2, 3600 * 1000);
+	lb_setup(2, 3600 * 1000);
 	lb_group(&g, AF_INET, 2, NULL);
 	(void)lb_connect(&g, &hcpu);	/* Allocates the learning state. */
 	ATF_REQUIRE(lb_view(&g, &v));
@@ -783,7 +792,7 @@ ATF_TC(learned_map);
 ATF_TC_HEAD(learned_map, tc)
 {
 
-	lb_learn_head(tc);
+	lb_head(tc);
 }
 ATF_TC_BODY(learned_map, tc)
 {
@@ -793,7 +802,7 @@ ATF_TC_BODY(learned_map, tc)
 	int cpus[2], i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_learn_setup(2, 1);
+	lb_setup(2, 1);
 	lb_group(&g, AF_INET, n, cpus);
 	lb_until_rolls(&g, &v, 2);
 	for (i = 0, total = 0; i < v.ncount; i++)
@@ -809,8 +818,9 @@ ATF_TC_BODY(learned_map, tc)
 		    v.rxslots[i]);
 	for (i = 0; i < v.ncount; i++) {
 		want = (uint64_t)v.nslots * v.sum[i];
-		ATF_REQUIRE_MSG(lb_rxslots(&v, v.countcpu[i]) * total + total >
-		    want && want + total > lb_rxslots(&v, v.countcpu[i]) * total,
+		ATF_REQUIRE_MSG(lb_rxslots(&v, v.countcpu[i]) * total +
+		    total > want &&
+		    want + total > lb_rxslots(&v, v.countcpu[i]) * total,
 		    "cpu %d supplies %u of %u slots for %u of %ju handshakes",
 		    v.countcpu[i], lb_rxslots(&v, v.countcpu[i]), v.nslots,
 		    v.sum[i], (uintmax_t)total);
@@ -827,7 +837,7 @@ ATF_TC(capture);
 ATF_TC_HEAD(capture, tc)
 {
 
-	lb_learn_head(tc);
+	lb_head(tc);
 }
 ATF_TC_BODY(capture, tc)
 {
@@ -836,7 +846,7 @@ ATF_TC_BODY(capture, tc)
 	int cpus[2], hcpu, i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_learn_setup(2, 1);
+	lb_setup(2, 1);
 	lb_bind(cpus[0]);
 	lb_group(&g, AF_INET, 1, NULL);
 	(void)lb_connect(&g, &hcpu);
@@ -867,7 +877,7 @@ ATF_TC(learn_hashed_only);
 ATF_TC_HEAD(learn_hashed_only, tc)
 {
 
-	lb_learn_head(tc);
+	lb_head(tc);
 }
 ATF_TC_BODY(learn_hashed_only, tc)
 {
@@ -876,7 +886,7 @@ ATF_TC_BODY(learn_hashed_only, tc)
 	int cpus[1];
 
 	(void)lb_cpus(cpus, 1);
-	lb_learn_setup(1, 1);
+	lb_setup(1, 1);
 	lb_bind(cpus[0]);
 	lb_group(&g, AF_INET, 2, NULL);
 	lb_until_rolls(&g, &v, 2);
@@ -894,7 +904,7 @@ ATF_TC(learning_off);
 ATF_TC_HEAD(learning_off, tc)
 {
 
-	lb_learn_head(tc);
+	lb_head(tc);
 }
 ATF_TC_BODY(learning_off, tc)
 {
@@ -903,7 +913,7 @@ ATF_TC_BODY(learning_off, tc)
 	int cpus[1], tags[2];
 
 	(void)lb_cpus(cpus, 1);
-	lb_learn_setup(2, 1);
+	lb_setup(2, 1);
 	lb_bind(cpus[0]);
 	tags[0] = cpus[0];
 	tags[1] = NOCPU;
