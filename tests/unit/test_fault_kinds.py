@@ -231,7 +231,7 @@ def test_inspect_reads_stdin_and_a_fifo_and_refuses_a_directory(tmp_path):
     (["--workers", "0"], "--workers must be 1..256, got 0"),
     (["--workers", "100000"], "--workers must be 1..256"),
     (["--repetitions", "0"], "--repetitions must be 1..1000, got 0"),
-    (["--cc", ""], "--cc is empty"),
+    (["--cc", ""], "Invalid value for '--cc': an empty value"),
     (["--cc", 'a "b'], "--cc 'a \"b': No closing quotation"),
     (["--topology", "2x4x2"], "--topology is read only by --setup ebpf-deal"),
 ])

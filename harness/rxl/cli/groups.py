@@ -38,7 +38,10 @@ class OptionGroup:
     def __init__(self, name: str, *options: OptionSpec):
         self.name = name
         self.options = options
-        self.params = tuple(click.Option(list(decls), **attrs).name for decls, attrs in options)
+        self.params = tuple(
+            attrs.get("cls", click.Option)(list(decls), **{k: v for k, v in attrs.items()
+                                                           if k != "cls"}).name
+            for decls, attrs in options)
 
     def __call__(self, f: Callable) -> Callable:
         for decls, attrs in reversed(self.options):

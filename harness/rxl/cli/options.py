@@ -97,6 +97,13 @@ class FiniteFloat(click.ParamType):
         return f"FiniteFloat({self.min}, {self.max})"
 
 
+class EmptyIsNone(click.Option):
+    """An option whose empty value is a documented choice (``--atf-dir ''``: no
+    directory), which rxl.cli.surface.refuse_empty lets through."""
+
+    empty_ok = True
+
+
 #: A TCP/UDP port: 1-65535.
 PORT = click.IntRange(1, 65535)
 

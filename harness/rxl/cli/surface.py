@@ -30,6 +30,7 @@ import re
 import sys
 
 import click
+from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int
 from rxl.errors import BadOption, RxlError, show
@@ -65,10 +66,37 @@ def error_line(exc: click.ClickException) -> str:
     return "Error: " + show(text, limit=MESSAGE_MAX)
 
 
+def refuse_empty(ctx: click.Context) -> None:
+    """Refuse an option or argument given an empty (or blank) value: a usage
+    error naming it.  ``--counts ''`` or ``--targets ''`` is a slip (an unset
+    shell variable), not "none": leaving the option out says that.  An
+    option whose help gives '' a meaning is an rxl.cli.options.EmptyIsNone."""
+    for param in ctx.command.params:
+        if getattr(param, "empty_ok", False):  # rxl.cli.options.EmptyIsNone
+            continue
+        if ctx.get_parameter_source(param.name) not in (ParameterSource.COMMANDLINE,
+                                                         ParameterSource.ENVIRONMENT):
+            continue
+        values, value = [], ctx.params.get(param.name)
+        stack = [value]
+        while stack:  # multiple=True, nargs=N, both: tuples of tuples
+            v = stack.pop()
+            if isinstance(v, (tuple, list)):
+                stack.extend(v)
+            else:
+                values.append(v)
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise click.BadParameter("an empty value: give one, or leave the option out"
+                                     if isinstance(param, click.Option) else
+                                     "an empty value: give one", ctx=ctx, param=param)
+
+
 class Surface:
-    """What every rxl command and group shares: errors through one surface."""
+    """What every rxl command and group shares: errors through one surface,
+    and the checks every command's values get (:func:`refuse_empty`)."""
 
     def invoke(self, ctx):
+        refuse_empty(ctx)
         try:
             return super().invoke(ctx)
         except RxlError as exc:

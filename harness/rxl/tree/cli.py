@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from rxl import paths
+from rxl.cli.options import EmptyIsNone
 from rxl.cli.surface import command, group
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
@@ -218,7 +219,7 @@ def sync_cmd(src, branch, project, lock):
               help="Full log of each stage goes here.")
 @click.option("--jobs", "-j", default=tree_build.DEFAULT_JOBS, show_default=True,
               type=click.IntRange(1, 256))
-@click.option("--lock", default=tree_build.DEFAULT_LOCK, show_default=True,
+@click.option("--lock", default=tree_build.DEFAULT_LOCK, show_default=True, cls=EmptyIsNone,
               help="flock(1) lock held by every make.py run; '' for none.")
 @click.option("--clean", is_flag=True,
               help="Clean kernel build (default: -DNO_KERNELCLEAN).")

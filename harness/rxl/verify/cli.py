@@ -40,7 +40,7 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
-from rxl.cli.options import check_input, read_input
+from rxl.cli.options import EmptyIsNone, check_input, read_input
 from rxl.cli.surface import command
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import targets
@@ -193,7 +193,7 @@ cases_opts = OptionGroup(
                 "that must fail on pristine; the --atf-dir ones are already."),
     option("--test", "tests", multiple=True,
            help="Extra ATF C test: NAME=PATH.c (the file must exist)."),
-    option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True,
+    option("--atf-dir", default=str(REPO_ATF_DIR), show_default=True, cls=EmptyIsNone,
            help="The series' ATF tests: every *_test.c is built and counted as new "
                 "(must pass patched, fail pristine). '' for none; a directory that does "
                 "not exist or holds no *_test.c is an error."),
@@ -222,12 +222,6 @@ session_opts = OptionGroup(
     option("--kyua/--no-kyua", default=None,
            help="Over SSH: run the cases with kyua [default: the own guest yes, its "
                 "userland has kyua; a target when it has kyua]."))
-
-
-def _opt(ctx: click.Context, name: str) -> str:
-    """The command-line name of parameter ``name`` (``--programs`` for programs_dir)."""
-    param = next(p for p in ctx.command.params if p.name == name)
-    return max(param.opts, key=len)
 
 
 def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
@@ -316,11 +310,6 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
     With --target ssh://... (or a named bhyve/box target) the suite runs on
     that machine instead: see rxl.verify.target and the README.
     """
-    for name in ("src", "base_url", "objdir", "guest_dir", "kernel", "pristine_kernel",
-                 "pristine_src", "targets_file", "programs_dir", "out", "workdir"):
-        if ctx.params[name] == "":
-            raise BadOption("an empty path: give one, or leave the option out",
-                            _opt(ctx, name))
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
     stests = [] if no_series else series_tests(atf_dir)

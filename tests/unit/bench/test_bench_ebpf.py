@@ -227,9 +227,9 @@ def test_cli_checks_topology_and_numa_map_before_building(tmp_path,
             (["--setup", "noflag", "--numa-map", "0:0"],
              "--numa-map is read only by --setup ebpf-numa-rr"),
             (["--setup", "ebpf-numa-rr", "--numa-map", ""],
-             "--numa-map item ''"),
+             "'--numa-map': an empty value"),
             (["--setup", "ebpf-deal", "--topology", ""],
-             "unknown topology ''"),
+             "'--topology': an empty value"),
             (["--setup", "ebpf-deal", "--workers", "4", "--topology",
               "1x1x1"], "CPU 1 is not in topology 1x1x1")):
         res = _cli(tmp_path, *args)

@@ -147,3 +147,44 @@ def test_json_under_check_only_and_dry_run_is_the_plan(tmp_path, monkeypatch):
     names = [s["name"] for s in doc["stages"]]
     assert names[:3] == ["series", "build", "world"] and "tests" in names
     assert any("run.sh" in c for s in doc["stages"] for c in s["commands"])
+
+
+def _text_params(cmd):
+    """The parameters of ``cmd`` that take text (a path, a list, a name)."""
+    return [p for p in cmd.params
+            if not getattr(p, "is_flag", False) and not getattr(p, "count", False)
+            and (p.type is click.STRING or isinstance(p.type, click.Path))
+            and not getattr(p, "empty_ok", False)]
+
+
+def _spelled(p):
+    return max(p.opts, key=len) if isinstance(p, click.Option) else p.human_readable_name
+
+
+EMPTY_CASES = [(path, cmd, p) for path, cmd in COMMANDS for p in _text_params(cmd)]
+
+
+@pytest.mark.parametrize("path,cmd,param", EMPTY_CASES,
+                         ids=[f"{' '.join(a)} {_spelled(c)}" for a, _, c in EMPTY_CASES])
+def test_an_empty_value_is_refused_by_every_command(path, cmd, param, tmp_path,
+                                                    monkeypatch):
+    """--counts '' ran as if no --counts, --targets '' as if no --targets: an
+    empty value, given, is one error naming a parameter given empty (the
+    other required ones are given empty too), whatever the command."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    given = [param] + [p for p in cmd.params if p.required and p is not param]
+    args = []
+    for p in given:
+        args += ([_spelled(p)] if isinstance(p, click.Option) else []) + [""] * max(p.nargs, 1)
+    line = one_error(_run(path + tuple(args)), 2)
+    names = [_spelled(p) for p in given]
+    assert any((f"'{n}'" if n.startswith("-") else n) in line for n in names), line
+    assert "empty" in line or "''" in line or "File '' does not exist" in line, line
+
+
+def test_an_empty_value_that_means_none_is_documented_as_such():
+    """The options whose '' is a choice say so in their help."""
+    ok = [(path, p) for path, cmd in COMMANDS for p in cmd.params
+          if getattr(p, "empty_ok", False)]
+    assert [(path, p.name) for path, p in ok] == [(("build",), "lock"), (("run",), "atf_dir")]
+    assert all("'' for none" in p.help for _, p in ok)

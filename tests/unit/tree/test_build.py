@@ -236,7 +236,7 @@ def test_a_failed_stage_names_the_line_before_makes_first_error(tmp_path):
 
 @pytest.mark.parametrize("kernconf, why", [
     ("../x", "not a kernel config name"), ("A B", "not a kernel config name"),
-    ("", "not a kernel config name"), (".hidden", "not a kernel config name"),
+    ("", "an empty value"), (".hidden", "not a kernel config name"),
     ("-x", "not a kernel config name"), ("GENERIC;id", "not a kernel config name"),
     ("NOSUCH", "NOSUCH: no such config in"),
 ])

@@ -59,7 +59,7 @@ def _state(src):
 @pytest.mark.parametrize("branch, why", [
     ("rxl", "branch rxl already exists in"), ("main", "branch main already exists in"),
     ("bad..name", "bad..name: not a git branch name"), ("-x", "-x: not a git branch name"),
-    ("", "'': not a git branch name"), ("a b", "a b: not a git branch name"),
+    ("", "an empty value"), ("a b", "a b: not a git branch name"),
     ("x~1", "x~1: not a git branch name"), ("@{-1}", "@{-1}: not a git branch name"),
     ("HEAD", "HEAD: not a git branch name")])
 def test_series_apply_refuses_a_bad_branch_first_and_changes_nothing(tmp_path, branch, why):
