@@ -20,6 +20,7 @@ from rxl.cli.options import check_guest, check_out_dir
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
+from rxl.tree import build as tree_build
 from rxl.tree import world as tree_world
 from rxl.tree.patch import parse_base
 from rxl.verify.ownguest import check_qemu, guest_config
@@ -85,10 +86,9 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     if unknown:
         raise BadOption(f"{', '.join(unknown)}: not a test program of this run "
                         f"(known: {', '.join(names)})", "--new-program")
-    if req.kernel and not Path(req.kernel).is_file():
-        raise BadOption(f"{req.kernel}: no such file", "--kernel")
-    if req.pristine_kernel and not Path(req.pristine_kernel).is_file():
-        raise BadOption(f"{req.pristine_kernel}: no such file", "--pristine-kernel")
+    for kernel, opt in ((req.kernel, "--kernel"), (req.pristine_kernel, "--pristine-kernel")):
+        if kernel:  # the one check of a kernel to boot (rxl guest up's too)
+            tree_build.check_kernel_file(kernel, opt)
     if req.pristine_src:
         try:
             tree_base.check_tree_dir(req.pristine_src, "--pristine-src")

@@ -129,3 +129,19 @@ def test_install_kernel_of_a_file_that_is_no_kernel(work):
     for mode in ("--check-only", "--dry-run"):
         r = _run("--target", URL, "--programs", progs, "--install-kernel", "--kernel", k, mode)
         _refused(r, "'--kernel'", "not a FreeBSD kernel")
+
+
+@pytest.mark.parametrize("opt", ["--kernel", "--pristine-kernel"])
+@pytest.mark.parametrize("make,words", [("empty", "an empty file, no kernel"),
+                                        ("dir", "not a regular file, no kernel"),
+                                        ("missing", "no such kernel")])
+def test_a_kernel_that_cannot_be_one_is_refused_first(opt, make, words, work):
+    """An empty --kernel (or --pristine-kernel) file passed --check-only and
+    --dry-run, and failed only at boot: preflight makes rxl guest up's check."""
+    k = work / "k"
+    if make == "empty":
+        k.write_bytes(b"")
+    elif make == "dir":
+        k.mkdir()
+    for mode in ("--check-only", "--dry-run"):
+        _refused(_run(opt, k, mode), f"'{opt}'", words)
