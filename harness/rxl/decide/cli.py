@@ -192,11 +192,13 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
              "--domain": per_device(domain, "--domain", 0, CPU_MAXSIZE, unset=True),
              "--core-offset": per_device(core_offsets, "--core-offset", 0,
                                          attach.CORE_OFFSET_UNSPECIFIED - 1, unset=True)}
-    n = max(len(v) for v in lists.values())
-    for opt, vals in lists.items():
-        if len(vals) not in (1, n):
-            raise click.BadParameter(f"{len(vals)} values for {n} devices: give one (for "
-                                     "every device) or one per device", param_hint=f"'{opt}'")
+    n = len(lists["--queues"])  # the devices: one --queues number each
+    for opt, text in (("--domain", domain), ("--core-offset", core_offsets)):
+        if text is not None and len(lists[opt]) != n:
+            raise click.BadParameter(
+                f"{len(lists[opt])} values for the {n} device{'s' if n > 1 else ''} of "
+                f"--queues {queues}: give one per device ('-' for unset)",
+                param_hint=f"'{opt}'")
     devices, meta = [], []
     orders: Dict[tuple, List[int]] = {}
     for k in range(n):
@@ -251,6 +253,10 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     wl = [c for item in workers.split(",")
           for c in topology.parse_cpu_list(item, "--workers")]
     topology.check_cpus(topo, wl, "--workers")
+    if len(wl) > LBGROUP_MAX:  # the workers are one lbgroup's members, as deal's are
+        raise click.BadParameter(f"{len(wl)} workers: FreeBSD caps an SO_REUSEPORT_LB "
+                                 f"group at {LBGROUP_MAX} (INPCBLBGROUP_SIZMAX)",
+                                 param_hint="'--workers'")
     rx_list = topology.parse_cpu_list(rx_cpus, "--rx-cpus")
     topology.check_cpus(topo, rx_list, "--rx-cpus")
     counts = parse_counts(rx_counts, topo, "--rx-counts")

@@ -87,8 +87,23 @@ def test_per_device_values_go_to_their_device():
     devs = json.loads(r.stdout)["devices"]
     assert [len(d["queues"]) for d in devs] == [1, 3]
     r = _spread("--queues", "2,2", "--domain", "0,1,0")
-    assert r.exit_code == 2 and "2 values for 3 devices: give one (for every device) or one " \
-        "per device" in r.output
+    assert r.exit_code == 2 and "Invalid value for '--domain': 3 values for the 2 devices " \
+        "of --queues 2,2: give one per device ('-' for unset)" in r.output
+
+
+@pytest.mark.parametrize("args,opt,line", [
+    (["--queues", "2", "--domain", "0,0"], "--domain", "2 values for the 1 device"),
+    (["--queues", "2", "--core-offset", "1,2"], "--core-offset", "2 values for the 1 device"),
+    (["--queues", "2,2", "--domain", "0"], "--domain", "1 values for the 2 devices"),
+    (["--queues", "2,2", "--core-offset", "1"], "--core-offset", "1 values for the 2 devices"),
+])
+def test_the_devices_are_the_queues_numbers(args, opt, line):
+    """--queues 2 --domain 0,0 printed a second device --queues never asked for;
+    --queues 2,2 --domain 0 applied the one domain to both: the devices are
+    --queues' numbers, and every other per-device list gives one per device."""
+    r = _spread(*args)
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"Error: Invalid value for '{opt}': {line}"), r.stderr
 
 
 @pytest.mark.parametrize("cmd", [

@@ -52,11 +52,21 @@ def test_outcome_shares_are_the_pairs_shares():
 def test_outcomes_on_1024_cpus_end_fast():
     t0 = time.monotonic()
     r = CliRunner().invoke(main, ["outcomes", "--topology", "4x128x2",
-                                  "--workers", "0-1023", "--rx-cpus", "0-1023"])
+                                  "--workers", "0-1023:4", "--rx-cpus", "0-1023"])
     took = time.monotonic() - t0
     assert r.exit_code == 0, r.output
     assert took < 10.0, took
     assert "hash" in r.output and "deal" in r.output
+
+
+def test_outcomes_of_more_workers_than_an_lbgroup_holds_is_refused():
+    """1024 workers ran, and the deal row was the hash row (no map is dealt
+    over 256 members) without a word; rxl deal refuses them."""
+    r = CliRunner().invoke(main, ["outcomes", "--topology", "64x8x2",
+                                  "--workers", "0-256", "--rx-cpus", "0"])
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr == ("Error: Invalid value for '--workers': 257 workers: FreeBSD caps an "
+                        "SO_REUSEPORT_LB group at 256 (INPCBLBGROUP_SIZMAX)\n")
 
 
 @pytest.mark.parametrize("impl", ["c", "model"])
