@@ -25,6 +25,7 @@ import os
 import re
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -133,7 +134,9 @@ def check_out_dir(path: str, option: str = "--out") -> None:
     """Refuse an output directory that cannot be made, before anything runs.
 
     The path itself, or its nearest existing ancestor, must be a writable
-    directory; a file on the way is named. Changes nothing.
+    directory, one a directory can be made in (tried: made and removed, as
+    root's access(2) passes /proc or a read-only mount); a file on the way
+    is named. Changes nothing.
     """
     p = Path(os.path.abspath(path))
     if p.exists():
@@ -148,6 +151,13 @@ def check_out_dir(path: str, option: str = "--out") -> None:
             raise BadOption(f"{show(path)}: cannot be created, {anc} is a file", option)
     if not os.access(anc, os.W_OK | os.X_OK):
         raise BadOption(f"{show(path)}: {anc} is not writable", option)
+    # access(2) says yes to root everywhere, /proc and a read-only mount
+    # included: make a directory there and remove it, as the run would.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".rxl-probe-", dir=anc))
+    except OSError as exc:
+        raise BadOption(f"{show(path)}: cannot be created in {anc}: {exc.strerror}",
+                        option) from None
 
 
 def check_input(path: str, what: str = "LOG") -> None:

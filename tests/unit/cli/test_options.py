@@ -128,6 +128,7 @@ def test_every_harness_error_class_is_an_rxl_error():
     """No exception class of the harness stands outside rxl.errors' hierarchy."""
     import ast
     from pathlib import Path
+    from rxl.cli.main import main
 
     import rxl
     from rxl.errors import RxlError
@@ -146,3 +147,26 @@ def test_every_harness_error_class_is_an_rxl_error():
     outside = [f"{m}.{n}" for m, n in found
                if not issubclass(getattr(importlib.import_module(m), n), RxlError)]
     assert outside == []
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+@pytest.mark.parametrize("args", [
+    ["run", "--check-only", "--out", "/proc/nope"],
+    ["run", "--dry-run", "--out", "/proc/nope/x"],
+    ["learn", "--log", "LEARNLOG", "--out", "/proc/nope"],
+])
+def test_an_output_directory_that_cannot_be_made_is_refused_first(args, tmp_path,
+                                                                  monkeypatch):
+    """access(2) tells root /proc is writable: --out /proc/nope passed
+    --check-only, and learn --out /proc/nope ended in a traceback after the
+    analysis.  The check makes (and removes) a directory where --out would go."""
+    from pathlib import Path
+    from rxl.cli.main import main
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    log = Path(__file__).resolve().parents[2] / "data" / "learn" / "synthetic-patched.log"
+    r = CliRunner().invoke(main, [str(log) if a == "LEARNLOG" else a for a in args])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.startswith("Error: Invalid value for '--out': /proc/nope"), r.stderr
+    assert "cannot be created in /proc" in r.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name != "w"]
