@@ -64,7 +64,15 @@ def refuse_given(ctx: click.Context, names: Sequence[str], why: str) -> None:
     for name in names:
         if given(ctx, name):
             param = next(p for p in ctx.command.params if p.name == name)
-            raise click.BadParameter(why, ctx=ctx, param=param)
+            raise click.BadParameter(why, ctx=ctx, param_hint=f"'{spelled(ctx, param)}'")
+
+
+def spelled(ctx: click.Context, param: click.Parameter) -> str:
+    """The option as the command line gave it: ``--no-auto-pristine`` for the
+    off side of ``--auto-pristine/--no-auto-pristine``, else its longest name."""
+    if getattr(param, "secondary_opts", None) and ctx.params.get(param.name) is False:
+        return max(param.secondary_opts, key=len)
+    return max(param.opts, key=len)
 
 
 #: ``--objdir``: MAKEOBJDIRPREFIX of every make.py build a command runs.

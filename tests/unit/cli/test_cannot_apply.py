@@ -34,7 +34,7 @@ SSH = ["run", "--target", "ssh://root@192.0.2.10", "--programs", "{tmp}/progs"]
     (SSH + ["--memory", "4096"], "--memory", "--target"),
     (SSH + ["--transport", "serial"], "--transport", "--target"),
     (SSH + ["--pristine-kernel", "/k"], "--pristine-kernel", "--target"),
-    (SSH + ["--no-spread"], "--spread", "--target"),
+    (SSH + ["--no-spread"], "--no-spread", "--target"),
     (["run", "--target", "guest", "--memory", "4096"], "--memory", "--target"),
     # a tree's options where no tree is used
     (SSH + ["--src", "{tmp}"], "--src", "--programs"),
@@ -47,7 +47,7 @@ SSH = ["run", "--target", "ssh://root@192.0.2.10", "--programs", "{tmp}/progs"]
     (["run", "--src", "{tmp}", "--base-url", "{tmp}"], "--base-url", "--src"),
     (["run", "--pristine-kernel", "/k", "--pristine-src", "{tmp}"], "--pristine-src",
      "--pristine-kernel"),
-    (["run", "--pristine-kernel", "/k", "--no-auto-pristine"], "--auto-pristine",
+    (["run", "--pristine-kernel", "/k", "--no-auto-pristine"], "--no-auto-pristine",
      "--pristine-kernel"),
     (["run", "--no-spread", "--tests-on-spread"], "--tests-on-spread", "--no-spread"),
     (["run", "--workdir", "/var/tmp/x", "--transport", "serial"], "--workdir", "--transport"),

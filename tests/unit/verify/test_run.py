@@ -560,7 +560,11 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
 @pytest.mark.parametrize("args,option,why", [
     (["--target", "ssh://root@h:2222", "--memory", "2048"], "'--memory'",
      "only for the own QEMU guest, not with --target ssh://root@h:2222"),
-    (["--target", "ssh://root@h:2222", "--no-spread"], "'--spread'",
+    (["--target", "ssh://root@h:2222", "--no-spread"], "'--no-spread'",
+     "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--no-auto-pristine"], "'--no-auto-pristine'",
+     "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--spread"], "'--spread'",
      "only for the own QEMU guest"),
     (["--target", "ssh://root@h:2222", "--pristine-kernel", "/k"], "'--pristine-kernel'",
      "only for the own QEMU guest"),
