@@ -286,7 +286,7 @@ def test_timings_file_nested_too_deep_is_no_timings(tmp_path):
 
 
 @pytest.mark.parametrize("args, hint, why", [
-    (["--kernel", "/nonexistent-rxl-kernel"], "'--kernel'", "no such file"),
+    (["--kernel", "/nonexistent-rxl-kernel"], "'--kernel'", "no such kernel"),
     (["--case-timeout", "99999999999999999999999"], "'--case-timeout'", "must be 1...86400"),
     (["--case-timeout", "86401"], "'--case-timeout'", "must be 1...86400"),
 ])

@@ -15,8 +15,10 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import refuse_given
+from rxl.cli.options import EmptyIsNone
 from rxl.cli.surface import command, group
-from rxl.errors import BadOption, RxlError, UsageError
+from rxl.decide.cpugroup import CPU_MAXSIZE
+from rxl.errors import BadOption, RxlError, UsageError, show
 from rxl.guest import bhyve, sshkeys, targets
 from rxl.guest import up as guest_up
 from rxl.tree import sshworld
@@ -24,6 +26,9 @@ from rxl.tree import world as tree_world
 
 
 #: The option of ``rxl vm`` that sets each VMConfig field.
+#: A raw disk image holds at least one 512-byte sector (its MBR or GPT header).
+SECTOR = 512
+
 VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
               "cores": "--cores", "threads": "--threads", "numa_nodes": "--numa-nodes",
               "memory_mib": "--memory", "tap": "--tap", "firmware": "--firmware"}
@@ -55,6 +60,14 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     bhyve: it has no multi-queue iflib NIC; commits 2 and 3 are tested over
     loopback, reaching the guest with rxl run --target ssh://root@ADDRESS.
     """
+    if os.path.getsize(image) < SECTOR:
+        raise BadOption(f"{show(image)}: {os.path.getsize(image)} bytes, less than one "
+                        f"{SECTOR}-byte sector: no disk image", "--image")
+    vcpus = sockets * cores * threads
+    if vcpus > CPU_MAXSIZE:
+        raise BadOption(f"{sockets} x {cores} x {threads} = {vcpus} vCPUs: a FreeBSD "
+                        f"guest has at most {CPU_MAXSIZE} CPUs (CPU_MAXSIZE)",
+                        "--sockets', '--cores', '--threads")
     numa_ok = False
     usage = ""
     if shutil.which("bhyve"):
@@ -144,7 +157,8 @@ def guest():
 @click.option("--build", is_flag=True, help="Build the sshd userland first (under the lock).")
 @click.option("--kyua", is_flag=True, help="With --build: kyua too (lutok, lua, sqlite3, libc++).")
 @click.option("--atf-dir", default=str(tree_world.REPO_ATF_DIR), show_default=True,
-              help="The series' ATF tests put in the guest ('' for FreeBSD's own only).")
+              cls=EmptyIsNone,
+              help="The series' ATF tests put in the guest ('' for none: FreeBSD's own only).")
 @click.option("--dry-run", is_flag=True, help="Print what would run.")
 def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
     """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
@@ -152,11 +166,11 @@ def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
     bad = guest_up.check_up(src, kernel, build=build, kyua=kyua)
     if bad:
         raise click.BadParameter(bad[1], param_hint=f"'{bad[0]}'")
+    extra = tree_world.series_tests(atf_dir)  # as rxl run checks it, before any plan
     if dry_run:
         click.echo("\n".join(guest_up.dry_run_lines(src, kernel, build=build, kyua=kyua)))
         return
     tests_dir = Path(paths.GUEST) / "up" / "tests"
-    extra = tree_world.series_tests(atf_dir)
     try:
         if build:
             sshworld.build_ssh_world(src, echo=_echo_err, kyua=kyua)

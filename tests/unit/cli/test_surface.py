@@ -186,5 +186,6 @@ def test_an_empty_value_that_means_none_is_documented_as_such():
     """The options whose '' is a choice say so in their help."""
     ok = [(path, p) for path, cmd in COMMANDS for p in cmd.params
           if getattr(p, "empty_ok", False)]
-    assert [(path, p.name) for path, p in ok] == [(("build",), "lock"), (("run",), "atf_dir")]
+    assert [(path, p.name) for path, p in ok] == [
+        (("build",), "lock"), (("guest", "up"), "atf_dir"), (("run",), "atf_dir")]
     assert all("'' for none" in p.help for _, p in ok)

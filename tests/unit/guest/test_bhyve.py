@@ -72,7 +72,7 @@ def test_rxl_vm_prints_and_refuses_start_off_freebsd(tmp_path):
 
     from rxl.cli.main import main
     img = tmp_path / "x.raw"
-    img.write_bytes(b"")
+    img.write_bytes(bytes(512))  # one sector: the least a disk image holds
     r = CliRunner().invoke(main, ["vm", "--image", str(img), "--sockets", "2"])
     assert r.exit_code == 0, r.output
     assert "cpus=8,sockets=2,cores=2,threads=2" in r.output and "UNTESTED" in r.output
