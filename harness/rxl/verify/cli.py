@@ -34,7 +34,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import click
 
@@ -83,6 +83,20 @@ def _parse_atf_var(value: str) -> Tuple[str, str]:
     except ValueError as exc:
         raise click.BadParameter(f"{value!r}: {exc}", param_hint="'--atf-var'") from None
     return name, val
+
+
+def _parse_atf_vars(values) -> Tuple[Tuple[str, str], ...]:
+    """Every ``--atf-var``, each NAME once: atf takes the last ``-v`` of a
+    name, so a second one would drop the first without a word."""
+    out: Dict[str, str] = {}
+    for value in values:
+        name, val = _parse_atf_var(value)
+        if name in out:
+            raise click.BadParameter(f"{name} given twice ({name}={out[name]}, "
+                                     f"{show(value)}): give each NAME once",
+                                     param_hint="'--atf-var'")
+        out[name] = val
+    return tuple(out.items())
 
 
 def resolve_target(spec: Optional[str], targets_file: Optional[str],
@@ -258,6 +272,9 @@ def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
         own = tuple(n for n in kernel_opts.params if n != "kernel") + guest_opts.params
         refuse_given(ctx, own, f"only for the own QEMU guest, not with --target "
                                f"{ssh_target.label}")
+        if "://" in p["target_spec"]:  # a URL names no entry of a targets file
+            refuse_given(ctx, ("targets_file",), f"only with --target NAME, not the URL "
+                                                 f"{ssh_target.label}")
         if not p["install_kernel"]:
             refuse_given(ctx, ("kernel",), "with --target only with --install-kernel "
                                            "(the target's running kernel runs the cases)")
@@ -319,7 +336,7 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
         kernel=os.path.abspath(kernel) if kernel else None,
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
         spread=spread and not no_series, case_timeout=case_timeout, series=not no_series,
-        atf_vars=tuple(_parse_atf_var(v) for v in atf_vars),
+        atf_vars=_parse_atf_vars(atf_vars),
         new_programs=tuple(new_programs) + tuple(n for n, _ in stests),
         extra_tests=tuple(stests) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,
@@ -411,7 +428,10 @@ def parse_cmd(log, as_json):
     good = ("passed", "skipped", "expected_failure")
     for label, res in by_label.items():
         if res.outcome == "completed" and not res.cases:
-            click.echo(f"{log}: {label}: no test case ran", err=True)
+            learn = any(f"unknown sentinel: {parse.MARK} LEARN" in n for n in res.notes)
+            click.echo(f"warning: {show(log)}: {label}: no test case ran" + (
+                ": a log of rxl learn (read it with rxl learn --log)" if learn else ""),
+                err=True)
     sys.exit(0 if all(res.outcome == "completed" and res.cases
                       and all(c.status in good for c in res.cases) for res in runs) else 1)
 

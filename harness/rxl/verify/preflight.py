@@ -82,6 +82,11 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         names.append(name)
         if not Path(source).is_file():
             raise BadOption(f"{name}={source}: no such file", "--test")
+    own = [n for n in req.new_programs if n in dict(tree_world.BASE_TESTS)]
+    if own:
+        raise BadOption(f"{', '.join(own)}: FreeBSD's own test program, which must pass "
+                        "on pristine too; a new program is one of --atf-dir or --test",
+                        "--new-program")
     unknown = [n for n in req.new_programs if n not in names]
     if unknown:
         raise BadOption(f"{', '.join(unknown)}: not a test program of this run "
@@ -197,6 +202,8 @@ _WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
 #: Where a work directory may be: the directories for temporary files every
 #: FreeBSD machine has (hier(7)), whose contents nothing else depends on.
 WORKDIR_PARENTS = ("/tmp", "/var/tmp")
+#: FreeBSD's longest file name and path, the NUL included (sys/sys/syslimits.h).
+NAME_MAX, PATH_MAX = 255, 1024
 
 
 def check_workdir(workdir: str) -> None:
@@ -212,6 +219,12 @@ def check_workdir(workdir: str) -> None:
     if not workdir.startswith("/") or not _WORKDIR_CHARS.fullmatch(workdir):
         raise BadOption(f"{show(workdir)}: must be an absolute path of letters, digits "
                         "and . _ / - (it goes into remote commands)", hint)
+    long = next((part for part in workdir.split("/") if len(part) > NAME_MAX), None)
+    if long is not None or len(workdir) >= PATH_MAX:
+        raise BadOption(f"{show(workdir)}: " + (
+            f"a name of {len(long)} characters, over FreeBSD's NAME_MAX of {NAME_MAX}"
+            if long is not None else f"over FreeBSD's PATH_MAX of {PATH_MAX} bytes") +
+            ": the target cannot make it", hint)
     norm = os.path.normpath(workdir)
     if norm != workdir or workdir.startswith("//"):
         raise BadOption(f"{workdir}: give it as {norm} (no '.', '..', '//' or trailing "

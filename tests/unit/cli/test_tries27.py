@@ -1,0 +1,114 @@
+"""Faults a newcomer's fresh bad-input tries found (issue 27, tries27), each
+refused in one line naming the option, or said in the field's words."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+URL = "ssh://root@192.0.2.1"
+
+
+@pytest.fixture(autouse=True)
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    return tmp_path
+
+
+def _error(args, code=2):
+    r = CliRunner().invoke(main, [str(a) for a in args])
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == code, (r.exit_code, r.output)
+    assert r.stdout == ""
+    (line,) = r.stderr.splitlines()
+    return line
+
+
+def test_vm_refuses_an_image_with_no_sector_and_more_vcpus_than_freebsd_has(work):
+    img = work / "img"
+    img.write_bytes(b"")
+    assert _error(["vm", "--image", img]) == (
+        f"Error: Invalid value for '--image': {img}: 0 bytes, less than one 512-byte "
+        "sector: no disk image")
+    img.write_bytes(bytes(4096))
+    line = _error(["vm", "--image", img, "--sockets", "256", "--cores", "256",
+                   "--threads", "8"])
+    assert "'--sockets', '--cores', '--threads'" in line
+    assert "256 x 256 x 8 = 524288 vCPUs: a FreeBSD guest has at most 1024 CPUs" in line
+    r = CliRunner().invoke(main, ["vm", "--image", str(img), "--sockets", "2", "--cores", "256",
+                                  "--threads", "2"])
+    assert r.exit_code == 0, r.output
+
+
+def test_an_atf_var_given_twice_is_refused():
+    """atf takes the last -v of a name: x=1 was dropped without a word."""
+    assert _error(["run", "--check-only", "--atf-var", "x=1", "--atf-var", "x=2"]) == (
+        "Error: Invalid value for '--atf-var': x given twice (x=1, x=2): give each NAME once")
+
+
+def test_freebsds_own_program_is_no_new_program():
+    line = _error(["run", "--check-only", "--new-program", "so_reuseport_lb_test"])
+    assert line.startswith("Error: Invalid value for '--new-program': so_reuseport_lb_test: "
+                           "FreeBSD's own test program, which must pass on pristine too")
+
+
+@pytest.mark.parametrize("workdir,words", [
+    ("/tmp/" + "a" * 256, "a name of 256 characters, over FreeBSD's NAME_MAX of 255"),
+    ("/tmp/" + "/".join(["a" * 200] * 6), "over FreeBSD's PATH_MAX of 1024 bytes"),
+])
+def test_a_workdir_the_target_cannot_make_is_refused(workdir, words):
+    line = _error(["run", "--check-only", "--target", URL, "--workdir", workdir])
+    assert line.startswith("Error: Invalid value for '--workdir': ") and words in line
+    r = CliRunner().invoke(main, ["run", "--check-only", "--target", URL, "--workdir",
+                                  "/tmp/" + "a" * 255, "--programs", str(DATA)])
+    assert "NAME_MAX" not in r.output
+
+
+def test_targets_with_a_url_target_is_refused_not_unread(work):
+    """A broken --targets passed when --target was a URL: it was never read."""
+    t = work / "t.yaml"
+    t.write_text("targets: [1]\n")
+    assert _error(["run", "--check-only", "--target", URL, "--targets", t]) == (
+        f"Error: Invalid value for '--targets': only with --target NAME, not the URL {URL}")
+
+
+def test_a_refused_flag_is_named_as_given():
+    line = _error(["run", "--check-only", "--target", URL, "--no-auto-pristine"])
+    assert line.startswith("Error: Invalid value for '--no-auto-pristine': ")
+
+
+def test_an_atf_dir_that_is_a_file_is_not_a_directory(work):
+    f = work / "f"
+    f.write_text("x")
+    assert _error(["run", "--check-only", "--atf-dir", f]) == (
+        f"Error: Invalid value for '--atf-dir': {f}: not a directory ('' for no series tests)")
+
+
+@pytest.mark.parametrize("make,words", [("missing", "no such directory"),
+                                        ("empty", "no *_test.c in it")])
+def test_guest_up_checks_its_atf_dir_as_run_does(make, words, work):
+    """guest up --dry-run planned a guest with an --atf-dir that does not exist."""
+    k = work / "kernel"
+    k.write_bytes(b"k")
+    d = work / "atf"
+    if make == "empty":
+        d.mkdir()
+    src = work / "src"
+    (src / "sys").mkdir(parents=True)
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("")
+    line = _error(["guest", "up", "--dry-run", "--build", "--kernel", k, "--src", src,
+                   "--atf-dir", d])
+    assert line.startswith("Error: Invalid value for '--atf-dir': ") and words in line
+
+
+def test_parse_of_a_learn_log_warns_and_says_so():
+    r = CliRunner().invoke(main, ["parse", str(DATA / "learn" / "synthetic-patched.log")])
+    assert r.exit_code == 1
+    assert r.stderr.splitlines() == [
+        f"warning: {DATA / 'learn' / 'synthetic-patched.log'}: patched: no test case ran: "
+        "a log of rxl learn (read it with rxl learn --log)"]
