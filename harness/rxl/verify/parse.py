@@ -63,6 +63,7 @@ from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
 from rxl.decide.topology import parse_spec
+from rxl.errors import show
 from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBOOT_PATTERNS,
                                 WITNESS_PATTERNS)
 
@@ -91,7 +92,9 @@ RESULT_EXIT = {"passed": 0, "skipped": 0, "expected_failure": 0, "failed": 1}
 OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 
 #: Exit statuses and seconds fit 9 (ASCII) digits; more is a damaged line.
-_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9}) ?(.*)$")
+_CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9})(?: (.*))?$")
+#: A label as the rc template writes it: one word of printable ASCII.
+_LABEL_RE = re.compile(r"[!-~]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,7 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
         return None
     prog, case, rc, secs, res = m.groups()
     rc_i = int(rc)
-    res = res.strip()
+    res = (res or "").strip()
     word, _, reason = res.partition(":")
     word = word.strip()
     reason = reason.strip()
@@ -198,6 +201,23 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
     return CaseResult(prog, case, status, reason, rc_i, int(secs))
 
 
+def _unread_result(body: str) -> Optional[str]:
+    """Why a CASE line's result is counted ``broken`` though it is not an
+    ATF ``broken`` result (a word no ATF result starts with, or one its exit
+    status contradicts); None when it is read as written (or there is no
+    result at all: the case died before writing one)."""
+    m = _CASE_RE.match(body)
+    res = (m.group(5) or "").strip() if m else ""
+    word = res.partition(":")[0].strip()
+    if not res or int(m.group(3)) == TIMEOUT_EXIT or word == "broken":
+        return None
+    if word in RESULT_EXIT and int(m.group(3)) != RESULT_EXIT[word]:
+        return f"{word} but exit {m.group(3)}"
+    if word not in ATF_STATUSES:
+        return f"no ATF result word ({', '.join(ATF_STATUSES)}) in {_quote(res)!r}"
+    return None
+
+
 #: Console lines kept between sentinels for a multi-line result.
 RESULT_LINES = 200
 
@@ -209,12 +229,12 @@ def _whole_result(line: str, since: Sequence[str]) -> str:
     if not since:
         return line
     m = _CASE_RE.match(line[len(MARK):].strip())
-    if not m or m.group(5).strip().partition(":")[0].strip() in ATF_STATUSES:
+    if not m or (m.group(5) or "").strip().partition(":")[0].strip() in ATF_STATUSES:
         return line
     for i in range(len(since) - 1, -1, -1):
         word = since[i].partition(":")[0].strip()
         if word in ATF_STATUSES and since[i].startswith(word):
-            parts = [p.strip() for p in since[i:] + [m.group(5)] if p.strip()]
+            parts = [p.strip() for p in since[i:] + [m.group(5) or ""] if p.strip()]
             prog, case, rc, secs = m.group(1, 2, 3, 4)
             return f"{MARK} CASE {prog} {case} rc={rc} t={secs} " + " / ".join(parts)
     return line
@@ -268,6 +288,9 @@ class _Reader:
             if line.startswith(MARK + " TOPOLOGY END"):
                 r.topology_xml = "\n".join(self.topo).strip()
                 self.in_topo = False
+                if not r.topology_xml:
+                    r.notes.append(f"line {self.at['topology']}: an empty topology block "
+                                   "(no kern.sched.topology_spec): placement not judged")
             else:
                 self.topo.append(line)
             return
@@ -313,9 +336,20 @@ class _Reader:
                 r.reboot_lines.append(line)  # rc ran again: the guest rebooted
             else:
                 r.begin_line = n
+            label = body[len("BEGIN"):].strip()
+            if not r.begin_seen or not r.label:
+                if not _LABEL_RE.fullmatch(label):
+                    self.damage(n, "a BEGIN without a label" if not label else
+                                f"label '{show(label)}' is not one word of printable "
+                                "ASCII (the rc writes its run's label)")
+                r.label = show(label)
+                self.at["begin"] = n
             r.begin_seen = True
-            r.label = body[len("BEGIN"):].strip()
         elif body.startswith("END"):
+            label = body[len("END"):].strip()
+            if r.begin_seen and not r.end_seen and show(label) != r.label:
+                self.damage(n, f"END {show(label)} closes BEGIN {r.label} (line "
+                               f"{self.at['begin']})")
             r.end_seen = True
             self.at.setdefault("end", n)
         elif body == "TOPOLOGY BEGIN":
@@ -330,6 +364,7 @@ class _Reader:
                 self.rxq(n, name, value, line)
             else:
                 r.sysctls[name] = value
+                self.at[f"sysctl {name}"] = n
         elif body.startswith("LIST "):
             parts = body.split()
             if len(parts) != 3:
@@ -348,8 +383,17 @@ class _Reader:
                                f"{self.reported[(c.prog, c.case)][1]}): not counted")
             else:
                 self.reported[(c.prog, c.case)] = (c, n)
+                unread = _unread_result(body)
+                if unread:
+                    r.notes.append(f"line {n}: {c.prog} {c.case} counted broken: {unread}")
+                if (c.prog, c.case) not in self.listed:
+                    self.damage(n, f"a CASE line for {c.prog} {c.case}, which no LIST line "
+                                   "announced")
         elif body == "ATF BEGIN":
-            self.at["atf"] = n
+            if "atf" in self.at:
+                self.damage(n, f"a second ATF BEGIN (the first at line {self.at['atf']})")
+            else:
+                self.at["atf"] = n
             self.atf_open = True
         elif body == "ATF END":
             self.atf_open = False
@@ -370,6 +414,22 @@ class _Reader:
                 r.topology = parse_spec(r.topology_xml, name="console topology block").root
             except (TopologyError, RecursionError) as exc:
                 r.notes.append(f"line {self.at['topology']}: {_quote(str(exc))}")
+        ncpu = r.sysctls.get("hw.ncpu")
+        if r.topology is not None and ncpu is not None and \
+                ncpu != str(len(r.topology.cpus)):
+            self.damage(self.at["sysctl hw.ncpu"], f"hw.ncpu {_quote(ncpu)}, but the "
+                        f"topology block (line {self.at['topology']}) has "
+                        f"{len(r.topology.cpus)} CPUs")
+        queues: Dict[str, List[int]] = {}
+        for name in r.rxq:
+            dev, _, q = name[:-len(".cpu")].rpartition(".iflib.rxq")
+            queues.setdefault(dev, []).append(int(q))
+        for dev, qs in queues.items():
+            absent = sorted(set(range(max(qs) + 1)) - set(qs))
+            if absent:
+                first = min(self.rxq_at[k] for k in r.rxq if k.startswith(dev + ".iflib."))
+                self.damage(first, f"{dev} has rx queues {cpu_ranges(sorted(qs))} but not "
+                                   f"{cpu_ranges(absent)} (iflib numbers them from 0)")
         if r.topology is not None:
             for name, cpu in r.rxq.items():
                 if cpu not in r.topology.cpus:

@@ -166,6 +166,83 @@ def test_an_rx_queue_cpu_outside_the_runs_topology_is_named(tmp_path):
     assert res.exit_code == 1 and "line 48: dev.em.0.iflib.rxq1.cpu is CPU 99" in res.output
 
 
+def _edit(*pairs):
+    log = PASS
+    for old, new in pairs:
+        assert old in log, old
+        log = log.replace(old, new)
+    return parse_console(log.splitlines())
+
+
+C52 = "==RXL== CASE /rxl/tests/so_reuseport_lb_test basic_ipv4 rc=0 t=12 passed"
+
+
+@pytest.mark.parametrize("pairs,outcome,note", [
+    # END of another run's label: the patched run closed by pristine's END
+    ([("END patched", "END pristine")], "damaged",
+     "line 55: END pristine closes BEGIN patched (line 7)"),
+    # a run with no label was given the file's name
+    ([("BEGIN patched", "BEGIN "), ("END patched", "END ")], "damaged",
+     "line 7: a BEGIN without a label"),
+    ([("BEGIN patched", "BEGIN pat ched\x1b[31m"), ("END patched", "END pat ched\x1b[31m")],
+     "damaged", "line 7: label 'pat ched\\x1b[31m' is not one word of printable ASCII"),
+    # a second ATF BEGIN
+    ([("==RXL== ATF BEGIN\n", "==RXL== ATF BEGIN\n==RXL== ATF BEGIN\n")], "damaged",
+     "line 50: a second ATF BEGIN (the first at line 49)"),
+    # a CASE no LIST line announced
+    ([(C52, C52.replace("basic_ipv4", "nosuchcase"))], "damaged",
+     "line 52: a CASE line for /rxl/tests/so_reuseport_lb_test nosuchcase, which no LIST "
+     "line announced"),
+    # hw.ncpu against the topology block's 8 CPUs
+    ([("hw.ncpu: 8", "hw.ncpu: 3")], "damaged",
+     "line 45: hw.ncpu 3, but the topology block (line 8) has 8 CPUs"),
+    # rx queues 0 and 5: 1-4 are missing
+    ([("rxq1.cpu: 4", "rxq5.cpu: 4")], "damaged",
+     "line 47: dev.em.0 has rx queues 0,5 but not 1-4 (iflib numbers them from 0)"),
+    # an empty topology block is said, as a damaged one is
+    ([("\n".join(PASS.splitlines()[8:43]) + "\n", "")], "completed",
+     "line 8: an empty topology block (no kern.sched.topology_spec): placement not judged"),
+])
+def test_a_line_that_contradicts_the_run_is_named(pairs, outcome, note):
+    """Each of these passed as a completed run without a word."""
+    r = _edit(*pairs)
+    assert r.outcome == outcome, r.notes
+    assert [n for n in r.notes if n.startswith(note)], r.notes
+    assert "\x1b" not in r.label
+
+
+@pytest.mark.parametrize("result,why", [
+    ("maybe", "no ATF result word (passed, failed, skipped, expected_failure, broken) "
+              "in 'maybe'"),
+    ("passed extra junk", "no ATF result word"),
+    ("failed: x", "failed but exit 0"),
+])
+def test_a_case_result_not_read_as_written_is_named(result, why):
+    """rc=0 ... maybe, ... passed extra junk and rc=0 ... failed were broken
+    with no note naming their line (a malformed CASE line gets one)."""
+    r = _edit((C52, C52.replace("passed", result)))
+    assert [c.status for c in r.cases if c.case == "basic_ipv4"] == ["broken"]
+    notes = [n for n in r.notes if n.startswith("line 52:")]
+    assert len(notes) == 1 and why in notes[0], r.notes
+    assert notes[0].startswith("line 52: /rxl/tests/so_reuseport_lb_test basic_ipv4 counted "
+                               "broken: ")
+
+
+def test_a_long_seconds_field_is_a_malformed_case_line():
+    r = _edit((C52, C52.replace("t=12", "t=1" + "0" * 400)))
+    assert any(n.startswith("line 52: malformed CASE line") for n in r.notes), r.notes
+    assert [c.status for c in r.cases if c.case == "basic_ipv4"] == ["crashed"]
+
+
+def test_results_read_as_written_have_no_note():
+    for res, rc in (("passed", 0), ("failed: because", 1), ("broken: no result", 1),
+                    ("skipped: no", 0), ("", 139)):
+        r = _edit((C52, C52.replace("rc=0", f"rc={rc}").replace(" passed", f" {res}"
+                                                                     if res else "")))
+        assert not [n for n in r.notes if n.startswith("line 52")], (res, r.notes)
+    assert parse_console(PASS.splitlines()).notes == []
+
+
 # ---- not a console log
 UTF16 = PASS.encode("utf-16")
 JUNIT = ('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="patched" '
