@@ -46,6 +46,9 @@ MAX_BYTES = 16 << 20
 #: Longest number accepted in a dump: CPU ids and counts stay below
 #: CPU_MAXSIZE (4 digits), cache levels below 4.
 MAX_DIGITS = 6
+#: Bits of one word of a ``<cpu mask=...>``: the kernel prints a cpuset as
+#: its ``long`` words (sys/sys/_bitset.h, __bitset_words), 64 bits on amd64.
+MASK_WORD_BITS = 64
 
 _START = re.compile(r"<groups?(?=[\s/>])")
 
@@ -113,6 +116,7 @@ class _Reader:
         self.root: Optional[Group] = None
         self.cpu_text: Optional[List[str]] = None
         self.cpu_count: Optional[int] = None
+        self.cpu_mask: Optional[int] = None
         self.cpu_line = 0
         self.parser = expat.ParserCreate()
         self.parser.StartElementHandler = self.start
@@ -135,6 +139,19 @@ class _Reader:
             raise self.fail(f"{what} {_short(t)} is too large "
                             f"({len(t)} digits)")
         return int(t)
+
+    def mask(self, text: str) -> int:
+        """A ``<cpu mask=...>`` as the CPU bits it sets: the kernel's
+        cpusetobj_strprint() words, 64 bits each, lowest first
+        (``ff,0,...``), or one hex number (rxl's own dumps)."""
+        words = text.strip().split(",")
+        if not all(re.fullmatch(r"[0-9a-fA-F]{1,%d}" % (CPU_MAXSIZE // 4), w) for w in words) \
+                or len(words) > CPU_MAXSIZE // MASK_WORD_BITS:
+            raise self.fail(f"mask {_short(text)!r} is not a CPU mask (hex words, "
+                            "lowest first)")
+        if len(words) == 1:
+            return int(words[0], 16)
+        return sum(int(w, 16) << (MASK_WORD_BITS * i) for i, w in enumerate(words))
 
     def start(self, tag: str, attrs: dict) -> None:
         if tag == "groups":
@@ -159,6 +176,7 @@ class _Reader:
             self.cpu_line = self.line()
             self.cpu_count = (self.number("count", attrs["count"])
                               if "count" in attrs else None)
+            self.cpu_mask = self.mask(attrs["mask"]) if "mask" in attrs else None
         elif tag == "flag":
             if not self.stack:
                 raise self.fail("<flag> outside a <group>")
@@ -198,6 +216,10 @@ class _Reader:
                             f"{len(cpus)} CPUs", self.cpu_line)
         if len(set(cpus)) != len(cpus):
             raise self.fail("a CPU is listed twice", self.cpu_line)
+        if self.cpu_mask is not None and self.cpu_mask != sum(1 << c for c in cpus):
+            raise self.fail(f"<cpu mask=...> holds CPUs {_mask_cpus(self.cpu_mask)}, its "
+                            f"list {cpugroup.cpu_ranges(sorted(cpus)) or 'none'}",
+                            self.cpu_line)
         self.stack[-1].cpus = tuple(sorted(cpus))
 
     def end_group(self) -> None:
@@ -224,6 +246,11 @@ class _Reader:
             self.stack[-1].children.append(g)
         else:
             self.root = g
+
+
+def _mask_cpus(mask: int) -> str:
+    """The CPUs a mask sets, as a range list (``none`` for 0)."""
+    return cpugroup.cpu_ranges([c for c in range(mask.bit_length()) if mask >> c & 1]) or "none"
 
 
 def _short(text: str, n: int = 24) -> str:

@@ -9,12 +9,14 @@ def _tree(*children):
     """A root sharing no cache over ``children``: (cache level, flags, cpus)."""
     cpus = sorted(c for _, _, cs in children for c in cs)
     body = "".join(
-        f'<group level="2" cache-level="{lvl}"><cpu count="{len(cs)}" mask="0">'
+        f'<group level="2" cache-level="{lvl}"><cpu count="{len(cs)}" '
+        f'mask="{sum(1 << c for c in cs):x}">'
         + ", ".join(map(str, cs)) + "</cpu>"
         + (f'<flags><flag name="{flags}">x</flag></flags>' if flags else "") + "</group>"
         for lvl, flags, cs in children)
     return topology.parse_spec(
-        f'<groups><group level="1" cache-level="0"><cpu count="{len(cpus)}" mask="0">'
+        f'<groups><group level="1" cache-level="0"><cpu count="{len(cpus)}" '
+        f'mask="{sum(1 << c for c in cpus):x}">'
         + ", ".join(map(str, cpus)) + f"</cpu><children>{body}</children></group></groups>",
         name="t")
 

@@ -66,7 +66,7 @@ def lines_cut(n):
                                                     'count="3" mask="3,'),
      "line 10: a CPU is listed twice"),
     (GUEST.replace(">0, 1<", ">0, 1, 2<").replace('count="2" mask="3,',
-                                                    'count="3" mask="3,'),
+                                                    'count="3" mask="7,'),
      "line 5: the children of this <group> do not partition its CPUs"),
     (GUEST.replace("<children>", "<kids>", 1), "unexpected element <kids>"),
     ("<groupsx>", "no <groups> or <group> element found"),
@@ -136,3 +136,24 @@ def test_missing_and_directory(tmp_path):
     code, out = run("spread", "--topology", "2x2x2", "--intr-cpus", "0",
                     "--queues", "1")
     assert code == 0                       # LxCxT still resolves
+
+
+def test_a_mask_that_disagrees_with_its_cpu_list_is_refused():
+    """A group's mask="e,..." over the list 0, 1, 2, 3 was ignored (a count
+    that disagrees was refused): the mask is the kernel's cpuset, 64-bit
+    words lowest first, or rxl's own one hex number; either must be the list."""
+    data = Path(__file__).resolve().parents[2] / "data" / "topology" / "qemu-2s-numa.xml"
+    text = data.read_text()
+    good = topology.parse_spec(text, name="t")
+    assert topology.parse_spec(good.to_xml(), name="own").root == good.root
+    bad = text.replace('count="4" mask="f,', 'count="4" mask="e,', 1)
+    line = next(i for i, x in enumerate(bad.splitlines(), 1) if 'mask="e,' in x)
+    with pytest.raises(TopologyError) as ei:
+        topology.parse_spec(bad, name="t")
+    assert str(ei.value) == f"t: line {line}: <cpu mask=...> holds CPUs 1-3, its list 0-3"
+    high = text.replace('mask="ff,0,', 'mask="ff,1,', 1)   # CPU 64 in the second word
+    with pytest.raises(TopologyError, match="holds CPUs 0-7,64, its list 0-7"):
+        topology.parse_spec(high, name="t")
+    with pytest.raises(TopologyError, match="mask 'zz' is not a CPU mask"):
+        topology.parse_spec(text.replace('mask="ff,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0"',
+                                         'mask="zz"', 1), name="t")

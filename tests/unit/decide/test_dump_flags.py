@@ -7,7 +7,8 @@ from rxl.decide.dump import parse_spec
 
 
 def _group(cpus, flags=""):
-    return (f'<group level="1" cache-level="0"><cpu count="{len(cpus)}" mask="0">'
+    return (f'<group level="1" cache-level="0"><cpu count="{len(cpus)}" '
+            f'mask="{sum(1 << c for c in cpus):x}">'
             + ", ".join(map(str, cpus)) + "</cpu>"
             + (f"<flags>{flags}</flags>" if flags else "") + "</group>")
 
