@@ -136,15 +136,19 @@ def seed(src: str, objdir: str, plan: str, echo: Callable[[str], None] = print,
     store = _shared_store(src, objdir, plan, work, echo)
     if store is None or not (store / COMPLETE).is_file():
         return False
+    top = _objtop(src, objdir)
     try:
-        shutil.copytree(store / "objtop", _objtop(src, objdir), symlinks=True,
-                        dirs_exist_ok=True)
+        shutil.copytree(store / "objtop", top, symlinks=True, dirs_exist_ok=True)
+        link = top / "tmp/sys"
+        if link.is_symlink():       # WORLDTMP/sys: the tree's sys/ (Makefile.inc1)
+            link.unlink()
+            link.symlink_to(Path(os.path.abspath(src)) / "sys")
     except OSError as exc:
         echo(f"userland: copying {store} failed ({exc}); building it")
         return False
     echo(f"userland: copied from {store} (built once for base, compiler and plan "
          f"{store.name}), not built")
-    refresh_headers(src, str(_objtop(src, objdir) / "tmp"), echo)
+    refresh_headers(src, str(top / "tmp"), echo)
     return True
 
 
@@ -168,10 +172,13 @@ def save(src: str, objdir: str, plan: str, products: Iterable[Path],
             shutil.copy2(p, dest)
         for rel in changed_files(src, key) or []:
             inst = installed_header(rel)
-            if inst:
+            dest = tmp / "objtop/tmp/usr/include" / inst if inst else None
+            # Makefile.inc1 links WORLDTMP/sys to the tree's sys/ and installs its
+            # headers as links through it: such a header is the seeded tree's own
+            # (seed() re-points the link), and writing it would write the tree.
+            if dest is not None and not dest.is_symlink():
                 cp = subprocess.run(["git", "-C", src, "show", f"{key}:{rel}"],
                                     capture_output=True)
-                dest = tmp / "objtop/tmp/usr/include" / inst
                 if cp.returncode == 0:
                     dest.write_bytes(cp.stdout)
                 elif dest.exists():
@@ -199,6 +206,10 @@ def refresh_headers(src: str, sysroot: str, echo: Callable[[str], None] = print)
         if not inst or not (Path(src) / rel).is_file():
             continue
         dest = Path(sysroot, "usr/include", inst)
+        if dest.is_symlink():
+            if dest.resolve() == (Path(src) / rel).resolve():
+                continue            # a link to the tree's own file (Makefile.inc1)
+            dest.unlink()           # never write through a link into another tree
         data = (Path(src) / rel).read_bytes()
         if not dest.is_file() or dest.read_bytes() != data:
             dest.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
 """rxl.tree.userland: one userland per base and compiler, the tree's headers on top."""
 
+import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +123,51 @@ def test_absent_files_and_what_the_harness_writes_are_no_change(tmp_path, monkey
     _git(src, "add", "contrib/sqlite3/sqlite3.h")
     _git(src, "commit", "-qm", "as kyuaworld leaves it, committed or not")
     assert U.changed_files(str(src), base) == []
+
+
+def _built_linked(src, obj):
+    """Makefile.inc1's sysroot: WORLDTMP/sys links to the tree's sys/ and the kernel
+    headers are installed as relative links through it."""
+    top = _built(src, obj, "unused")
+    (top / "tmp/usr/include/netinet/tcp.h").unlink()
+    (top / "tmp/sys").symlink_to(Path(os.path.abspath(src)) / "sys")
+    (top / "tmp/usr/include/netinet/tcp.h").symlink_to("../../../sys/netinet/tcp.h")
+    return top
+
+
+def test_storing_a_linked_sysroot_leaves_the_tree_alone(tmp_path, monkeypatch):
+    """The store of a series tree whose sysroot links into its sys/ must not write the
+    base's headers through the links (that reverted the series' tcp.h in the tree on
+    2026-12-02), and each seeded tree must see its own headers."""
+    src, base = _base(tmp_path, monkeypatch)
+    work = str(tmp_path / "work")
+    series_tcp = "#define TCP_BASE 1\n#define TCP_NEW 2\n"
+    (src / "sys/netinet/tcp.h").write_text(series_tcp)
+    _git(src, "commit", "-qam", "series")
+    top = _built_linked(src, tmp_path / "obj1")
+    assert U.save(str(src), str(tmp_path / "obj1"), "p1", [top / "bin/sh/sh"],
+                  echo=lambda s: None, work=work) is not None
+    assert (src / "sys/netinet/tcp.h").read_text() == series_tcp
+    assert (top / "tmp/usr/include/netinet/tcp.h").read_text() == series_tcp
+    pristine = tmp_path / "pristine"
+    subprocess.run(["git", "clone", "-q", str(src), str(pristine)], check=True)
+    _git(pristine, "checkout", "-q", base)
+    assert U.seed(str(pristine), str(tmp_path / "obj2"), "p1", lambda s: None, work)
+    ptop = U._objtop(str(pristine), str(tmp_path / "obj2"))
+    assert (ptop / "tmp/usr/include/netinet/tcp.h").read_text() == "#define TCP_BASE 1\n"
+    assert os.readlink(ptop / "tmp/sys") == str(pristine.resolve() / "sys")
+    assert (src / "sys/netinet/tcp.h").read_text() == series_tcp
+
+
+def test_refresh_never_writes_through_a_link_into_another_tree(tmp_path, monkeypatch):
+    src, base = _base(tmp_path, monkeypatch)
+    (src / "sys/netinet/tcp.h").write_text("#define TCP_NEW 2\n")
+    other = tmp_path / "other"
+    (other / "sys/netinet").mkdir(parents=True)
+    (other / "sys/netinet/tcp.h").write_text("#define OTHER 1\n")
+    sysroot = tmp_path / "sysroot"
+    (sysroot / "usr/include/netinet").mkdir(parents=True)
+    (sysroot / "usr/include/netinet/tcp.h").symlink_to(other / "sys/netinet/tcp.h")
+    assert U.refresh_headers(str(src), str(sysroot), lambda s: None) == ["netinet/tcp.h"]
+    assert (other / "sys/netinet/tcp.h").read_text() == "#define OTHER 1\n"
+    assert (sysroot / "usr/include/netinet/tcp.h").read_text() == "#define TCP_NEW 2\n"
