@@ -173,14 +173,22 @@ def read(lines: Iterable[str]) -> Tuple[List[Group], int]:
     groups: List[Group] = []
     cur: Optional[Group] = None
     skipped = 0
+    stray: Optional[Tuple[int, str]] = None  # a line that is not the view, after a group's
     for n, raw in enumerate(lines, 1):
         line = raw.strip()
         word = line.split(" ", 1)[0]
         if word not in KINDS:
             if line:
                 skipped += 1
+                if cur is not None and stray is None:
+                    stray = (n, line)
             continue
         at = f"line {n}"
+        if stray is not None and word != "group" and cur is not None:
+            raise InspectError(f"line {stray[0]} ({cur.where}): not a line of the view, "
+                               f"inside the group (its {word} lines go on at line {n}): "
+                               f"{show(stray[1], 60)}")
+        stray = None
         if word == "group":
             if cur is not None:
                 cur.check()
@@ -260,6 +268,10 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         if g.rx and cpu < max(g.rx):
             raise InspectError(f"{at}: rx {cpu} after rx {max(g.rx)} (the kernel lists "
                                "CPUs in order)")
+        if g.view == 15 and v[3] < v[1]:
+            raise InspectError(f"{at}: rx {cpu} sum {v[3]} below its last {v[1]}: the "
+                               "deal's input is the last window plus perhaps the one "
+                               "before (docs/design.md, Core 3)")
         g.rx[cpu] = (v[1], v[2])
         if g.view == 15:
             g.rx_sum[cpu] = v[3]

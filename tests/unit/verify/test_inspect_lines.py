@@ -157,3 +157,28 @@ def test_cli_on_dev_zero_ends_at_once():
     t0 = time.monotonic()
     r = _cli("/dev/zero")
     assert r.exit_code == 2 and time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("text,error", [
+    # a NUL inside an rx line: the line was "around the view", cpu 0 showed 0 handshakes
+    (V15.replace("rx 0 last", "rx\0 0 last"),
+     "line 4 (group port 8080 af inet (line 2)): not a line of the view, inside the group "
+     "(its rx lines go on at line 5): rx\\x00 0 last 6756 cur 3301 sum 13000"),
+    (V15.replace("member 1 tag 4 explicit\n", "garbage\nmember 1 tag 4 explicit\n"),
+     "line 7 (group port 8080 af inet (line 2)): not a line of the view, inside the group "
+     "(its member lines go on at line 8): garbage"),
+    # sum is the last window plus perhaps the one before: never below last
+    (V15.replace("cur 3350 sum 13100", "cur 3350 sum 1"),
+     "line 5 (group port 8080 af inet (line 2)): rx 4 sum 1 below its last 6793"),
+])
+def test_a_line_inside_a_group_that_is_no_view_line_or_contradicts_it(text, error):
+    with pytest.raises(ins.InspectError) as ei:
+        _parse(text)
+    assert str(ei.value).startswith(error), str(ei.value)
+
+
+def test_lines_around_and_between_groups_are_not_the_view():
+    groups, skipped = ins.read(("prompt\n" + V15.replace("group port 9090",
+                                                         "% between\ngroup port 9090")
+                                + "after\n").splitlines())
+    assert len(groups) == 2 and skipped == 5
