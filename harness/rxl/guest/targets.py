@@ -322,9 +322,18 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
                         f"characters, got {_kind_of(desc)}")
             continue
+        if not desc.isprintable():  # rxl targets prints it on the target's line
+            errs.append(f"{where}.description: {show(desc, 40)}: holds a control "
+                        "character (a description is one line of text)")
+            continue
         kind = d.get("kind")
         if kind not in KINDS:
             errs.append(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+            continue
+        if name in BUILTIN_TARGETS and kind != "qemu":
+            errs.append(f"{where}: {name} is a built-in QEMU guest's name (what rxl "
+                        f"learn and run boot by it): a targets file may give it another "
+                        f"shape (kind: qemu), not kind: {kind}; name the {kind} otherwise")
             continue
         if kind == "qemu":
             for k in SSH_FIELDS:

@@ -261,3 +261,25 @@ def test_bad_nic_domain_is_one_line(tmp_path, fields, msg):
         T.load(write(tmp_path, "targets:\n  g: {kind: qemu, " + fields + "}\n"))
     ok = T.load(write(tmp_path, "targets:\n  g: {kind: qemu, nic_domain: null}\n"))
     assert ok.get("g").shape.nic_domain is None
+
+
+@pytest.mark.parametrize("text,mistake", [
+    ("targets: {guest: {kind: box, host: h.example.org}}\n",
+     "targets.guest: guest is a built-in QEMU guest's name (what rxl learn and run boot by "
+     "it): a targets file may give it another shape (kind: qemu), not kind: box"),
+    ("targets: {guest-2s: {kind: bhyve, host: h.example.org}}\n",
+     "targets.guest-2s: guest-2s is a built-in QEMU guest's name"),
+    ('targets: {b: {kind: box, host: h.example.org, description: "a\\0b"}}\n',
+     "targets.b.description: a\\x00b: holds a control character"),
+    ('targets: {b: {kind: box, host: h.example.org, description: "red \\e[31m"}}\n',
+     "targets.b.description: red \\x1b[31m: holds a control character"),
+])
+def test_a_builtin_name_of_another_kind_or_a_control_character_is_a_mistake(tmp_path, text,
+                                                                            mistake):
+    """A box named guest silently replaced the own QEMU guest (rxl learn's
+    default --target); a NUL in a description passed.  Giving guest another
+    shape stays allowed (test_good_file)."""
+    with pytest.raises(T.TargetsError) as ei:
+        T.load(write(tmp_path, text))
+    assert any(m.partition(".yaml: ")[2].startswith(mistake) for m in ei.value.errors), \
+        ei.value.errors
