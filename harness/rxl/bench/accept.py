@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from rxl.bench.knobs import Knobs, finite
-from rxl.errors import DataError
+from rxl.cli.options import check_out_dir
+from rxl.errors import DataError, UsageError
 
 SOURCE = Path(__file__).with_name("acceptd.c")
 
@@ -404,7 +405,11 @@ def check_dir(path: os.PathLike, what: str, create: bool = True) -> Path:
             raise BenchError(f"{what} {path}: cannot create it: "
                              f"{e.strerror}") from None
         near = p
-    else:
+    else:  # the one check of an output directory: it is tried, not only access(2)
+        try:
+            check_out_dir(str(p), what)
+        except UsageError as exc:
+            raise BenchError(f"{what} {exc}") from None
         near = p
         while not near.exists() and near != near.parent:
             near = near.parent

@@ -24,6 +24,7 @@ from rxl.decide import topology
 from rxl.decide.topology import TopologyError
 from rxl.errors import BadOption, UsageError
 from rxl.learn.request import LearnUsage, name_values
+from rxl.tree import build as tree_build
 
 
 @group("bench")
@@ -400,6 +401,7 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
     """Record --samples invocations of --outer, every instruction."""
     if not Path(out).resolve().parent.is_dir():  # checked before gdb attaches
         raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
+    tree_build.check_kernel_file(kernel)  # the one check of a kernel file
     for name, opt in [(outer, "--outer")] + [(n, "--inner") for n in inner]:
         try:
             kcount.check_function(name, "function")
@@ -453,6 +455,8 @@ def table(traces, out):
     syn-on may take two traces per variant: tcp_input --only-syn (the SYN)
     and syncache_expand (the ACK); their values are added.
     """
+    if out and not Path(out).resolve().parent.is_dir():  # before the traces are read
+        raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
     docs: dict = {}
     for case, variant, path in traces:
         if case not in kcount.CASES:
@@ -463,7 +467,11 @@ def table(traces, out):
     ordered = kcount.table_doc(docs)
     text = json.dumps(ordered, indent=2) + "\n"
     if out:
-        Path(out).write_text(text)
+        try:
+            Path(out).write_text(text)
+        except OSError as exc:
+            raise click.ClickException(f"--out {out}: cannot write it: {exc.strerror}") \
+                from None
     else:
         click.echo(text, nl=False)
 
@@ -496,7 +504,8 @@ def sites_cmd(trace, kernel, mark):
 @click.argument("other", type=click.Path(exists=True, dir_okay=False))
 @click.argument("other_kernel", type=click.Path(exists=True, dir_okay=False))
 @click.option("--mark", help="Which marked calls (default: the outer's first mark).")
-@click.option("--top", default=25, show_default=True, help="Rows to print.")
+@click.option("--top", default=25, show_default=True, type=click.IntRange(min=0),
+              help="Rows to print.")
 def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
     """Per function, the median own instructions of the marked calls of
     BASE (on BASE_KERNEL) and OTHER: the functions that differ."""

@@ -112,3 +112,34 @@ def test_parse_of_a_learn_log_warns_and_says_so():
     assert r.stderr.splitlines() == [
         f"warning: {DATA / 'learn' / 'synthetic-patched.log'}: patched: no test case ran: "
         "a log of rxl learn (read it with rxl learn --log)"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize("opt", ["--raw-dir", "--build-dir"])
+def test_bench_dry_run_refuses_an_output_directory_that_cannot_be_made(opt):
+    """access(2) tells root /proc is writable: the dry run planned into it."""
+    assert _error(["bench", "accept", "--dry-run", "--setup", "noflag", opt, "/proc/nope"]) \
+        == f"Error: {opt} /proc/nope: cannot be created in /proc: No such file or directory"
+
+
+def test_kcount_record_refuses_an_empty_kernel(work):
+    k = work / "k"
+    k.write_bytes(b"")
+    assert _error(["kcount", "record", "--kernel", k, "--out", work / "o.json",
+                   "--dry-run"]) == (
+        f"Error: Invalid value for '--kernel': {k}: an empty file, no kernel")
+
+
+def test_kcount_table_refuses_an_out_whose_directory_is_absent(work):
+    """It read the traces, then ended in a FileNotFoundError traceback."""
+    t = work / "t.json"
+    t.write_text("{}")
+    line = _error(["kcount", "table", "--trace", "accept-off", "pristine", t,
+                   "--out", work / "absent" / "x.json"])
+    assert line == (f"Error: Invalid value for '--out': {work / 'absent' / 'x.json'}: its "
+                    "directory does not exist")
+
+
+def test_kcount_diff_refuses_a_negative_top(work):
+    assert "'--top': -5 is not in the range x>=0" in _error(
+        ["kcount", "diff", "a", "b", "c", "d", "--top", "-5"])
