@@ -255,10 +255,15 @@ def accept_cmd(ctx, setups, workers, connections, spacing_ms, repetitions,
     try:  # this machine and the runs: a failure at run time (exit 1)
         if not dry_run:
             accept.check_platform(req.setups)
-        summaries, skipped = accept_run.run_all(req, click.echo, lambda m: click.echo(m, err=True))
+        plan: list = []  # a dry run's lines: printed as they come, or as JSON
+        summaries, skipped = accept_run.run_all(
+            req, plan.append if dry_run and as_json else click.echo,
+            lambda m: click.echo(m, err=True))
     except (accept.BenchError, ValueError, TopologyError) as e:
         raise click.ClickException(str(e)) from None
     if dry_run:
+        if as_json:
+            click.echo(json.dumps({"dry_run": True, "lines": plan}, indent=1))
         return
     config = {"workers": workers, "connections": connections,
               "spacing_ms": spacing_ms, "repetitions": repetitions,

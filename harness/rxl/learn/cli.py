@@ -264,8 +264,9 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
             sys.exit(report(analyses, out, as_json))
         setup = session.prepare(req, chk)
         if dry_run:
-            for line in session.dry_run_lines(req, chk, setup):
-                click.echo(line)
+            lines = list(session.dry_run_lines(req, chk, setup))
+            click.echo(json.dumps({"dry_run": True, "lines": lines}, indent=2) if as_json
+                       else "\n".join(lines))
             sys.exit(0)
         analyses = session.execute(req, chk, setup, echo=lambda s: click.echo(s, err=True))
     except request.LearnUsage as exc:

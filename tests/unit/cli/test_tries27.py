@@ -143,3 +143,25 @@ def test_kcount_table_refuses_an_out_whose_directory_is_absent(work):
 def test_kcount_diff_refuses_a_negative_top(work):
     assert "'--top': -5 is not in the range x>=0" in _error(
         ["kcount", "diff", "a", "b", "c", "d", "--top", "-5"])
+
+
+def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work):
+    """README: under --dry-run, --json prints the plan; bench accept and learn
+    printed text."""
+    import json
+    r = CliRunner().invoke(main, ["bench", "accept", "--dry-run", "--json", "--setup", "noflag",
+                                  "--repetitions", "2", "--build-dir", str(work / "b")])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["dry_run"] is True and doc["lines"][0].startswith("cc ")
+    assert sum(" -m noflag " in x for x in doc["lines"]) == 2
+    src = work / "src"
+    (src / "sys/netinet").mkdir(parents=True)
+    (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    args = ["learn", "--src", str(src), "--objdir", str(work / "o"), "--guest-dir",
+            str(work / "g"), "--dry-run", "--kernel", str(work / "k"),
+            "--learn-sysctl", "net.inet.tcp.reuseport_lb_learn", "--config", "learn-on"]
+    text = CliRunner().invoke(main, args)
+    r = CliRunner().invoke(main, args + ["--json"])
+    assert r.exit_code == 0 and text.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"dry_run": True, "lines": text.stdout.splitlines()}
