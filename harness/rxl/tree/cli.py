@@ -164,6 +164,11 @@ def check_cmd(src, project, author, as_json):
     if src is not None and not (Path(src) / "sys").is_dir():
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no sys/ directory)",
                                  param_hint="'--src'")
+    if src is not None:  # the series is checked at its HEAD: bad input, not a problem
+        try:
+            tree_series.ensure_git_tree(Path(src))
+        except tree_series.SeriesError as exc:
+            raise click.BadParameter(str(exc), param_hint="'--src'") from None
     project = _project(project, base=False)
     ident = tree_series.git_identity(Path(project)) if author else None
     rep = tree_check.check_series(Path(project), Path(src) if src else None, ident)

@@ -165,3 +165,11 @@ def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work):
     r = CliRunner().invoke(main, args + ["--json"])
     assert r.exit_code == 0 and text.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"dry_run": True, "lines": text.stdout.splitlines()}
+
+
+def test_series_check_of_a_src_that_is_no_git_tree_is_bad_input(work):
+    """It was exit 1 with a "problem" line on stdout and nothing on stderr."""
+    src = work / "src"
+    (src / "sys").mkdir(parents=True)
+    assert _error(["series", "check", "--src", src]) == (
+        f"Error: Invalid value for '--src': {src}: not a git work tree")
