@@ -129,13 +129,17 @@ def rc_lines(nic: str = MGMT_IF) -> List[str]:
     ]
 
 
-def boot_files(src: str) -> Dict[str, str]:
-    """Root-relative path -> file of the tree ``src``: the lua loader's scripts,
-    its defaults and nextboot(8). Raises FileNotFoundError naming a missing one."""
+def boot_files(src: str, reboot: Optional[str] = None) -> Dict[str, str]:
+    """Root-relative path -> file: the lua loader's scripts and defaults of the tree
+    ``src``, and nextboot(8): up to 14 the tree's sbin/reboot/nextboot.sh; from 15 on
+    (no nextboot.sh: reboot.c is nextboot when called so, and sbin/reboot/Makefile
+    links it) the built reboot program ``reboot``. Raises FileNotFoundError naming a
+    missing one."""
     tree = Path(src)
     files = {f"boot/lua/{p.name}": str(p) for p in sorted((tree / "stand/lua").glob("*.lua"))}
     files["boot/defaults/loader.conf"] = str(tree / "stand/defaults/loader.conf")
-    files["sbin/nextboot"] = str(tree / "sbin/reboot/nextboot.sh")
+    script = tree / "sbin/reboot/nextboot.sh"
+    files["sbin/nextboot"] = str(script if script.is_file() or reboot is None else reboot)
     for need in ("boot/lua/loader.lua", "boot/defaults/loader.conf", "sbin/nextboot"):
         if need not in files or not Path(files[need]).is_file():
             raise FileNotFoundError(f"{src}: no {files.get(need, 'stand/lua/loader.lua')} "
@@ -218,7 +222,8 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     rc = image.render_rc(label, [], poweroff=False, sshd_lines=rc_lines(), hold=True)
     acts = image.plan_root(loader_efi=str(lua), kernel=kernel, programs=progs, libs=libs,
                            tests=guest_tests, loader_rc=image.render_loader_rc(), rc=rc)
-    acts += [image.Action(rel, source=host) for rel, host in boot_files(src).items()]
+    acts += [image.Action(rel, source=host)
+             for rel, host in boot_files(src, progs.get("/sbin/reboot")).items()]
     if kyua.is_file():
         acts += [image.Action(rel, source=host)
                  for rel, host in kyuaworld.guest_files(src).items()]

@@ -107,3 +107,10 @@ def test_boot_files_from_the_tree(tmp_path):
     (tmp_path / "sbin/reboot/nextboot.sh").unlink()
     with pytest.raises(FileNotFoundError, match="nextboot.sh"):
         G.boot_files(str(tmp_path))
+    # 15.0: no nextboot.sh; reboot(8) is nextboot(8) by its name
+    reboot = tmp_path / "obj/sbin/reboot/reboot"
+    reboot.parent.mkdir(parents=True)
+    reboot.write_text("elf")
+    assert G.boot_files(str(tmp_path), str(reboot))["sbin/nextboot"] == str(reboot)
+    with pytest.raises(FileNotFoundError, match="obj/sbin/reboot/reboot"):
+        G.boot_files(str(tmp_path), str(reboot) + "-absent")
