@@ -337,7 +337,10 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
         if i == fwd:
             for rule in cfg.hostfwd:
                 netdev += f",hostfwd={rule}"
-        bus = ",bus=rp0" if i == 0 and cfg.nic_numa_node is not None else ""
+        # With an expander, QEMU would put a NIC without bus= on the expander's
+        # bus, which takes bridges only: the others go on the root complex.
+        bus = ("" if cfg.nic_numa_node is None else ",bus=rp0" if i == 0
+               else ",bus=pcie.0")
         argv += ["-netdev", netdev, "-device", f"{model},netdev=net{i}{bus}"]
     if cfg.no_reboot:
         argv += ["-no-reboot"]
