@@ -70,6 +70,14 @@ SSHD_PROGRAMS: Dict[str, str] = {
     "/usr/bin/fsync": "usr.bin/fsync/fsync",
     "/sbin/shutdown": "sbin/shutdown/shutdown",
 }
+#: OpenSSH 10.0 (FreeBSD 15.0) splits sshd: the listener execs sshd-session for each
+#: connection and that execs sshd-auth (crypto/openssh/pathnames.h _PATH_SSHD_SESSION,
+#: _PATH_SSHD_AUTH); without them 15's sshd exits on signal 11 at start (2026-12-02
+#: guest boot). Built where the tree has them (:func:`sshd_programs`).
+SSHD_SESSION_PROGRAMS: Dict[str, str] = {
+    "/usr/libexec/sshd-session": "secure/libexec/sshd-session/sshd-session",
+    "/usr/libexec/sshd-auth": "secure/libexec/sshd-auth/sshd-auth",
+}
 SSHD_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libz", "lib/libxo",
                                        "secure/lib/libcrypto", "lib/libpam/libpam")
 SSHD_GENERIC_LIBS: Tuple[str, ...] = ("secure/lib/libssh",
@@ -92,17 +100,25 @@ def default_objdir() -> str:
     return str(paths.work_root() / "obj-ssh")
 
 
-def ssh_subdirs(kyua: bool = False) -> Tuple[str, ...]:
+def sshd_programs(src: Optional[str] = None) -> Dict[str, str]:
+    """:data:`SSHD_PROGRAMS`, plus :data:`SSHD_SESSION_PROGRAMS` when ``src`` has
+    secure/libexec/sshd-session (OpenSSH 10, FreeBSD 15)."""
+    has = src is not None and (Path(src) / "secure/libexec/sshd-session").is_dir()
+    return dict(SSHD_PROGRAMS, **(SSHD_SESSION_PROGRAMS if has else {}))
+
+
+def ssh_subdirs(kyua: bool = False, src: Optional[str] = None) -> Tuple[str, ...]:
     """SUBDIR_OVERRIDE: the narrowed world's directories plus each sshd program's
-    (and kyua's, :mod:`rxl.tree.kyuaworld`)."""
-    progs = dict(SSHD_PROGRAMS, **(kyuaworld.KYUA_PROGRAMS if kyua else {}))
+    (:func:`sshd_programs` of ``src``) and kyua's (:mod:`rxl.tree.kyuaworld`)."""
+    progs = dict(sshd_programs(src), **(kyuaworld.KYUA_PROGRAMS if kyua else {}))
     extra = sorted({str(Path(p).parent) for p in progs.values()})
     return tuple(SUBDIRS) + tuple(d for d in extra if d not in SUBDIRS)
 
 
-def ssh_make_vars(kyua: bool = False) -> Dict[str, Optional[str]]:
-    """:func:`rxl.tree.world.world_make_vars` widened for sshd (and kyua), plus the -D knobs."""
-    v = world_make_vars(ssh_subdirs(kyua), PREBUILD_LIBS + SSHD_PREBUILD_LIBS
+def ssh_make_vars(kyua: bool = False, src: Optional[str] = None) -> Dict[str, Optional[str]]:
+    """:func:`rxl.tree.world.world_make_vars` widened for sshd of ``src`` (and kyua), plus
+    the -D knobs."""
+    v = world_make_vars(ssh_subdirs(kyua, src), PREBUILD_LIBS + SSHD_PREBUILD_LIBS
                         + (kyuaworld.KYUA_PREBUILD_LIBS if kyua else ()),
                         GENERIC_LIBS + SSHD_GENERIC_LIBS
                         + (kyuaworld.KYUA_GENERIC_LIBS if kyua else ()))
@@ -243,12 +259,12 @@ def plan_ssh_world(src: str, objdir: Optional[str] = None, *, jobs: int = 2,
     objdir = objdir or default_objdir()
     inc = make_py_argv(src, objdir, ["_includes"], jobs=jobs)
     bt = make_py_argv(src, objdir, ["_build-tools"], jobs=jobs)
-    bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(kyua), jobs=jobs)
+    bw = make_py_argv(src, objdir, ["buildworld"], ssh_make_vars(kyua, src), jobs=jobs)
     stages = [Stage("world-ssh-includes", tuple(locked_argv(inc, lock))),
               Stage("world-ssh-build-tools", tuple(locked_argv(bt, lock)))]
     if openssh_config_missing(src):
         # the libraries first (libssh left out): configure links against them
-        v = ssh_make_vars(kyua)
+        v = ssh_make_vars(kyua, src)
         v["_generic_libs"] = " ".join(x for x in v["_generic_libs"].split()
                                       if x not in SSHD_GENERIC_LIBS)
         v["SUBDIR_OVERRIDE"] = "secure/lib/libcrypto"
@@ -275,8 +291,9 @@ def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
     not the programs the tree cannot build (:func:`unbuildable`)."""
     out = world_outputs(src, objdir or default_objdir())
     progs = dict(out.programs)
-    skip = set(unbuildable(src, SSHD_PROGRAMS))
-    progs.update({g: out.objtop / rel for g, rel in SSHD_PROGRAMS.items() if g not in skip})
+    sshd = sshd_programs(src)
+    skip = set(unbuildable(src, sshd))
+    progs.update({g: out.objtop / rel for g, rel in sshd.items() if g not in skip})
     if kyua:
         progs.update({g: out.objtop / rel for g, rel in kyuaworld.KYUA_PROGRAMS.items()})
     return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)
@@ -307,7 +324,7 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
     logdir = Path(logdir or default_logdir())
     Path(objdir).mkdir(parents=True, exist_ok=True)
     snapshot.prepare(src, echo)
-    skip = unbuildable(src, SSHD_PROGRAMS)
+    skip = unbuildable(src, sshd_programs(src))
     if skip:
         echo(f"sshd userland: {src} cannot build {', '.join(skip)} (see above); the guest "
              "goes without")

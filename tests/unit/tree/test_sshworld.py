@@ -92,3 +92,24 @@ def test_openssh_config_drops_what_the_build_host_has():
     got = W.openssh_config_for_freebsd(text).splitlines()
     assert got[1] == "#define HAVE_UTMPX_H 1" and got[3] == "/* #undef CONF_UTMP_FILE */"
     assert not any(l.startswith("#define CONF_") for l in got)
+
+
+def test_openssh_10_trees_build_and_stage_sshd_session_and_auth(tmp_path):
+    """15.0's sshd (OpenSSH 10.0) execs /usr/libexec/sshd-session and sshd-auth; a 14
+    tree has neither directory and builds neither."""
+    fourteen = tmp_path / "14"
+    fifteen = tmp_path / "15"
+    for t in (fourteen, fifteen):
+        (t / "secure/usr.sbin/sshd").mkdir(parents=True)
+    for d in ("sshd-session", "sshd-auth"):
+        (fifteen / "secure/libexec" / d).mkdir(parents=True)
+    sub15 = W.ssh_make_vars(src=str(fifteen))["SUBDIR_OVERRIDE"].split()
+    sub14 = W.ssh_make_vars(src=str(fourteen))["SUBDIR_OVERRIDE"].split()
+    assert {"secure/libexec/sshd-session", "secure/libexec/sshd-auth"} <= set(sub15)
+    assert not [d for d in sub14 if d.startswith("secure/libexec/sshd-")]
+    progs = W.ssh_world_outputs(str(fifteen), str(tmp_path / "obj")).programs
+    assert str(progs["/usr/libexec/sshd-session"]).endswith(
+        "secure/libexec/sshd-session/sshd-session")
+    assert "/usr/libexec/sshd-auth" in progs
+    assert "/usr/libexec/sshd-session" not in W.ssh_world_outputs(
+        str(fourteen), str(tmp_path / "obj")).programs
