@@ -49,6 +49,10 @@ UP_TIMEOUT = 300.0
 class GuestUpError(MachineError):
     """``up``/``down`` cannot go on; the message is one line."""
 
+#: Largest pid a host gives (the QEMU runs on Linux, the build host):
+#: PID_MAX_LIMIT, 4 * 1024 * 1024 on 64-bit (include/linux/threads.h).
+PID_MAX_LIMIT = 4 * 1024 * 1024
+
 
 def state_path() -> Path:
     return paths.work_root() / "guest" / "up.json"
@@ -96,8 +100,9 @@ def read_state() -> Optional[Dict]:
         if key not in st:
             raise _damaged(p, f"no {key}")
     pid = st["pid"]
-    if type(pid) is not int or pid <= 1:
-        raise _damaged(p, f"pid {_js(pid)}: not a process id above 1")
+    if type(pid) is not int or not 1 < pid <= PID_MAX_LIMIT:
+        raise _damaged(p, f"pid {_js(pid)}: not a process id above 1 (and at most "
+                          f"{PID_MAX_LIMIT})")
     if st["root"] != str(root_path()):
         raise _damaged(p, f"root {_js(st['root'])}: not {root_path()}")
     if not isinstance(st["url"], str):

@@ -173,3 +173,14 @@ def test_series_check_of_a_src_that_is_no_git_tree_is_bad_input(work):
     (src / "sys").mkdir(parents=True)
     assert _error(["series", "check", "--src", src]) == (
         f"Error: Invalid value for '--src': {src}: not a git work tree")
+
+
+def test_a_relative_rxl_work_is_refused_and_nothing_made(work, monkeypatch):
+    """cd /tmp/x && RXL_WORK=relative/work rxl targets --key made a harness key
+    under the current directory; from another directory, another key."""
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("RXL_WORK", "relative/work")
+    assert _error(["targets", "--key"]) == (
+        "Error: RXL_WORK relative/work: not an absolute path (every command of every "
+        "directory must find the same work root)")
+    assert not (work / "relative").exists()

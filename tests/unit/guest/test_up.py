@@ -156,6 +156,8 @@ def test_down_stops_only_the_recorded_qemu(tmp_path, monkeypatch):
     ('{"pid": "PID", "root": "ROOT", "url": "u"}', "not a process id above 1"),
     ('{"pid": 1, "root": "ROOT", "url": "u"}', "pid 1: not a process id above 1"),
     ('{"pid": true, "root": "ROOT", "url": "u"}', "pid true: not a process id above 1"),
+    ('{"pid": 99999999999999999999999, "root": "ROOT", "url": "u"}',
+     "pid 99999999999999999999999: not a process id above 1 (and at most 4194304)"),
     ('{"pid": PID, "root": "", "url": "u"}', 'root "": not '),
     ('{"pid": PID, "url": "u"}', "no root"),
     ('{"pid": PID, "root": "/", "url": "u"}', 'root "/": not '),
