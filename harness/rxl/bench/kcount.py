@@ -172,6 +172,21 @@ def _is_int(v: object) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64
 
 
+class _DuplicateKey(KcountError):
+    """A JSON object of a trace that names a key twice."""
+
+
+def _no_duplicates(pairs: list) -> dict:
+    """json's object_pairs_hook: an object that names a key twice is no trace
+    (json keeps the last one without a word). Raises ValueError naming it."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"the key {show(key, 40)!r} is given twice in one object")
+        out[key] = value
+    return out
+
+
 def _check_sample(k: int, s: object) -> None:
     """Refuse sample ``k`` (1-based) unless it is what record writes."""
     if not isinstance(s, dict):
@@ -181,6 +196,8 @@ def _check_sample(k: int, s: object) -> None:
         if not isinstance(v, list) or not all(_is_int(x) for x in v):
             raise ValueError(f"sample {k}: '{key}' must be a list of integers from 0 to "
                              "2**64-1 (program counters and stack pointers)")
+    if not s["pc"]:
+        raise ValueError(f"sample {k}: no step (a recorded call enters its function)")
     if len(s["pc"]) != len(s["sp"]):
         raise ValueError(f"sample {k}: {len(s['pc'])} pcs but {len(s['sp'])} sps")
     cas = s.get("cas")
@@ -221,9 +238,11 @@ def load(path: str) -> dict:
         raise KcountError(f"{where}: not a kcount trace: not UTF-8 text (a trace is the "
                           "JSON rxl kcount record writes)") from None
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
     except RecursionError:
         raise KcountError(f"{where}: not a kcount trace: JSON nested too deeply") from None
+    except _DuplicateKey as exc:
+        raise KcountError(f"{where}: not a kcount trace: {exc}") from None
     except ValueError as exc:
         msg = getattr(exc, "msg", "not JSON")
         line = getattr(exc, "lineno", None)
@@ -250,9 +269,15 @@ def load(path: str) -> dict:
                 raise ValueError(f"'entries': {show(name, 40)}: {show(addr, 40)} is not "
                                  "a hex address of a function")
             entries[name] = int(addr, 16)
+        if outer not in entries:
+            raise ValueError(f"'outer' {outer} has no address in 'entries' (record writes "
+                             "the traced function's own)")
         samples = doc["samples"]
         if not isinstance(samples, list):
             raise ValueError("'samples' must be a list of recorded calls")
+        if not samples:
+            raise ValueError("'samples' is empty: record writes at least one call "
+                             "(--samples >= 1)")
         for k, smp in enumerate(samples, 1):
             _check_sample(k, smp)
         asm = None

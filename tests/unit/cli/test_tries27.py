@@ -184,3 +184,20 @@ def test_a_relative_rxl_work_is_refused_and_nothing_made(work, monkeypatch):
         "Error: RXL_WORK relative/work: not an absolute path (every command of every "
         "directory must find the same work root)")
     assert not (work / "relative").exists()
+
+
+@pytest.mark.parametrize("doc,why", [
+    ('{"outer": "f", "outer": "g", "entries": {"f": "0x100"}, "samples": []}',
+     "the key 'outer' is given twice in one object"),
+    ('{"outer": "f", "entries": {"g": "0x100"}, "samples": [{"pc": [1], "sp": [2]}]}',
+     "'outer' f has no address in 'entries'"),
+    ('{"outer": "f", "entries": {"f": "0x100"}, "samples": []}', "'samples' is empty"),
+    ('{"outer": "f", "entries": {"f": "0x100"}, "samples": [{"pc": [], "sp": []}]}',
+     "sample 1: no step"),
+])
+def test_kcount_refuses_a_trace_record_never_writes(doc, why, work):
+    """Each was read: the last 'outer' won, or "0 marked calls" was printed."""
+    t = work / "t.json"
+    t.write_text(doc)
+    line = _error(["kcount", "analyze", t])
+    assert line.startswith(f"Error: {t}: not a kcount trace: {why}"), line
