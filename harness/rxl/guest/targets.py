@@ -411,7 +411,7 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
     """``text`` (the contents of ``path``) as YAML, safe types only
     (:data:`BASE_LOADER`).
 
-    An alias (``*name``) raises ``error(lines, path)`` before anything is
+    An alias (``*name``) or an anchor (``&name``) raises ``error(lines, path)`` before anything is
     built: a targets file does not need one, and nested aliases expand
     exponentially (a 1 KiB file can stand for gigabytes). A key given twice in
     one mapping, which PyYAML would settle silently by keeping the last, also
@@ -419,10 +419,12 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
     again (first on line M); ...``). Raises yaml.YAMLError for text that is
     not YAML.
     """
-    aliases = [f"{path}: line {ev.start_mark.line + 1}: an alias (*{ev.anchor}): a targets "
-               "file takes no anchors or aliases; write the value out"
+    aliases = [f"{path}: line {ev.start_mark.line + 1}: "
+               + (f"an alias (*{ev.anchor})" if isinstance(ev, yaml.AliasEvent) else
+                  f"an anchor (&{ev.anchor})")
+               + ": a targets file takes no anchors or aliases; write the value out"
                for ev in yaml.parse(text, Loader=BASE_LOADER)
-               if isinstance(ev, yaml.AliasEvent)]
+               if isinstance(ev, yaml.NodeEvent) and ev.anchor is not None]
     if aliases:
         raise error(aliases[:1] + aliases[1:10], path)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from rxl import paths
-from rxl.cli.options import EmptyIsNone
+from rxl.cli.options import EmptyIsNone, check_out_dir
 from rxl.cli.surface import command, group
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
@@ -241,6 +241,8 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
     if kernconf is None:
         kernconf = tree_modules.MODULE_KERNCONF if with_modules else tree_build.DEFAULT_KERNCONF
     check_kernconf(src, kernconf)
+    if logdir != paths.LOGS:  # under $RXL_WORK, build_kernel says what is wrong with it
+        check_out_dir(logdir, "--logdir")  # the one check of an output dir, dry run too
     modules = (tree_modules.build_list(src, _series_files()) if with_modules else [])
     stages = tree_build.plan_stages(src, objdir, kernconf=kernconf,
                            toolchain=not tree_build.toolchain_done(objdir, src),

@@ -42,7 +42,20 @@ def test_an_alias_bomb_in_description_is_refused_at_once(tmp_path, monkeypatch):
 def test_an_ordinary_alias_is_refused_too(tmp_path):
     p = tmp_path / "t.yaml"
     p.write_text("shapes:\n  s: &s {sockets: 2}\n  t: *s\n")
-    with pytest.raises(T.TargetsError, match="line 3: an alias"):
+    with pytest.raises(T.TargetsError, match=r"line 2: an anchor \(&s\)") as ei:
+        T.load(str(p))
+    assert [e.partition("t.yaml: ")[2][:26] for e in ei.value.errors] == [
+        "line 2: an anchor (&s): a ", "line 3: an alias (*s): a t"]
+
+
+def test_an_anchor_without_an_alias_is_refused(tmp_path):
+    """The message said a targets file takes no anchors, but an anchor with
+    no alias passed."""
+    p = tmp_path / "t.yaml"
+    p.write_text("targets: {b: {kind: box, host: h.example.org}, "
+                 "c: &x {kind: box, host: h2.example.org}}\n")
+    with pytest.raises(T.TargetsError, match=r"line 1: an anchor \(&x\): a targets file "
+                                              "takes no anchors or aliases"):
         T.load(str(p))
 
 

@@ -201,3 +201,14 @@ def test_kcount_refuses_a_trace_record_never_writes(doc, why, work):
     t.write_text(doc)
     line = _error(["kcount", "analyze", t])
     assert line.startswith(f"Error: {t}: not a kcount trace: {why}"), line
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_build_dry_run_refuses_a_logdir_that_cannot_be_made(work):
+    src = work / "src"
+    (src / "sys/amd64/conf").mkdir(parents=True)
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("")
+    assert _error(["build", "--dry-run", "--src", src, "--lock", "", "--logdir",
+                   "/proc/nope"]) == ("Error: Invalid value for '--logdir': /proc/nope: cannot "
+                                      "be created in /proc: No such file or directory")
