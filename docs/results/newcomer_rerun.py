@@ -218,9 +218,10 @@ def main() -> int:
     add(7, "deal --nosuch (click usage error)", [RXL, "deal", "--nosuch"], "exit 2 one line")
     add(7, "targets with a mistake", [RXL, "targets", "--targets", str(f / "mistake.yaml")],
         "exit 2 Error:")
-    add(7, "vm --tap em0 names the option", [RXL, "vm", "--image", str(f / "a-file"),
+    (f / "disk.raw").write_bytes(bytes(512))  # one sector: the least rxl vm takes
+    add(7, "vm --tap em0 names the option", [RXL, "vm", "--image", str(f / "disk.raw"),
                                              "--tap", "em0"], "exit 2 --tap")
-    add(7, "vm --name 'no spaces' names the option", [RXL, "vm", "--image", str(f / "a-file"),
+    add(7, "vm --name 'no spaces' names the option", [RXL, "vm", "--image", str(f / "disk.raw"),
                                                       "--name", "no spaces"], "exit 2 --name")
     add(7, "run --target b, a bad targets file", [RXL, "run", "--targets",
                                                  str(f / "mistake.yaml"), "--target", "b",
