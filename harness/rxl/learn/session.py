@@ -91,10 +91,11 @@ def single_thread(argv: List[str]) -> List[str]:
 
 def world_lines(src: str, objdir: str) -> List[str]:
     """Shell lines of the guest userland build (kernel-toolchain first if the objdir lacks it)."""
-    lines = []
+    stages = []
     if not tree_build.toolchain_done(objdir, src):
-        lines.append(tree_build.plan_stages(src, objdir, toolchain=True)[0].shell())
-    return lines + tree_world.shell_lines(src, objdir)
+        stages.append(tree_build.plan_stages(src, objdir, toolchain=True)[0])
+    # one list, so the objdir's bmake bootstrap is printed before its first stage
+    return tree_build.shell_lines(stages + tree_world.plan_world(src, objdir))
 
 
 def build_guest_world(src: str, objdir: str, logdir: str, echo: Callable[[str], None]) -> None:

@@ -281,3 +281,14 @@ def test_dry_run_lines_bootstrap_each_objdir_before_its_first_stage(tmp_path):
     assert boots[2] > lines.index(b.shell())
     assert sum(ln.startswith("# bmake bootstrap of") for ln in lines) == 2
     assert f"cd {tmp_path / 'o2' / 'bmake-build' / 'obj'} && sh ./make-bootstrap.sh" in lines
+
+
+def test_learn_world_lines_bootstrap_before_the_toolchain(tmp_path):
+    """rxl learn's dry run: the objdir's bmake bootstrap comes before its first
+    make.py stage, the kernel-toolchain, as run_stage runs them."""
+    from rxl.learn import session
+    lines = session.world_lines("/s/a", str(tmp_path / "obj"))
+    first = next(i for i, ln in enumerate(lines) if "kernel-toolchain" in ln)
+    boot = [i for i, ln in enumerate(lines) if "boot-strap" in ln]
+    assert boot and max(boot) < first
+    assert sum(ln.startswith("# bmake bootstrap of") for ln in lines) == 1
