@@ -37,9 +37,11 @@ What the guest needs, and where each piece comes from:
 
 from __future__ import annotations
 
+import hashlib
+import re
 import socket
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 from rxl.errors import MachineError
 from rxl.guest import image
@@ -101,8 +103,12 @@ def image_files(host_key_pub: str, client_pub: str) -> Dict[str, str]:
     return files
 
 
-def rc_lines(nic: str = MGMT_IF) -> List[str]:
-    """Shell lines for the guest rc that bring sshd up (after lo0, before the work)."""
+def rc_lines(nic: str = MGMT_IF, digests: Optional[Mapping[str, str]] = None) -> List[str]:
+    """Shell lines for the guest rc that bring sshd up (after lo0, before the work).
+
+    ``digests``: guest path -> SHA-256 (64 hex digits) of the staged file, for the
+    diagnostics the rc prints when sshd fails (:func:`diag_lines`). Raises ValueError
+    on a bad path or digest (:func:`diag_lines`)."""
     return [
         # the kernel mounts the root read-only (as FreeBSD's own rc, remount it): nextboot
         # writes /boot/nextboot.conf and --install-kernel a new /boot/kernel.rxl-<id>/
@@ -124,9 +130,80 @@ def rc_lines(nic: str = MGMT_IF) -> List[str]:
         "*'status: active'*) break ;; esac; sleep 1; i=$((i + 1)); done",
         f"echo \"$M NOTE {nic} after $i s: $(ifconfig {nic} | while read -r k v; do "
         "[ \"$k\" = status: ] && echo \"$v\"; done)\"",
+        *diag_lines(digests or {}),
         # sshd's messages to the console (the guest has no syslogd): the serial log
-        "/usr/sbin/sshd -E /dev/console && echo \"$M SSHD up\" || echo \"$M SSHD failed ($?)\"",
+        "/usr/sbin/sshd -E /dev/console && echo \"$M SSHD up\" || "
+        "{ echo \"$M SSHD failed ($?)\"; sshd_diag /usr/sbin/sshd; }",
     ]
+
+
+#: Seconds the diagnostics let a foreground ``sshd -D`` run before stopping it (one
+#: that starts listens until killed; one that crashes is gone in under a second).
+DIAG_LISTEN = 5
+#: Port of that foreground sshd (not 22: QEMU forwards 22 to the daemon).
+DIAG_PORT = 2222
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def diag_lines(digests: Mapping[str, str]) -> List[str]:
+    """Shell lines defining ``sshd_diag SSHD``, which the rc runs when sshd fails to start.
+
+    15.0's sshd exited on signal 11 at start with nothing logged (2026-12-02). What it
+    prints on the console, each step's exit status after it (128 + signal number for a
+    crash, 139 for SIGSEGV):
+
+    * ``sha256 ok``/``sha256 DIFFERS`` for each staged file of ``digests`` as the guest
+      reads it through msdosfs (a file that differs was damaged on the way: QEMU's
+      vvfat or the staging);
+    * ``hw.model``, and ``LD_TRACE_LOADED_OBJECTS=1 SSHD``: the libraries rtld loads
+      and their load addresses;
+    * with ASLR off (``kern.elf64.aslr.enable=0``, so those addresses hold for the
+      runs below) and ``machdep.uprintf_signal=1`` (sys/amd64/amd64/trap.c prints the
+      faulting rip, address and bytes on the terminal): ``SSHD -V`` (libcrypto loaded,
+      nothing else), ``SSHD -t -ddd -e`` (seed_rng, the configuration and the host key,
+      with debug lines up to the fault), the same with ``OPENSSL_ia32cap=0:0``
+      (libcrypto without its CPU-specific code: a pass then blames that code or its
+      emulation), and ``SSHD -ddd -D -e -p`` :data:`DIAG_PORT` for :data:`DIAG_LISTEN` s
+      (the listener's own start; sshd.c exits 0 on the SIGTERM that stops it). Both
+      sysctls are put back afterwards.
+
+    ``digests``: guest path (absolute, no whitespace) -> SHA-256 hex (lower case).
+    Raises ValueError naming a bad entry."""
+    for path, dig in digests.items():
+        if not path.startswith("/") or any(c.isspace() for c in path):
+            raise ValueError(f"diagnostics: {path!r} is not an absolute guest path without "
+                             "whitespace")
+        if not _HEX64.fullmatch(dig):
+            raise ValueError(f"diagnostics: {path}: {dig!r} is not a SHA-256 in hex")
+    n = 'echo "$M NOTE sshd_diag:'
+    lines = ["sshd_diag() {",
+             "\tlocal f want got a u p",
+             f'\t{n} $1 failed: what the guest sees (rxl.guest.sshguest.diag_lines)"',
+             "\twhile read -r f want; do",
+             '\t\tgot=$(sha256 -q "$f" 2>/dev/null)',
+             f'\t\tif [ "$got" = "$want" ]; then {n} sha256 ok $f"; '
+             f'else {n} sha256 DIFFERS $f: staged $want, read ${{got:-nothing}}"; fi',
+             "\tdone <<RXL_DIGESTS"]
+    lines += [f"{path} {dig}" for path, dig in sorted(digests.items())]
+    lines += ["RXL_DIGESTS",
+              f'\t{n} hw.model $(sysctl -n hw.model)"',
+              '\ta=$(sysctl -n kern.elf64.aslr.enable); u=$(sysctl -n machdep.uprintf_signal)',
+              "\tsysctl kern.elf64.aslr.enable=0 machdep.uprintf_signal=1 >/dev/null",
+              '\tLD_TRACE_LOADED_OBJECTS=1 "$1"',
+              f'\t{n} ldd exit $?"',
+              '\t"$1" -V',
+              f'\t{n} -V exit $?"',
+              '\t"$1" -t -ddd -e',
+              f'\t{n} -t -ddd -e exit $?"',
+              '\tOPENSSL_ia32cap=0:0 "$1" -t -ddd -e',
+              f'\t{n} OPENSSL_ia32cap=0:0 -t -ddd -e exit $?"',
+              f'\t"$1" -ddd -D -e -p {DIAG_PORT} & p=$!',
+              f"\tsleep {DIAG_LISTEN}; kill $p 2>/dev/null; wait $p",
+              f'\t{n} -ddd -D -e -p {DIAG_PORT} exit $? (0: it listened until the SIGTERM '
+              f'after {DIAG_LISTEN} s)"',
+              '\tsysctl kern.elf64.aslr.enable="$a" machdep.uprintf_signal="$u" >/dev/null',
+              "}"]
+    return lines
 
 
 def boot_files(src: str, reboot: Optional[str] = None) -> Dict[str, str]:
@@ -197,6 +274,24 @@ def stage_ssh(root: str, client_pub: str) -> str:
     return generate_ed25519(r / "etc/ssh/ssh_host_ed25519_key", comment="rxl-guest")
 
 
+#: Guest paths of the sshd programs whose files :func:`sshd_digests` covers, with rtld.
+SSHD_FILES = ("/usr/sbin/sshd", "/usr/libexec/sshd-session", "/usr/libexec/sshd-auth",
+              "/libexec/ld-elf.so.1")
+
+
+def sshd_digests(programs: Mapping[str, str], sysroot: str,
+                 needed: Optional[Callable[[str], List[str]]] = None) -> Dict[str, str]:
+    """Guest path -> SHA-256 hex of the host file staged there: the :data:`SSHD_FILES` in
+    ``programs`` (guest path -> host file) and the libraries under ``sysroot`` they need
+    (:func:`rxl.guest.image.resolve_libs`; ``needed``: its DT_NEEDED reader, default
+    :func:`rxl.guest.image.readelf_needed`). Raises
+    OSError for a file that cannot be read, ImageError for a library not found."""
+    files = {g: programs[g] for g in SSHD_FILES if g in programs}
+    progs = [h for g, h in files.items() if g != "/libexec/ld-elf.so.1"]
+    files.update(image.resolve_libs(progs, sysroot, needed or image.readelf_needed))
+    return {g: hashlib.sha256(Path(h).read_bytes()).hexdigest() for g, h in files.items()}
+
+
 class NoSSHWorld(MachineError):
     """An SSH guest's root cannot be staged: the sshd userland is not built."""
 
@@ -219,7 +314,8 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     libs = image.resolve_libs([x for g, x in progs.items() if g != "/libexec/ld-elf.so.1"],
                               str(out.sysroot))
     guest_tests = {f"/rxl/tests/{n}": x for n, x in tests.items()}
-    rc = image.render_rc(label, [], poweroff=False, sshd_lines=rc_lines(), hold=True)
+    rc = image.render_rc(label, [], poweroff=False, hold=True,
+                         sshd_lines=rc_lines(digests=sshd_digests(progs, str(out.sysroot))))
     acts = image.plan_root(loader_efi=str(lua), kernel=kernel, programs=progs, libs=libs,
                            tests=guest_tests, loader_rc=image.render_loader_rc(), rc=rc)
     acts += [image.Action(rel, source=host)

@@ -114,3 +114,98 @@ def test_boot_files_from_the_tree(tmp_path):
     assert G.boot_files(str(tmp_path), str(reboot))["sbin/nextboot"] == str(reboot)
     with pytest.raises(FileNotFoundError, match="obj/sbin/reboot/reboot"):
         G.boot_files(str(tmp_path), str(reboot) + "-absent")
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_rc_runs_the_diagnostics_only_when_sshd_fails():
+    d = {"/usr/sbin/sshd": "a" * 64, "/lib/libcrypto.so.35": "b" * 64}
+    lines = G.rc_lines(digests=d)
+    start = next(ln for ln in lines if ln.startswith("/usr/sbin/sshd -E /dev/console"))
+    # sh: `a && b || { c; d; }` runs c and d only when a fails ($? is still a's status)
+    assert start.endswith('|| { echo "$M SSHD failed ($?)"; sshd_diag /usr/sbin/sshd; }')
+    assert lines.index("sshd_diag() {") < lines.index(start)
+    # the digests are the here-document's lines, at column 0, sorted by path
+    i = lines.index("\tdone <<RXL_DIGESTS")
+    assert lines[i + 1:i + 4] == ["/lib/libcrypto.so.35 " + "b" * 64,
+                                  "/usr/sbin/sshd " + "a" * 64, "RXL_DIGESTS"]
+    # no digests: the function is still there, the here-document empty
+    assert "sshd_diag() {" in G.rc_lines() and "RXL_DIGESTS" in G.rc_lines()
+
+
+@pytest.mark.parametrize("bad", [{"lib/x": "a" * 64}, {"/a b": "a" * 64},
+                                 {"/x": "A" * 64}, {"/x": "a" * 63}, {"/x": ""}])
+def test_diag_lines_refuse_bad_entries(bad):
+    with pytest.raises(ValueError, match="diagnostics: "):
+        G.diag_lines(bad)
+
+
+def test_sshd_diag_runs_under_sh(tmp_path):
+    """The function itself, run by the host's /bin/sh with stand-ins for FreeBSD's
+    sha256(1) (-q: the digest only), sysctl(8) and an sshd that segfaults (exit 139)
+    except with -V: what it prints and that it puts both sysctls back."""
+    import os
+    import subprocess
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "sha256").write_text('#!/bin/sh\n[ "$1" = -q ] && sha256sum "$2" | cut -d" " -f1\n')
+    state = tmp_path / "sysctl.log"
+    (bin_ / "sysctl").write_text(
+        '#!/bin/sh\nif [ "$1" = -n ]; then case "$2" in hw.model) echo QEMU;; '
+        'kern.elf64.aslr.enable) echo 1;; *) echo 0;; esac; else echo "$*" >> ' + str(state)
+        + "; fi\n")
+    sshd = tmp_path / "sshd"
+    calls = tmp_path / "calls.log"
+    sshd.write_text('#!/bin/sh\necho "${LD_TRACE_LOADED_OBJECTS:-}|${OPENSSL_ia32cap:-}|$*" >> '
+                    + str(calls) + '\n[ "$1" = -V ] && exit 0\nexit 139\n')
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    sshd.chmod(0o755)
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_bytes(b"staged")
+    bad.write_bytes(b"damaged")
+    lines = G.diag_lines({str(good): _digest(b"staged"), str(bad): _digest(b"staged")})
+    script = "M=@@\n" + "\n".join(lines) + f"\nsshd_diag {sshd}\n"
+    p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PATH=f"{bin_}:{os.environ['PATH']}"))
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.splitlines()
+    assert f"@@ NOTE sshd_diag: sha256 ok {good}" in out
+    assert (f"@@ NOTE sshd_diag: sha256 DIFFERS {bad}: staged {_digest(b'staged')}, "
+            f"read {_digest(b'damaged')}") in out
+    assert "@@ NOTE sshd_diag: hw.model QEMU" in out
+    assert "@@ NOTE sshd_diag: -V exit 0" in out
+    assert "@@ NOTE sshd_diag: -t -ddd -e exit 139" in out
+    assert "@@ NOTE sshd_diag: OPENSSL_ia32cap=0:0 -t -ddd -e exit 139" in out
+    assert any(ln.startswith("@@ NOTE sshd_diag: -ddd -D -e -p 2222 exit 139") for ln in out)
+    # (LD_TRACE_LOADED_OBJECTS=1 makes the host's ld.so list the stand-in's sh instead of
+    # running it, so that step is not among the calls; it is in the text)
+    assert 'LD_TRACE_LOADED_OBJECTS=1 "$1"' in script
+    assert calls.read_text().splitlines() == [
+        "||-V", "||-t -ddd -e", "|0:0|-t -ddd -e", "||-ddd -D -e -p 2222"]
+    # ASLR off and fault reports on for the runs, then both put back
+    assert state.read_text().splitlines() == [
+        "kern.elf64.aslr.enable=0 machdep.uprintf_signal=1",
+        "kern.elf64.aslr.enable=1 machdep.uprintf_signal=0"]
+
+
+def test_sshd_digests_cover_the_programs_and_their_libraries(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "usr/lib").mkdir(parents=True)
+    files = {"sshd": b"S", "sess": b"E", "rtld": b"R", "lib/libc.so.7": b"C",
+             "usr/lib/libprivatessh.so.5": b"P", "lib/libunused.so.1": b"U"}
+    for rel, data in files.items():
+        (tmp_path / rel).write_bytes(data)
+    needed = {str(tmp_path / "sshd"): ["libprivatessh.so.5", "libc.so.7"],
+              str(tmp_path / "sess"): ["libc.so.7"],
+              str((tmp_path / "usr/lib/libprivatessh.so.5").resolve()): ["libc.so.7"]}
+    progs = {"/usr/sbin/sshd": str(tmp_path / "sshd"),
+             "/usr/libexec/sshd-session": str(tmp_path / "sess"),
+             "/libexec/ld-elf.so.1": str(tmp_path / "rtld"), "/bin/sh": str(tmp_path / "x")}
+    got = G.sshd_digests(progs, str(tmp_path), lambda p: needed.get(p, []))
+    assert got == {"/usr/sbin/sshd": _digest(b"S"), "/usr/libexec/sshd-session": _digest(b"E"),
+                   "/libexec/ld-elf.so.1": _digest(b"R"), "/lib/libc.so.7": _digest(b"C"),
+                   "/usr/lib/libprivatessh.so.5": _digest(b"P")}
