@@ -30,3 +30,12 @@ def _own_timings(tmp_path_factory, monkeypatch):
     from rxl.tree import progress
     path = tmp_path_factory.getbasetemp() / "timings.json"
     monkeypatch.setattr(progress, "timings_path", lambda: path)
+
+
+@pytest.fixture
+def kernel_file(tmp_path):
+    """A kernel file as a dry run checks one (rxl.tree.build.check_kernel_file:
+    a non-empty regular file); its bytes are no FreeBSD kernel's."""
+    path = tmp_path / "kernel"
+    path.write_bytes(b"a stand-in kernel file\n")
+    return path

@@ -144,8 +144,8 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("args, why", [
-    (["--smp", "0,1,1"], "sockets must be a positive integer"),
-    (["--smp", "a"], "--smp 'a': expected SOCKETS,CORES,THREADS"),
+    (["--smp", "0,1,1"], "'--smp': 0,1,1: SOCKETS 0: each of SOCKETS,CORES,THREADS is at least 1"),
+    (["--smp", "a"], "'--smp': a: expected SOCKETS,CORES,THREADS"),
     (["--memory", "1"], "below 128 MiB per NUMA node"),
     (["--min-conns", "-1"], "--min-conns must be >= 0"),
     (["--warmup", "5"], "--warmup 5: a phase must be longer than the two 10 s"),
@@ -155,7 +155,7 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
     (["--nic-reinit", "-1"], "--nic-reinit must be >= 0"),
     (["--tunable", "x"], "--tunable 'x': expected NAME=VALUE"),
     (["--guest-sysctl", "x"], "--guest-sysctl 'x': expected NAME=VALUE"),
-    (["--topology", "nosuch"], "--topology: unknown topology 'nosuch'"),
+    (["--topology", "nosuch"], "'--topology': unknown topology 'nosuch'"),
     (["--src", "/nonexistent-rxl"], "--src /nonexistent-rxl: no such directory"),
     (["--log", "/nonexistent-rxl.log"], "'--dry-run': not with --log"),
 ])

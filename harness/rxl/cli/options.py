@@ -1,7 +1,12 @@
 """Option types and the checks every command makes on its inputs before any slow stage.
 
 Option types: :class:`FiniteFloat` (a float range that refuses ``nan`` and
-``inf``, which pass every ``<``/``>`` test), :data:`PORT`.  Checks, each
+``inf``, which pass every ``<``/``>`` test), :data:`PORT`, and the text
+types (:class:`Text`: an empty value refused, the text parsed once, at the
+command line): :class:`CInteger` (an integer in C syntax, in a range),
+:data:`SMP` (``SOCKETS,CORES,THREADS``); ``--topology``'s is
+rxl.decide.topology.TOPOLOGY.
+Checks, each
 raising :class:`rxl.errors.BadOption` naming the option and changing
 nothing: :func:`check_out_dir` (an output directory that can be made: no
 file on its way), :func:`check_input` (a readable input: a file, ``-`` for
@@ -31,7 +36,7 @@ from typing import Optional
 
 import click
 
-from rxl.errors import BadOption, DataError, show
+from rxl.errors import BadOption, DataError, RxlError, show
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
@@ -41,6 +46,13 @@ QEMU_Q35_MAX_CPUS = 288
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
 _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
                    r"|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
+#: An integer as C writes one (what a header's #define holds): decimal, 0x hex
+#: or 0 octal. Python's int(text, 0) also takes 0o17, 0b1 and 1_000.
+_C_INT = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+#: INT_MAX of a 32-bit int (every FreeBSD ABI): the largest optname setsockopt(2) takes.
+INT_MAX = 2**31 - 1
 
 
 def decimal_int(value) -> int:
@@ -96,6 +108,99 @@ class FiniteFloat(click.ParamType):
 
     def __repr__(self) -> str:
         return f"FiniteFloat({self.min}, {self.max})"
+
+
+class Text(click.ParamType):
+    """A text value parsed once at the command line by :meth:`parse`.
+
+    An empty or blank value is refused as rxl.cli.surface.refuse_empty
+    refuses one; :meth:`parse` raises ValueError (or rxl.errors.RxlError)
+    with the reason, which becomes a usage error (exit 2) naming the option.
+    A value that is not text (a default already parsed) passes as it is.
+    """
+
+    name = "text"
+
+    def parse(self, text: str):
+        """``text`` parsed; raises ValueError saying why it is not one."""
+        return text
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            self.fail("an empty value: give one, or leave the option out", param, ctx)
+        try:
+            return self.parse(value)
+        except (ValueError, RxlError) as exc:
+            self.fail(str(exc), param, ctx)
+
+
+class CInteger(Text):
+    """An integer as C writes it (``1027``, ``0x403``, ``02003``) in
+    ``[min, max]``; -> int. ``what`` says what the number is, in the error."""
+
+    name = "integer"
+
+    def __init__(self, min: int, max: int, what: str):
+        self.min, self.max, self.what = min, max, what
+
+    def parse(self, text: str) -> int:
+        t = text.strip()
+        if not _C_INT.fullmatch(t):
+            raise ValueError(f"{show(text)}: not an integer (as C writes one: 1027 or 0x403)")
+        digits = t.lstrip("+-")
+        v = int(t, 16 if digits[:2] in ("0x", "0X") else 8 if digits.startswith("0") else 10)
+        if not self.min <= v <= self.max:
+            raise ValueError(f"{show(text)}: not {self.what} from {self.min} to {self.max}")
+        return v
+
+
+class SmpType(Text):
+    """``SOCKETS,CORES,THREADS``: three ASCII decimal integers, each at least 1,
+    -> ``(sockets, cores, threads)``. At most :data:`QEMU_Q35_MAX_CPUS` vCPUs
+    in all (QEMU's q35 refuses more)."""
+
+    name = "sockets,cores,threads"
+
+    def parse(self, text: str):
+        parts = text.split(",")
+        if len(parts) != 3 or not all(_DECIMAL.fullmatch(x.strip()) for x in parts):
+            raise ValueError(f"{show(text)}: expected SOCKETS,CORES,THREADS (e.g. 2,2,2)")
+        n = tuple(int(x) for x in parts)
+        for what, v in zip(("SOCKETS", "CORES", "THREADS"), n):
+            if v < 1:
+                raise ValueError(f"{show(text)}: {what} {v}: each of SOCKETS,CORES,THREADS "
+                                 "is at least 1")
+        if n[0] * n[1] * n[2] > QEMU_Q35_MAX_CPUS:
+            raise ValueError(f"{show(text)}: {n[0] * n[1] * n[2]} vCPUs: QEMU 7.2's q35 "
+                             f"machine takes at most {QEMU_Q35_MAX_CPUS}")
+        return n
+
+
+#: The one type of a guest's ``--smp``.
+SMP = SmpType()
+
+
+def check_distinct_inputs(paths, option: str) -> None:
+    """Refuse an input given twice (the same path, another name of the same
+    file, or ``-`` twice: stdin is read once): a usage error naming ``option``
+    (a repeatable one, as ``--log``). Paths that do not exist are left to the
+    reader's own check."""
+    seen = {}
+    for p in paths:
+        if p == "-":
+            key = "-"
+        else:
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+        if key in seen:
+            same = "" if seen[key] == p else f" (as {show(seen[key])})"
+            raise BadOption(f"{show(p)}: given twice{same}: each input once", option)
+        seen.setdefault(key, p)
 
 
 class EmptyIsNone(click.Option):

@@ -27,6 +27,7 @@ import os
 import re
 from typing import Dict, Iterable, List, Tuple
 
+from rxl.cli.options import Text
 from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
                                  CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
@@ -164,3 +165,20 @@ def domain_cpus(topo: Topology, domain: int) -> List[int]:
         raise TopologyError(f"--domain {domain}: topology {topo.name} has "
                             f"{len(groups)} NUMA domain(s)")
     return groups[domain]
+
+
+class TopologyOption(Text):
+    """``--topology``: a built-in name, ``LxCxT``, a kern.sched.topology_spec
+    dump (file, FIFO) or ``-`` (stdin), loaded once by :func:`load` -> its
+    Topology.  A name it does not know or a dump it cannot read is a usage
+    error naming the option (stdin is read here, once: every use of the
+    option gets this Topology)."""
+
+    name = "topology"
+
+    def parse(self, text: str) -> Topology:
+        return load(text)
+
+
+#: The one type of every ``--topology`` option.
+TOPOLOGY = TopologyOption()

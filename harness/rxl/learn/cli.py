@@ -61,8 +61,10 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import refuse_given
-from rxl.cli.options import FiniteFloat, check_input
+from rxl.cli.options import (INT_MAX, SMP, CInteger, FiniteFloat, check_distinct_inputs,
+                             check_input)
 from rxl.cli.surface import command
+from rxl.decide.topology import TOPOLOGY
 from rxl.errors import BadOption, DataError, UsageError
 from rxl.guest import targets
 from rxl.learn import groups, metrics, plan, request, session, wakeups
@@ -168,7 +170,9 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help="Measured seconds (> 20).")
 @click.option("--min-conns", default=512, show_default=True,
               help="Measured phase runs on (up to 4x) until this many connections.")
-@click.option("--concurrency", default=4, show_default=True, help="Host connection threads.")
+@click.option("--concurrency", default=4, show_default=True,
+              help=f"Host connection threads (at most {plan.LISTEN_BACKLOG}, learnd's listen "
+                   "backlog).")
 @click.option("--learn-sysctl", default=None,
               help="Commit 3's learning sysctl [default: found in the tree].")
 @click.option("--client-ports", type=click.Choice(["random", "kernel"]), default="random",
@@ -176,6 +180,7 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help="Client source ports: uniform over 20000-60999 (seeded), or the host "
                    "kernel's choice (Linux: even ports only, which biases the lbgroup hash).")
 @click.option("--lb-cpu-opt", default=None,
+              type=CInteger(1, INT_MAX, "a TCP socket option (setsockopt(2)'s optname, an int)"),
               help="Value of TCP_REUSPORT_LB_CPU (a listener's tag; on an accepted socket "
                    "its handshake CPU) for learnd [default: from the tree's "
                    "sys/netinet/tcp.h]; e.g. 1027.")
@@ -183,8 +188,10 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               type=FiniteFloat(),
               help="learnd copies net.inet.tcp.reuseport_lb.groups every this many "
                    "seconds (0: never); the report shows each copy.")
-@click.option("--topology", "topo_spec", default=None,
-              help="Topology for the predictions [default: the guest's topology_spec].")
+@click.option("--topology", "topo_spec", default=None, type=TOPOLOGY,
+              help="Topology for the predictions: a built-in name, LxCxT or a "
+                   "kern.sched.topology_spec dump, holding every CPU the runs name "
+                   "[default: the guest's topology_spec].")
 @click.option("--memory", "memory_mib", default=None, type=int,
               help="Guest MiB [default: the shape's; 2048 for guest].")
 @click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
@@ -195,7 +202,7 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help="learnd's own deadline per run, s [default: every phase at its longest + 120].")
 @click.option("--tcg-single-thread", is_flag=True,
               help="Run every vCPU in one TCG thread (-accel tcg,thread=single).")
-@click.option("--smp", default="",
+@click.option("--smp", default=None, type=SMP,
               help="Guest SOCKETS,CORES,THREADS in place of the shape's (one L3 per "
                    "socket, one NUMA node per socket) [default: the shape's].")
 @click.option("--guest-sysctl", "guest_sysctls", multiple=True,
@@ -257,10 +264,18 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
         if logs:
             for p in logs:
                 check_input(p, "--log")
+            check_distinct_inputs(logs, "--log")
             analyses = [analyze_log(p, topo_spec) for p in logs]
+            first = {}  # run label -> the log it was first found in
             for a in analyses:  # input that is not what --log takes: exit 2, one line
                 if not a["runs"]:
                     raise DataError(a["errors"][0])
+                for label in a["runs"]:
+                    if label in first:  # the report is keyed by label: one would hide the other
+                        raise BadOption(f"{a['log']}: run {label} is in {first[label]} too: "
+                                        "the report keys runs by label; give one of them",
+                                        "--log")
+                    first[label] = a["log"]
             sys.exit(report(analyses, out, as_json))
         setup = session.prepare(req, chk)
         if dry_run:

@@ -14,11 +14,11 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rxl.cli.options import read_input
 from rxl.decide import cpugroup, distance, model, outcomes, topology
-from rxl.errors import show
+from rxl.errors import BadOption, show
 from rxl.learn import groups
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
 from rxl.learn.results import Count, RunSummary, parse_learn
@@ -459,7 +459,26 @@ def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
     return "\n".join(lines) + "\n"
 
 
-def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
+def log_cpus(runs: Mapping[str, RunSummary], rxq: Sequence[int]) -> Dict[int, str]:
+    """Every CPU a learn log names -> where it is first named: an rx queue's
+    CPU (``dev.<nic>.iflib.rxqN.cpu``), a worker's pin, a connection's worker
+    or handshake CPU (-1, unknown or unpinned, is none)."""
+    out: Dict[int, str] = {}
+    for q, cpu in enumerate(rxq):
+        out.setdefault(cpu, f"rx queue {q}'s CPU")
+    for label, run in runs.items():
+        for w, cpu in enumerate(run.pins):
+            if cpu >= 0:
+                out.setdefault(cpu, f"run {label}'s worker {w} is pinned there")
+        for c in run.counts:
+            if c.wcpu >= 0:
+                out.setdefault(c.wcpu, f"run {label}'s worker {c.worker} accepted there")
+            if c.hcpu >= 0:
+                out.setdefault(c.hcpu, f"run {label} has a handshake there")
+    return out
+
+
+def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = None) -> dict:
     """Parse one console log: console result, learn runs, topology, metrics.
 
     Returns ``{"log", "outcome", "topology", "rxq", "runs": {label: metrics
@@ -477,8 +496,16 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
     warnings: List[str] = []
     if not runs:
         errors.append(f"{path}: no ==RXL== LEARN line: not a console log of rxl learn")
+    rxq = rxq_cpus(con.rxq)
     if topo_override:
-        topo = topology.load(topo_override)
+        topo = topo_override if isinstance(topo_override, cpugroup.Topology) \
+            else topology.load(topo_override)
+        lack = {c: why for c, why in log_cpus(runs, rxq).items() if not topo.has_cpu(c)}
+        if lack:  # a CPU outside the topology has no distance: the table would guess
+            cpu = min(lack)
+            raise BadOption(f"{topo.name} has no CPU {cpu}, which {path} names ({lack[cpu]}"
+                            f"{f'; {len(lack) - 1} more' if len(lack) > 1 else ''}): give the "
+                            "guest's topology", "--topology")
     elif con.topology_xml:
         try:
             topo = topology.parse_spec(con.topology_xml, name=f"guest ({Path(path).name})")
@@ -488,7 +515,13 @@ def analyze_log(path: str, topo_override: Optional[str] = None) -> dict:
     else:
         warnings.append(f"{path}: no topology in the log; using qemu-2s")
         topo = topology.load("qemu-2s")
-    rxq = rxq_cpus(con.rxq)
+    if not topo_override:
+        lack = {c: why for c, why in log_cpus(runs, rxq).items() if not topo.has_cpu(c)}
+        if lack:
+            cpu = min(lack)
+            errors.append(f"{path}: the topology {topo.name} has no CPU {cpu} ({lack[cpu]}"
+                          f"{f'; {len(lack) - 1} more' if len(lack) > 1 else ''}): "
+                          "give the guest's with --topology")
     metrics = []
     for label, run in runs.items():
         if not run.complete:

@@ -131,6 +131,10 @@ class Requests:
 #: Kept connections learnd takes (learnd.c MAXFD: a worker keeps fds below
 #: 4096; the margin covers its listener, kqueue and stdio).
 MAX_KEPT = 4000
+#: learnd's listen(2) backlog (learnd.c, ``listen(fd, 1024)``): the most
+#: connections the host should have in flight to one listener at once
+#: (``--concurrency``); more wait out SYN retransmits in the guest.
+LISTEN_BACKLOG = 1024
 #: The slowest request rate the deadline allows for, requests per second of
 #: the whole guest (a guess for TCG with QEMU's user networking, not a
 #: measurement: a request is one slirp round trip; raise --deadline if slower).
@@ -312,14 +316,15 @@ def socket_option(src: str, name: str) -> Optional[int]:
 
 
 def socket_options(src: str, given: Mapping[str, Optional[str]]) -> Dict[str, Optional[int]]:
-    """Each of :data:`SOCKET_OPTIONS`: the value given (a string, C syntax:
-    ``0x1031`` or ``4145``) or else the tree's.  Raises LearnError naming the
+    """Each of :data:`SOCKET_OPTIONS`: the value given (an int, or a string in
+    C syntax: ``0x1031`` or ``4145``) or else the tree's.  Raises LearnError naming the
     option for a given value that is not an integer."""
     out: Dict[str, Optional[int]] = {}
     for name in SOCKET_OPTIONS:
         v = given.get(name)
         try:
-            out[name] = int(v, 0) if v is not None else socket_option(src, name)
+            out[name] = (v if isinstance(v, int) else int(v, 0) if v is not None
+                         else socket_option(src, name))
         except ValueError:
             raise LearnError(f"{name} {v!r}: not an integer (e.g. 1027)") from None
     return out

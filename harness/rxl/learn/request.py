@@ -10,14 +10,16 @@ from __future__ import annotations
 import dataclasses
 import resource
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from rxl.cli.options import check_guest, check_out_dir
+from rxl.cli.options import SMP, check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
-from rxl.errors import RxlError
+from rxl.decide.cpugroup import Topology
+from rxl.errors import BadOption, RxlError
 from rxl.guest import qemu
 from rxl.guest.targets import Shape
 from rxl.learn import plan
+from rxl.tree import build as tree_build
 from rxl.verify import ownguest
 
 
@@ -54,8 +56,10 @@ class LearnRequest:
 
     Seconds: ``warmup``, ``measured``, ``deadline_s``; ``memory_mib``: guest
     MiB (None: the shape's); ``tunables`` / ``guest_sysctls``:
-    ``NAME=VALUE`` strings; ``smp``: ``SOCKETS,CORES,THREADS`` in place of the
-    shape's CPUs ("": the shape's); ``shape``: the guest (None: the default
+    ``NAME=VALUE`` strings; ``smp``: ``(sockets, cores, threads)`` or its text
+    ``SOCKETS,CORES,THREADS`` in place of the shape's CPUs (None or "": the
+    shape's); ``topo_spec``: a Topology or its spec (rxl.decide.topology.load);
+    ``lb_cpu_opt``: an int or its C text; ``shape``: the guest (None: the default
     one, rxl.guest.targets.DEFAULT_SHAPE, the NUMA server with its igb);
     ``out`` None: a new directory under ``$RXL_WORK/logs``.  ``requests`` > 0:
     the request phase (``--requests``: that many requests on each of
@@ -77,16 +81,16 @@ class LearnRequest:
     min_conns: int
     concurrency: int
     learn_sysctl: Optional[str]
-    topo_spec: Optional[str]
+    topo_spec: Union[Topology, str, None]
     memory_mib: Optional[int]
     logs: Sequence[str]
     client_ports: str
-    lb_cpu_opt: Optional[str]
+    lb_cpu_opt: Union[int, str, None]
     groups_every: float
     tunables: Sequence[str]
     deadline_s: Optional[int]
     tcg_single_thread: bool
-    smp: str
+    smp: Union[Tuple[int, int, int], str, None]
     guest_sysctls: Sequence[str]
     nic_reinit: int
     qemu_args: Sequence[str]
@@ -133,14 +137,17 @@ def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
 def guest_shape(req: LearnRequest) -> Shape:
     """The guest of the run: ``req.shape`` (default: the NUMA server), its CPUs
     replaced by ``--smp`` (one die, a NUMA node per socket) and its memory by
-    ``--memory``. Raises LearnUsage for a ``--smp`` that is not three integers."""
+    ``--memory``. Raises BadOption naming ``--smp`` for one that is not three
+    integers of at least 1 (rxl.cli.options.SMP, the option's own type)."""
     shape = req.shape or Shape()
     if req.smp:
-        try:
-            sockets, cores, threads = (int(x) for x in req.smp.split(","))
-        except ValueError:
-            raise LearnUsage(f"--smp {req.smp!r}: expected SOCKETS,CORES,THREADS "
-                             "(e.g. 2,2,2)") from None
+        smp = req.smp
+        if isinstance(smp, str):
+            try:
+                smp = SMP.parse(smp)
+            except ValueError as exc:
+                raise BadOption(str(exc), "--smp") from None
+        sockets, cores, threads = smp
         shape = dataclasses.replace(shape, sockets=sockets, dies=1, cores=cores,
                                     threads=threads, numa_nodes=sockets)
     if req.memory_mib is not None:
@@ -188,13 +195,21 @@ def check(req: LearnRequest) -> Checked:
                                 driver=shape.driver, repetitions=req.repetitions)
     except plan.LearnError as exc:
         raise LearnUsage(str(exc)) from None
-    if req.topo_spec:
+    if isinstance(req.topo_spec, str) and req.topo_spec:
         try:
             topology.load(req.topo_spec)
         except cpugroup.TopologyError as exc:
-            raise LearnUsage(f"--topology: {exc}") from None
+            raise BadOption(str(exc), "--topology") from None
     if req.concurrency < 1:
         raise LearnUsage(f"--concurrency must be >= 1, got {req.concurrency}")
+    most = min(plan.LISTEN_BACKLOG, _open_files() - FD_MARGIN)
+    if req.concurrency > most:
+        raise BadOption(
+            f"{req.concurrency} threads, each with a connection in flight: at most {most} ("
+            + (f"learnd's listen(2) backlog, {plan.LISTEN_BACKLOG}: more would wait in "
+               "SYN retries and time the queue, not the deal" if most == plan.LISTEN_BACKLOG
+               else f"this process may open {_open_files()} files (ulimit -n), {FD_MARGIN} "
+                    "of them for other uses") + ")", "--concurrency")
     if req.groups_every != 0 and not req.groups_every >= 0.1:
         raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
@@ -216,6 +231,14 @@ def check(req: LearnRequest) -> Checked:
             raise LearnFailed(str(exc)) from None
     if req.out:
         check_out_dir(req.out)
+    for kernel, option, variant in ((req.kernel, "--kernel", "patched"),
+                                    (req.pristine_kernel, "--pristine-kernel", "pristine")):
+        if kernel is None:
+            continue
+        if not any(b.kernel == variant for b in boots):
+            raise BadOption(f"no run boots the {variant} kernel: --config "
+                            f"{', '.join(req.configs or plan.DEFAULT_CONFIGS)}", option)
+        tree_build.check_kernel_file(kernel, option)  # the one check: rxl run's, guest up's
     if req.nic_reinit < 0:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
+from rxl.cli.options import Text
 
 
 def _commands(group=main, path=()):
@@ -153,7 +154,7 @@ def _text_params(cmd):
     """The parameters of ``cmd`` that take text (a path, a list, a name)."""
     return [p for p in cmd.params
             if not getattr(p, "is_flag", False) and not getattr(p, "count", False)
-            and (p.type is click.STRING or isinstance(p.type, click.Path))
+            and (p.type is click.STRING or isinstance(p.type, (click.Path, Text)))
             and not getattr(p, "empty_ok", False)]
 
 

@@ -145,7 +145,7 @@ def test_kcount_diff_refuses_a_negative_top(work):
         ["kcount", "diff", "a", "b", "c", "d", "--top", "-5"])
 
 
-def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work):
+def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work, kernel_file):
     """README: under --dry-run, --json prints the plan; bench accept and learn
     printed text."""
     import json
@@ -159,7 +159,7 @@ def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work):
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
     args = ["learn", "--src", str(src), "--objdir", str(work / "o"), "--guest-dir",
-            str(work / "g"), "--dry-run", "--kernel", str(work / "k"),
+            str(work / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb_learn", "--config", "learn-on"]
     text = CliRunner().invoke(main, args)
     r = CliRunner().invoke(main, args + ["--json"])

@@ -220,7 +220,7 @@ def test_rc_enables_learning_explicitly_restores_it_and_copies_the_view():
         assert subprocess.run(["sh", "-n"], input=rc, text=True).returncode == 0
 
 
-def test_socket_options_from_tree_and_overrides(tmp_path):
+def test_socket_options_from_tree_and_overrides(tmp_path, kernel_file):
     (tmp_path / "sys/netinet").mkdir(parents=True)
     (tmp_path / "sys/netinet/tcp.h").write_text(
         "#define\tTCP_REUSPORT_LB_CPU\t1027\t/* set/get lbgroup CPU tag */\n")
@@ -233,13 +233,15 @@ def test_socket_options_from_tree_and_overrides(tmp_path):
     argv = L.learnd_cc_argv("l.c", "l", "/r", lb_cpu_opt=1027)
     assert "-DLEARND_LB_CPU_OPT=0x403" in argv
     assert not any("HANDSHAKE" in a for a in argv)
-    res = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run", "--kernel", "/k",
+    res = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run",
+                                    "--kernel", str(kernel_file),
                                     "--config", "learn-on", "--learn-sysctl", "a.b",
                                     "--groups-every", "2.5"])
     assert res.exit_code == 0, res.output
     assert "TCP_REUSPORT_LB_CPU 0x403" in res.stdout and "every 2.5 s" in res.stdout
     assert "-DLEARND_LB_CPU_OPT=0x403" in res.stdout
-    bad = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run", "--kernel", "/k",
+    bad = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run",
+                                    "--kernel", str(kernel_file),
                                     "--groups-every", "0.01"])
     assert bad.exit_code != 0 and "--groups-every must be 0 or >= 0.1" in bad.output
 

@@ -214,8 +214,10 @@ def test_requests_deadline_and_checks():
 
 
 def _req(tmp_path, **kw):
+    kernel = tmp_path / "kernel"
+    kernel.write_bytes(b"a stand-in kernel file\n")
     base = dict(src=str(tmp_path), objdir="/o", out=None, guest_dir=str(tmp_path / "g"),
-                kernel="/k", pristine_kernel=None, configs=("learn-off",), worker_sets=("rxq",),
+                kernel=str(kernel), pristine_kernel=None, configs=("learn-off",), worker_sets=("rxq",),
                 warmup=25.0, measured=30.0, min_conns=512, concurrency=1, learn_sysctl=None,
                 topo_spec=None, memory_mib=None, logs=(), client_ports="random",
                 lb_cpu_opt=None, groups_every=5.0, tunables=(), deadline_s=None,
@@ -255,9 +257,9 @@ def test_check_refuses_more_connections_than_files(tmp_path, monkeypatch):
     Q.check(_req(tmp_path, connections=5000))
 
 
-def test_cli_dry_run_and_refusals(tmp_path):
+def test_cli_dry_run_and_refusals(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
-    base = ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", "/k",
+    base = ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb.learn", "--lb-cpu-opt", "1027",
             "--workers", "rxq"]
     res = CliRunner().invoke(main, base + ["--config", "tagged", "--requests", "40",

@@ -197,7 +197,7 @@ def test_tree_commits_errors(tmp_path):
 
 
 @needs_git
-def test_cli_dirty_tree_fails_in_one_line(tmp_path):
+def test_cli_dirty_tree_fails_in_one_line(tmp_path, kernel_file):
     src = _repo(tmp_path)
     (src / "sys/dev/x.c").write_text("int y;\n")
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir",
@@ -211,9 +211,9 @@ def test_cli_dirty_tree_fails_in_one_line(tmp_path):
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir",
                                     str(tmp_path / "g"), "--objdir", str(tmp_path / "o"),
                                     "--config", "learn-on", "--learn-sysctl", "a.b",
-                                    "--kernel", "/k", "--dry-run"])
+                                    "--kernel", str(kernel_file), "--dry-run"])
     assert res.exit_code == 0, res.output
-    assert "# kernel patched: /k (given)" in res.stdout and "rig-src" not in res.stdout
+    assert f"# kernel patched: {kernel_file} (given)" in res.stdout and "rig-src" not in res.stdout
 
 
 @needs_git

@@ -1,0 +1,176 @@
+"""Issue 27's third pass: the faults the second left ("Not fixed, and why" in
+docs/results/newcomer.md) and those helper tries27c found, each fixed by root.
+
+Every bad input is exit 2, one ``Error:`` line naming the option (``Invalid
+value for '--OPTION'``), no traceback, nothing made.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+from rxl.learn import plan
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+LOG = DATA / "learn" / "synthetic-patched.log"
+
+
+def _run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def one_error(r, option, *words):
+    """The result's one Error line, which names ``option`` and says ``words``."""
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert r.exit_code == 2 and len(errors) == 1, r.output
+    assert "Traceback" not in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.output
+    assert f"Invalid value for '{option}'" in errors[0], errors[0]
+    for w in words:
+        assert w in errors[0], errors[0]
+    return errors[0]
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    return tmp_path
+
+
+@pytest.fixture
+def learn(work):
+    """``rxl learn --dry-run`` of a tree with the series' option, a config that
+    boots the patched kernel only, and a sysctl: what is left to refuse is the
+    option under test."""
+    src = work / "src"
+    (src / "sys/netinet").mkdir(parents=True)
+    (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    return ["learn", "--src", src, "--objdir", work / "o", "--guest-dir", work / "g",
+            "--out", work / "out", "--dry-run", "--learn-sysctl", "a.b",
+            "--config", "learn-on"]
+
+
+# ------------------------------------------------ learn --kernel, --pristine-kernel
+
+@pytest.mark.parametrize("option", ["--kernel", "--pristine-kernel"])
+@pytest.mark.parametrize("make,why", [
+    (None, "no such kernel"),
+    (lambda p: p.mkdir(), "not a regular file"),
+    (lambda p: p.write_bytes(b""), "an empty file"),
+])
+def test_learn_checks_a_kernel_as_run_does(learn, work, option, make, why):
+    """learn --dry-run planned a boot of an absent kernel; it now makes the one
+    check rxl run and guest up make (rxl.tree.build.check_kernel_file)."""
+    k = work / "kernel-under-test"
+    if make:
+        make(k)
+    cfg = ["--config", "pristine"] if option == "--pristine-kernel" else []
+    one_error(_run(learn + cfg + [option, k]), option, why)
+    assert not (work / "out").exists() and not (work / "g").exists()
+
+
+def test_learn_refuses_a_kernel_no_run_boots(learn, kernel_file):
+    """--config learn-on boots only the patched kernel: --pristine-kernel was
+    silently unused."""
+    one_error(_run(learn + ["--pristine-kernel", kernel_file]), "--pristine-kernel",
+              "no run boots the pristine kernel", "learn-on")
+    r = _run(learn + ["--kernel", kernel_file])
+    assert r.exit_code == 0, r.output
+    assert f"# kernel patched: {kernel_file} (given)" in r.stdout
+
+
+# ------------------------------------------------------------ learn --smp
+
+@pytest.mark.parametrize("value,why", [
+    ("0,1,1", "SOCKETS 0"), ("2,0,2", "CORES 0"), ("2,2", "expected SOCKETS,CORES,THREADS"),
+    ("2,2,x", "expected SOCKETS,CORES,THREADS"), ("1,1,300", "at most 288"),
+    ("", "an empty value"),
+])
+def test_learn_smp_is_refused_naming_smp(learn, kernel_file, value, why):
+    """--smp 0,1,1 said "guest (0 vCPUs, --memory 2048): sockets must be ...",
+    naming --memory."""
+    line = one_error(_run(learn + ["--kernel", kernel_file, "--smp", value]), "--smp", why)
+    assert "--memory" not in line
+
+
+# ------------------------------------------------------------ learn --log
+
+def test_learn_log_given_twice_or_two_logs_of_one_run_are_refused(work):
+    """--log L --log L printed every run twice; two copies of one log merged
+    their runs by label (one hid the other)."""
+    one_error(_run(["learn", "--log", LOG, "--log", LOG]), "--log", "given twice")
+    link = work / "link.log"
+    link.symlink_to(LOG)
+    one_error(_run(["learn", "--log", LOG, "--log", link]), "--log", "given twice")
+    copy = work / "copy.log"
+    copy.write_bytes(LOG.read_bytes())
+    one_error(_run(["learn", "--log", LOG, "--log", copy]), "--log",
+              "run learn-off.rxq is in", "too")
+
+
+# ------------------------------------------------------------ learn --topology
+
+@pytest.mark.parametrize("topo,cpu", [("1x1x1", "no CPU 1"), ("1x2x1", "no CPU 2")])
+def test_learn_topology_lacking_the_logs_cpus_is_refused(topo, cpu):
+    """A topology without the log's CPUs gave classes 'never' and no
+    predictions, exit 0."""
+    one_error(_run(["learn", "--log", LOG, "--topology", topo]), "--topology", cpu)
+    assert _run(["learn", "--log", LOG, "--topology", "qemu-2s"]).exit_code == 0
+
+
+def test_a_log_whose_own_topology_lacks_its_cpus_is_an_error(work):
+    """No topology in the log: qemu-2s (CPUs 0-7) is taken; an rx queue on CPU 9
+    was shown with no distance and no error."""
+    lines = LOG.read_text().splitlines()
+    lines = lines[:3] + lines[lines.index("==RXL== TOPOLOGY END") + 1:]
+    log = work / "cpu9.log"
+    log.write_text("\n".join(lines).replace("rxq1.cpu: 2", "rxq1.cpu: 9") + "\n")
+    r = _run(["learn", "--log", log])
+    assert r.exit_code == 1, r.output
+    assert "the topology qemu-2s has no CPU 9 (rx queue 1's CPU)" in r.output
+    assert "give the guest's with --topology" in r.output
+
+
+@pytest.mark.parametrize("value", ["bogus", "/nonexistent/t.xml", ""])
+def test_learn_topology_that_is_none_names_the_option(value):
+    one_error(_run(["learn", "--log", LOG, "--topology", value]), "--topology")
+
+
+# ------------------------------------------------------------ learn --lb-cpu-opt
+
+@pytest.mark.parametrize("value,why", [
+    ("-1", "from 1 to 2147483647"), ("0", "from 1 to 2147483647"),
+    ("2147483648", "from 1 to 2147483647"), ("0o7", "not an integer"),
+    ("1_027", "not an integer"), ("x", "not an integer"),
+])
+def test_learn_lb_cpu_opt_is_a_socket_option_number(learn, kernel_file, value, why):
+    """setsockopt(2)'s optname is an int; -1 was compiled into learnd as
+    -DLEARND_LB_CPU_OPT=-0x1."""
+    one_error(_run(learn + ["--kernel", kernel_file, "--lb-cpu-opt", value]),
+              "--lb-cpu-opt", why)
+
+
+@pytest.mark.parametrize("value,hexa", [("1027", "0x403"), ("0x1030", "0x1030"),
+                                        ("010", "0x8")])
+def test_learn_lb_cpu_opt_reads_c_syntax(learn, kernel_file, value, hexa):
+    r = _run(learn + ["--kernel", kernel_file, "--lb-cpu-opt", value])
+    assert r.exit_code == 0, r.output
+    assert f"-DLEARND_LB_CPU_OPT={hexa}" in r.stdout
+
+
+# ------------------------------------------------------------ learn --concurrency
+
+def test_learn_concurrency_is_bounded_by_learnds_backlog(learn, kernel_file):
+    """--concurrency 100000 was planned: 100,000 host threads against a
+    listen(2) backlog of 1024."""
+    src = (Path(plan.__file__).with_name("learnd.c")).read_text()
+    (backlog,) = re.findall(r"listen\(fd, (\d+)\)", src)
+    assert plan.LISTEN_BACKLOG == int(backlog) == 1024
+    one_error(_run(learn + ["--kernel", kernel_file, "--concurrency", "100000"]),
+              "--concurrency", "at most 1024", "listen(2) backlog")
+    one_error(_run(learn + ["--kernel", kernel_file, "--concurrency", "1025"]),
+              "--concurrency", "at most 1024")
+    assert _run(learn + ["--kernel", kernel_file, "--concurrency", "1024"]).exit_code == 0
