@@ -33,7 +33,7 @@ import click
 from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int
-from rxl.errors import BadOption, RxlError, show
+from rxl.errors import BadOption, DataError, RxlError, show
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
 # take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
@@ -91,9 +91,56 @@ def refuse_empty(ctx: click.Context) -> None:
                                      "an empty value: give one", ctx=ctx, param=param)
 
 
+def refuse_repeated(ctx: click.Context, order) -> None:
+    """Refuse an option that takes one value given more than once (``--members
+    0 --members 1``: click keeps the last and drops the first without a word):
+    a usage error naming it.  ``order``: the parameters as the command line
+    gave them, one entry per occurrence (click's parser's ``param_order``).
+    Options that are ``multiple`` or count occurrences (``-vv``) repeat by
+    design; eager ones (``--help``, ``--version``) end the command anyway."""
+    seen = set()
+    for param in order:
+        if not isinstance(param, click.Option) or param.multiple or param.count \
+                or param.is_eager:
+            continue
+        if param.name in seen:
+            opts = "/".join(param.opts + param.secondary_opts)
+            raise click.BadParameter(f"{opts} given twice: give it once (the second "
+                                     "value would silently replace the first)",
+                                     ctx=ctx, param=param)
+        seen.add(param.name)
+
+
+class ClosedStdin:
+    """``sys.stdin`` when fd 0 is closed (``rxl parse - <&-``): Python leaves it
+    None, and a read of ``-`` (a log, a topology, a trace) was an
+    AttributeError traceback. Every read here is one error line (exit 2)."""
+
+    def _closed(self, *args, **kwargs):
+        raise DataError("stdin is closed (<&-): nothing to read for '-'")
+
+    read = readline = readlines = fileno = __iter__ = _closed
+
+    @property
+    def buffer(self) -> "ClosedStdin":
+        return self
+
+    def isatty(self) -> bool:
+        return False
+
+
 class Surface:
     """What every rxl command and group shares: errors through one surface,
-    and the checks every command's values get (:func:`refuse_empty`)."""
+    and the checks every command's values get (:func:`refuse_repeated`,
+    :func:`refuse_empty`)."""
+
+    def parse_args(self, ctx, args):
+        try:  # the parse click makes next, kept to see each occurrence
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+        except click.UsageError:
+            order = []  # click's own parse below says what is wrong
+        refuse_repeated(ctx, order)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx):
         refuse_empty(ctx)
@@ -108,6 +155,8 @@ class Surface:
         one line on stderr and the exit status its category's (2 usage, 1 runtime)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        if sys.stdin is None:  # fd 0 closed (<&-): a read of '-' says so in one line
+            sys.stdin = ClosedStdin()
         if sys.stdout is None:  # fd 1 closed (>&-): whatever the command says is lost
             click.echo("Error: stdout is closed: the output would go nowhere", err=True)
             sys.exit(1)

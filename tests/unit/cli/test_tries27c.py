@@ -8,6 +8,7 @@ value for '--OPTION'``), no traceback, nothing made.
 import re
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -174,3 +175,64 @@ def test_learn_concurrency_is_bounded_by_learnds_backlog(learn, kernel_file):
     one_error(_run(learn + ["--kernel", kernel_file, "--concurrency", "1025"]),
               "--concurrency", "at most 1024")
     assert _run(learn + ["--kernel", kernel_file, "--concurrency", "1024"]).exit_code == 0
+
+
+# ------------------------------------------------ tries27c F2: an option given twice
+
+def _single_valued(cmd):
+    return [p for p in cmd.params if isinstance(p, click.Option) and not p.multiple
+            and not p.count and not p.is_eager]
+
+
+def _commands(group=None, path=()):
+    group = group or main
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path + (name,))
+        else:
+            yield path + (name,), cmd
+
+
+TWICE = [(path, p) for path, cmd in _commands() for p in _single_valued(cmd)]
+
+
+@pytest.mark.parametrize("path,param", TWICE,
+                         ids=[f"{' '.join(a)} {max(p.opts, key=len)}" for a, p in TWICE])
+def test_an_option_given_twice_is_refused_by_every_command(path, param, work):
+    """deal --members 0 --members 1 dealt 1: click keeps the last value without
+    a word. Every single-valued option of every command refuses a second."""
+    opt = max(param.opts, key=len)
+    once = [opt] + ([] if param.is_flag else ["x"] * max(param.nargs, 1))
+    one_error(_run(list(path) + once + once), opt, "given twice")
+
+
+def test_a_flag_and_its_off_side_are_one_option(work):
+    one_error(_run(["bench", "accept", "--dry-run", "--pin", "--no-pin"]), "--pin",
+              "--pin/--no-pin given twice")
+
+
+def test_a_repeatable_option_still_repeats(work):
+    r = _run(["outcomes", "--topology", "2x4x2", "--workers", "0-3", "--rx-cpus", "0",
+              "--policy", "hash", "--policy", "deal"])
+    assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------ tries27c F5: stdin closed
+
+@pytest.mark.parametrize("args", [
+    ["parse", "-"], ["inspect", "-"], ["kcount", "analyze", "-"], ["learn", "--log", "-"],
+    ["deal", "--topology", "-", "--members", "0"],
+    ["spread", "--topology", "-", "--intr-cpus", "0", "--queues", "1"],
+])
+def test_a_read_of_a_closed_stdin_is_one_line(args, work):
+    """rxl parse - <&- was an AttributeError traceback (sys.stdin is None)."""
+    import os
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "rxl", *args], capture_output=True, text=True,
+                       timeout=60, preexec_fn=lambda: os.close(0),
+                       env={**os.environ, "RXL_WORK": str(work / "w")})
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.splitlines()[-1].endswith("stdin is closed (<&-): nothing to read "
+                                              "for '-'"), p.stderr
+    assert len(p.stderr.splitlines()) == 1, p.stderr
