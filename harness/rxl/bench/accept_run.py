@@ -15,18 +15,19 @@ import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rxl.bench import accept, accept_stats, ebpf, wakeups
 from rxl.bench.counters import CounterError
 from rxl.decide import topology
+from rxl.decide.cpugroup import Topology
 
 
 @dataclass
 class Request:
     """What to run.  ``setups`` are canonical names (accept.unique_setups);
-    ``topology`` a spec for :func:`rxl.decide.topology.load` or None for
-    the host's (sysfs); ``numa_map`` a ``CPU:NODE,...`` string or None for
+    ``topology`` a Topology (``--topology``'s, loaded once), a spec for
+    :func:`rxl.decide.topology.load`, or None for the host's (sysfs); ``numa_map`` a ``CPU:NODE,...`` string or None for
     the host's nodes."""
 
     setups: Sequence[str]
@@ -37,7 +38,7 @@ class Request:
     raw_dir: Optional[Path] = None
     dry_run: bool = False
     quiet: bool = False
-    topology: Optional[str] = None
+    topology: Union[Topology, str, None] = None
     numa_map: Optional[str] = None
     skipped: Dict[str, str] = field(default_factory=dict)
 
@@ -77,8 +78,8 @@ def _ebpf_prepare(req: Request, cfg: accept.RunConfig, echo) -> Optional[_Ebpf]:
         for s in want:
             req.skipped[s] = why
         return None
-    topo = (topology.load(req.topology) if req.topology is not None
-            else ebpf.host_topology())
+    topo = (ebpf.host_topology() if req.topology is None else req.topology
+            if isinstance(req.topology, Topology) else topology.load(req.topology))
     # acceptd pins rank r to CPU r mod (this host's CPUs), whatever the
     # topology says: the map must be dealt for those CPUs.
     cpus = ebpf.pinned_cpus(cfg.workers, topo)

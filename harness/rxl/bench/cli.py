@@ -21,7 +21,7 @@ from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
 from rxl.cli.surface import group
 from rxl.decide import topology
-from rxl.decide.topology import TopologyError
+from rxl.decide.topology import TOPOLOGY, TopologyError
 from rxl.errors import BadOption, UsageError
 from rxl.learn.request import LearnUsage, name_values
 from rxl.tree import build as tree_build
@@ -198,7 +198,7 @@ def _parsed(fn):
               help="ebpf-deal: deal the map from the tags alone (nothing "
                    "counted) or from the receiving CPUs' connections "
                    "(what learning counts).")
-@click.option("--topology", "topo", default=None,
+@click.option("--topology", "topo", default=None, type=TOPOLOGY,
               help="ebpf-deal: the topology to deal on (default: this "
                    "host's, from sysfs).")
 @click.option("--numa-map", default=None,
@@ -328,11 +328,10 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
                     dry_run) -> accept_run.Request:
     """The options, checked (errors name the option) -> accept_run.Request."""
     if not 1 <= repetitions <= accept.MAX_REPETITIONS:
-        raise accept.BenchError(f"--repetitions must be 1..{accept.MAX_REPETITIONS}, "
-                                f"got {repetitions}")
+        raise BadOption(f"must be 1..{accept.MAX_REPETITIONS}, got {repetitions}",
+                        "--repetitions")
     if not 1 <= workers <= accept.MAX_WORKERS:
-        raise accept.BenchError(f"--workers must be 1..{accept.MAX_WORKERS}, "
-                           f"got {workers}")
+        raise BadOption(f"must be 1..{accept.MAX_WORKERS}, got {workers}", "--workers")
     setups = accept.unique_setups(setups or accept.DEFAULT_SETUPS)
     cfgs = [accept.RunConfig(workers=workers, connections=connections,
                         spacing_ms=spacing_ms, work_ms=w,
@@ -347,21 +346,25 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
             accept.server_argv("acceptd", s, c)      # refuse before any run
     # An option no setup reads is refused.
     if knobs.deal_counts != "tags" and "ebpf-deal" not in setups:
-        raise accept.BenchError("--deal-counts is read only by --setup "
-                                "ebpf-deal")
+        raise BadOption("is read only by --setup ebpf-deal", "--deal-counts")
     if knobs.requests and connections < len(accept_run.rx_cpus(cfgs[0])):
-        raise accept.BenchError(f"--requests needs a connection per "
-                                f"receiving CPU, got --connections "
-                                f"{connections}")
+        raise BadOption(f"--requests needs a connection per receiving CPU "
+                        f"({len(accept_run.rx_cpus(cfgs[0]))}), got --connections "
+                        f"{connections}", "--connections")
     if topo is not None:
         if "ebpf-deal" not in setups:
-            raise accept.BenchError("--topology is read only by --setup ebpf-deal")
-        ebpf.pinned_cpus(workers, topology.load(topo))
+            raise BadOption("is read only by --setup ebpf-deal", "--topology")
+        try:
+            ebpf.pinned_cpus(workers, topo)
+        except TopologyError as exc:
+            raise BadOption(str(exc), "--topology") from None
     if numa_map is not None:
         if "ebpf-numa-rr" not in setups:
-            raise accept.BenchError("--numa-map is read only by --setup "
-                               "ebpf-numa-rr")
-        ebpf.parse_node_map(numa_map)
+            raise BadOption("is read only by --setup ebpf-numa-rr", "--numa-map")
+        try:
+            ebpf.parse_node_map(numa_map)
+        except (ValueError, TopologyError) as exc:
+            raise BadOption(str(exc), "--numa-map") from None
     if plot:
         # Fail before minutes of runs, not after them.
         accept_output.check_plot_target(plot)
@@ -564,15 +567,9 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, create_reps, m
     connect+accept latency against idle (target <= 1.2x). Compare the creation
     with a pristine kernel's run with --untagged --calls 0. Hold
     /work/cache/build.lock around it."""
-    if calls and not 1 <= blocks <= min(rounds, calls):
-        raise click.BadParameter("must be from 1 to min(--rounds, --calls)",
-                                 param_hint="--blocks")
-    try:
-        args = lbsetsock.program_args(members=members, calls=calls, rounds=rounds,
-                                      blocks=blocks, change=change, untagged=untagged,
-                                      create_reps=create_reps)
-    except lbsetsock.LbsetError as exc:
-        raise click.UsageError(str(exc))
+    args = lbsetsock.program_args(members=members, calls=calls, rounds=rounds,
+                                  blocks=blocks, change=change, untagged=untagged,
+                                  create_reps=create_reps)  # BadOption naming the option
     try:
         tun = dict(name_values(tunables, "--tunable"))
     except LearnUsage as exc:

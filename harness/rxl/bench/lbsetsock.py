@@ -37,6 +37,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from rxl.cli.options import check_out_dir
 from rxl.errors import BadOption, DataError, show
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
@@ -83,13 +84,23 @@ def cc_argv(output: str, sysroot: str, *, tree: Optional[str] = None) -> List[st
 def program_args(*, members: int = MEMBERS, calls: int = CALLS, rounds: int = 2000,
                  blocks: int = 10, change: bool = False, untagged: bool = False,
                  create_reps: int = CREATE_REPS, uid: int = LOOP_UID) -> List[str]:
-    """lbsetsock's argument words. Raises LbsetError for a combination it refuses:
-    ``untagged`` only with ``calls`` 0 (there are no tags to set), ``change`` not
-    with ``untagged``, ``blocks`` from 1 to min(rounds, calls) when calls > 0."""
-    if untagged and (calls or change):
-        raise LbsetError("untagged members: creation only (calls 0, no change)")
+    """lbsetsock's argument words (each keyword is the ``rxl kcount setsockopt``
+    option of its name). Raises BadOption naming the option for a combination
+    it refuses: ``untagged`` only with ``calls`` 0 (untagged members have no
+    tag to set), ``change`` only with calls (it changes the tags the calls
+    set), ``blocks`` from 1 to min(rounds, calls) when calls > 0."""
+    if untagged and change:
+        raise BadOption("--untagged members have no tag for --change to change: give "
+                        "one of them", "--untagged")
+    if untagged and calls:
+        raise BadOption(f"--untagged members are only created, never tagged: give "
+                        f"--calls 0, not {calls}", "--untagged")
+    if change and not calls:
+        raise BadOption("--change changes the tag at each setsockopt call: --calls 0 "
+                        "makes none", "--change")
     if calls and not 1 <= blocks <= min(rounds, calls):
-        raise LbsetError("blocks must be from 1 to min(rounds, calls)")
+        raise BadOption(f"must be from 1 to min(--rounds, --calls) = {min(rounds, calls)}, "
+                        f"got {blocks}", "--blocks")
     args = ["-n", str(members), "-k", str(create_reps), "-c", str(calls), "-r", str(rounds),
             "-P", str(blocks), "-U", str(uid)]
     return args + (["-a"] if change else []) + (["-u"] if untagged else [])
@@ -243,6 +254,7 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     for path, opt in ((src, "--src"), (objdir, "--objdir")):
         if not Path(path).is_dir():
             raise BadOption(f"{show(path)}: no such directory", opt)
+    check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)
     binary, root, log = outp / "lbsetsock", outp / "root", outp / "console.log"

@@ -19,7 +19,7 @@ from rxl.cli.options import decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
-from rxl.errors import UsageError
+from rxl.errors import BadOption, UsageError
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -96,7 +96,7 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
 
 
 @command()
-@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
+@click.option("--topology", "topo", required=True, type=topology.TOPOLOGY, help=TOPOLOGY_HELP)
 @click.option("--members", required=True,
               help="Member tags in member order, comma-separated: a CPU id (5: tagged "
                    "with TCP_REUSPORT_LB_CPU), '-' (untagged) or a CPU id with L "
@@ -106,9 +106,8 @@ def _emit(as_json: bool, doc: dict, text: str) -> None:
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_friendly
-def deal(topo_spec, members, counts, impl, as_json):
+def deal(topo, members, counts, impl, as_json):
     """Deal the members of an SO_REUSEPORT_LB group to receiving CPUs."""
-    topo = topology.load(topo_spec)
     tags = parse_members(members, topo)
     if len(tags) > LBGROUP_MAX:
         raise click.BadParameter(f"{len(tags)} members: FreeBSD caps an SO_REUSEPORT_LB "
@@ -145,7 +144,7 @@ def per_device(text: Optional[str], what: str, lo: int, hi: int,
 
 
 @command()
-@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
+@click.option("--topology", "topo", required=True, type=topology.TOPOLOGY, help=TOPOLOGY_HELP)
 @click.option("--intr-cpus", required=True,
               help="The interrupt-eligible CPU set, e.g. 0-30:2.")
 @click.option("--queues", required=True, metavar="N[,N...]",
@@ -171,7 +170,7 @@ def per_device(text: Optional[str], what: str, lo: int, hi: int,
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @_friendly
-def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spread, impl,
+def spread(ctx, topo, intr_cpus, queues, domain, core_offsets, mode, no_spread, impl,
            as_json):
     """Order in which iflib devices' queues take CPUs.
 
@@ -185,7 +184,6 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
     if no_spread:
         refuse_given(ctx, ("mode",), "--no-spread is --core-spread 0; give one of them")
         mode = model.SPREAD_OFF
-    topo = topology.load(topo_spec)
     eligible = topology.parse_cpu_list(intr_cpus, "--intr-cpus")
     topology.check_cpus(topo, eligible, "--intr-cpus")
     lists = {"--queues": per_device(queues, "--queues", 1, 4096, unset=False),
@@ -224,12 +222,13 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
 
 
 @command(name="outcomes")
-@click.option("--topology", "topo_spec", required=True, help=TOPOLOGY_HELP)
+@click.option("--topology", "topo", required=True, type=topology.TOPOLOGY, help=TOPOLOGY_HELP)
 @click.option("--workers", required=True, help="Worker CPUs, e.g. 0-31.")
 @click.option("--rx-cpus", required=True, help="Receiving CPUs.")
 @click.option("--rx-counts", default="",
-              help="Relative handshakes per receiving CPU as CPU:COUNT,... "
-                   "(e.g. 0:3,2:1; default equal).")
+              help="Relative handshakes per receiving CPU as CPU:COUNT,... (e.g. "
+                   "0:3,2:1); a CPU of --rx-cpus it leaves out receives none [default: "
+                   "equal].")
 @click.option("--policy", type=click.Choice(outcomes.POLICIES), multiple=True,
               help="Repeatable; default all three.")
 @click.option("--cost-ladder", default="1,1,1,1.19", show_default=True,
@@ -239,7 +238,7 @@ def spread(ctx, topo_spec, intr_cpus, queues, domain, core_offsets, mode, no_spr
 @click.option("--impl", type=click.Choice(IMPLS), default="c", show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @_friendly
-def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
+def outcomes_cmd(topo, workers, rx_cpus, rx_counts, policy, cost_ladder,
                  impl, as_json):
     """Worker classes and expected cost under hash, exact claims and deal.
 
@@ -248,7 +247,6 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     whether an L3 is crossed; not charged the cross-L3 cost), far (other
     L3 of the same package or node), remote (other package or node).
     """
-    topo = topology.load(topo_spec)
     # A CPU may carry several workers, as in `rxl deal --members 0,0,1,1`.
     wl = [c for item in workers.split(",")
           for c in topology.parse_cpu_list(item, "--workers")]
@@ -264,6 +262,9 @@ def outcomes_cmd(topo_spec, workers, rx_cpus, rx_counts, policy, cost_ladder,
     if stray:
         raise TopologyError(f"--rx-counts names CPUs not in --rx-cpus: "
                             f"{sorted(stray)}")
+    twice = sorted({p for p in policy if policy.count(p) > 1})
+    if twice:
+        raise BadOption(f"{twice[0]} given twice: each policy is a row, once", "--policy")
     rx = {c: counts.get(c, 1 if not counts else 0) for c in rx_list}
     try:
         costs = [decimal_float(x.strip()) for x in cost_ladder.split(",")]

@@ -35,7 +35,8 @@ from typing import Dict, List, Sequence, Tuple
 
 import click
 
-from rxl.decide import core, cpugroup, model, topology
+from rxl.decide import core, cpugroup, model
+from rxl.decide.topology import TOPOLOGY
 from rxl.errors import DataError
 from rxl.learn import drive, plan, results
 
@@ -214,8 +215,8 @@ def run_deal(run: results.RunSummary, topo: cpugroup.Topology) -> model.Deal:
 @click.command()
 @click.argument("log", type=click.Path(exists=True, dir_okay=False))
 @click.option("--label", required=True, help="Run label, e.g. learn-spread.all.")
-@click.option("--topology", "topo_spec", default="qemu-2s", show_default=True)
-def main(log: str, label: str, topo_spec: str) -> None:
+@click.option("--topology", "topo", default="qemu-2s", show_default=True, type=TOPOLOGY)
+def main(log: str, label: str, topo: cpugroup.Topology) -> None:
     """Recompute the slot of every measured connection of one run."""
     try:
         runs = results.parse_learn(Path(log).read_text(errors="replace").splitlines())
@@ -225,7 +226,7 @@ def main(log: str, label: str, topo_spec: str) -> None:
         if not run.conns:
             raise PortsError(f"{log}: run {label} has no LEARN K lines "
                              "(run rxl learn with --per-connection)")
-        a = analyze(run.conns, run_deal(run, topology.load(topo_spec)))
+        a = analyze(run.conns, run_deal(run, topo))
     except (PortsError, cpugroup.TopologyError, core.CoreError) as exc:
         raise click.ClickException(str(exc))
 

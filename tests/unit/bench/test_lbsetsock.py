@@ -5,6 +5,7 @@ from click.testing import CliRunner
 
 from rxl.bench import lbsetsock as L
 from rxl.bench.cli import kcount_group as kcount_cmd
+from rxl.errors import BadOption
 
 M = "==RXL== LBSET"
 
@@ -184,10 +185,12 @@ def test_program_args():
                                 "-P", "10", "-U", "65534"]
     assert L.program_args(change=True)[-1] == "-a"
     assert L.program_args(calls=0, untagged=True)[-1] == "-u"
-    with pytest.raises(L.LbsetError, match="creation only"):
+    with pytest.raises(BadOption, match="only created") as e:
         L.program_args(untagged=True)
-    with pytest.raises(L.LbsetError, match="blocks"):
+    assert e.value.option == "--untagged"
+    with pytest.raises(BadOption, match="min") as e:
         L.program_args(calls=5, blocks=6)
+    assert e.value.option == "--blocks"
 
 
 def test_cli_creation_only_and_change_reach_the_program(tmp_path):
@@ -199,4 +202,4 @@ def test_cli_creation_only_and_change_reach_the_program(tmp_path):
     r = CliRunner().invoke(kcount_cmd, base + ["--change"])
     assert r.exit_code == 0 and "-U 65534 -a" in r.output
     r = CliRunner().invoke(kcount_cmd, base + ["--untagged"])
-    assert r.exit_code == 2 and "creation only" in r.output
+    assert r.exit_code == 2 and "'--untagged': --untagged members are only created" in r.output

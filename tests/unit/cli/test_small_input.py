@@ -104,7 +104,7 @@ def test_bench_accept_repetitions_are_capped_and_a_dry_run_ends(tmp_path):
                 "--repetitions", "100000"])
     assert r.exit_code == 2
     assert r.output.strip().splitlines() == [
-        "Error: --repetitions must be 1..1000, got 100000"]
+        "Error: Invalid value for '--repetitions': must be 1..1000, got 100000"]
     r = _timed(["bench", "accept", "--dry-run", "--build-dir", tmp_path,
                 "--repetitions", "1000"], limit=10.0)
     assert r.exit_code == 0, r.output

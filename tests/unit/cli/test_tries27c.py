@@ -177,6 +177,66 @@ def test_learn_concurrency_is_bounded_by_learnds_backlog(learn, kernel_file):
     assert _run(learn + ["--kernel", kernel_file, "--concurrency", "1024"]).exit_code == 0
 
 
+# ------------------------------------------------ kcount setsockopt (the second pass left)
+
+@pytest.fixture
+def setsockopt(work, kernel_file):
+    (work / "src").mkdir()
+    (work / "obj").mkdir()
+    return ["kcount", "setsockopt", "--kernel", kernel_file, "--src", work / "src",
+            "--objdir", work / "obj", "--dry-run"]
+
+
+@pytest.mark.parametrize("args,option,words", [
+    (["--untagged"], "--untagged", ["give --calls 0, not 1000000"]),
+    (["--untagged", "--calls", "0", "--change"], "--untagged", ["--change"]),
+    (["--calls", "0", "--change"], "--change", ["--calls 0 makes none"]),
+    (["--calls", "5", "--blocks", "6"], "--blocks", ["min(--rounds, --calls) = 5"]),
+])
+def test_setsockopt_names_both_options_of_a_combination_it_refuses(setsockopt, work, args,
+                                                                    option, words):
+    """--untagged said "untagged members: creation only (calls 0, no change)",
+    naming no option; --calls 0 --change planned a change of nothing."""
+    one_error(_run(setsockopt + ["--out", work / "out"] + args), option, *words)
+    assert not (work / "out").exists()
+
+
+@pytest.mark.parametrize("under", [False, True])
+def test_setsockopt_out_that_is_a_file_is_refused(setsockopt, work, under):
+    """--out FILE printed the plan of a binary at FILE/lbsetsock."""
+    f = work / "file"
+    f.write_text("x")
+    one_error(_run(setsockopt + ["--calls", "0", "--out", f / "x" if under else f]),
+              "--out", "is a file" if under else "a file, not a directory")
+
+
+# ------------------------------------------------ --topology: one option type
+
+@pytest.mark.parametrize("args", [
+    ["bench", "accept", "--dry-run", "--setup", "ebpf-deal", "--topology", "bogus"],
+    ["deal", "--topology", "bogus", "--members", "0"],
+    ["spread", "--topology", "bogus", "--intr-cpus", "0", "--queues", "1"],
+    ["outcomes", "--topology", "bogus", "--workers", "0", "--rx-cpus", "0"],
+    ["learn", "--log", str(LOG), "--topology", "bogus"],
+])
+def test_every_topology_option_names_itself(args, work):
+    """bench accept --topology bogus (and deal's, spread's, outcomes') said
+    "unknown topology 'bogus'", naming no option."""
+    one_error(_run(args), "--topology", "unknown topology 'bogus'")
+
+
+def test_bench_accept_reads_a_topology_from_stdin_once(work, monkeypatch):
+    """--topology - was read twice (checked, then dealt): the second read found
+    stdin empty."""
+    from rxl.bench import ebpf
+    monkeypatch.setattr(ebpf, "host_ncpu", lambda: 2)
+    text = (DATA / "topology" / "qemu-2s-numa.xml").read_text()
+    r = _run(["bench", "accept", "--dry-run", "--setup", "ebpf-deal", "--workers", "2",
+              "--topology", "-", "--build-dir", work / "b"], input=text)
+    assert r.exit_code == 0, r.output
+    assert sum(" -m ebpf " in ln for ln in r.stdout.splitlines()) >= 1
+
+
 # ------------------------------------------------ tries27c F2: an option given twice
 
 def _single_valued(cmd):
@@ -215,6 +275,22 @@ def test_a_repeatable_option_still_repeats(work):
     r = _run(["outcomes", "--topology", "2x4x2", "--workers", "0-3", "--rx-cpus", "0",
               "--policy", "hash", "--policy", "deal"])
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------ tries27c F3, F4: outcomes
+
+def test_outcomes_says_a_cpu_the_counts_leave_out_receives_none():
+    """--rx-counts 0:1 with --rx-cpus 0,2: CPU 2 gets 0, which the help did not say."""
+    from rxl.decide.cli import outcomes_cmd
+    help_ = next(p.help for p in outcomes_cmd.params if p.name == "rx_counts")
+    assert "leaves out receives none" in help_
+
+
+def test_outcomes_refuses_a_policy_given_twice():
+    """--policy hash --policy hash printed the hash row twice."""
+    one_error(_run(["outcomes", "--topology", "2x4x2", "--workers", "0-15", "--rx-cpus",
+                    "0,2", "--policy", "hash", "--policy", "hash"]), "--policy",
+              "hash given twice")
 
 
 # ------------------------------------------------ tries27c F5: stdin closed
