@@ -165,7 +165,8 @@ def check_host(text: str) -> str:
     An IP literal (the :mod:`ipaddress` module: IPv4, IPv6, an IPv6 scope of
     letters and digits, IPv6 in brackets as URLs write it) or a host name of
     RFC 1123 labels (at most 253 characters, labels of 1-63 letters, digits
-    and '-' not at either end, the last not all digits); nothing else, so no
+    and '-' not at either end, the last not all digits, a trailing '.' of a
+    fully qualified name allowed); nothing else, so no
     option (``-oProxyCommand=...``), query, path or shell word gets through.
     Returns the host as :class:`SSHTarget` holds it: an address in its
     canonical form (brackets dropped), a name as given.
@@ -188,11 +189,15 @@ def check_host(text: str) -> str:
         return f"{ip}%{scope}" if scope else str(ip)
     if inner is not None or "%" in text:
         raise TargetError(f"{shown}: not an IPv6 address")
-    labels = text.split(".")
-    if len(text) > HOST_MAX or not all(_LABEL.fullmatch(lb) for lb in labels) \
+    # A fully qualified name may end in the root's dot (localhost.), as ssh takes it.
+    name = text[:-1] if text.endswith(".") and len(text) > 1 else text
+    labels = name.split(".")
+    if len(name) > HOST_MAX or not all(_LABEL.fullmatch(lb) for lb in labels) \
             or labels[-1].isdigit():
-        raise TargetError(f"{shown}: not a host name or IP address (host names are "
-                          "letters, digits, '-' and '.', at most 253 characters)")
+        raise TargetError(f"{shown}: not a host name or IP address (a host name is labels "
+                          "of 1-63 letters, digits and '-', not '-' at either end, joined "
+                          "by '.', the last not all digits, at most 253 characters; one "
+                          "'.' may end it)")
     return text
 
 

@@ -33,6 +33,7 @@ shape fields refused). :func:`load` reports *every* mistake, one line each
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 from dataclasses import dataclass, field
@@ -224,22 +225,25 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
         v = d[k]
         if k == "nic":
             if v not in NIC_MODELS:
-                errs.append(f"{where}.nic: {v!r} is not one of {', '.join(NIC_MODELS)}")
+                errs.append(f"{where}.nic: {as_written(d, k, v)} is not one of "
+                            f"{', '.join(NIC_MODELS)}")
                 bad = True
                 continue
         elif k == "nic_domain":
             if v is not None and (not _is_int(v) or v < 0):
                 errs.append(f"{where}.nic_domain: must be a NUMA node (an integer >= 0) "
-                            f"or null (no _PXM), got {v!r}")
+                            f"or null (no _PXM), got {as_written(d, k, v, text=False)}")
                 bad = True
                 continue
         elif k == "numa_nodes":
             if not _is_int(v) or v < 0:
-                errs.append(f"{where}.numa_nodes: must be an integer >= 0, got {v!r}")
+                errs.append(f"{where}.numa_nodes: must be an integer >= 0, got "
+                            f"{as_written(d, k, v, text=False)}")
                 bad = True
                 continue
         elif not _is_int(v) or v < 1:
-            errs.append(f"{where}.{k}: must be an integer >= 1, got {v!r}")
+            errs.append(f"{where}.{k}: must be an integer >= 1, got "
+                        f"{as_written(d, k, v, text=False)}")
             bad = True
             continue
         vals[k] = v
@@ -293,7 +297,8 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
     for name, d in shapes.items():
         where = f"shapes.{name}"
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            errs.append(f"shapes: {show(name, 40)}: a shape name is 1-64 letters, digits, "
+            errs.append(f"shapes: {as_written(shapes, name, is_key=True)}: a shape name is "
+                        "1-64 letters, digits, "
                         "'_', '.' or '-'")
             continue
         if not isinstance(d, dict):
@@ -314,13 +319,15 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             continue
         _unknown(where, d, TARGET_FIELDS, errs)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
-            errs.append(f"targets: {show(name, 40)}: a target name is 1-64 letters, digits, "
+            errs.append(f"targets: {as_written(targets, name, is_key=True)}: a target name "
+                        "is 1-64 letters, digits, "
                         "'_', '.' or '-' (what --target NAME gives)")
             continue
         desc = d.get("description", "")
         if not isinstance(desc, str) or len(desc) > DESCRIPTION_MAX:
             errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
-                        f"characters, got {_kind_of(desc)}")
+                        "characters, got " + (_kind_of(desc) if isinstance(desc, (str, dict, list))
+                                              else as_written(d, "description", desc)))
             continue
         if not desc.isprintable():  # rxl targets prints it on the target's line
             errs.append(f"{where}.description: {show(desc, 40)}: holds a control "
@@ -328,7 +335,8 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             continue
         kind = d.get("kind")
         if kind not in KINDS:
-            errs.append(f"{where}.kind: {kind!r} is not one of {', '.join(KINDS)}")
+            errs.append(f"{where}.kind: {as_written(d, 'kind', kind)} is not one of "
+                        f"{', '.join(KINDS)}")
             continue
         if name in BUILTIN_TARGETS and kind != "qemu":
             errs.append(f"{where}: {name} is a built-in QEMU guest's name (what rxl "
@@ -349,14 +357,15 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
                     continue
                 ref = d["shape"]
                 if ref not in shapes:
-                    errs.append(f"{where}.shape: {ref!r} is not a shape of this file "
+                    errs.append(f"{where}.shape: {as_written(d, 'shape', ref)} is not a "
+                                "shape of this file "
                                 f"(known: {', '.join(map(str, shapes)) or 'none'})")
                     continue
                 shape = out.shapes.get(ref)  # None if that shape had its own error
                 if shape is None:
                     continue
             else:
-                shape = _check_shape(where, inline, errs)
+                shape = _check_shape(where, d, errs)  # d: its text as written
                 if shape is None:
                     continue
             out.targets[str(name)] = Target(str(name), kind, shape=shape,
@@ -370,6 +379,10 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         if host is None:
             errs.append(f"{where}.host: required for kind {kind} (a name or address)")
             continue
+        if not isinstance(host, str):  # YAML read a number, a date, a boolean
+            errs.append(f"{where}.host: {as_written(d, 'host', host)}: not a host name or "
+                        "IP address")
+            continue
         try:
             host = check_host(host)
         except TargetError as exc:
@@ -377,9 +390,13 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             continue
         port = d.get("port", 22)
         if not _is_int(port) or not 1 <= port <= 65535:
-            errs.append(f"{where}.port: must be an integer in 1..65535, got {port!r}")
+            errs.append(f"{where}.port: must be an integer in 1..65535, got "
+                        f"{as_written(d, 'port', port, text=False)}")
             continue
         user = d.get("user", "root")
+        if not isinstance(user, str):
+            errs.append(f"{where}.user: {as_written(d, 'user', user)}: not a login name")
+            continue
         try:
             user = check_user(user)
         except TargetError as exc:
@@ -388,7 +405,8 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         key = d.get("key")
         if key is not None:
             if not isinstance(key, str) or not key:
-                errs.append(f"{where}.key: must be a path to a private key, got {key!r}")
+                errs.append(f"{where}.key: must be a path to a private key, got "
+                            f"{as_written(d, 'key', key)}")
                 continue
             key = os.path.expanduser(key)
             if not os.path.isabs(key):
@@ -405,6 +423,51 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
 BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: Largest targets file read, bytes: a file of a hundred targets is a few KiB.
 MAX_BYTES = 1 << 20
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+class Written(dict):
+    """A mapping as :func:`read_yaml` builds one, keeping the text of each key
+    and value that YAML did not read as a string (``host: 12345`` is the int
+    12345, ``yes:`` the key True, ``2026-12-02`` a date): ``key_text`` and
+    ``value_text`` map the key to what was written."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.key_text: Dict[Any, str] = {}
+        self.value_text: Dict[Any, str] = {}
+
+
+def _yaml_kind(v: Any) -> str:
+    """What YAML made of a plain scalar that is not a string."""
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    if isinstance(v, (datetime.date, datetime.datetime)):
+        return "a date"
+    if isinstance(v, bytes):
+        return "bytes (!!binary)"
+    if v is None:
+        return "null"
+    return type(v).__name__
+
+
+def as_written(d: Any, key: Any, value: Any = None, *, is_key: bool = False,
+               text: bool = True) -> str:
+    """How a message shows ``d[key]`` (or, ``is_key``, the key itself): the
+    text as written in the file, and what YAML read it as when that is not
+    text (``12345 (YAML reads a number: quote it, '12345', for text)``; a
+    field that is no text, ``text`` False, gets no advice to quote)."""
+    texts = getattr(d, "key_text" if is_key else "value_text", {})
+    v = key if is_key else value
+    if isinstance(v, str) or key not in texts:
+        return f"'{show(v, 40)}'" if isinstance(v, str) else repr(v)[:40]
+    w = show(texts[key], 40)
+    return f"{w} (YAML reads {_yaml_kind(v)}" + (f": quote it, '{w}', for text)" if text
+                                                 else ")")
 
 
 def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]) -> Any:
@@ -435,7 +498,13 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
 
     def mapping(loader, node, deep=False):
         seen: Dict[Any, int] = {}
-        for knode, _ in node.value:
+        written: Dict[Any, str] = {}
+        for knode, vnode in node.value:
+            # A plain scalar YAML typed (12345, yes, 2026-12-02) or tagged
+            # (!!binary): its text as written, for a message about it.
+            for n, role in ((knode, "key"), (vnode, "value")):
+                if isinstance(n, yaml.ScalarNode) and n.tag != _STR_TAG:
+                    written[(role, id(n))] = n.value
             key = loader.construct_object(knode, deep=True)
             line = knode.start_mark.line + 1
             try:
@@ -447,7 +516,19 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
             else:
                 dups.append(f"{path}: line {line}: {key!r} given again (first on line "
                             f"{first}); only one may be there")
-        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+        out = Written(yaml.SafeLoader.construct_mapping(loader, node, deep))
+        for knode, vnode in node.value:
+            if ("key", id(knode)) in written or ("value", id(vnode)) in written:
+                try:
+                    key = loader.construct_object(knode, deep=True)
+                    hash(key)
+                except TypeError:
+                    continue
+                if ("key", id(knode)) in written:
+                    out.key_text[key] = written[("key", id(knode))]
+                if ("value", id(vnode)) in written:
+                    out.value_text[key] = written[("value", id(vnode))]
+        return out
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     loader = Loader(text)

@@ -95,6 +95,9 @@ OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 _CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9})(?: (.*))?$")
 #: A label as the rc template writes it: one word of printable ASCII.
 _LABEL_RE = re.compile(r"[!-~]{1,64}")
+#: A sysctl MIB name as sysctl(8) prints one: dotted components of letters,
+#: digits, '_', '-' and '%' (dev.igb.0.%desc).
+_SYSCTL_NAME_RE = re.compile(r"[A-Za-z0-9_%-]+(?:\.[A-Za-z0-9_%-]+)*")
 
 
 @dataclass(frozen=True)
@@ -357,10 +360,14 @@ class _Reader:
             self.at["topology"] = n
             self.in_topo = True
         elif body.startswith("SYSCTL "):
-            name, _, value = body[len("SYSCTL "):].partition(":")
+            name, sep, value = body[len("SYSCTL "):].partition(":")
             name, value = name.strip(), value.strip()
             m = RXQ_RE.match(f"{name}: {value}")
-            if m:
+            if not sep or not _SYSCTL_NAME_RE.fullmatch(name):
+                # sysctl(8) prints NAME: VALUE (the value may be empty, a name never is)
+                r.notes.append(f"line {n}: malformed SYSCTL line (not NAME: VALUE): "
+                               f"{_quote(line)}")
+            elif m:
                 self.rxq(n, name, value, line)
             else:
                 r.sysctls[name] = value

@@ -312,3 +312,50 @@ def test_a_read_of_a_closed_stdin_is_one_line(args, work):
     assert p.stderr.splitlines()[-1].endswith("stdin is closed (<&-): nothing to read "
                                               "for '-'"), p.stderr
     assert len(p.stderr.splitlines()) == 1, p.stderr
+
+
+# ------------------------------------------------ tries27c F6: a SYSCTL line without a value
+
+def test_a_sysctl_line_that_is_not_name_value_is_a_note():
+    """==RXL== SYSCTL net.isr.dispatch was read as the sysctl with value ''."""
+    from rxl.verify import parse
+    lines = ["==RXL== BEGIN patched", "==RXL== SYSCTL net.isr.dispatch",
+             "==RXL== SYSCTL : 3", "==RXL== SYSCTL a b: 1", "==RXL== SYSCTL kern.x: ",
+             "==RXL== SYSCTL dev.igb.0.%desc: Intel", "==RXL== END patched"]
+    r = parse.parse_console(lines)
+    assert r.sysctls == {"kern.x": "", "dev.igb.0.%desc": "Intel"}
+    notes = [n for n in r.notes if "malformed SYSCTL line" in n]
+    assert [n.split(":")[0] for n in notes] == ["line 2", "line 3", "line 4"]
+
+
+# ------------------------------------------------ tries27c F7, F8: targets files
+
+@pytest.mark.parametrize("entry,says", [
+    ("box: {kind: box, host: 12345}",
+     "targets.box.host: 12345 (YAML reads a number: quote it, '12345', for text)"),
+    ("box: {kind: box, host: 2026-12-02}", "2026-12-02 (YAML reads a date"),
+    ("yes: {kind: box, host: h}", "targets: yes (YAML reads a boolean"),
+    ("box: {kind: box, host: h, port: true}",
+     "targets.box.port: must be an integer in 1..65535, got true (YAML reads a boolean)"),
+    ("box: {kind: !!binary aGVsbG8=, host: h}", "aGVsbG8= (YAML reads bytes"),
+    ("g: {kind: qemu, cores: yes}", "targets.g.cores: must be an integer >= 1, got yes "
+                                    "(YAML reads a boolean)"),
+])
+def test_a_targets_value_yaml_typed_is_named_as_written(work, entry, says):
+    """host: 12345 said "no host given"; yes: was shown as True, port: true as
+    True, !!binary as b'hello'."""
+    f = work / "t.yaml"
+    f.write_text(f"targets:\n  {entry}\n")
+    r = _run(["targets", "--targets", f])
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert "no host given" not in r.output and "True" not in r.output
+
+
+def test_a_fully_qualified_host_name_may_end_in_a_dot(work):
+    """host: 'localhost.' was refused by a rule its message said it met."""
+    from rxl.guest import ssh
+    assert ssh.check_host("localhost.") == "localhost."
+    assert ssh.check_host("box.example.org.") == "box.example.org."
+    for bad in (".", "a..", "-a.", "a.1."):
+        with pytest.raises(ssh.TargetError, match="one '.' may end it"):
+            ssh.check_host(bad)

@@ -158,7 +158,7 @@ def test_a_name_that_looks_like_an_address_points_at_ssh_urls(tmp_path):
 
 
 def test_bool_is_not_an_int(tmp_path):
-    with pytest.raises(T.TargetsError, match="sockets: must be an integer >= 1, got True"):
+    with pytest.raises(T.TargetsError, match=r"sockets: must be an integer >= 1, got true \(YAML reads a boolean\)"):
         T.load(write(tmp_path, "targets:\n  g: {kind: qemu, sockets: true}\n"))
 
 
