@@ -12,8 +12,9 @@ interface and its console on stdio. Once it runs sshd, it is an SSH target
 What bhyve can and cannot show of the series:
 
 * the CPU topology: ``-c cpus=N,sockets=S,cores=C,threads=T`` (bhyve(8));
-  FreeBSD's scheduler sees S packages, so commits 2 and 3 (the lbgroup's
-  CPU deal and learning) are exercised over loopback, as in the QEMU guest;
+  FreeBSD's scheduler sees S packages, so commits 2 to 4 (the lbgroup code
+  in in_pcblb.c, its CPU deal and learning) are exercised over loopback, as
+  in the QEMU guest;
 * NUMA domains only where the host's bhyve has ``-n id,size,cpus``
   (newer than FreeBSD 14; :func:`supports_numa` looks for ``-n`` in bhyve's
   usage text; UEFI boot only; at most :data:`MAX_NUMA_DOMAINS`);
@@ -187,7 +188,7 @@ def describe(cfg: VMConfig, argv: Sequence[str], numa_note: Optional[str] = None
               "#   GUEST-ADDRESS is vtnet0's inet address (ifconfig vtnet0)",
               "# then: rxl run --target ssh://root@GUEST-ADDRESS",
               "# commit 1 (iflib spread) cannot be shown in bhyve: no multi-queue iflib NIC;",
-              "# commits 2 and 3 are tested over loopback."]
+              "# commits 2 to 4 are tested over loopback."]
     if numa_note:
         lines.append(f"# {numa_note}")
     return "\n".join(lines)

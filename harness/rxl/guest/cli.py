@@ -57,7 +57,7 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     """Print (or --start) a bhyve command line for a two-socket FreeBSD guest.
 
     UNTESTED ON HARDWARE. Commit 1 (iflib queue spread) cannot be shown in
-    bhyve: it has no multi-queue iflib NIC; commits 2 and 3 are tested over
+    bhyve: it has no multi-queue iflib NIC; commits 2 to 4 are tested over
     loopback, reaching the guest with rxl run --target ssh://root@ADDRESS.
     """
     if os.path.getsize(image) < SECTOR:

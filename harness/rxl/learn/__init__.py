@@ -1,4 +1,4 @@
-"""learn: learning runs, ``rxl learn``: does commit 3 learn on a real NIC?
+"""learn: learning runs, ``rxl learn``: does commit 4 learn on a real NIC?
 
 Owns the run plan (configurations, phases, boots, the guest server's build
 and rc: ``plan``, ``learnd.c``, ``templates/learn-rc.j2``), the options and

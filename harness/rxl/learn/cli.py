@@ -174,7 +174,7 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help=f"Host connection threads (at most {plan.LISTEN_BACKLOG}, learnd's listen "
                    "backlog).")
 @click.option("--learn-sysctl", default=None,
-              help="Commit 3's learning sysctl [default: found in the tree].")
+              help="Commit 4's learning sysctl [default: found in the tree].")
 @click.option("--client-ports", type=click.Choice(["random", "kernel"]), default="random",
               show_default=True,
               help="Client source ports: uniform over 20000-60999 (seeded), or the host "

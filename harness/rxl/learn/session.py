@@ -207,7 +207,7 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     out = [f"# tree {s.src}: " + "; ".join(
         f"{k} {hex(v) if v is not None else 'absent (commit 2 missing)'}"
         for k, v in s.opts.items())
-        + f"; learning sysctl {s.sysctl_name or 'absent (commit 3 missing)'}"
+        + f"; learning sysctl {s.sysctl_name or 'absent (commit 4 missing)'}"
         + f"; groups view every {req.groups_every:g} s"]
     if chk.extra_tun:
         out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")

@@ -78,7 +78,7 @@ def _project(project: str, *, base: bool) -> Path:
 
 @group()
 def series():
-    """The three-commit FreeBSD patch series in patches/."""
+    """The four-commit FreeBSD patch series in patches/."""
 
 
 #: Options several series commands share, defined once.

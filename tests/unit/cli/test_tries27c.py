@@ -359,3 +359,18 @@ def test_a_fully_qualified_host_name_may_end_in_a_dot(work):
     for bad in (".", "a..", "-a.", "a.1."):
         with pytest.raises(ssh.TargetError, match="one '.' may end it"):
             ssh.check_host(bad)
+
+
+# ------------------------------------------------ tries27c F1: the series is four commits
+
+def test_the_words_count_four_commits():
+    """series said "three-commit", learn "Commit 3's learning sysctl" (learning
+    is commit 4: patches/0004-tcp-Learn-...), the README "all three commits"."""
+    root = Path(__file__).resolve().parents[3]
+    patches = sorted(p.name for p in (root / "patches").glob("000*.patch"))
+    assert len(patches) == 4 and patches[3].startswith("0004-tcp-Learn")
+    assert "four-commit" in _run(["series", "--help"]).output
+    assert "Commit 4's learning sysctl" in " ".join(_run(["learn", "--help"]).output.split())
+    readme = (root / "README.md").read_text()
+    assert "all three commits" not in readme and "all four commits" in readme
+    assert "commits 2 to 4" in _run(["vm", "--help"]).output
