@@ -51,6 +51,12 @@ _REAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 #: An integer as C writes one (what a header's #define holds): decimal, 0x hex
 #: or 0 octal. Python's int(text, 0) also takes 0o17, 0b1 and 1_000.
 _C_INT = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)")
+#: A sysctl MIB name (or a loader tunable's) as sysctl(8) prints one: dotted
+#: components of letters, digits, '_', '-' and '%' (dev.igb.0.%desc).
+SYSCTL_NAME = re.compile(r"[A-Za-z0-9_%-]+(?:\.[A-Za-z0-9_%-]+)*")
+#: A value a guest's rc script or loader.conf takes as one shell word, unquoted:
+#: no blank, quote, ';', '$', '`', '|', '&', '<', '>', '(', ')', '\\' or '*'.
+SAFE_WORD = re.compile(r"[A-Za-z0-9_.,:/+@%=-]+")
 #: INT_MAX of a 32-bit int (every FreeBSD ABI): the largest optname setsockopt(2) takes.
 INT_MAX = 2**31 - 1
 

@@ -12,7 +12,7 @@ import resource
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from rxl.cli.options import SMP, check_guest, check_out_dir
+from rxl.cli.options import SAFE_WORD, SMP, SYSCTL_NAME, check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
 from rxl.decide.cpugroup import Topology
 from rxl.errors import BadOption, RxlError
@@ -123,13 +123,23 @@ class Checked:
 
 
 def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
-    """``NAME=VALUE`` strings -> pairs; LearnFailed naming ``option`` for one
-    without ``=``, an empty side, or a space."""
+    """``NAME=VALUE`` strings -> pairs; LearnUsage naming ``option`` for one
+    without ``=``, an empty side, or a space, a NAME that is no sysctl or
+    tunable name (rxl.cli.options.SYSCTL_NAME) or a VALUE that is not one
+    shell word (rxl.cli.options.SAFE_WORD): both go unquoted into the
+    guest's rc script and loader.conf, where ``a=1;reboot`` would run."""
     out = []
     for t in values:
         name, sep, value = t.partition("=")
         if not sep or not name or not value or any(c.isspace() for c in t):
             raise LearnUsage(f"{option} {t!r}: expected NAME=VALUE without spaces")
+        if not SYSCTL_NAME.fullmatch(name):
+            raise LearnUsage(f"{option} {t!r}: {name!r} is no sysctl name (dotted words of "
+                             "letters, digits, '_', '-', '%')")
+        if not SAFE_WORD.fullmatch(value):
+            raise LearnUsage(f"{option} {t!r}: the value {value!r} is not one plain word "
+                             "(letters, digits and _.,:/+@%=-: it goes unquoted into the "
+                             "guest's rc)")
         out.append((name, value))
     return out
 
@@ -231,6 +241,13 @@ def check(req: LearnRequest) -> Checked:
             raise LearnFailed(str(exc)) from None
     if req.out:
         check_out_dir(req.out)
+    if not req.logs:  # where the roots and the builds go: directories that can be made
+        check_out_dir(req.guest_dir, "--guest-dir")
+        check_out_dir(req.objdir, "--objdir")
+    if req.learn_sysctl is not None and not SYSCTL_NAME.fullmatch(req.learn_sysctl):
+        raise BadOption(f"{req.learn_sysctl!r}: no sysctl name (dotted words of letters, "
+                        "digits, '_', '-', '%'; it goes unquoted into the guest's rc)",
+                        "--learn-sysctl")
     for kernel, option, variant in ((req.kernel, "--kernel", "patched"),
                                     (req.pristine_kernel, "--pristine-kernel", "pristine")):
         if kernel is None:

@@ -61,6 +61,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from rxl.cli.options import SYSCTL_NAME
 from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
 from rxl.decide.topology import parse_spec
 from rxl.errors import show
@@ -95,9 +96,10 @@ OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 _CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9})(?: (.*))?$")
 #: A label as the rc template writes it: one word of printable ASCII.
 _LABEL_RE = re.compile(r"[!-~]{1,64}")
-#: A sysctl MIB name as sysctl(8) prints one: dotted components of letters,
-#: digits, '_', '-' and '%' (dev.igb.0.%desc).
-_SYSCTL_NAME_RE = re.compile(r"[A-Za-z0-9_%-]+(?:\.[A-Za-z0-9_%-]+)*")
+#: A SYSCTL line's name: a sysctl MIB name (rxl.cli.options.SYSCTL_NAME), for
+#: the host record a prefix with '*' (how many names it held) and '@PHASE'
+#: (rxl.guest.protocol.host_sysctl_key).
+_SYSCTL_NAME_RE = re.compile(SYSCTL_NAME.pattern + r"\*?(?:@[A-Za-z0-9_]+)?")
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,8 @@ def test_requests_deadline_and_checks():
 def _req(tmp_path, **kw):
     kernel = tmp_path / "kernel"
     kernel.write_bytes(b"a stand-in kernel file\n")
-    base = dict(src=str(tmp_path), objdir="/o", out=None, guest_dir=str(tmp_path / "g"),
+    base = dict(src=str(tmp_path), objdir=str(tmp_path / "o"), out=None,
+                guest_dir=str(tmp_path / "g"),
                 kernel=str(kernel), pristine_kernel=None, configs=("learn-off",), worker_sets=("rxq",),
                 warmup=25.0, measured=30.0, min_conns=512, concurrency=1, learn_sysctl=None,
                 topo_spec=None, memory_mib=None, logs=(), client_ports="random",
