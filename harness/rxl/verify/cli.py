@@ -327,6 +327,9 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
     With --target ssh://... (or a named bhyve/box target) the suite runs on
     that machine instead: see rxl.verify.target and the README.
     """
+    if check_only:  # the check stops before any command: none to print
+        refuse_given(ctx, ("dry_run",), "not with --check-only: the check runs and prints "
+                     "no command (--dry-run prints them all after the same check)")
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
     stests = [] if no_series else series_tests(atf_dir)

@@ -161,24 +161,42 @@ def check_keys(req: RunRequest) -> None:
 def check_base_url(override: Optional[str]) -> None:
     """Refuse a base the series stage could not fetch: ``--base-url`` (or
     ``$RXL_BASE_URL``) naming a local directory that does not exist, is not a
-    git repository or lacks patches/BASE's commit, or a URL whose scheme git
-    cannot fetch over. A remote URL is not contacted (that is the series
-    stage's work); GitHub's default is not checked."""
+    git repository or lacks patches/BASE's commit, a URL whose scheme git
+    cannot fetch over, one holding a blank or control character, a host
+    (URL or scp ``host:path`` form) starting with '-' (git would pass it to
+    ssh as an option), or git's ``TRANSPORT::ADDRESS`` form (``ext::`` runs a
+    command). A remote URL is not contacted (that is the series stage's
+    work); GitHub's default is not checked."""
     if override is not None:
         url, opt = override, "--base-url"
     elif os.environ.get(tree_base.URL_ENV):
         url, opt = os.environ[tree_base.URL_ENV], f"${tree_base.URL_ENV}"
     else:
         return
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise BadOption(f"{show(url)}: holds a blank or control character: no URL or "
+                        "path git fetches from", opt)
     scheme, sep, rest = url.partition("://")
+    if not sep and re.match(r"[A-Za-z][A-Za-z0-9+.-]*::", url):
+        raise BadOption(f"{show(url)}: git's TRANSPORT::ADDRESS form runs a remote helper "
+                        "(ext:: a command): give an https, http, git, ssh or file URL", opt)
     if sep:
         if scheme not in ("https", "http", "git", "ssh", "file"):
             raise BadOption(f"{show(url)}: git fetches over https, http, git, ssh or file "
                             f"URLs, not {show(scheme, 20)}", opt)
         if scheme != "file":
+            host = rest.split("/", 1)[0].rpartition("@")[2]
+            if not host or host.startswith("-"):
+                raise BadOption(f"{show(url)}: " + ("no host" if not host else
+                                f"the host {show(host, 40)} starts with '-' (ssh would read "
+                                "an option)"), opt)
             return
         url = rest
     elif re.fullmatch(r"[^/:]+:.*", url):  # git's host:path (scp) form
+        host = url.split(":", 1)[0].rpartition("@")[2]
+        if host.startswith("-"):
+            raise BadOption(f"{show(url)}: the host {show(host, 40)} starts with '-' (ssh "
+                            "would read an option)", opt)
         return
     path = Path(url).expanduser()
     if not path.is_dir():
@@ -225,15 +243,22 @@ def check_workdir(workdir: str) -> None:
             f"a name of {len(long)} characters, over FreeBSD's NAME_MAX of {NAME_MAX}"
             if long is not None else f"over FreeBSD's PATH_MAX of {PATH_MAX} bytes") +
             ": the target cannot make it", hint)
-    norm = os.path.normpath(workdir)
-    if norm != workdir or workdir.startswith("//"):
+    norm = "/" + os.path.normpath(workdir).lstrip("/")  # POSIX keeps a leading //
+
+    def below(path: str) -> bool:
+        return any(path.startswith(p + "/") for p in WORKDIR_PARENTS)
+
+    if not below(norm):
+        raise BadOption(f"{workdir}: a work directory is one of the harness's own below "
+                        f"/tmp or /var/tmp (the undo is rm -rf {norm}), e.g. "
+                        "/var/tmp/rxl", hint)
+    if norm != workdir:
         raise BadOption(f"{workdir}: give it as {norm} (no '.', '..', '//' or trailing "
                         "'/': the undo removes exactly this path)", hint)
-    if not any(workdir.startswith(p + "/") for p in WORKDIR_PARENTS) or \
-            any(part.startswith(".") for part in workdir.split("/")[2:]):
-        raise BadOption(f"{workdir}: a work directory is one of the harness's own below "
-                        f"/tmp or /var/tmp (the undo is rm -rf {workdir}), e.g. "
-                        "/var/tmp/rxl", hint)
+    dot = next((part for part in workdir.split("/")[2:] if part.startswith(".")), None)
+    if dot is not None:
+        raise BadOption(f"{workdir}: no name in it may start with '.' ({dot}: a hidden "
+                        "directory such as .ssh is not the harness's to remove)", hint)
 
 
 #: What ``--check-only`` says of each kind of --src (rxl.tree.base.SrcKind).

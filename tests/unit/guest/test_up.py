@@ -61,7 +61,9 @@ def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
             (["--kyua"], "--kyua", "only with --build"),
             ([], "--src", "add --build")):
         for dry in ([], ["--dry-run"]):
-            argv = ["guest", "up", "--src", src, "--kernel", str(k), *args, *dry]
+            given = ([] if "--kernel" in args else ["--kernel", str(k)]) + \
+                ([] if "--src" in args else ["--src", src])  # each option once
+            argv = ["guest", "up", *given, *args, *dry]
             r = CliRunner().invoke(main, argv)
             assert r.exit_code == 2 and opt in r.output and why in r.output, (argv, r.output)
     assert not (tmp_path / "work").exists()

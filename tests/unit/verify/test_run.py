@@ -510,7 +510,8 @@ def test_check_only_with_an_ssh_target(tmp_path, monkeypatch):
 @pytest.mark.parametrize("workdir,why", [
     ("/", "the undo is rm -rf /)"), ("/boot", "the undo is rm -rf /boot)"),
     ("/boot/rxl", "the undo is rm -rf /boot/rxl)"),
-    ("/var/tmp/rxl/../..", "give it as /var "), ("/tmp", "the undo is rm -rf /tmp)"),
+    ("/var/tmp/rxl/../..", "the undo is rm -rf /var)"), ("/tmp", "the undo is rm -rf /tmp)"),
+    ("/var/tmp/rxl/../x", "give it as /var/tmp/x "),
     ("/tmp/x;reboot", "must be an absolute path"), ("rel/dir", "must be an absolute path"),
     ("/tmp/a b", "must be an absolute path"), ("/tmp/$(reboot)", "must be an absolute path"),
 ])
