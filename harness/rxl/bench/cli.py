@@ -320,6 +320,14 @@ def _refuse_unread(ctx: click.Context, setups, works) -> None:
         if not applies and given(ctx, name):
             opt = max(next(x for x in ctx.command.params if x.name == name).opts, key=len)
             raise BadOption(f"{opt} {why}", opt)
+    if p["server"] == "serial":  # accept, work, hold, close: no event loop
+        loop = [s for s in setups if s in accept_knobs.LOOP_ONLY]
+        if loop:
+            which = ("--setup " + ", ".join(loop) if p["setups"] else
+                     f"the default setups {', '.join(loop)} (no --setup given)")
+            raise BadOption(f"serial cannot run {which}: they are about how an event loop "
+                            "accepts (give --server loop, or --setup without them)",
+                            "--server")
 
 
 def _accept_request(setups, workers, connections, spacing_ms, repetitions, works,

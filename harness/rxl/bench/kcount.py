@@ -187,10 +187,30 @@ def _no_duplicates(pairs: list) -> dict:
     return out
 
 
+#: The keys record writes: of the trace, and of each sample.
+TRACE_KEYS = ("outer", "entries", "asm", "samples")
+SAMPLE_KEYS = ("pc", "sp", "cas", "curthread", "complete")
+#: An address as record writes one ("%#x": 0x and hex digits, 64 bits).
+_ADDR = re.compile(r"0x[0-9a-fA-F]{1,16}")
+#: Digits of the longest integer a trace holds: 2**64-1 has 20.
+_INT_DIGITS = 20
+
+
+def _json_int(text: str):
+    """A JSON integer as json.loads reads it, or None past 2**64's digits: Python's
+    int() refuses 4,300 digits or more (with its own words), and no register
+    value has more than :data:`_INT_DIGITS`; the checks name the key."""
+    return int(text) if len(text.lstrip("-")) <= _INT_DIGITS else None
+
+
 def _check_sample(k: int, s: object) -> None:
     """Refuse sample ``k`` (1-based) unless it is what record writes."""
     if not isinstance(s, dict):
         raise ValueError(f"sample {k} is not an object with 'pc' and 'sp' lists")
+    other = [key for key in s if key not in SAMPLE_KEYS]
+    if other:
+        raise ValueError(f"sample {k}: {show(other[0], 40)} is no key record writes (a "
+                         f"sample has {', '.join(SAMPLE_KEYS)})")
     for key in ("pc", "sp"):
         v = s.get(key)
         if not isinstance(v, list) or not all(_is_int(x) for x in v):
@@ -233,18 +253,18 @@ def load(path: str) -> dict:
         raise KcountError("-: standard input is empty (it can be read only once)")
     where = show(path)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark an editor added is no content
     except UnicodeDecodeError:
         raise KcountError(f"{where}: not a kcount trace: not UTF-8 text (a trace is the "
                           "JSON rxl kcount record writes)") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_int=_json_int)
     except RecursionError:
         raise KcountError(f"{where}: not a kcount trace: JSON nested too deeply") from None
     except _DuplicateKey as exc:
         raise KcountError(f"{where}: not a kcount trace: {exc}") from None
     except ValueError as exc:
-        msg = getattr(exc, "msg", "not JSON")
+        msg = getattr(exc, "msg", None) or str(exc)
         line = getattr(exc, "lineno", None)
         raise KcountError(f"{where}: not a kcount trace: not JSON ({msg}"
                           + (f", line {line})" if line else ")")) from None
@@ -252,6 +272,10 @@ def load(path: str) -> dict:
         if not isinstance(doc, dict):
             raise ValueError("a JSON object with 'outer', 'entries' and 'samples' is "
                              f"expected, not a {'list' if isinstance(doc, list) else 'value'}")
+        other = [key for key in doc if key not in TRACE_KEYS]
+        if other:
+            raise ValueError(f"{show(other[0], 40)} is no key record writes (a trace has "
+                             f"{', '.join(TRACE_KEYS)})")
         for key, what in (("outer", "the traced function"),
                           ("entries", "the functions' entry addresses"),
                           ("samples", "the recorded calls")):
@@ -265,9 +289,10 @@ def load(path: str) -> dict:
         entries = {}
         for name, addr in doc["entries"].items():
             if not _FUNC.fullmatch(name) or not isinstance(addr, str) or \
-                    not re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", addr):
+                    not _ADDR.fullmatch(addr):
                 raise ValueError(f"'entries': {show(name, 40)}: {show(addr, 40)} is not "
-                                 "a hex address of a function")
+                                 "a hex address of a function (0x and hex digits, as "
+                                 "record writes it)")
             entries[name] = int(addr, 16)
         if outer not in entries:
             raise ValueError(f"'outer' {outer} has no address in 'entries' (record writes "
@@ -283,7 +308,7 @@ def load(path: str) -> dict:
         asm = None
         if doc.get("asm") is not None:
             if not isinstance(doc["asm"], dict) or not all(
-                    isinstance(k, str) and re.fullmatch(r"(0x)?[0-9a-fA-F]{1,16}", k)
+                    isinstance(k, str) and _ADDR.fullmatch(k)
                     and isinstance(v, str) for k, v in doc["asm"].items()):
                 raise ValueError("'asm' must map hex addresses to instruction text")
             asm = kcount_ops.parse_asm(doc["asm"])

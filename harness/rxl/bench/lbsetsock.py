@@ -253,7 +253,9 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     tree_build.check_kernel_file(kernel)
     for path, opt in ((src, "--src"), (objdir, "--objdir")):
         if not Path(path).is_dir():
-            raise BadOption(f"{show(path)}: no such directory", opt)
+            raise BadOption(f"{show(path)}: " + ("a file, not a directory"
+                                                 if Path(path).exists() else
+                                                 "no such directory"), opt)
     check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)

@@ -69,7 +69,7 @@ def test_default_is_the_event_loop_and_every_setup_builds(tmp_path):
 
 def test_serial_model_refuses_loop_only_setups(tmp_path):
     res, _ = _dry(tmp_path, "--server", "serial", "--setup", "handoff-rr")
-    assert "needs --server loop" in _err(res)
+    assert "'--server': serial cannot run --setup handoff-rr" in _err(res)
     _, lines = _dry(tmp_path, "--server", "serial", "--setup", "exclusive",
                     "--work-ms", "2000", "--repetitions", "1")
     assert "-M serial" in lines[1] and "-t 2000000" in lines[1]
