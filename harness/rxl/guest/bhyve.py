@@ -4,7 +4,7 @@ UNTESTED ON HARDWARE: this machine is Linux and cannot run bhyve; the argv is
 built from bhyve(8) and unit-tested for its shape only.
 
 The guest boots a FreeBSD VM image the user supplies (a raw disk image, e.g.
-FreeBSD-14.x-RELEASE-amd64.raw from the project's VM-IMAGES directory) with
+FreeBSD-15.x-RELEASE-amd64.raw from the project's VM-IMAGES directory) with
 the UEFI firmware of the ``edk2-bhyve`` package, a virtio-net NIC on a tap
 interface and its console on stdio. Once it runs sshd, it is an SSH target
 (``rxl run --target ssh://root@ADDRESS``; :mod:`rxl.guest.ssh`).
@@ -41,6 +41,9 @@ MAX_NUMA_DOMAINS = 8
 #: Disk emulations bhyve offers for a raw image.
 DISK_MODELS = ("virtio-blk", "nvme", "ahci-hd")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,30}")
+#: An interface name's buffer, NUL included (IFNAMSIZ, sys/net/if.h): a tap
+#: name has at most 15 characters.
+IFNAMSIZ = 16
 
 
 class BhyveConfigError(DataError):
@@ -112,6 +115,9 @@ def validate(cfg: VMConfig, *, numa_supported: bool = False) -> None:
                                 "disk")
     if not re.fullmatch(r"tap[0-9]+", cfg.tap):
         raise BhyveConfigError(f"tap {cfg.tap!r}: expected tapN", "tap")
+    if len(cfg.tap) >= IFNAMSIZ:
+        raise BhyveConfigError(f"tap {cfg.tap!r}: {len(cfg.tap)} characters; an interface "
+                               f"name has at most {IFNAMSIZ - 1} (IFNAMSIZ, net/if.h)", "tap")
     n = cfg.numa_nodes
     if not isinstance(n, int) or n < 0:
         raise BhyveConfigError(f"numa_nodes must be >= 0, got {n!r}", "numa_nodes")

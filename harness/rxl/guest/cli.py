@@ -7,6 +7,7 @@ import os
 import platform
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,8 @@ VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
 @command("vm")
 @click.option("--image", required=True,
               type=click.Path(exists=True, dir_okay=False, readable=True),
-              help="FreeBSD VM disk image (raw), e.g. FreeBSD-14.x-RELEASE-amd64.raw.")
+              help="FreeBSD VM disk image (raw) or disk device, e.g. "
+                   "FreeBSD-15.x-RELEASE-amd64.raw or /dev/zvol/zroot/vm0.")
 @click.option("--name", default="rxl", show_default=True, help="VM name (/dev/vmm/NAME).")
 @click.option("--sockets", default=2, show_default=True, type=click.IntRange(1, 256))
 @click.option("--cores", default=2, show_default=True, type=click.IntRange(1, 256),
@@ -60,7 +62,11 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     bhyve: it has no multi-queue iflib NIC; commits 2 to 4 are tested over
     loopback, reaching the guest with rxl run --target ssh://root@ADDRESS.
     """
-    if os.path.getsize(image) < SECTOR:
+    mode = os.stat(image).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
+        raise BadOption(f"{show(image)}: not a regular file or disk device (a raw disk "
+                        "image, or a zvol or md device)", "--image")
+    if stat.S_ISREG(mode) and os.path.getsize(image) < SECTOR:  # a device's st_size is 0
         raise BadOption(f"{show(image)}: {os.path.getsize(image)} bytes, less than one "
                         f"{SECTOR}-byte sector: no disk image", "--image")
     vcpus = sockets * cores * threads

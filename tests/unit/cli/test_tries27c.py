@@ -374,3 +374,150 @@ def test_the_words_count_four_commits():
     readme = (root / "README.md").read_text()
     assert "all three commits" not in readme and "all four commits" in readme
     assert "commits 2 to 4" in _run(["vm", "--help"]).output
+
+
+# ------------------------------------------------ tries27c F9, F11, F12: run's checks
+
+SSH = ["run", "--check-only", "--target", "ssh://root@h.example.org"]
+
+
+@pytest.mark.parametrize("workdir,says", [
+    ("//tmp/x", "give it as /tmp/x"),
+    ("/tmp/../etc", "below /tmp or /var/tmp (the undo is rm -rf /etc)"),
+    ("/var/tmp/rxl/.ssh", "no name in it may start with '.' (.ssh"),
+    ("/tmp/a/./b", "give it as /tmp/a/b"),
+])
+def test_a_workdir_refusal_says_the_rule_broken(work, workdir, says):
+    """//tmp/x was told "give it as //tmp/x", /var/tmp/rxl/.ssh "below /tmp or
+    /var/tmp" (it is), /tmp/../etc "give it as /etc" (refused next)."""
+    one_error(_run(SSH + ["--workdir", workdir]), "--workdir", says)
+
+
+def test_check_only_refuses_dry_run(work):
+    """--check-only --dry-run printed the check only: --dry-run was dropped."""
+    one_error(_run(["run", "--check-only", "--dry-run"]), "--dry-run", "--check-only")
+
+
+@pytest.mark.parametrize("url,says", [
+    ("-oProxyCommand=x:path", "starts with '-'"),
+    ("ssh://-oProxyCommand=x/r", "starts with '-'"),
+    ("ext::sh -c touch% /tmp/x", "blank or control"),
+    ("ext::sh%20-c", "TRANSPORT::ADDRESS"),
+    ("https://exa mple.org/x", "blank or control"),
+])
+def test_a_base_url_git_would_run_or_misread_is_refused(work, url, says):
+    """All passed the check ("will be fetched from ..."): an ssh option as a
+    host, git's ext:: command transport, a blank in a host."""
+    one_error(_run(["run", "--check-only", "--base-url", url]), "--base-url", says)
+
+
+# ------------------------------------------------ tries27c F13, F14: learn's rc and directories
+
+@pytest.mark.parametrize("args,option", [
+    (["--learn-sysctl", "net.inet;reboot"], "--learn-sysctl"),
+    (["--learn-sysctl", "a b"], "--learn-sysctl"),
+    (["--guest-sysctl", "a=1;reboot"], "--guest-sysctl"),
+    (["--guest-sysctl", "a;b=1"], "--guest-sysctl"),
+    (["--tunable", "hw.x=$(reboot)"], "--tunable"),
+])
+def test_learn_refuses_what_the_guest_rc_would_run(learn, kernel_file, args, option):
+    """--guest-sysctl 'a=1;reboot' went unquoted into the guest's rc (sysctl
+    a=1;reboot): the dry run passed it."""
+    r = _run(learn + ["--kernel", kernel_file] + args)
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and option in errors[0], r.output
+
+
+@pytest.mark.parametrize("option", ["--guest-dir", "--objdir"])
+def test_learn_refuses_a_directory_that_is_a_file(learn, work, kernel_file, option):
+    f = work / "file"
+    f.write_text("x")
+    args = list(learn)
+    args[args.index(option) + 1] = f
+    one_error(_run(args + ["--kernel", kernel_file]), option, "a file, not a directory")
+
+
+# ------------------------------------------------ tries27c F15, F18: bench
+
+def test_bench_serial_server_names_the_setups_it_cannot_run(work):
+    """--server serial alone said "setup et needs --server loop": no setup was named."""
+    line = one_error(_run(["bench", "accept", "--dry-run", "--server", "serial"]),
+                     "--server", "the default setups", "no --setup given")
+    assert "et" in line
+    one_error(_run(["bench", "accept", "--dry-run", "--server", "serial", "--setup",
+                    "handoff-rr"]), "--server", "--setup handoff-rr")
+    r = _run(["bench", "accept", "--dry-run", "--server", "serial", "--setup", "noflag",
+              "--build-dir", work / "b"])
+    assert r.exit_code == 0, r.output
+
+
+def test_setsockopt_objdir_that_is_a_file_says_so(setsockopt, work):
+    f = work / "file"
+    f.write_text("x")
+    args = [a if a != work / "obj" else f for a in setsockopt]
+    one_error(_run(args + ["--calls", "0", "--out", work / "o"]), "--objdir",
+              "a file, not a directory")
+
+
+# ------------------------------------------------ tries27c F16, F17: kcount traces
+
+GOOD = {"outer": "f", "entries": {"f": "0x100"},
+        "samples": [{"pc": [256], "sp": [4096]}]}
+
+
+def _trace(work, doc, prefix=b""):
+    import json
+    p = work / "t.json"
+    p.write_bytes(prefix + (json.dumps(doc) if not isinstance(doc, str) else doc).encode())
+    return p
+
+
+@pytest.mark.parametrize("doc,says", [
+    ('{"outer": "f", "entries": {"f": "0x100"}, "samples": [{"pc": [1' + "0" * 5000
+     + '], "sp": [1]}]}', "'pc' must be a list of integers from 0 to 2**64-1"),
+    ({**GOOD, "entries": {"f": "256"}}, "256 is not a hex address"),
+    ({**GOOD, "entries": {"f": "0X100"}}, "0X100 is not a hex address"),
+    ({**GOOD, "extra": 1}, "extra is no key record writes"),
+    ({**GOOD, "samples": [{"pc": [256], "sp": [1], "zz": 1}]}, "sample 1: zz is no key"),
+])
+def test_a_trace_is_read_as_record_writes_it(work, doc, says):
+    """A 5000-digit pc said "not JSON (not JSON)"; "256" was read as 0x256;
+    unknown keys were ignored."""
+    r = _run(["kcount", "analyze", _trace(work, doc)])
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert r.exit_code == 2 and len(errors) == 1 and says in errors[0], r.output
+    assert "not JSON (not JSON)" not in r.output
+
+
+def test_a_trace_with_a_byte_order_mark_is_read(work):
+    r = _run(["kcount", "analyze", _trace(work, GOOD, prefix="\ufeff".encode())])
+    assert "BOM" not in r.output and "not JSON" not in r.output, r.output
+
+
+# ------------------------------------------------ tries27c F19, F20, F22: rxl vm
+
+def test_vm_image_that_is_a_fifo_or_a_device(work):
+    """A FIFO was "0 bytes, less than one sector"; a disk device (bhyve's zvol)
+    has st_size 0 and was refused the same way."""
+    import os
+    fifo = work / "fifo"
+    os.mkfifo(fifo)
+    one_error(_run(["vm", "--image", fifo]), "--image", "not a regular file or disk device")
+    r = _run(["vm", "--image", "/dev/zero"])
+    assert "less than one" not in r.output, r.output
+
+
+def test_vm_tap_longer_than_an_interface_name(work):
+    img = work / "img"
+    img.write_bytes(b"\0" * 512)
+    one_error(_run(["vm", "--image", img, "--tap", "tap" + "9" * 20]), "--tap",
+              "at most 15 (IFNAMSIZ")
+    assert _run(["vm", "--image", img, "--tap", "tap" + "9" * 12]).exit_code == 0
+
+
+def test_the_bhyve_image_is_a_15_image():
+    """The SSH way refuses a 14 target: the README and vm's help named a 14 image."""
+    root = Path(__file__).resolve().parents[3]
+    readme = (root / "README.md").read_text()
+    assert "FreeBSD-14.x" not in readme and "FreeBSD-15.x-amd64.raw" in readme
+    assert "FreeBSD-15.x-RELEASE" in _run(["vm", "--help"]).output
