@@ -212,19 +212,32 @@ OPENSSH_CONFIG_H = "crypto/openssh/config.h"
 #: config.h defines configure sets by testing files of the *build* host (it looks for
 #: /var/log/lastlog, /var/log/wtmp and the like with ``test -f``): a Linux host has
 #: them, FreeBSD 14 has none (utmpx only), and a defined CONF_LASTLOG_FILE makes
-#: loginrec.c use struct lastlog, which FreeBSD lacks (2026-12-01 build).
+#: loginrec.c use struct lastlog, which FreeBSD lacks (2026-12-01 build). Likewise
+#: HAVE_PROC_PID: configure.ac runs ``test -d "/proc/$$/fd"`` in its own shell, true on
+#: Linux; FreeBSD has no /proc/<pid>/fd (procfs(5) has no fd directory and is not
+#: mounted by default), and FreeBSD's config.h leaves it undefined.
 OPENSSH_HOST_PROBED: Tuple[str, ...] = ("CONF_LASTLOG_FILE", "CONF_UTMP_FILE",
                                         "CONF_WTMP_FILE", "CONF_UTMPX_FILE",
-                                        "CONF_WTMPX_FILE")
+                                        "CONF_WTMPX_FILE", "HAVE_PROC_PID")
+#: config.h defines configure sets on an assumption when cross compiling (a run test's
+#: cross branch, "cross compiling: assuming ..." in its log) that is wrong for FreeBSD
+#: and that no cache variable overrides: BROKEN_ONE_BYTE_DIRENT_D_NAME (FreeBSD's
+#: struct dirent has ``d_name[MAXNAMLEN + 1]``, 256 bytes, sys/sys/dirent.h; FreeBSD's
+#: config.h leaves it undefined).
+OPENSSH_CROSS_ASSUMED: Tuple[str, ...] = ("BROKEN_ONE_BYTE_DIRENT_D_NAME",)
 
 
 def openssh_config_for_freebsd(text: str) -> str:
-    """``text`` of a cross-configured config.h with :data:`OPENSSH_HOST_PROBED` undefined."""
+    """``text`` of a cross-configured config.h with :data:`OPENSSH_HOST_PROBED` and
+    :data:`OPENSSH_CROSS_ASSUMED` undefined."""
+    why = dict.fromkeys(OPENSSH_HOST_PROBED, "found on the build host; FreeBSD has none")
+    why.update(dict.fromkeys(OPENSSH_CROSS_ASSUMED, "assumed when cross compiling; "
+                             "not so on FreeBSD"))
     out = []
     for line in text.splitlines(keepends=True):
         words = line.split()
-        if len(words) >= 2 and words[0] == "#define" and words[1] in OPENSSH_HOST_PROBED:
-            line = f"/* #undef {words[1]} (found on the build host; FreeBSD has none) */\n"
+        if len(words) >= 2 and words[0] == "#define" and words[1] in why:
+            line = f"/* #undef {words[1]} ({why[words[1]]}) */\n"
         out.append(line)
     return "".join(out)
 

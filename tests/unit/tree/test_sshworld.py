@@ -94,6 +94,20 @@ def test_openssh_config_drops_what_the_build_host_has():
     assert not any(l.startswith("#define CONF_") for l in got)
 
 
+def test_openssh_config_drops_the_cross_assumptions_and_linux_proc():
+    """configure.ac: ``test -d "/proc/$$/fd"`` (true in the Linux shell that runs it) and
+    the struct dirent run test's cross default; FreeBSD has neither (procfs(5) has no fd
+    directory; d_name is MAXNAMLEN + 1 = 256 bytes): both undefined, the rest kept."""
+    text = ("#define HAVE_PROC_PID 1\n#define BROKEN_ONE_BYTE_DIRENT_D_NAME 1\n"
+            "#define BROKEN_STRNVIS 1\n#define HAVE_PROC_PIDINFO 1\n")
+    got = W.openssh_config_for_freebsd(text).splitlines()
+    assert got == [
+        "/* #undef HAVE_PROC_PID (found on the build host; FreeBSD has none) */",
+        "/* #undef BROKEN_ONE_BYTE_DIRENT_D_NAME (assumed when cross compiling; "
+        "not so on FreeBSD) */",
+        "#define BROKEN_STRNVIS 1", "#define HAVE_PROC_PIDINFO 1"]
+
+
 def test_openssh_10_trees_build_and_stage_sshd_session_and_auth(tmp_path):
     """15.0's sshd (OpenSSH 10.0) execs /usr/libexec/sshd-session and sshd-auth; a 14
     tree has neither directory and builds neither."""
