@@ -37,7 +37,9 @@ import click
 
 from rxl.decide import core, cpugroup, model
 from rxl.decide.topology import TOPOLOGY
-from rxl.errors import DataError
+from rxl.cli.options import check_input, read_input
+from rxl.cli.surface import command
+from rxl.errors import BadOption, DataError, show
 from rxl.learn import drive, plan, results
 
 #: learnd's port in the guest (rxl.learn.plan.GUEST_PORT).
@@ -212,23 +214,34 @@ def run_deal(run: results.RunSummary, topo: cpugroup.Topology) -> model.Deal:
     return d
 
 
-@click.command()
-@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@command()
+@click.argument("log")
 @click.option("--label", required=True, help="Run label, e.g. learn-spread.all.")
 @click.option("--topology", "topo", default="qemu-2s", show_default=True, type=TOPOLOGY)
 def main(log: str, label: str, topo: cpugroup.Topology) -> None:
-    """Recompute the slot of every measured connection of one run."""
+    """Recompute the slot of every measured connection of one run.
+
+    Errors as every rxl command's (rxl.cli.surface): one line, exit 2 for a
+    LOG that is no console log of rxl learn or a --label it does not hold."""
+    check_input(log, "LOG")
     try:
-        runs = results.parse_learn(Path(log).read_text(errors="replace").splitlines())
-        if label not in runs:
-            raise PortsError(f"{log}: no run {label!r} (runs: {', '.join(sorted(runs))})")
+        text = read_input(log, "a console log of rxl learn")
+    except OSError as exc:
+        raise DataError(f"{show(log)}: {exc.strerror}") from None
+    runs = results.parse_learn(text.splitlines())
+    if not runs:
+        raise DataError(f"{show(log)}: no ==RXL== LEARN line: not a console log of rxl learn")
+    if label not in runs:
+        raise BadOption(f"{show(label)}: no run of {show(log)} (its runs: "
+                        f"{', '.join(sorted(runs))})", "--label")
+    try:
         run = runs[label]
         if not run.conns:
             raise PortsError(f"{log}: run {label} has no LEARN K lines "
                              "(run rxl learn with --per-connection)")
         a = analyze(run.conns, run_deal(run, topo))
-    except (PortsError, cpugroup.TopologyError, core.CoreError) as exc:
-        raise click.ClickException(str(exc))
+    except core.CoreError as exc:  # the C build: a failure, exit 1
+        raise click.ClickException(str(exc).splitlines()[0]) from None
 
     def fmt(v: List[float]) -> str:
         return " ".join(f"{x * 100:5.1f}%" for x in v)

@@ -205,7 +205,7 @@ def idle_timeout(deadline_s: int) -> float:
 def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
     """Every external command the run would execute, with ``#`` notes, in order."""
     out = [f"# tree {s.src}: " + "; ".join(
-        f"{k} {hex(v) if v is not None else 'absent (commit 2 missing)'}"
+        f"{k} {hex(v) if v is not None else 'absent (commit 3 missing)'}"
         for k, v in s.opts.items())
         + f"; learning sysctl {s.sysctl_name or 'absent (commit 4 missing)'}"
         + f"; groups view every {req.groups_every:g} s"]

@@ -50,7 +50,7 @@ from rxl.guest.ssh import SSHTarget, TargetError
 from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
 from rxl.tree.patch import parse_base
-from rxl.tree.world import REPO_ATF_DIR, series_tests
+from rxl.tree.world import BASE_TESTS, REPO_ATF_DIR, series_tests
 from rxl.verify import inspect, ownguest, parse, pipeline
 from rxl.verify import report as report_mod
 from rxl.verify.machine import Machine
@@ -333,6 +333,13 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
     stests = [] if no_series else series_tests(atf_dir)
+    for name, source in stests:  # what --atf-dir holds: named as its own, not as --test's
+        if name in dict(BASE_TESTS):
+            raise BadOption(f"{source}: FreeBSD's own program {name} is built from the "
+                            "tree; a series test takes another name", "--atf-dir")
+        if not Path(source).is_file():
+            raise BadOption(f"{source}: not a regular file (a C source of an ATF "
+                            "program)", "--atf-dir")
     req = RunRequest(
         src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
@@ -402,8 +409,9 @@ def parse_cmd(log, as_json):
     shows each under its label (--json: a list of runs); two runs of one
     label are refused, naming the line.  Exit 0 only if every run
     completed, at least one case ran in each, and no case failed, broke,
-    timed out or crashed; exit 2 for a LOG with no ==RXL== BEGIN line and
-    no panic: not a console log.
+    timed out or crashed (a log with an END but no BEGIN is a run that
+    crashed); exit 2 for a LOG with no ==RXL== BEGIN or END line and no
+    panic or WITNESS line: not a console log.
     """
     check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
     try:

@@ -96,6 +96,13 @@ OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 _CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9})(?: (.*))?$")
 #: A label as the rc template writes it: one word of printable ASCII.
 _LABEL_RE = re.compile(r"[!-~]{1,64}")
+#: Words one of which every pattern :meth:`_Reader.kernel` looks for holds
+#: (rxl.guest.protocol's PANIC, WITNESS and REBOOT patterns, LOR_PAIR): a line
+#: with none of them (nearly every console line) costs one search of literals,
+#: not eight of patterns (a log at the 64 MiB cap took 11 s).
+KERNEL_WORDS = ("panic: ", "Fatal trap", "KDB: enter", "lock order", "duplicate lock",
+                "locks held:", "Rebooting...", "Copyright (c)")
+_KERNEL_ANY = re.compile("|".join(re.escape(w) for w in KERNEL_WORDS))
 #: A SYSCTL line's name: a sysctl MIB name (rxl.cli.options.SYSCTL_NAME), for
 #: the host record a prefix with '*' (how many names it held) and '@PHASE'
 #: (rxl.guest.protocol.host_sysctl_key).
@@ -319,6 +326,8 @@ class _Reader:
 
     def kernel(self, line: str, n: int) -> None:
         """A console line that is no sentinel: panics, WITNESS, a second boot."""
+        if not _KERNEL_ANY.search(line):  # most lines: one search, not eight
+            return
         r = self.r
         if any(p.search(line) for p in PANIC_PATTERNS):
             r.panic_lines.append(line)

@@ -81,7 +81,9 @@ def check_request(req: RunRequest, *, ssh: bool = True,
                             "built (--atf-dir or an earlier --test)", "--test")
         names.append(name)
         if not Path(source).is_file():
-            raise BadOption(f"{name}={source}: no such file", "--test")
+            raise BadOption(f"{name}={source}: " + ("not a regular file (a C source)"
+                                                    if Path(source).exists() else
+                                                    "no such file"), "--test")
     own = [n for n in req.new_programs if n in dict(tree_world.BASE_TESTS)]
     if own:
         raise BadOption(f"{', '.join(own)}: FreeBSD's own test program, which must pass "

@@ -521,3 +521,93 @@ def test_the_bhyve_image_is_a_15_image():
     readme = (root / "README.md").read_text()
     assert "FreeBSD-14.x" not in readme and "FreeBSD-15.x-amd64.raw" in readme
     assert "FreeBSD-15.x-RELEASE" in _run(["vm", "--help"]).output
+
+
+# ------------------------------------------------ tries27c F26: python -m rxl.learn.ports
+
+@pytest.mark.parametrize("args,code,says", [
+    (["/nonexistent.log", "--label", "x"], 2, "no such file"),
+    ([str(LOG)], 2, "Missing option '--label'"),
+    ([str(Path(__file__)), "--label", "x"], 2, "not a console log of rxl learn"),
+    ([str(LOG), "--label", "nosuch"], 2, "Invalid value for '--label'"),
+    ([str(LOG), "--label", "learn-on.rxq"], 2, "no LEARN K lines"),
+])
+def test_ports_errors_are_one_line(args, code, says):
+    """It printed click's usage block (four lines), and exit 1 for a file that
+    is no console log or a label it lacks."""
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "rxl.learn.ports", *args], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == code and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    (line,) = p.stderr.splitlines()
+    assert line.startswith("Error: ") and says in line, line
+
+
+# ------------------------------------------------ tries27c F27: run --atf-dir, --test
+
+def test_atf_dir_mistakes_name_atf_dir(work):
+    """A directory x_test.c in --atf-dir was "'--test': ... no such file"."""
+    d = work / "atf"
+    (d / "x_test.c").mkdir(parents=True)
+    one_error(_run(["run", "--check-only", "--atf-dir", d]), "--atf-dir",
+              "not a regular file")
+    d2 = work / "atf2"
+    d2.mkdir()
+    (d2 / "so_reuseport_lb_test.c").write_text("int main(void) { return 0; }\n")
+    one_error(_run(["run", "--check-only", "--atf-dir", d2]), "--atf-dir",
+              "FreeBSD's own program so_reuseport_lb_test")
+    one_error(_run(["run", "--check-only", "--test", "foo_test=/dev/null"]), "--test",
+              "not a regular file")
+
+
+# ------------------------------------------------ tries27c F28, F29: rxl parse
+
+def test_parse_help_says_an_end_marker_alone_is_a_crashed_run():
+    """The help said exit 2 for a log with no BEGIN and no panic; a log of one
+    END line was exit 1 (a crashed run, as tests/unit/verify/test_faults.py
+    decides): the help now says so."""
+    text = " ".join(_run(["parse", "--help"]).output.split())
+    assert "an END but no BEGIN is a run that crashed" in text
+    assert "no ==RXL== BEGIN or END line" in text
+
+
+def test_kernel_words_cover_every_pattern_the_reader_looks_for():
+    """parse tested eight patterns on every console line (a 54 MiB log: 9.6 s);
+    a line holding none of KERNEL_WORDS is skipped, so each pattern must hold one."""
+    from rxl.guest import protocol
+    from rxl.verify import parse
+    pats = (*protocol.PANIC_PATTERNS, *protocol.WITNESS_PATTERNS, *protocol.REBOOT_PATTERNS,
+            protocol.LOR_PAIR)
+    for p in pats:
+        assert any(w in p.pattern.replace("\\", "") for w in parse.KERNEL_WORDS), p.pattern
+    samples = ["panic: page fault", "Fatal trap 12: page fault while in kernel mode",
+               "KDB: enter: panic", "lock order reversal:", "acquiring duplicate lock of "
+               "same type: \"x\"", "with the following non-sleepable locks held:",
+               "Rebooting...", "Copyright (c) 1992-2025 The FreeBSD Project."]
+    for s in samples:
+        r = parse.parse_console(["==RXL== BEGIN patched", s, "==RXL== END patched"])
+        assert r.panic_lines or r.witness_lines or r.reboot_lines or "Copyright" in s \
+            or "Rebooting" in s, s
+
+
+def test_a_log_at_the_cap_parses_in_seconds(tmp_path):
+    """64 MiB of console noise (the read cap): CPU time well under 10 s."""
+    import time
+    from rxl.verify import parse
+    noise = ["em0: link state changed to UP", "Timecounters tick every 1.000 msec",
+             "da0 at umass-sim0 bus 0 scbus0 target 0 lun 0 " + "x" * 30] * 250_000
+    lines = ["==RXL== BEGIN patched", *noise, "==RXL== END patched"]
+    assert sum(len(x) + 1 for x in lines) > 30 << 20
+    t = time.process_time()
+    r = parse.parse_runs(lines)
+    spent = time.process_time() - t
+    assert r[0].label == "patched" and spent < 5.0, spent
+
+
+def test_learn_dry_run_names_the_commit_of_each_missing_part(learn, kernel_file, work):
+    """'TCP_REUSPORT_LB_CPU absent (commit 2 missing)': it is commit 3's."""
+    (work / "src/sys/netinet/tcp.h").write_text("/* none */\n")
+    r = _run(learn + ["--kernel", kernel_file])
+    assert r.exit_code == 0, r.output
+    assert "TCP_REUSPORT_LB_CPU absent (commit 3 missing)" in r.stdout

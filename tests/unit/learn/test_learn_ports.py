@@ -68,9 +68,9 @@ def test_cli_without_k_lines_is_one_line(tmp_path):
     log = tmp_path / "c.log"
     log.write_text("==RXL== LEARN DONE r accepted=0 elapsed_ms=1 stop=quit\n")
     res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
-    assert res.exit_code == 1 and "--per-connection" in res.output
+    assert res.exit_code == 2 and "--per-connection" in res.output
     res = CliRunner().invoke(P.main, [str(log), "--label", "nope"])
-    assert res.exit_code == 1 and "no run 'nope'" in res.output
+    assert res.exit_code == 2 and "'--label': nope: no run of" in res.output
 
 
 def test_cli_says_when_the_run_had_no_map(tmp_path):
@@ -79,7 +79,7 @@ def test_cli_says_when_the_run_had_no_map(tmp_path):
                    "==RXL== LEARN W r worker=0 cpu=0 accepts=1 errors=0 pinerr=0\n"
                    "==RXL== LEARN K r worker=0 40000:0\n")
     res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
-    assert res.exit_code == 1 and "learning was off" in res.output
+    assert res.exit_code == 2 and "learning was off" in res.output
 
 
 def test_learnd_lines_with_5000_digits_or_negative_counts_are_notes():
