@@ -152,9 +152,9 @@ def diag_lines(digests: Mapping[str, str]) -> List[str]:
     prints on the console, each step's exit status after it (128 + signal number for a
     crash, 139 for SIGSEGV):
 
-    * ``sha256 ok``/``sha256 DIFFERS`` for each staged file of ``digests`` as the guest
-      reads it through msdosfs (a file that differs was damaged on the way: QEMU's
-      vvfat or the staging);
+    * ``sha256 DIFFERS`` for each staged file of ``digests`` that the guest reads
+      through msdosfs other than staged (damaged on the way: QEMU's vvfat, msdosfs or
+      the staging), then how many were read as staged and how many not;
     * ``hw.model``, and ``LD_TRACE_LOADED_OBJECTS=1 SSHD``: the libraries rtld loads
       and their load addresses;
     * with ASLR off (``kern.elf64.aslr.enable=0``, so those addresses hold for the
@@ -177,15 +177,16 @@ def diag_lines(digests: Mapping[str, str]) -> List[str]:
             raise ValueError(f"diagnostics: {path}: {dig!r} is not a SHA-256 in hex")
     n = 'echo "$M NOTE sshd_diag:'
     lines = ["sshd_diag() {",
-             "\tlocal f want got a u p",
+             "\tlocal f want got a u p ok=0 bad=0",
              f'\t{n} $1 failed: what the guest sees (rxl.guest.sshguest.diag_lines)"',
              "\twhile read -r f want; do",
              '\t\tgot=$(sha256 -q "$f" 2>/dev/null)',
-             f'\t\tif [ "$got" = "$want" ]; then {n} sha256 ok $f"; '
-             f'else {n} sha256 DIFFERS $f: staged $want, read ${{got:-nothing}}"; fi',
+             '\t\tif [ "$got" = "$want" ]; then ok=$((ok + 1)); else bad=$((bad + 1)); '
+             f'{n} sha256 DIFFERS $f: staged $want, read ${{got:-nothing}}"; fi',
              "\tdone <<RXL_DIGESTS"]
     lines += [f"{path} {dig}" for path, dig in sorted(digests.items())]
     lines += ["RXL_DIGESTS",
+              f'\t{n} sha256 of the staged sshd files: $ok as staged, $bad differ"',
               f'\t{n} hw.model $(sysctl -n hw.model)"',
               '\ta=$(sysctl -n kern.elf64.aslr.enable); u=$(sysctl -n machdep.uprintf_signal)',
               "\tsysctl kern.elf64.aslr.enable=0 machdep.uprintf_signal=1 >/dev/null",
