@@ -271,6 +271,22 @@ def check_out_dir(path: str, option: str = "--out") -> None:
                         option) from None
 
 
+def check_lock_file(path: str, option: str = "--lock") -> None:
+    """Refuse a flock(1) lock file that cannot be made or opened: flock makes
+    the file, not its directory (a missing directory fails the first command
+    of the run, after the plan), and a directory is no lock file. BadOption
+    naming ``option``; changes nothing."""
+    p = Path(os.path.abspath(path))
+    if p.is_dir():
+        raise BadOption(f"{show(path)}: a directory, not a lock file", option)
+    if not p.parent.is_dir():
+        raise BadOption(f"{show(path)}: its directory {show(str(p.parent))} does not exist "
+                        "(flock(1) makes the lock file, not its directory)", option)
+    if not p.exists() and not os.access(p.parent, os.W_OK | os.X_OK):
+        raise BadOption(f"{show(path)}: {show(str(p.parent))} is not writable: the lock "
+                        "cannot be made there", option)
+
+
 def check_input(path: str, what: str = "LOG") -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from rxl import paths
-from rxl.cli.options import EmptyIsNone, check_out_dir
+from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir
 from rxl.cli.surface import command, group
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
@@ -94,6 +94,8 @@ def _lock(lock):
     """The --lock given, else the shared build lock if it exists."""
     if lock is None and Path(paths.LOCK).exists():
         lock = paths.LOCK
+    elif lock is not None:
+        check_lock_file(lock)
     return Path(lock) if lock else None
 
 
@@ -238,6 +240,8 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
                                  param_hint="'--src'")
     lock = lock or None
+    if lock is not None and lock != tree_build.DEFAULT_LOCK:  # the default's is the cache's
+        check_lock_file(lock)
     if kernconf is None:
         kernconf = tree_modules.MODULE_KERNCONF if with_modules else tree_build.DEFAULT_KERNCONF
     check_kernconf(src, kernconf)

@@ -611,3 +611,18 @@ def test_learn_dry_run_names_the_commit_of_each_missing_part(learn, kernel_file,
     r = _run(learn + ["--kernel", kernel_file])
     assert r.exit_code == 0, r.output
     assert "TCP_REUSPORT_LB_CPU absent (commit 3 missing)" in r.stdout
+
+
+# ------------------------------------------------ tries27c F23: build --lock
+
+@pytest.mark.parametrize("where,says", [("nosuchdir/x.lock", "does not exist"),
+                                        (".", "a directory, not a lock file")])
+def test_a_lock_flock_cannot_make_is_refused(work, where, says):
+    """build --dry-run --lock DIR/MISSING/x.lock printed flock lines that fail."""
+    src = work / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("")
+    one_error(_run(["build", "--dry-run", "--src", src, "--lock", work / where]), "--lock",
+              says)
+    r = _run(["build", "--dry-run", "--src", src, "--lock", work / "x.lock"])
+    assert r.exit_code == 0 and f"flock {work / 'x.lock'} " in r.stdout, r.output
