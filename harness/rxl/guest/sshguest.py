@@ -163,7 +163,11 @@ def diag_lines(digests: Mapping[str, str]) -> List[str]:
       nothing else), ``SSHD -t -ddd -e`` (seed_rng, the configuration and the host key,
       with debug lines up to the fault), the same with ``OPENSSL_ia32cap=0:0``
       (libcrypto without its CPU-specific code: a pass then blames that code or its
-      emulation), and ``SSHD -ddd -D -e -p`` :data:`DIAG_PORT` for :data:`DIAG_LISTEN` s
+      emulation), the same with ``ARCHLEVEL=baseline`` (15's libc without its
+      x86-64-v2 strspn/strcspn/strpbrk, which use SSE4.2 PCMPISTRI, lib/libc/amd64/string;
+      libc's amd64_archlevel.c reads the variable when rtld resolves the ifuncs: a pass
+      blames those or their emulation), and ``SSHD -ddd -D -e -p`` :data:`DIAG_PORT` for
+      :data:`DIAG_LISTEN` s
       (the listener's own start; sshd.c exits 0 on the SIGTERM that stops it). Both
       sysctls are put back afterwards.
 
@@ -198,6 +202,8 @@ def diag_lines(digests: Mapping[str, str]) -> List[str]:
               f'\t{n} -t -ddd -e exit $?"',
               '\tOPENSSL_ia32cap=0:0 "$1" -t -ddd -e',
               f'\t{n} OPENSSL_ia32cap=0:0 -t -ddd -e exit $?"',
+              '\tARCHLEVEL=baseline "$1" -t -ddd -e',
+              f'\t{n} ARCHLEVEL=baseline -t -ddd -e exit $?"',
               f'\t"$1" -ddd -D -e -p {DIAG_PORT} & p=$!',
               f"\tsleep {DIAG_LISTEN}; kill $p 2>/dev/null; wait $p",
               f'\t{n} -ddd -D -e -p {DIAG_PORT} exit $? (0: it listened until the SIGTERM '

@@ -159,7 +159,8 @@ def test_sshd_diag_runs_under_sh(tmp_path):
         + "; fi\n")
     sshd = tmp_path / "sshd"
     calls = tmp_path / "calls.log"
-    sshd.write_text('#!/bin/sh\necho "${LD_TRACE_LOADED_OBJECTS:-}|${OPENSSL_ia32cap:-}|$*" >> '
+    sshd.write_text('#!/bin/sh\necho "${LD_TRACE_LOADED_OBJECTS:-}|${OPENSSL_ia32cap:-}'
+                    '|${ARCHLEVEL:-}|$*" >> '
                     + str(calls) + '\n[ "$1" = -V ] && exit 0\nexit 139\n')
     for f in bin_.iterdir():
         f.chmod(0o755)
@@ -181,12 +182,14 @@ def test_sshd_diag_runs_under_sh(tmp_path):
     assert "@@ NOTE sshd_diag: -V exit 0" in out
     assert "@@ NOTE sshd_diag: -t -ddd -e exit 139" in out
     assert "@@ NOTE sshd_diag: OPENSSL_ia32cap=0:0 -t -ddd -e exit 139" in out
+    assert "@@ NOTE sshd_diag: ARCHLEVEL=baseline -t -ddd -e exit 139" in out
     assert any(ln.startswith("@@ NOTE sshd_diag: -ddd -D -e -p 2222 exit 139") for ln in out)
     # (LD_TRACE_LOADED_OBJECTS=1 makes the host's ld.so list the stand-in's sh instead of
     # running it, so that step is not among the calls; it is in the text)
     assert 'LD_TRACE_LOADED_OBJECTS=1 "$1"' in script
     assert calls.read_text().splitlines() == [
-        "||-V", "||-t -ddd -e", "|0:0|-t -ddd -e", "||-ddd -D -e -p 2222"]
+        "|||-V", "|||-t -ddd -e", "|0:0||-t -ddd -e", "||baseline|-t -ddd -e",
+        "|||-ddd -D -e -p 2222"]
     # ASLR off and fault reports on for the runs, then both put back
     assert state.read_text().splitlines() == [
         "kern.elf64.aslr.enable=0 machdep.uprintf_signal=1",
