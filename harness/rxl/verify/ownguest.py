@@ -56,7 +56,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from rxl import paths
 from rxl.errors import MachineError, RxlError
 from rxl.guest import console, image, qemu, sshguest
-from rxl.guest.protocol import PANIC_PATTERNS, host_sysctl_snapshot
+from rxl.guest.protocol import MARK, PANIC_PATTERNS, host_sysctl_snapshot
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
 from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
@@ -301,13 +301,39 @@ def crash_line(serial: str) -> str:
                  if any(p.search(ln) for p in PANIC_PATTERNS)), "")
 
 
+#: The rc's line when sshd exits at start (rxl.guest.sshguest: ``SSHD failed (<status>)``).
+SSHD_FAILED = f"{MARK} SSHD failed"
+#: The last line sshd_diag prints (rxl.guest.sshguest.diag_lines): after it the guest
+#: has said all it will about sshd.
+SSHD_DIAG_DONE = "NOTE sshd_diag: -ddd -D"
+
+
+def sshd_gone(serial: str) -> str:
+    """The rc's ``SSHD failed`` line of the serial log ``serial`` once sshd_diag has
+    finished (its last note printed, or no diagnostics in this rc), else "": sshd
+    exited at start, so SSH will never answer and waiting longer only costs time."""
+    try:
+        text = Path(serial).read_text(errors="replace")
+    except OSError:
+        return ""
+    lines = [ln.strip() for ln in text.splitlines()]
+    failed = next((ln for ln in lines if ln.startswith(SSHD_FAILED)), "")
+    if not failed:
+        return ""
+    diag = any("NOTE sshd_diag:" in ln for ln in lines)
+    if diag and not any(SSHD_DIAG_DONE in ln for ln in lines):
+        return ""
+    return failed
+
+
 def wait_ssh(session, proc, serial: str, wait: float, *, step: float = 10.0,
              interval: float = 2.0, clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep) -> float:
     """Wait up to ``wait`` s for ``session`` (rxl.guest.ssh.SSHSession) to run a
     command, checking the serial log ``serial`` and QEMU (``proc``, a Popen) before
     each try of at most ``step`` s. Returns the seconds waited. Raises CrashedBoot
-    (a panic pattern in the log, or QEMU exited), NoSSH (the wait is over), and
+    (a panic pattern in the log, or QEMU exited), NoSSH (the wait is over, or the
+    console says sshd exited at start: :func:`sshd_gone`), and
     lets AuthFailed / HostKeyChanged through (sshd answered: no reason to fall back)."""
     t0 = clock()
     last = "no attempt"
@@ -319,6 +345,9 @@ def wait_ssh(session, proc, serial: str, wait: float, *, step: float = 10.0,
         if code is not None:
             raise CrashedBoot(f"QEMU exited with code {code} before SSH answered")
         left = wait - (clock() - t0)
+        gone = sshd_gone(serial)
+        if gone:
+            raise NoSSH(wait, clock() - t0, f"the console says {gone!r}")
         if left <= 0:
             raise NoSSH(wait, clock() - t0, last)
         tried = clock()

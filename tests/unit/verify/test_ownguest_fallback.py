@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rxl.guest.protocol import MARK
 from rxl.guest import qemu as qemu_mod
 from rxl.guest.ssh import TimedOut
 from rxl.guest.sshkeys import generate_ed25519
@@ -156,3 +157,30 @@ def test_wait_ssh_tries_in_steps_and_checks_the_console_between(tmp_path):
     serial.write_text(BOOT + "Fatal trap 12: page fault while in kernel mode\n")
     with pytest.raises(ownguest.CrashedBoot, match="Fatal trap 12"):
         ownguest.wait_ssh(_Session(), _Proc(), str(serial), 25)
+
+
+def test_wait_ssh_stops_when_the_console_says_sshd_exited(tmp_path):
+    """The rc's 'SSHD failed' line, after sshd_diag's last note, ends the wait at
+    once (sshd is gone: SSH cannot answer); before that note the wait goes on."""
+    serial = tmp_path / "serial.log"
+    failed = f"{MARK} SSHD failed (139)\n{MARK} NOTE sshd_diag: /usr/sbin/sshd failed\n"
+    serial.write_text(BOOT + failed)
+    s = _Session()
+    with pytest.raises(ownguest.NoSSH, match=r"waited 30 s; last: refused"):
+        ownguest.wait_ssh(s, _Proc(), str(serial), 30, step=10, clock=_clock(s),
+                          sleep=lambda x: None)
+    assert s.calls == [10, 10, 10]
+    serial.write_text(BOOT + failed + f"{MARK} NOTE sshd_diag: -ddd -D -e -p 2222 exit 139\n")
+    s = _Session()
+    with pytest.raises(ownguest.NoSSH, match=r"waited 0 s; last: the console says "
+                       r"'==RXL== SSHD failed \(139\)'"):
+        ownguest.wait_ssh(s, _Proc(), str(serial), 300, step=10, clock=_clock(s),
+                          sleep=lambda x: None)
+    assert s.calls == []
+    serial.write_text(BOOT + f"{MARK} SSHD failed (1)\n")
+    s = _Session()
+    with pytest.raises(ownguest.NoSSH, match="SSHD failed"):
+        ownguest.wait_ssh(s, _Proc(), str(serial), 300, clock=_clock(s), sleep=lambda x: None)
+    assert s.calls == []
+    serial.write_text(BOOT + f"{MARK} SSHD up\n")
+    assert ownguest.sshd_gone(str(serial)) == ""
