@@ -133,8 +133,27 @@ def rc_lines(nic: str = MGMT_IF, digests: Optional[Mapping[str, str]] = None) ->
         *diag_lines(digests or {}),
         # sshd's messages to the console (the guest has no syslogd): the serial log
         "/usr/sbin/sshd -E /dev/console && echo \"$M SSHD up\" || "
-        "{ echo \"$M SSHD failed ($?)\"; sshd_diag /usr/sbin/sshd; }",
+        "{ echo \"$M SSHD failed ($?)\"; sshd_diag /usr/sbin/sshd; " + retry_line() + "; }",
     ]
+
+
+#: libc's ``ARCHLEVEL`` for the second start of a failed sshd: ``baseline`` (SSE2) keeps
+#: 15's libc off its x86-64-v2 strspn/strcspn/strpbrk (SSE4.2 PCMPISTRI), which only
+#: sshd's configuration parser calls among the rc's programs (:func:`diag_lines`).
+RETRY_ARCHLEVEL = "baseline"
+
+
+def retry_line(archlevel: str = RETRY_ARCHLEVEL) -> str:
+    """The rc's second start of sshd after the first failed: libc's ``archlevel``
+    (amd64_archlevel.c reads ``ARCHLEVEL`` when rtld resolves the string ifuncs) for sshd
+    and, by ``SetEnv`` (sshd_config(5)), for the sessions it starts, so a command run
+    over SSH sees the same libc. It says ``SSHD up with ARCHLEVEL=...`` or ``SSHD failed
+    again``; nothing changes when the first start works."""
+    return (f"ARCHLEVEL={archlevel} /usr/sbin/sshd -E /dev/console "
+            f"-o 'SetEnv ARCHLEVEL={archlevel}' && "
+            f"echo \"$M SSHD up with ARCHLEVEL={archlevel} (libc without its x86-64-v2 "
+            "string functions)\" || "
+            f"echo \"$M SSHD failed again with ARCHLEVEL={archlevel} ($?)\"")
 
 
 #: Seconds the diagnostics let a foreground ``sshd -D`` run before stopping it (one

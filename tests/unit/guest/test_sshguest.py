@@ -126,7 +126,8 @@ def test_rc_runs_the_diagnostics_only_when_sshd_fails():
     lines = G.rc_lines(digests=d)
     start = next(ln for ln in lines if ln.startswith("/usr/sbin/sshd -E /dev/console"))
     # sh: `a && b || { c; d; }` runs c and d only when a fails ($? is still a's status)
-    assert start.endswith('|| { echo "$M SSHD failed ($?)"; sshd_diag /usr/sbin/sshd; }')
+    assert start.endswith('|| { echo "$M SSHD failed ($?)"; sshd_diag /usr/sbin/sshd; '
+                          + G.retry_line() + '; }')
     assert lines.index("sshd_diag() {") < lines.index(start)
     # the digests are the here-document's lines, at column 0, sorted by path
     i = lines.index("\tdone <<RXL_DIGESTS")
@@ -213,3 +214,34 @@ def test_sshd_digests_cover_the_programs_and_their_libraries(tmp_path):
     assert got == {"/usr/sbin/sshd": _digest(b"S"), "/usr/libexec/sshd-session": _digest(b"E"),
                    "/libexec/ld-elf.so.1": _digest(b"R"), "/lib/libc.so.7": _digest(b"C"),
                    "/usr/lib/libprivatessh.so.5": _digest(b"P")}
+
+
+def test_rc_starts_sshd_again_with_baseline_string_functions(tmp_path):
+    """The rc's sshd line, run by the host's /bin/sh with /usr/sbin/sshd replaced by a
+    stand-in: it starts once when that works; after a failure (here: a stand-in that
+    segfaults unless ARCHLEVEL=baseline) the diagnostics run and sshd starts again with
+    ARCHLEVEL=baseline and SetEnv passing it to its sessions."""
+    import os
+    import subprocess
+    line = next(ln for ln in G.rc_lines() if ln.startswith("/usr/sbin/sshd -E"))
+    calls = tmp_path / "calls.log"
+    for name, body in (("works", "exit 0"),
+                       ("needs_baseline", '[ "${ARCHLEVEL:-}" = baseline ] || exit 139')):
+        calls.write_text("")
+        stub = tmp_path / name
+        stub.write_text(f'#!/bin/sh\necho "${{ARCHLEVEL:-}}|$*" >> {calls}\n{body}\n')
+        stub.chmod(0o755)
+        script = ("M=@@\nsshd_diag() { echo \"diag $1\"; }\n"
+                  + line.replace("/usr/sbin/sshd", str(stub)) + "\n")
+        p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ))
+        out = p.stdout.splitlines()
+        if name == "works":
+            assert out == ["@@ SSHD up"] and calls.read_text() == "|-E /dev/console\n"
+        else:
+            assert out == ["@@ SSHD failed (139)", f"diag {stub}",
+                           "@@ SSHD up with ARCHLEVEL=baseline (libc without its x86-64-v2 "
+                           "string functions)"]
+            assert calls.read_text().splitlines() == [
+                "|-E /dev/console",
+                "baseline|-E /dev/console -o SetEnv ARCHLEVEL=baseline"]
