@@ -132,8 +132,12 @@ def rc_lines(nic: str = MGMT_IF, digests: Optional[Mapping[str, str]] = None) ->
         "[ \"$k\" = status: ] && echo \"$v\"; done)\"",
         *diag_lines(digests or {}),
         # sshd's messages to the console (the guest has no syslogd): the serial log
+        # a failed start: the diagnostics, then a second start (retry_line); "SSHD failed"
+        # only when that fails too, after the diagnostics' last note, which is what
+        # rxl.verify.ownguest.sshd_gone waits for
         "/usr/sbin/sshd -E /dev/console && echo \"$M SSHD up\" || "
-        "{ echo \"$M SSHD failed ($?)\"; sshd_diag /usr/sbin/sshd; " + retry_line() + "; }",
+        "{ first=$?; echo \"$M NOTE sshd exited ($first) at start\"; "
+        "sshd_diag /usr/sbin/sshd; " + retry_line() + "; }",
     ]
 
 
@@ -147,13 +151,14 @@ def retry_line(archlevel: str = RETRY_ARCHLEVEL) -> str:
     """The rc's second start of sshd after the first failed: libc's ``archlevel``
     (amd64_archlevel.c reads ``ARCHLEVEL`` when rtld resolves the string ifuncs) for sshd
     and, by ``SetEnv`` (sshd_config(5)), for the sessions it starts, so a command run
-    over SSH sees the same libc. It says ``SSHD up with ARCHLEVEL=...`` or ``SSHD failed
-    again``; nothing changes when the first start works."""
+    over SSH sees the same libc. It says ``SSHD up with ARCHLEVEL=...`` or, only now,
+    ``SSHD failed (<first>; <second> again ...)``; ``$first`` is the first start's exit
+    status. Nothing changes when the first start works."""
     return (f"ARCHLEVEL={archlevel} /usr/sbin/sshd -E /dev/console "
             f"-o 'SetEnv ARCHLEVEL={archlevel}' && "
             f"echo \"$M SSHD up with ARCHLEVEL={archlevel} (libc without its x86-64-v2 "
-            "string functions)\" || "
-            f"echo \"$M SSHD failed again with ARCHLEVEL={archlevel} ($?)\"")
+            "string functions; the first start exited $first)\" || "
+            f"echo \"$M SSHD failed ($first; $? again with ARCHLEVEL={archlevel})\"")
 
 
 #: Seconds the diagnostics let a foreground ``sshd -D`` run before stopping it (one
