@@ -16,7 +16,7 @@ def test_two_socket_guest_topology_and_numa():
     argv = build_argv(GuestConfig(root_dir="/work/guest/root"), firmware=FW)
     assert argv[0] == "qemu-system-x86_64"
     assert _opt(argv, "-machine") == ["q35,accel=tcg"]
-    assert _opt(argv, "-cpu") == ["Skylake-Server"]
+    assert _opt(argv, "-cpu") == ["Skylake-Server,-avx2"]
     assert _opt(argv, "-smp") == ["8,sockets=2,cores=2,threads=2"]
     assert _opt(argv, "-numa") == ["node,nodeid=0,cpus=0-3,memdev=ram0",
                                    "node,nodeid=1,cpus=4-7,memdev=ram1"]
@@ -114,7 +114,7 @@ def test_nic_behind_a_numa_local_host_bridge():
     argv = build_argv(cfg, firmware=FW)
     assert _opt(argv, "-smp") == ["32,sockets=2,dies=2,cores=4,threads=2"]
     # dies: CPUID's max basic leaf stays Skylake-Server's 0xd (QEMU 10.0.2 aborts on 0x1f)
-    assert _opt(argv, "-cpu") == ["Skylake-Server,level=0xd"]
+    assert _opt(argv, "-cpu") == ["Skylake-Server,level=0xd,-avx2"]
     assert _opt(argv, "-numa") == ["node,nodeid=0,cpus=0-15,memdev=ram0",
                                    "node,nodeid=1,cpus=16-31,memdev=ram1"]
     dev = _opt(argv, "-device")
@@ -176,10 +176,23 @@ def test_installed_version_reads_qemus_own_line():
 
 def test_cpu_level_only_for_dies_and_never_twice():
     from rxl.guest.qemu import cpu_arg
-    assert cpu_arg(GuestConfig(root_dir="/r")) == "Skylake-Server"
-    assert cpu_arg(GuestConfig(root_dir="/r", dies=2)) == "Skylake-Server,level=0xd"
-    assert cpu_arg(GuestConfig(root_dir="/r", dies=2, cpu_model="Icelake-Server,level=0x1b")
+    kvm = dict(root_dir="/r", accel="kvm")
+    assert cpu_arg(GuestConfig(**kvm)) == "Skylake-Server"
+    assert cpu_arg(GuestConfig(dies=2, **kvm)) == "Skylake-Server,level=0xd"
+    assert cpu_arg(GuestConfig(dies=2, cpu_model="Icelake-Server,level=0x1b", **kvm)
                    ) == "Icelake-Server,level=0x1b"
+
+
+def test_tcg_guest_is_not_shown_avx2_unless_the_model_names_it():
+    """TCG's 32-byte load of vinserti128's m128 operand killed the guest's sshd
+    (run-15.md): a TCG guest gets -avx2, a KVM guest its model's CPUID, and a
+    model that says avx2 itself (either way) is left as written."""
+    from rxl.guest.qemu import cpu_arg
+    assert cpu_arg(GuestConfig(root_dir="/r")) == "Skylake-Server,-avx2"
+    assert cpu_arg(GuestConfig(root_dir="/r", dies=2)) == "Skylake-Server,level=0xd,-avx2"
+    assert cpu_arg(GuestConfig(root_dir="/r", cpu_model="Skylake-Server,+avx2")
+                   ) == "Skylake-Server,+avx2"
+    assert cpu_arg(GuestConfig(root_dir="/r", accel="kvm")) == "Skylake-Server"
 
 
 def test_only_qemu72s_e1000e_needs_the_rig_patch():
