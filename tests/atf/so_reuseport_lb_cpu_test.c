@@ -579,7 +579,8 @@ ATF_TC_BODY(duplicates, tc)
 
 /*
  * Members leave and join: the map is dealt again at once, from the
- * members that listen.
+ * members that listen.  Each CPU still tagged supplies its own member's
+ * 16 slots, so its handshakes go to that member.
  */
 ATF_TC(join_leave);
 ATF_TC_HEAD(join_leave, tc)
@@ -591,7 +592,7 @@ ATF_TC_BODY(join_leave, tc)
 {
 	struct lbgroup g;
 	struct lbview v;
-	int cpus[8], hcpu, i, n;
+	int cpus[8], hcpu, i, m, n;
 
 	lb_setup(0, 0);
 	if ((n = lb_cpus(cpus, 8)) < 2)
@@ -607,8 +608,15 @@ ATF_TC_BODY(join_leave, tc)
 	ATF_REQUIRE_EQ(v.members, (u_int)n - 1);
 	ATF_REQUIRE_EQ(v.nslots, 16u * (n - 1));
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 0u);
-	for (i = 0; i < 4 * n; i++)
-		ATF_REQUIRE(lb_connect(&g, &hcpu) != 0);
+	for (i = 1; i < n; i++)
+		ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[i]), 16u);
+	for (i = 0; i < 4 * n; i++) {
+		m = lb_connect(&g, &hcpu);
+		if (lb_rxslots(&v, hcpu) != 0)
+			ATF_REQUIRE_EQ_MSG(g.tags[m], hcpu, "handshake on CPU "
+			    "%d accepted by the member of CPU %d", hcpu,
+			    g.tags[m]);
+	}
 
 	/* A member tagged with that CPU joins and listens. */
 	(void)lb_join(&g, cpus[0], true);
