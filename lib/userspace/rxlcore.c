@@ -241,7 +241,7 @@ rxl_learn_new(int ncpu, int window, int now)
 		return (NULL);
 	}
 	lblearn_init(&l->rl_ll, l->rl_arrays, l->rl_arrays + ncpu,
-	    l->rl_arrays + 2 * ncpu, (u_int)ncpu, window, now, NULL);
+	    l->rl_arrays + 2 * ncpu, (u_int)ncpu, window, now);
 	return (l);
 }
 

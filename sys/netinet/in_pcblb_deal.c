@@ -215,11 +215,8 @@ lbdeal_fill(struct lbdeal_work *w, const struct lbdeal_in *in,
 		take = MIN(w->w_deficit[m], left);
 		w->w_deficit[m] -= take;
 		left -= take;
-		/* Four at a time: the stores are most of a rebuild. */
 		member = in->di_members[m];
-		for (stop = slot + take; slot + 4 <= stop; slot += 4)
-			slot[0] = slot[1] = slot[2] = slot[3] = member;
-		for (; slot < stop; slot++)
+		for (stop = slot + take; slot < stop; slot++)
 			*slot = member;
 		if (w->w_deficit[m] != 0)
 			break;

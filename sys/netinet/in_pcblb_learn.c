@@ -44,7 +44,7 @@
 
 void
 lblearn_init(struct lblearn *ll, uint32_t *snap, uint32_t *last,
-    uint32_t *sum, u_int ncpu, int window, int now, const uint32_t *cum)
+    uint32_t *sum, u_int ncpu, int window, int now)
 {
 
 	KASSERT(window > 0, ("%s: window %d", __func__, window));
@@ -55,10 +55,7 @@ lblearn_init(struct lblearn *ll, uint32_t *snap, uint32_t *last,
 	ll->ll_start = now;
 	ll->ll_window = window;
 	ll->ll_rolls = 0;
-	if (cum != NULL)
-		memcpy(snap, cum, ncpu * sizeof(*snap));
-	else
-		memset(snap, 0, ncpu * sizeof(*snap));
+	memset(snap, 0, ncpu * sizeof(*snap));
 	memset(last, 0, ncpu * sizeof(*last));
 	memset(sum, 0, ncpu * sizeof(*sum));
 }

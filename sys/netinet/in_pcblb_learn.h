@@ -44,9 +44,9 @@
  * that is never reset: the counts are cumulative and wrap.  A window's
  * count is the difference between the cumulative count and a snapshot
  * taken when the window began, so counting writes nothing shared, and a
- * roll reads the counters without resetting them.  Unsigned differences
- * are right across a wrap as long as a CPU counts fewer than 2^31
- * handshakes in a window.
+ * roll reads the counters without resetting them.  The unsigned
+ * differences, and their sum over two windows, are right across a wrap as
+ * long as a CPU counts fewer than 2^32 handshakes in two windows.
  *
  * The deal's input is the sum of the last two complete windows, fixed at
  * a roll: a CPU that stops receiving supplies for one more window, then
@@ -68,12 +68,11 @@ struct lblearn {
 
 /*
  * Start with three caller-provided arrays of ncpu counts and a window of
- * window ticks beginning now, when the cumulative counts are cum[] (NULL:
- * all zero).  Nothing is counted: ll_sum[] is zero.
+ * window ticks beginning now, when the cumulative counts are all zero.
+ * Nothing is counted: ll_sum[] is zero.
  */
 void	lblearn_init(struct lblearn *ll, uint32_t *snap, uint32_t *last,
-	    uint32_t *sum, u_int ncpu, int window, int now,
-	    const uint32_t *cum);
+	    uint32_t *sum, u_int ncpu, int window, int now);
 
 /*
  * If the current window has ended, roll: ll_sum[] becomes the sum of the

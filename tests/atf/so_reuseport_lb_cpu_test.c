@@ -687,7 +687,10 @@ ATF_TC_BODY(noop_set, tc)
 	lb_close(&g);
 }
 
-/* A full group of 256 tagged members. */
+/*
+ * A full group of 256 tagged members, as many on each of a power of 2 of
+ * CPUs, so that every such CPU keeps its slots for its own members.
+ */
 ATF_TC(full_group);
 ATF_TC_HEAD(full_group, tc)
 {
@@ -698,18 +701,23 @@ ATF_TC_BODY(full_group, tc)
 {
 	struct lbgroup g;
 	struct lbview v;
-	int cpus[MAXMEMBERS], hcpu, i, n, tags[MAXMEMBERS];
+	int cpus[MAXMEMBERS], hcpu, i, m, n, tags[MAXMEMBERS];
 
 	lb_setup(0, 0);
-	n = lb_cpus(cpus, MAXMEMBERS);
+	n = 1 << (fls(lb_cpus(cpus, MAXMEMBERS)) - 1);
 	for (i = 0; i < MAXMEMBERS; i++)
 		tags[i] = cpus[i % n];
 	lb_group(&g, AF_INET, MAXMEMBERS, tags);
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE_EQ(v.members, (u_int)MAXMEMBERS);
 	ATF_REQUIRE_EQ(v.nslots, 16u * MAXMEMBERS);
-	for (i = 0; i < 64; i++)
-		(void)lb_connect(&g, &hcpu);
+	for (i = 0; i < 64; i++) {
+		m = lb_connect(&g, &hcpu);
+		ATF_REQUIRE_MSG(hcpu >= 0, "accepted socket without a CPU");
+		ATF_REQUIRE_MSG(lb_rxslots(&v, hcpu) == 0 || g.tags[m] == hcpu,
+		    "handshake on CPU %d accepted by the member of CPU %d",
+		    hcpu, g.tags[m]);
+	}
 	lb_close(&g);
 }
 
