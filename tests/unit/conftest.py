@@ -35,7 +35,8 @@ def _own_timings(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def kernel_file(tmp_path):
     """A kernel file as a dry run checks one (rxl.tree.build.check_kernel_file:
-    a non-empty regular file); its bytes are no FreeBSD kernel's."""
+    an ELF64 x86-64 executable of OS/ABI FreeBSD); nothing past its header."""
+    from fakefreebsd import kernel_bytes
     path = tmp_path / "kernel"
-    path.write_bytes(b"a stand-in kernel file\n")
+    path.write_bytes(kernel_bytes())
     return path

@@ -1,10 +1,35 @@
 """A FreeBSD-shaped git repository and a one-patch series on it, for tests of
 the tree stage (rxl.tree.base) and of rxl run with a tree that needs the series."""
 
+import struct
 import subprocess
 from pathlib import Path
 
 from rxl.tree import patch as S
+
+def kernel_bytes(osabi: int = 9, machine: int = 62, etype: int = 2, bits: int = 64,
+                 note: bool = False, tail: bytes = b"") -> bytes:
+    """A stand-in FreeBSD amd64 kernel as rxl.tree.build.check_kernel_file reads one:
+    an ELF64 LSB header (``etype``: 2 ET_EXEC; ``machine``: 62 EM_X86_64;
+    ``osabi``: 9 ELFOSABI_FREEBSD, as ld -m elf_x86_64_fbsd writes it) and, with
+    ``note``, one PT_NOTE holding the FreeBSD ABI tag (owner "FreeBSD", type 1,
+    __FreeBSD_version 1500068); ``tail`` follows (a version string, say)."""
+    ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, 1, 1, osabi]) + bytes(8)
+    tag = struct.pack("<III", 8, 4, 1) + b"FreeBSD\x00" + struct.pack("<I", 1500068)
+    phoff, ehsize = (64, 64) if bits == 64 else (52, 52)
+    phnum = 1 if note else 0
+    phsize = 56 if bits == 64 else 32
+    noteoff = phoff + phsize * phnum
+    if bits == 64:
+        hdr = ident + struct.pack("<HHIQQQIHHHHHH", etype, machine, 1, 0x200000,
+                                  phoff if note else 0, 0, 0, ehsize, phsize, phnum, 64, 0, 0)
+        ph = struct.pack("<IIQQQQQQ", 4, 4, noteoff, 0, 0, len(tag), len(tag), 4)
+    else:
+        hdr = ident + struct.pack("<HHIIIIIHHHHHH", etype, machine, 1, 0x200000,
+                                  phoff if note else 0, 0, 0, ehsize, phsize, phnum, 40, 0, 0)
+        ph = struct.pack("<IIIIIIII", 4, noteoff, 0, 0, len(tag), len(tag), 4, 4)
+    return hdr + (ph + tag if note else b"") + tail
+
 
 GIT = ["git", "-c", "user.email=t@example.org", "-c", "user.name=T"]
 

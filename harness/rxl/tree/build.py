@@ -43,6 +43,7 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 from rxl import paths
 from rxl.errors import BadOption, HostError, show
+from rxl.tree import elf as tree_elf
 from rxl.tree import modules as tree_modules
 from rxl.tree import snapshot
 from rxl.tree import version as tree_version
@@ -539,8 +540,10 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
 
 def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
     """Refuse a kernel to boot that cannot be one, before anything runs: not a
-    regular file (missing, a directory, a device) or empty. Raises
-    :class:`rxl.errors.BadOption` naming ``option``."""
+    regular file (missing, a directory, a device), empty, unreadable, or not a
+    FreeBSD amd64 kernel (:attr:`rxl.tree.elf.ElfInfo.freebsd_amd64_kernel`:
+    ELF64, x86-64, an executable, FreeBSD's OS/ABI or brand note). Raises
+    :class:`rxl.errors.BadOption` naming ``option`` and saying what the file is."""
     p = Path(kernel)
     if not p.exists():
         raise BadOption(f"{show(kernel)}: no such kernel", option)
@@ -548,6 +551,24 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
         raise BadOption(f"{show(kernel)}: not a regular file, no kernel", option)
     if p.stat().st_size == 0:
         raise BadOption(f"{show(kernel)}: an empty file, no kernel", option)
+    try:
+        info = tree_elf.read_info(p)
+        with open(p, "rb") as f:
+            head = f.read(24)
+    except OSError as exc:
+        raise BadOption(f"{show(kernel)}: {exc.strerror}", option) from None
+    if info is None:
+        first = head.split(b"\n")[0][:20]
+        what = ("an ELF header cut short or damaged" if head[:4] == tree_elf.ELF_MAGIC else
+                "not an ELF file (" + (f"text starting '{first.decode()}'"
+                                       if first and all(32 <= c < 127 for c in first) else
+                                       "its first bytes "
+                                       + " ".join(f"{c:02x}" for c in head[:8])) + ")")
+        raise BadOption(f"{show(kernel)}: {what}, not a FreeBSD amd64 kernel", option)
+    if not info.freebsd_amd64_kernel:
+        raise BadOption(f"{show(kernel)}: {info.describe()}, not a FreeBSD amd64 kernel "
+                        "(an ELF64 x86-64 executable, OS/ABI FreeBSD or its brand note)",
+                        option)
 
 
 def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],

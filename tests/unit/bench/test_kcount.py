@@ -7,6 +7,7 @@ from click.testing import CliRunner
 
 from rxl.bench import kcount
 from rxl.bench.cli import kcount_group as kcount_cmd
+from fakefreebsd import kernel_bytes
 
 
 def test_frame_counts_nested_call_and_ret():
@@ -118,7 +119,7 @@ def test_record_refuses_bad_values_before_gdb(tmp_path, monkeypatch, args, where
     """kcount record: a port outside 1-65535, no samples, an --out under a file
     are usage errors (exit 2) before nm or gdb run ."""
     kernel = tmp_path / "kernel"
-    kernel.write_bytes(b"\x7fELF")
+    kernel.write_bytes(kernel_bytes())
     (tmp_path / "file").write_text("")
     monkeypatch.setattr(kcount, "record", lambda *a, **k: pytest.fail("recorded"))
     args = [a.replace("{file}", str(tmp_path / "file")) for a in args]
@@ -129,7 +130,7 @@ def test_record_refuses_bad_values_before_gdb(tmp_path, monkeypatch, args, where
 
 def test_record_without_nm_is_one_error_line(tmp_path, monkeypatch):
     kernel = tmp_path / "kernel"
-    kernel.write_bytes(b"\x7fELF")
+    kernel.write_bytes(kernel_bytes())
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     r = CliRunner().invoke(kcount_cmd, ["record", "--kernel", str(kernel),
                                         "--out", str(tmp_path / "t.json")])

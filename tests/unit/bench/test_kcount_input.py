@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
+from fakefreebsd import kernel_bytes
 
 #: Words of Python's own exceptions that must not reach a user.
 INTERNALS = ("' object", "subscriptable", "('", "TypeError", "KeyError", "ValueError",
@@ -33,7 +34,7 @@ def files(tmp_path):
     f["binary"] = tmp_path / "binary.json"
     f["binary"].write_bytes(b"\xff\xfe\x00{}")
     f["kernel"] = tmp_path / "kernel"
-    f["kernel"].write_bytes(b"\x7fELF")
+    f["kernel"].write_bytes(kernel_bytes())
     return f
 
 

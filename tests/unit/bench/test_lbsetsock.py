@@ -6,6 +6,7 @@ from click.testing import CliRunner
 from rxl.bench import lbsetsock as L
 from rxl.bench.cli import kcount_group as kcount_cmd
 from rxl.errors import BadOption
+from fakefreebsd import kernel_bytes
 
 M = "==RXL== LBSET"
 
@@ -71,7 +72,7 @@ def test_rc_runs_the_program_once_and_powers_off():
 def _kernel(tmp_path):
     """A file that passes for the kernel to boot (a dry run boots nothing)."""
     k = tmp_path / "kernel"
-    k.write_bytes(b"\x7fELF")
+    k.write_bytes(kernel_bytes())
     return str(k)
 
 

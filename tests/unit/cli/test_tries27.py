@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
+from fakefreebsd import kernel_bytes
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 URL = "ssh://root@192.0.2.1"
@@ -93,7 +94,7 @@ def test_an_atf_dir_that_is_a_file_is_not_a_directory(work):
 def test_guest_up_checks_its_atf_dir_as_run_does(make, words, work):
     """guest up --dry-run planned a guest with an --atf-dir that does not exist."""
     k = work / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     d = work / "atf"
     if make == "empty":
         d.mkdir()

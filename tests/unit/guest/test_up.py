@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from rxl.cli.main import main
 from rxl.guest import up as guestup
 from rxl.guest.sshguest import NoSSHWorld
+from fakefreebsd import kernel_bytes
 
 
 def test_dry_run_plans_world_and_hostfwd(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     k = tmp_path / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     p = guestup.plan("/src", str(k), port=2222)
     argv = " ".join(p["argv"])
     assert "hostfwd=tcp:127.0.0.1:2222-:22" in argv
@@ -50,7 +51,7 @@ def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
     are usage errors (exit 2) before anything is compiled, dry run or not."""
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     k = tmp_path / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     (tmp_path / "empty").write_bytes(b"")
     src = _tree(tmp_path)
     for args, opt, why in (
@@ -77,7 +78,7 @@ def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
 def test_dry_run_with_kyua_shows_the_amalgamation_and_kyua(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     k = tmp_path / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     src = _tree(tmp_path)
     r = CliRunner().invoke(main, ["guest", "up", "--src", src, "--kernel", str(k),
                                   "--build", "--kyua", "--dry-run"])
@@ -96,7 +97,7 @@ def test_dry_run_with_kyua_shows_the_amalgamation_and_kyua(tmp_path, monkeypatch
 def test_up_refuses_without_the_sshd_userland(tmp_path, monkeypatch):
     monkeypatch.setenv("RXL_WORK", str(tmp_path))
     k = tmp_path / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     try:
         guestup.up("/nonexistent-src", str(k), tests={}, echo=lambda s: None)
     except NoSSHWorld as exc:

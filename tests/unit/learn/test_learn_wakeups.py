@@ -28,6 +28,7 @@ from rxl.learn import plan as L
 from rxl.learn import request as Q
 from rxl.learn import results as R
 from rxl.learn import wakeups as W
+from fakefreebsd import kernel_bytes
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 FORMAT = DATA / "requests-format.log"
@@ -215,7 +216,7 @@ def test_requests_deadline_and_checks():
 
 def _req(tmp_path, **kw):
     kernel = tmp_path / "kernel"
-    kernel.write_bytes(b"a stand-in kernel file\n")
+    kernel.write_bytes(kernel_bytes())
     base = dict(src=str(tmp_path), objdir=str(tmp_path / "o"), out=None,
                 guest_dir=str(tmp_path / "g"),
                 kernel=str(kernel), pristine_kernel=None, configs=("learn-off",), worker_sets=("rxq",),

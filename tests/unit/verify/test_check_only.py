@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
+from fakefreebsd import kernel_bytes
 from test_run import _fake_series
 
 URL = "ssh://root@192.0.2.10"
@@ -125,10 +126,84 @@ def test_install_kernel_of_a_file_that_is_no_kernel(work):
     (progs / "t").write_text("#!/bin/sh\n")
     (progs / "t").chmod(0o755)
     k = work / "kernel"
-    k.write_bytes(b"\x7fELF not a kernel")
+    k.write_bytes(kernel_bytes(tail=b"no version string"))  # a kernel's header only
     for mode in ("--check-only", "--dry-run"):
         r = _run("--target", URL, "--programs", progs, "--install-kernel", "--kernel", k, mode)
         _refused(r, "'--kernel'", "not a FreeBSD kernel")
+
+
+#: Files that are no FreeBSD amd64 kernel, and what the refusal says each is.
+NOT_AMD64_KERNELS = [
+    (b"#!/bin/sh\necho hi\n", "not an ELF file (text starting '#!/bin/sh')"),
+    (b"PK\x03\x04\x14\x00\x00\x00\x08",
+     "not an ELF file (its first bytes 50 4b 03 04 14 00 00 00)"),
+    (b"\x7fELF", "an ELF header cut short or damaged"),
+    (kernel_bytes(osabi=0), "an ELF 64-bit LSB executable, x86-64, OS/ABI SYSV, "
+                            "no FreeBSD brand note"),
+    (kernel_bytes(osabi=3), "an ELF 64-bit LSB executable, x86-64, OS/ABI Linux, "
+                            "no FreeBSD brand note"),
+    (kernel_bytes(machine=183), "an ELF 64-bit LSB executable, AArch64, OS/ABI FreeBSD"),
+    (kernel_bytes(bits=32, machine=3), "an ELF 32-bit LSB executable, i386, OS/ABI FreeBSD"),
+    (kernel_bytes(etype=1), "an ELF 64-bit LSB relocatable object (a module?), x86-64"),
+]
+
+
+def _own_targets(work):
+    """A targets file naming an own-guest shape, ``big``."""
+    f = work / "targets.yaml"
+    f.write_text("shapes:\n  two: {sockets: 1, dies: 1, cores: 2, threads: 1, "
+                 "numa_nodes: 1, memory_mib: 1024}\ntargets:\n  big: {kind: qemu, shape: two}\n")
+    return ["--targets", f, "--target", "big"]
+
+
+@pytest.mark.parametrize("data,what", NOT_AMD64_KERNELS,
+                         ids=["script", "zip", "short-elf", "sysv", "linux", "arm64", "i386",
+                              "module"])
+@pytest.mark.parametrize("where", ["own", "pristine", "targets-guest", "ssh"])
+def test_a_kernel_that_is_no_freebsd_amd64_kernel_is_refused_up_front(data, what, where, work):
+    """F10: a --kernel that is not a FreeBSD amd64 kernel (ELF64, x86-64, an executable,
+    OS/ABI FreeBSD or the FreeBSD brand note) passed --check-only and --dry-run on
+    every machine and failed at the boot: the one kernel check refuses it, naming
+    the option and saying what the file is."""
+    k = work / "k"
+    k.write_bytes(data)
+    progs = work / "progs"
+    progs.mkdir()
+    (progs / "t").write_text("#!/bin/sh\n")
+    (progs / "t").chmod(0o755)
+    opt = "--pristine-kernel" if where == "pristine" else "--kernel"
+    args = {"own": [], "pristine": [], "targets-guest": _own_targets(work),
+            "ssh": ["--target", URL, "--programs", progs, "--install-kernel"]}[where]
+    for mode in ("--check-only", "--dry-run"):
+        line = _refused(_run(*args, opt, k, mode), f"'{opt}'", what)
+        assert line == (f"Error: Invalid value for '{opt}': {k}: {what}"
+                        + line.partition(what)[2])
+        assert line.endswith("not a FreeBSD amd64 kernel" + (
+            "" if what.startswith(("not an ELF", "an ELF header")) else
+            " (an ELF64 x86-64 executable, OS/ABI FreeBSD or its brand note)")), line
+
+
+def test_a_real_elf_of_this_host_is_no_kernel(work):
+    """The running Python, a Linux ELF program, is named as one and refused."""
+    import sys
+    from pathlib import Path
+    exe = Path(sys.executable).resolve()
+    line = _refused(_run("--kernel", exe, "--check-only"), "'--kernel'",
+                    f"{exe}: an ELF 64-bit LSB ")
+    assert "x86-64" in line or "AArch64" in line
+    assert "no FreeBSD brand note, not a FreeBSD amd64 kernel" in line
+
+
+@pytest.mark.parametrize("data", [kernel_bytes(), kernel_bytes(osabi=0, note=True)],
+                         ids=["osabi-freebsd", "brand-note"])
+def test_a_freebsd_amd64_kernel_passes_the_check(data, work):
+    """A FreeBSD amd64 kernel passes: OS/ABI FreeBSD (ld -m elf_x86_64_fbsd) or,
+    with OS/ABI SYSV, the FreeBSD brand note."""
+    k = work / "k"
+    k.write_bytes(data)
+    for args in ([], _own_targets(work)):
+        r = _run(*args, "--kernel", k, "--pristine-kernel", k, "--check-only")
+        assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize("opt", ["--kernel", "--pristine-kernel"])

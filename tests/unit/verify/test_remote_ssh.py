@@ -422,9 +422,10 @@ def test_cli_dry_run_over_ssh_prints_remote_commands(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from rxl.cli.main import main
+    from fakefreebsd import kernel_bytes
     monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
     kernel = tmp_path / "kernel"
-    kernel.write_bytes(b"@(#)" + PATCHED.encode() + b"\n")
+    kernel.write_bytes(kernel_bytes(tail=b"@(#)" + PATCHED.encode() + b"\n"))
     progs = tmp_path / "progs"
     progs.mkdir()
     (progs / "lb_test").write_text("#!/bin/sh\n")

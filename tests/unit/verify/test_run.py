@@ -12,6 +12,7 @@ from rxl.verify.request import RunRequest
 from rxl.tree.world import (ATF_GENERATED, atf_config_h, atf_defs_h, ensure_atf_headers,
                        missing_atf_headers, plan_world, atf_cc_argv,
                        includes_check_only_failure, world_make_vars, world_outputs)
+from fakefreebsd import kernel_bytes
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "console"
 DEFS_IN = """#if !defined(ATF_C_DEFS_H)
@@ -48,7 +49,7 @@ def fake_tree(tmp_path):
     copy_series_files(src)
     (src / "contrib/atf/atf-c").mkdir(parents=True)
     (src / "contrib/atf/atf-c/defs.h.in").write_text(DEFS_IN)
-    (tmp_path / "pk").write_bytes(b"pristine kernel")  # a plain tree needs one (PK)
+    (tmp_path / "pk").write_bytes(kernel_bytes())  # a plain tree needs one (PK)
     return src
 
 
@@ -259,7 +260,7 @@ def test_failed_stage_keeps_a_stage_log(fake_tree, tmp_path, monkeypatch):
     from rxl.verify.pipeline import StageFailed
     out = tmp_path / "out"
     kernel = tmp_path / "kernel"
-    kernel.write_bytes(b"k")
+    kernel.write_bytes(kernel_bytes())
 
     def lost(self, opts, st):  # the kernel passed the preflight, then went away
         raise StageFailed(f"build: --kernel {opts.kernel}: no such file")
@@ -284,7 +285,7 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "x"], check=True)
     k = tmp_path / "kernel"
-    k.write_bytes(b"k")
+    k.write_bytes(kernel_bytes())
     assert not kernel_cached(str(src), str(k))
     (tmp_path / "kernel.rxl-stamp").write_text(kernel_stamp_text(str(src), str(k)))
     assert kernel_cached(str(src), str(k))
