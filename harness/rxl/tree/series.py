@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from rxl.errors import BadOption, show
+from rxl.errors import BadOption, SourceError, show
 from rxl.tree.patch import ATF_DEST, SeriesError, patch_files, read_base, set_copyright
 
 #: Default branch the series is applied on.
@@ -185,6 +185,24 @@ def ensure_git_tree(src: Path) -> None:
         raise SeriesError(f"{src} is a folder inside the git tree {top}; give its top")
 
 
+def check_base_commit(src: Path, base) -> None:
+    """Raise :class:`rxl.errors.BadOption` (``--src``: exit 2, bad input) unless
+    ``src`` holds ``base``'s commit (a :class:`rxl.tree.patch.Base`): what every
+    series command that works from the base needs, said as ``rxl run --src`` says
+    it, with the fetch that brings the commit."""
+    if run_git(src, "cat-file", "-e", base.commit + "^{commit}",
+               check=False).returncode == 0:
+        return
+    from rxl.tree.base import base_url  # rxl.tree.base imports this module
+    try:
+        url = base_url(base.repository)
+    except SourceError:
+        url = base.repository
+    raise BadOption(f"{src}: does not have the base commit {base.commit[:12]} "
+                    f"(patches/BASE): it is in {base.repository}; fetch it (git -C {src} "
+                    f"fetch {url} {base.commit}), or give a clone of that repository", "--src")
+
+
 def check_branch_name(src: Path, branch: str) -> None:
     """Raise :class:`rxl.errors.BadOption` (``--branch``) unless ``branch`` is a
     name ``git checkout -b`` takes as it is (``git check-ref-format --branch``:
@@ -219,8 +237,9 @@ def apply_series(src: Path, patches_dir: Path, *,
     Refuses, changing nothing (every check comes before the snapshot's index,
     config and skip-worktree marks are written): a ``branch`` that is no git
     branch name or already exists (:class:`rxl.errors.BadOption` naming
-    ``--branch``); ``src`` not the top of a git tree, uncommitted changes, an
-    unknown base commit (:class:`SeriesError`).  On a failed ``git am`` the am
+    ``--branch``); a ``src`` without the base commit (:func:`check_base_commit`:
+    BadOption naming ``--src``); ``src`` not the top of a git tree, uncommitted
+    changes, an ``at`` it lacks (:class:`SeriesError`).  On a failed ``git am`` the am
     is aborted and the branch stays at the base; nothing is deleted.  Returns
     the new HEAD.
     """
@@ -232,12 +251,10 @@ def apply_series(src: Path, patches_dir: Path, *,
     if not files:
         raise SeriesError(f"{patches_dir}: no patches to apply")
     start = at or base.commit
-    if run_git(src, "cat-file", "-e", start + "^{commit}",
-            check=False).returncode != 0:
-        if at:
-            raise SeriesError(f"{src}: commit {at[:12]} is not in this repository")
-        raise SeriesError(f"{src}: base commit {base.commit[:12]} "
-                          f"({base.repository}) is not in this repository")
+    if at is None:
+        check_base_commit(src, base)
+    elif run_git(src, "cat-file", "-e", at + "^{commit}", check=False).returncode != 0:
+        raise SeriesError(f"{src}: commit {at[:12]} is not in this repository")
     if run_git(src, "rev-parse", "--verify", "--quiet", "refs/heads/" + branch,
             check=False).returncode == 0:
         raise BadOption(f"branch {branch} already exists in {src}; rename or delete it, "
@@ -343,8 +360,8 @@ def export_series(src: Path, patches_dir: Path, *,
     commits' own authors and the project's copyright lines are kept.
     Refuses, writing nothing, a ``branch`` that does not exist, is not built on
     ``BASE``'s commit or has no commits over it (:class:`rxl.errors.BadOption`
-    naming ``--branch``), and a base commit the tree lacks (:class:`SeriesError`).
-    Returns the written files.
+    naming ``--branch``), and a base commit the tree lacks (:func:`check_base_commit`,
+    naming ``--src``). Returns the written files.
     """
     src = Path(src)
     ensure_git_tree(src)
@@ -354,10 +371,7 @@ def export_series(src: Path, patches_dir: Path, *,
             check=False).returncode != 0:
         raise BadOption(f"no branch {show(branch)} in {src} (rxl series apply "
                         "creates it)", "--branch")
-    if run_git(src, "cat-file", "-e", base.commit + "^{commit}",
-            check=False).returncode != 0:
-        raise SeriesError(f"{src}: base commit {base.commit[:12]} "
-                          f"({base.repository}) is not in this repository")
+    check_base_commit(src, base)
     # base..branch of a branch not built on the base is that branch's own history:
     # exported, it would replace the series (and remove its patches as stale).
     if run_git(src, "merge-base", "--is-ancestor", base.commit, f"refs/heads/{branch}",
@@ -402,6 +416,7 @@ def sync_project_files(src: Path, project: Path, *,
     added it; one ``git rebase -i --autosquash`` (no editor) then folds the
     fixups in.  ``branch`` must be checked out and the tree clean.  Returns
     the tree paths updated (empty: nothing to do).  Raises
+    :class:`rxl.errors.BadOption` (``--src``) when ``src`` lacks the base commit,
     :class:`SeriesError` when a file is added by no commit of the branch,
     or when git fails (a failed rebase is aborted, leaving the branch as it
     was).
@@ -409,6 +424,7 @@ def sync_project_files(src: Path, project: Path, *,
     src, project = Path(src), Path(project)
     ensure_git_tree(src)
     base = read_base(project / "patches")
+    check_base_commit(src, base)  # base..branch is where the files' adders are looked for
     head = run_git(src, "rev-parse", "--abbrev-ref", "HEAD").stdout.strip()
     if head != branch:
         raise SeriesError(f"{src} is on {head!r}, not {branch!r}")

@@ -5,6 +5,7 @@ value and 1 for a failure at run time; nothing changed before a refusal.
 The old prefixes (``rxl series: error:``, ``rxl build: error:``) are gone.
 """
 
+import os
 import subprocess
 import sys
 
@@ -76,6 +77,35 @@ def test_series_apply_refuses_a_bad_branch_first_and_changes_nothing(tmp_path, b
                            "--branch", branch, "--lock", str(tmp_path / "lock")), 2)
     assert line.startswith("Error: Invalid value for '--branch': ") and why in line, line
     assert _state(src) == before
+
+
+@pytest.mark.parametrize("cmd", ["apply", "export", "sync"])
+def test_a_tree_without_the_base_commit_is_bad_input_naming_src(tmp_path, cmd):
+    """F21: series apply (and sync, and export past its --branch check) of a
+    repository lacking patches/BASE's commit exited 1, as a failure at run time;
+    the tree is unusable input: exit 2, one line naming --src, the commit, where
+    it is and the fetch that brings it, as rxl run --src says it; nothing
+    changed."""
+    src = tmp_path / "src"
+    base = _tree(src)
+    patches = _series(tmp_path, src, base)
+    other = tmp_path / "other"
+    _tree(other, salt="another history")
+    _git(other, "checkout", "-q", "-b", "rxl")   # export's and sync's branch exists
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["cp", "-r", str(patches), str(project / "patches")], check=True)
+    opt = ["--project", str(project)] if cmd == "sync" else ["--patches", str(patches)]
+    before = _state(other)
+    lock = ["--lock", str(tmp_path / "lock")] if cmd != "export" else []
+    env = {k: v for k, v in os.environ.items() if k != "RXL_BASE_URL"}
+    cp = _rxl("series", cmd, "--src", str(other), *opt, *lock, env=env)
+    line = _one_error(cp, 2)
+    assert line == (f"Error: Invalid value for '--src': {other}: does not have the base "
+                    f"commit {base[:12]} (patches/BASE): it is in owner/repo; fetch it "
+                    f"(git -C {other} fetch https://github.com/owner/repo.git {base}), or "
+                    "give a clone of that repository"), line
+    assert _state(other) == before
 
 
 def test_series_apply_says_gits_whole_reason_in_one_line(tmp_path):

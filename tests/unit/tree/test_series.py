@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rxl.errors import BadOption
 from rxl.tree import series as S
 from rxl.tree import check as C
 from rxl.tree import patch as P
@@ -364,8 +365,9 @@ def test_export_without_the_base_commit_names_it(tmp_path):
     patches.mkdir()
     shutil.copyfile(PROJECT / "patches/BASE", patches / "BASE")
     base = P.parse_base((patches / "BASE").read_text()).commit
-    with pytest.raises(P.SeriesError, match=f"base commit {base[:12]} .* is not in this"):
+    with pytest.raises(BadOption, match=f"does not have the base commit {base[:12]} ") as e:
         S.export_series(tmp_path / "src", patches)
+    assert e.value.option == "--src"
 
 
 def test_check_of_a_plain_tree_without_the_series_says_so(tmp_path):
