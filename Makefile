@@ -73,9 +73,9 @@ fuzz-replay: setup
 test-asan: setup
 	@command -v $(SAN_CC) >/dev/null || { echo "test-asan: no $(SAN_CC)" \
 	    "(apt-get install -y clang-16 libclang-rt-16-dev)"; exit 1; }
-	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
+	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(abspath $(BUILD))/asan \
 	    $(PY) -m rxl.decide.core
-	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(BUILD)/asan \
+	RXL_CORE_CC="$(SAN_CC) $(SAN_FLAGS)" RXL_BUILD_DIR=$(abspath $(BUILD))/asan \
 	LD_PRELOAD="$$($(SAN_CC) -print-file-name=libclang_rt.asan-x86_64.so)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -27,6 +27,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from rxl.bench.knobs import Knobs, finite
 from rxl.cli.options import check_out_dir
+from rxl.decide import core
 from rxl.errors import DataError, UsageError
 
 SOURCE = Path(__file__).with_name("acceptd.c")
@@ -286,9 +287,8 @@ def default_build_dir() -> Path:
     ``$RXL_BUILD_DIR/bench`` if set, else ``build/bench`` under the repo
     root when running from a checkout, else ``~/.cache/rxl/bench``.
     """
-    env = os.environ.get("RXL_BUILD_DIR")
-    if env:
-        return Path(env).absolute() / "bench"
+    if os.environ.get(core.BUILD_DIR_ENV):
+        return core.build_dir() / "bench"  # the one reader: a relative path or a file refused
     root = Path(__file__).resolve().parents[3]
     if (root / "pyproject.toml").is_file():
         return root / "build" / "bench"

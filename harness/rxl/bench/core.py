@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Dict, Optional
 
 from rxl.decide import core
-from rxl.errors import show
+from rxl.errors import UsageError, show
 
 LOOKUPS = 20000
 REBUILDS = 201
@@ -119,6 +119,9 @@ def main() -> int:
     except (core.CoreError, subprocess.CalledProcessError) as e:
         print(f"Error: {e}", file=sys.stderr)
         return 1
+    except UsageError as e:  # RXL_BUILD_DIR relative or a file (core.build_dir)
+        print(f"Error: {e}", file=sys.stderr)
+        return e.exit_code
     if "--json" in sys.argv[1:]:
         print(json.dumps(doc, indent=2))
         return 0

@@ -12,6 +12,7 @@ import click
 from rxl.bench.cli import bench, kcount_group
 from rxl.cli.surface import Group
 from rxl.errors import UsageError, show
+from rxl.decide import core
 from rxl.decide.cli import deal, outcomes_cmd, spread
 from rxl.guest.cli import guest, targets_cmd, vm
 from rxl.host.cli import doctor_cmd
@@ -33,6 +34,7 @@ def main():
     if work and not os.path.isabs(work):  # each directory would make its own harness key
         raise UsageError(f"RXL_WORK {show(work)}: not an absolute path (every command "
                          "of every directory must find the same work root)")
+    core.build_dir()  # RXL_BUILD_DIR relative, a file: refused as RXL_WORK is
 
 
 for _command in (deal, spread, outcomes_cmd,   # decide

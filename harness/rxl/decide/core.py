@@ -26,7 +26,7 @@ import cffi
 
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
-from rxl.errors import HostError
+from rxl.errors import HostError, UsageError, show
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -78,12 +78,36 @@ class CoreError(HostError):
     """The C library could not be built or loaded, or refused its input."""
 
 
+#: The variable naming where the cores' library (and the fuzz targets, the bench
+#: server and bench_core) are built.
+BUILD_DIR_ENV = "RXL_BUILD_DIR"
+
+
 def build_dir() -> Path:
-    """``$RXL_BUILD_DIR`` made absolute (the library is loaded by its path: a bare
-    name would be looked up in the loader's path), else ``build/`` in the
-    checkout; an empty ``RXL_BUILD_DIR`` is unset, as an empty ``RXL_WORK`` is."""
-    env = os.environ.get("RXL_BUILD_DIR")
-    return Path(env).absolute() if env else ROOT / "build"
+    """``$RXL_BUILD_DIR``, else ``build/`` in the checkout; an empty
+    ``RXL_BUILD_DIR`` is unset, as an empty ``RXL_WORK`` is. The one reader of the
+    variable (the bench server's directory is its ``bench/``).
+
+    Raises :class:`rxl.errors.UsageError` (exit 2, one line naming the variable)
+    for a relative path (each directory would build and load a library of its
+    own; a bare name would be looked up in the loader's path), a file, or a path
+    under a file: what ``RXL_WORK`` refuses, before anything is built."""
+    env = os.environ.get(BUILD_DIR_ENV)
+    if not env:
+        return ROOT / "build"
+    if not os.path.isabs(env):
+        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: not an absolute path (every "
+                         "command of every directory must find the same build directory)")
+    p = Path(env)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: a file, not a directory (where "
+                         "the C cores are built)")
+    anc = p.parent
+    while not anc.exists():
+        anc = anc.parent
+    if not anc.is_dir():
+        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: cannot be created, {anc} is a file")
+    return p
 
 
 def make_build_dir(path: Optional[Path] = None) -> Path:
@@ -365,6 +389,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m rxl.decide.core [--dry-run] [--check]``: build the library and
     print its path, or (``--check``) compile each core alone."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        build_dir()
+    except UsageError as e:
+        print(f"rxl: {e}", file=sys.stderr)
+        return e.exit_code
     if "--dry-run" in args:
         lines = check_argvs(build_dir() / "check") if "--check" in args \
             else [build_argv(library_path())]

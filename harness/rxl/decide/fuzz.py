@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from rxl.decide import core
-from rxl.errors import HostError
+from rxl.errors import HostError, UsageError
 
 #: The targets, one C file each under tests/fuzz/.
 TARGETS = ("deal", "spread", "learn")
@@ -267,6 +267,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m rxl.decide.fuzz build|run|replay|merge|case [--seconds S] [--runs N] [--record FILE]
     [--skip-missing] [--dry-run] [TARGET...]``."""
 
+    try:
+        core.build_dir()  # RXL_BUILD_DIR relative or a file: one line, before anything
+    except UsageError as e:
+        print(f"rxl fuzz: {e}", file=sys.stderr)
+        return e.exit_code
     ap = argparse.ArgumentParser(prog="python -m rxl.decide.fuzz")
     ap.add_argument("action", choices=("build", "run", "replay", "merge", "case"))
     ap.add_argument("targets", nargs="*", default=list(TARGETS))

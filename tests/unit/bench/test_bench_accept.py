@@ -361,15 +361,17 @@ def test_bench_core_refuses_an_argument_it_does_not_take(monkeypatch, capsys, ar
 
 
 def test_bench_core_bad_build_dir_is_one_line(tmp_path, monkeypatch, capsys):
-    """`RXL_BUILD_DIR=/dev/null/x make bench-core`: one line, exit 1."""
+    """`RXL_BUILD_DIR=/dev/null/x make bench-core`: one line naming the variable,
+    exit 2 (bad input, refused by the one reader, rxl.decide.core.build_dir)."""
     from rxl.bench import core as bench_core
     from rxl.decide import core
+    from rxl.errors import UsageError
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "file" / "x"))
     monkeypatch.setattr("sys.argv", ["bench_core"])
-    assert bench_core.main() == 1
+    assert bench_core.main() == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "RXL_BUILD_DIR" in err[0] and err[0].startswith("Error: ")
-    assert f"build directory {tmp_path / 'file' / 'x'}" in err[0]
-    with pytest.raises(core.CoreError, match="build directory .*cannot create"):
+    assert err == [f"Error: RXL_BUILD_DIR {tmp_path / 'file' / 'x'}: cannot be created, "
+                   f"{tmp_path / 'file'} is a file"]
+    with pytest.raises(UsageError, match="RXL_BUILD_DIR .*cannot be created"):
         core.build(force=True)

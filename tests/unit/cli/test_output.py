@@ -47,16 +47,45 @@ def test_a_closed_pipe_stays_quiet():
     assert p.wait(60) in (0, 1, 120, -13) and b"Traceback" not in p.stderr.read()
 
 
-@pytest.mark.parametrize("value", ["", "rel/build"])
+@pytest.mark.parametrize("value", ["", "abs"])
 def test_the_build_dir_is_absolute_or_the_checkouts(value, tmp_path, monkeypatch):
+    value = str(tmp_path / "b") if value == "abs" else value
     monkeypatch.setenv("RXL_BUILD_DIR", value)
     monkeypatch.chdir(tmp_path)
-    d = core.build_dir()
-    assert d.is_absolute()
-    assert d == (tmp_path / value if value else core.ROOT / "build")
+    assert core.build_dir() == (Path(value) if value else core.ROOT / "build")
     r = _rxl(DEAL, cwd=tmp_path, env=dict(os.environ, RXL_BUILD_DIR=value,
                                           PYTHONPATH=str(Path(core.__file__).parents[2])))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("kind", ["relative", "file", "under-a-file"])
+@pytest.mark.parametrize("argv", [RXL + DEAL, RXL + ["parse", "/dev/null"],
+                                  RXL + ["bench", "accept", "--dry-run"],
+                                  [sys.executable, "-m", "rxl.decide.core"],
+                                  [sys.executable, "-m", "rxl.decide.fuzz", "replay",
+                                   "--skip-missing"]],
+                         ids=["deal", "parse", "bench-accept", "core", "fuzz"])
+def test_a_build_dir_that_is_relative_or_a_file_is_refused(kind, argv, tmp_path):
+    """F24: RXL_BUILD_DIR=rel/build built and loaded the cores under whatever
+    directory the command ran in; a file was a HostError (exit 1, "cannot create
+    it: File exists") only once the library was built. Refused as RXL_WORK is:
+    one line naming the variable, exit 2, before any command, nothing made."""
+    (tmp_path / "f").write_text("a file\n")
+    value, why = {
+        "relative": ("rel/build", "not an absolute path (every command of every directory "
+                     "must find the same build directory)"),
+        "file": (str(tmp_path / "f"), "a file, not a directory (where the C cores are "
+                 "built)"),
+        "under-a-file": (str(tmp_path / "f" / "b"), f"cannot be created, {tmp_path / 'f'} "
+                         "is a file")}[kind]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                       env=dict(os.environ, RXL_BUILD_DIR=value,
+                                PYTHONPATH=str(Path(core.__file__).parents[2])))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    prefix = "rxl: " if argv[-1] == "rxl.decide.core" else \
+        "rxl fuzz: " if "rxl.decide.fuzz" in argv else "Error: "
+    assert r.stderr.splitlines() == [f"{prefix}RXL_BUILD_DIR {value}: {why}"]
+    assert r.stdout == "" and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
 @pytest.mark.parametrize("module", ["rxl.tree.build", "rxl.tree.world"])
