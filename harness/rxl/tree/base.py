@@ -303,7 +303,10 @@ def fetch_base(url: str, commit: str, dest: str, *, dry_run: bool = False,
         raise TreeError(f"{dest} exists but is not a checkout of {commit[:12]}; "
                         "remove it, or give --src")
     tree.how = f"base {commit[:12]} fetched from {url} into {dest}"
-    if dry_run:
+    if dry_run:  # the plan is of the release patches/BASE names: say it
+        v = tree_version.planned_version(dest)
+        if v is not None:
+            tree.how += f"; planned as {v.describe()}, cross compiler {v.cross_bindir}"
         return tree
     Path(dest).parent.mkdir(parents=True, exist_ok=True)
     for argv in plan[:-1]:

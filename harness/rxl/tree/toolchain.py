@@ -73,9 +73,9 @@ def base_key(src: str, base_file: Optional[Path] = None) -> Optional[str]:
 
 
 def cross_llvm(src: str) -> int:
-    """The clang major ``src`` is built with (rxl.tree.version; the fallback's for a tree
-    that does not say)."""
-    v = tree_version.version_or_none(src)
+    """The clang major ``src`` is built with (rxl.tree.version; patches/BASE's release's
+    for a tree not fetched yet; the fallback's for a tree that does not say)."""
+    v = tree_version.planned_version(src)
     return v.cross_llvm if v else tree_version.FALLBACK_LLVM
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from rxl.errors import SourceError
+from rxl.tree import patch as tree_patch
 
 PARAM_H = "sys/sys/param.h"
 NEWVERS = "sys/conf/newvers.sh"
@@ -46,6 +47,9 @@ VCS_VERSION = "lib/clang/include/VCSVersion.inc"
 DEBIAN_CLANGS: Sequence[int] = (14, 15, 16, 19)
 #: The cross compiler for a tree that names no LLVM version (the 14 base's).
 FALLBACK_LLVM = 16
+#: The LLVM each release's own tree names (lib/clang/include/VCSVersion.inc of
+#: 14.0-RELEASE and 15.0-RELEASE): what a tree not fetched yet is assumed to name.
+RELEASE_LLVM = {14: (16, 0, 6), 15: (19, 1, 7)}
 
 _FREEBSD_VERSION = re.compile(r"^#define[ \t]+__FreeBSD_version[ \t]+(\d+)", re.M)
 _NEWVERS_VAR = r'^{}="([^"\n]*)"'
@@ -70,6 +74,9 @@ class TreeVersion:
     revision: str = ""
     branch: str = ""
     llvm: Optional[tuple] = None
+    #: Not read from a tree: the version patches/BASE names, for a tree not fetched
+    #: yet (:func:`planned_version`).
+    assumed: bool = False
 
     @property
     def major(self) -> int:
@@ -109,8 +116,12 @@ class TreeVersion:
 
     def describe(self) -> str:
         """One line: ``FreeBSD 15.0 (__FreeBSD_version 1500068, LLVM 19.1.7; newvers.sh
-        says Irid 0.0.2-ALPHA: rebranded)``."""
+        says Irid 0.0.2-ALPHA: rebranded)``; an assumed one says where from."""
         llvm = ".".join(map(str, self.llvm)) if self.llvm else "not named"
+        if self.assumed:
+            return (f"FreeBSD {self.release} (__FreeBSD_version {self.freebsd_version} "
+                    f"assumed from patches/BASE, the tree not fetched yet; LLVM {llvm}, "
+                    f"{self.release}'s own)")
         said = f"{self.type} {self.revision}-{self.branch}".strip("-")
         brand = f"; newvers.sh says {said}: rebranded" if self.rebranded else ""
         return (f"FreeBSD {self.release} (__FreeBSD_version {self.freebsd_version}, "
@@ -191,8 +202,39 @@ def version_or_none(src: str) -> Optional[TreeVersion]:
         return None
 
 
+def base_version(patches_dir: Optional[Path] = None) -> Optional[TreeVersion]:
+    """The version of the series' base as ``patches_dir/BASE`` (default the run's,
+    :data:`rxl.tree.base.REPO_PATCHES`) names it: its ``__FreeBSD_version``, that
+    release's LLVM (:data:`RELEASE_LLVM`), :attr:`TreeVersion.assumed`. None when
+    BASE cannot be read."""
+    if patches_dir is None:
+        from rxl.tree import base as tree_base  # it imports this module
+        patches_dir = tree_base.REPO_PATCHES
+    try:
+        base = tree_patch.read_base(Path(patches_dir))
+    except tree_patch.SeriesError:
+        return None
+    fv = int(base.freebsd_version)
+    major, minor = fv // 100000, (fv // 1000) % 100
+    return TreeVersion(fv, "FreeBSD", f"{major}.{minor}", "RELEASE", RELEASE_LLVM.get(major),
+                       assumed=True)
+
+
+def planned_version(src: Optional[str]) -> Optional[TreeVersion]:
+    """What ``src`` says it is (:func:`version_or_none`), or, for a tree that is not
+    there yet (the base a dry run plans to fetch, its work clone), the version
+    patches/BASE names (:func:`base_version`): a fetched base is that commit, so a
+    plan made before the fetch is the plan of the release it will be. None for a
+    tree that is there and says nothing."""
+    v = version_or_none(src) if src else None
+    if v is None and (not src or not Path(src).exists()):
+        return base_version()
+    return v
+
+
 def cross_bindir_of(src: str) -> str:
-    """``--cross-bindir`` for ``src``: its :attr:`TreeVersion.cross_bindir`, or the
-    fallback's when the tree says nothing (not there yet)."""
-    v = version_or_none(src)
+    """``--cross-bindir`` for ``src``: its :attr:`TreeVersion.cross_bindir` (for a
+    tree not there yet, patches/BASE's release's: :func:`planned_version`), or the
+    fallback's when the tree says nothing."""
+    v = planned_version(src)
     return v.cross_bindir if v else f"/usr/lib/llvm-{FALLBACK_LLVM}/bin"

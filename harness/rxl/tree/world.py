@@ -234,9 +234,10 @@ def compiler_for(src: Optional[str]) -> Tuple[str, str]:
     """(host clang, target triple) for what the harness compiles against ``src``'s world
     (the ATF programs, OpenSSH's configure): the tree's cross compiler and its
     release's triple (``/usr/lib/llvm-19/bin/clang``, ``x86_64-unknown-freebsd15.0``
-    for 15.0); :data:`DEFAULT_CLANG`, :data:`TARGET_TRIPLE` for a tree that does not
-    say (or None)."""
-    v = tree_version.version_or_none(src) if src else None
+    for 15.0; for a tree not fetched yet, patches/BASE's release's:
+    :func:`rxl.tree.version.planned_version`); :data:`DEFAULT_CLANG`,
+    :data:`TARGET_TRIPLE` for a tree that does not say."""
+    v = tree_version.planned_version(src) if src else None
     if v is None:
         return DEFAULT_CLANG, TARGET_TRIPLE
     return f"{v.cross_bindir}/clang", v.target_triple

@@ -194,7 +194,7 @@ class Machine(abc.ABC):
                 raise StageFailed(f"series: {exc}") from None
             src, cmds = fetched.src, fetched.commands
         st.src = src
-        v = tree_version.version_or_none(src)
+        v = tree_version.planned_version(src)  # a base not fetched yet: patches/BASE's
         said = v.describe() if v else "a tree that does not say its version"
         return StageRecord("series", "planned" if req.dry_run and cmds else "ok",
                            commands=cmds, detail=f"--no-series: {src} ({said}) as it is; the "

@@ -1,5 +1,7 @@
 """rxl.tree.version: what a tree says it is, and the compiler that follows from it."""
 
+from pathlib import Path
+
 import pytest
 
 from fakefreebsd import version_files
@@ -93,8 +95,50 @@ def test_make_py_argv_takes_the_tree_s_compiler(tmp_path):
     assert "--cross-bindir=/usr/lib/llvm-16/bin" in B.make_py_argv(t14, "/o", ["x"])
     assert "--cross-bindir=/usr/lib/llvm-19/bin" in B.make_py_argv(t15, "/o", ["x"])
     assert "--cross-bindir=/c" in B.make_py_argv(t15, "/o", ["x"], cross_bindir="/c")
-    assert "--cross-bindir=/usr/lib/llvm-16/bin" in B.make_py_argv(tmp_path / "none",
+    (tmp_path / "says-nothing").mkdir()      # there, and no param.h: the fallback
+    assert "--cross-bindir=/usr/lib/llvm-16/bin" in B.make_py_argv(tmp_path / "says-nothing",
                                                                    "/o", ["x"])
+    # not there yet (a base to fetch): patches/BASE's release, 15.0's clang 19
+    assert "--cross-bindir=/usr/lib/llvm-19/bin" in B.make_py_argv(tmp_path / "none",
+                                                                   "/o", ["x"])
+
+
+def test_a_tree_not_fetched_yet_is_planned_as_patches_base_says(tmp_path):
+    """F25: a dry run without --src plans the base before it is fetched; the version
+    then came from no file and the plan was 14's (clang 16, freebsd14.0). It is the
+    release patches/BASE's __FreeBSD_version names (1500068: 15.0, LLVM 19.1.7), said
+    as assumed; a tree that is there is read, and one that says nothing is the
+    fallback's."""
+    from rxl.tree import patch as P
+    from rxl.tree import toolchain as T
+    assert P.read_base(Path(__file__).resolve().parents[3] / "patches").freebsd_version \
+        == "1500068"
+    v = V.base_version()
+    assert v == V.TreeVersion(1500068, "FreeBSD", "15.0", "RELEASE", (19, 1, 7),
+                              assumed=True)
+    assert (v.cross_llvm, v.cross_bindir, v.target_triple) == (
+        19, "/usr/lib/llvm-19/bin", "x86_64-unknown-freebsd15.0")
+    assert v.describe() == ("FreeBSD 15.0 (__FreeBSD_version 1500068 assumed from "
+                            "patches/BASE, the tree not fetched yet; LLVM 19.1.7, 15.0's own)")
+    absent = str(tmp_path / "base-2ec8aa904381")
+    assert V.planned_version(absent) == v
+    assert V.cross_bindir_of(absent) == "/usr/lib/llvm-19/bin"
+    assert W.compiler_for(absent) == ("/usr/lib/llvm-19/bin/clang",
+                                      "x86_64-unknown-freebsd15.0")
+    assert T.cross_llvm(absent) == 19
+    t14 = tmp_path / "t14"
+    version_files(t14, 14)
+    assert V.planned_version(str(t14)) == V.read_version(str(t14))
+    assert V.planned_version(str(t14)).cross_llvm == 16
+    (tmp_path / "nothing").mkdir()
+    assert V.planned_version(str(tmp_path / "nothing")) is None
+    # another BASE: its release
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p/BASE").write_text(P.Base("o/r", "a" * 40, "1400097").text())
+    v14 = V.base_version(tmp_path / "p")
+    assert (v14.release, v14.llvm, v14.cross_llvm, v14.assumed) == ("14.0", (16, 0, 6), 16,
+                                                                   True)
+    assert V.base_version(tmp_path / "absent") is None
 
 
 def test_the_atf_programs_are_compiled_for_the_tree_s_release(tmp_path):

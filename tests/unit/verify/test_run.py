@@ -1,6 +1,7 @@
 """rxl run / parse / doctor (CLI, dry run) and the pure parts of rxl.tree.world."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -360,6 +361,33 @@ def test_no_src_plans_the_fetch(tmp_path, monkeypatch):
     assert res.exit_code == 0
     assert f"the base {base[:12]} will be fetched from https://github.com/owner/repo.git" \
         in res.output
+
+
+@pytest.mark.parametrize("series", [[], ["--no-series"]], ids=["series", "no-series"])
+def test_a_dry_run_of_the_base_to_fetch_plans_its_release(tmp_path, monkeypatch, series):
+    """F25: rxl run --dry-run without --src (patches/BASE: FreeBSD 15.0, 1500068)
+    planned 14's toolchain (clang 16, --target freebsd14.0): the version was not known
+    before the fetch. The plan now says the version it assumes from patches/BASE and
+    is 15's: clang 19 for make.py and the ATF programs."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "work"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    res = CliRunner().invoke(main, ["run", "--dry-run", *series, "--transport", "serial"])
+    assert res.exit_code == 0, res.output
+    base = tmp_path / "work" / "base-2ec8aa904381"
+    said = ("FreeBSD 15.0 (__FreeBSD_version 1500068 assumed from patches/BASE, the tree "
+            "not fetched yet; LLVM 19.1.7, 15.0's own)")
+    if series:
+        assert f"# series: planned (--no-series: {base} ({said}) as it is;" in res.output
+    else:
+        assert (f"fetched from https://github.com/kactertech/Irid.git into {base}; planned "
+                f"as {said}, cross compiler /usr/lib/llvm-19/bin;") in res.output
+    bindirs = re.findall(r"--cross-bindir=(\S+)", res.output)
+    assert len(bindirs) >= 2 and set(bindirs) == {"/usr/lib/llvm-19/bin"}, bindirs
+    ccs = re.findall(r"^(\S+/clang) --target=(\S+) ", res.output, re.M)
+    assert len(ccs) == (1 if series else 2), ccs      # FreeBSD's own test, the series'
+    assert set(ccs) == {("/usr/lib/llvm-19/bin/clang", "x86_64-unknown-freebsd15.0")}, ccs
+    assert "llvm-16" not in res.output and "freebsd14" not in res.output
+    assert not (tmp_path / "work").exists()
 
 
 # ------------------------------------------------------- series not applied
