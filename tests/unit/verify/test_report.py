@@ -4,6 +4,8 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from rxl.verify.parse import parse_file
 from rxl.verify.report import table, to_json, to_junit, verdict
 
@@ -170,3 +172,78 @@ def test_verdict_no_cases_on_either_run_and_cases_the_pristine_run_lacks():
     v = verdict({"patched": r["patched"], "spread": RunResult(outcome="completed")},
                 pristine=None, need_cases=["patched"])
     assert v.ok, v.reasons
+
+
+#: The series' cases (tests/atf/so_reuseport_lb_cpu_test.c) and ten of FreeBSD's own.
+SERIES = "so_reuseport_lb_cpu_test"
+SERIES_CASES = ["option", "steering_ipv4", "steering_ipv6", "untagged_share", "duplicates",
+                "join_leave", "listen_late", "noop_set", "full_group", "learn_counting",
+                "learned_map", "capture", "learn_hashed_only", "learning_off"]
+BASE = "so_reuseport_lb_test"
+BASE_CASES = [f"case{i}" for i in range(10)]
+
+
+def _console(label, series_word, prog_dir=""):
+    """A console log as the guest's rc prints one boot: every case listed, then run."""
+    lines = [f"==RXL== BEGIN {label}", "==RXL== ATF BEGIN"]
+    for prog, cases, word in ((SERIES, SERIES_CASES, series_word),
+                              (BASE, BASE_CASES, "passed")):
+        lines += [f"==RXL== LIST {prog_dir}{prog} {c}" for c in cases]
+        lines += [f"==RXL== CASE {prog_dir}{prog} {c} rc={0 if word == 'passed' else 1} t=1 "
+                  f"{word}" + ("" if word == "passed" else ": no option") for c in cases]
+    return lines + ["==RXL== ATF END", f"==RXL== END {label}"]
+
+
+def _kyua_junit(word):
+    """kyua report-junit of the same cases (its classnames: the program, dots)."""
+    tcs = []
+    for prog, cases, w in ((SERIES, SERIES_CASES, word), (BASE, BASE_CASES, "passed")):
+        for c in cases:
+            body = "" if w == "passed" else '<failure message="no option"/>'
+            tcs.append(f'<testcase classname="{prog}" name="{c}" time="1.0">{body}</testcase>')
+    return f"<testsuite>{''.join(tcs)}</testsuite>"
+
+
+def _case_table(text):
+    """The Test cases section of report.txt: its rows, each split in cells."""
+    lines = text.splitlines()
+    i = lines.index("Test cases")
+    rows = []
+    for line in lines[i + 1:]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows[0], rows[2:]  # the header; the rows below its dashes
+
+
+@pytest.mark.parametrize("how", ["serial", "kyua-patched", "kyua-both", "paths"])
+def test_the_case_table_of_two_boots_lists_each_case_once(how):
+    """A run's report.txt listed the 12 series cases twice in the patched column
+    (the counts right, docs/results/run-15.md). Two boots' parsed results, however
+    each boot's cases were read (the rc on the console, kyua's JUnit over SSH, a
+    program given by path), make one row per case: the 24 cases once each, in order,
+    passed on patched, the series' failed on pristine, '-' for a boot without cases."""
+    from rxl.verify.kyua import cases_from_kyua_junit
+    from rxl.verify.parse import parse_console
+    patched = parse_console(_console("patched", "passed",
+                                     "/var/tmp/rxl/tests/" if how == "paths" else ""))
+    pristine = parse_console(_console("pristine", "failed",
+                                      "./" if how == "paths" else ""))
+    spread = parse_console(["==RXL== BEGIN spread", "==RXL== ATF BEGIN", "==RXL== ATF END",
+                            "==RXL== END spread"])
+    if how.startswith("kyua"):
+        patched.cases = cases_from_kyua_junit(_kyua_junit("passed"), "/var/tmp/rxl/tests")
+    if how == "kyua-both":
+        pristine.cases = cases_from_kyua_junit(_kyua_junit("failed"), "/var/tmp/rxl/tests")
+    runs_ = {"patched": patched, "spread": spread, "pristine": pristine}
+    assert [len(r.cases) for r in runs_.values()] == [24, 0, 24]
+    text = table(runs_, fallbacks={"patched": "SSH never answered; fell back"}
+                 if how == "serial" else None)
+    head, rows = _case_table(text)
+    assert head == ["case", "patched", "spread", "pristine"]
+    assert rows == ([[f"{SERIES}:{c}", "passed", "-", "failed"] for c in SERIES_CASES]
+                    + [[f"{BASE}:{c}", "passed", "-", "passed"] for c in BASE_CASES])
+    assert text.count(f"{SERIES}:steering_ipv4") == 1
+    runs_line = [ln.split()[:4] for ln in text.splitlines()[3:6]]
+    assert runs_line == [["patched", "completed", "24", "24"], ["spread", "completed", "0", "0"],
+                         ["pristine", "completed", "24", "10"]]
