@@ -268,7 +268,9 @@ def claim_command(workdir: str) -> str:
     :data:`CLAIM_REFUSED`, one line) a ``workdir`` that is a symbolic link or
     exists without :data:`WORKDIR_MARK` (a directory rxl did not make, whose
     contents the undo ``rm -rf`` would take), else makes it with its
-    ``tests`` directory and marks it. ``workdir`` is checked already
+    ``tests`` directory and marks it. It runs no program but sh(1) and
+    mkdir(1): the guest's minimal world has no touch(1) (the 15.0 guest's
+    first SSH run, docs/results/run-15.md). ``workdir`` is checked already
     (rxl.verify.preflight.check_workdir: plain characters, below /tmp or
     /var/tmp)."""
     w = shlex.quote(workdir)
@@ -276,7 +278,7 @@ def claim_command(workdir: str) -> str:
             f"exit {CLAIM_REFUSED}; fi; "
             f"if [ -e {w} ] && [ ! -f {w}/{WORKDIR_MARK} ]; then echo 'rxl: {workdir} "
             f"exists and rxl did not make it (no {WORKDIR_MARK})'; exit {CLAIM_REFUSED}; fi; "
-            f"mkdir -p {w}/tests && touch {w}/{WORKDIR_MARK}")
+            f"mkdir -p {w}/tests && : > {w}/{WORKDIR_MARK}")
 
 
 def touched(workdir: str, install: Optional[InstallPlan] = None) -> List[str]:

@@ -97,3 +97,30 @@ def test_a_targets_file_user_that_is_no_login_name_is_a_mistake(user, tmp_path):
     p.write_text(f"targets:\n  b: {{kind: box, host: h, user: '{user}'}}\n")
     with pytest.raises(T.TargetsError, match="targets.b.user"):
         T.load(str(p))
+
+
+def test_the_workdir_claim_runs_with_only_sh_and_mkdir(tmp_path):
+    """The 15.0 guest's minimal world has sh and mkdir but no touch(1): its first
+    SSH run refused every boot's work directory ("sh: touch: not found"). The
+    claim must make and mark the directory with PATH holding mkdir alone, and
+    refuse it the second time only if the mark is gone."""
+    import shutil
+    import subprocess
+    from rxl.verify.remote import CLAIM_REFUSED, WORKDIR_MARK, claim_command
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "mkdir").symlink_to(shutil.which("mkdir"))
+    work = tmp_path / "var-tmp" / "rxl"
+    env = {"PATH": str(bindir)}
+
+    def claim():
+        return subprocess.run([shutil.which("sh"), "-c", claim_command(str(work))],
+                              env=env, capture_output=True, text=True)
+    first = claim()
+    assert first.returncode == 0, first.stderr
+    assert (work / "tests").is_dir() and (work / WORKDIR_MARK).is_file()
+    assert claim().returncode == 0          # its own directory again
+    (work / WORKDIR_MARK).unlink()
+    again = claim()
+    assert again.returncode == CLAIM_REFUSED
+    assert "rxl did not make it" in again.stdout
