@@ -51,10 +51,17 @@ DOCTOR_TIMEOUT = 10.0
 #: Members of the npm tarball -> the work tree's files.
 AMALGAMATION = {"package/deps/sqlite3/sqlite3.c": "contrib/sqlite3/sqlite3.c",
                 "package/deps/sqlite3/sqlite3.h": "contrib/sqlite3/sqlite3.h"}
-KYUA_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libc++", "lib/liblua", "lib/libsqlite3")
+#: kyua's libraries, and jail(8)'s ``LIBADD= jail kvm util`` (usr.sbin/jail/Makefile;
+#: libkvm needs libelf, Makefile.inc1 ``lib/libkvm__L: lib/libelf__L``).
+KYUA_PREBUILD_LIBS: Tuple[str, ...] = ("lib/libc++", "lib/liblua", "lib/libsqlite3",
+                                       "lib/libelf", "lib/libkvm")
 KYUA_GENERIC_LIBS: Tuple[str, ...] = ("lib/liblutok",)
-#: Guest path -> objdir path (relative to OBJTOP).
-KYUA_PROGRAMS: Dict[str, str] = {"/usr/bin/kyua": "usr.bin/kyua/kyua"}
+#: Guest path -> objdir path (relative to OBJTOP). A case whose metadata says
+#: ``execenv = jail`` (every so_reuseport_lb_cpu_test case) is run by kyua through
+#: ``/usr/sbin/jail`` (contrib/kyua/os/freebsd/utils/jail.cpp): without it each
+#: such case is "broken: Failed to execute /usr/sbin/jail" (2026-12-03 guest run).
+KYUA_PROGRAMS: Dict[str, str] = {"/usr/bin/kyua": "usr.bin/kyua/kyua",
+                                 "/usr/sbin/jail": "usr.sbin/jail/jail"}
 #: usr.bin/kyua/Makefile STORE: the schema and its migrations.
 STORE_FILES = ("schema_v3.sql", "migrate_v1_v2.sql", "migrate_v2_v3.sql")
 #: SRI algorithm names -> hashlib names (the ones npm writes; sha1 is only ``dist.shasum``).

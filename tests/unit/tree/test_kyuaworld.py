@@ -206,6 +206,18 @@ def test_kyua_widens_the_sshd_world():
     assert files["usr/share/kyua/store/schema_v3.sql"] == "/src/contrib/kyua/store/schema_v3.sql"
 
 
+def test_kyua_brings_jail8_for_execenv_jail_cases():
+    """kyua runs an ``execenv = jail`` case through /usr/sbin/jail; the first
+    guest run without it reported every series case broken. jail(8) links
+    libjail, libkvm and libutil, and libkvm libelf (usr.sbin/jail/Makefile)."""
+    v = sshworld.ssh_make_vars(kyua=True)
+    assert K.KYUA_PROGRAMS["/usr/sbin/jail"] == "usr.sbin/jail/jail"
+    assert "usr.sbin/jail" in v["SUBDIR_OVERRIDE"].split()
+    libs = set(v["_prebuild_libs"].split())
+    assert {"lib/libjail", "lib/libkvm", "lib/libelf", "lib/libutil"} <= libs
+    assert "usr.sbin/jail" not in sshworld.ssh_make_vars()["SUBDIR_OVERRIDE"].split()
+
+
 def test_a_reapplied_tree_gets_the_packages_header_back(tmp_path, registry):
     """A series re-apply (git checkout -f of the base) restores the tree's sqlite3.h
     and leaves the package's untracked sqlite3.c: the pair is put back, not refused."""
