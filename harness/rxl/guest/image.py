@@ -73,19 +73,24 @@ def _env() -> jinja2.Environment:
 
 
 def render_loader_rc(tunables: Mapping[str, str] = (), *, rootdev: str = ROOTDEV,
-                     boot_verbose: bool = False) -> str:
+                     boot_verbose: bool = False, modules: Sequence[str] = ()) -> str:
     """Text of ``/boot/loader.rc`` for loader_simp (``set`` lines, then ``boot``).
 
     ``tunables``: kenv name -> value (e.g. ``{"hw.iflib.core_spread": "1"}``).
-    Raises ValueError for names or values with whitespace (the simple
-    interpreter splits on it).
+    ``modules``: KLD names (``msdosfs``) loaded from /boot/kernel after the kernel,
+    which the loader must hold before any module (``load /boot/kernel/kernel``
+    first). Raises ValueError for names or values with whitespace (the simple
+    interpreter splits on it) and for a module name that is not plain.
     """
     items = sorted(dict(tunables).items())
     for k, v in items:
         if not k or any(c.isspace() for c in k + str(v)):
             raise ValueError(f"loader tunable {k!r}={v!r}: no whitespace allowed")
+    for m in modules:
+        if not m or not all(c.isalnum() or c == "_" for c in m):
+            raise ValueError(f"loader module {m!r}: not a plain KLD name")
     return _env().get_template("loader.rc.j2").render(
-        rootdev=rootdev, tunables=items, boot_verbose=boot_verbose)
+        rootdev=rootdev, tunables=items, boot_verbose=boot_verbose, modules=list(modules))
 
 
 def render_rc(label: str, programs: Sequence[str], *,

@@ -198,7 +198,9 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
             lock)), "kernel-toolchain" + where))
     kvars: dict[str, Optional[str]] = {"KERNCONF": kernconf}
     if modules:
-        bad = [m for m in modules if not re.fullmatch(r"[A-Za-z0-9_.+-]+", m)]
+        # a directory under sys/modules, nested ones too (geom/geom_part/geom_part_mbr)
+        bad = [m for m in modules if not re.fullmatch(r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)*", m)
+               or ".." in m.split("/") or "." in m.split("/")]
         if bad:
             raise ValueError(f"plan_stages: bad module name {bad[0]!r}")
         kvars["MODULES_OVERRIDE"] = " ".join(modules)

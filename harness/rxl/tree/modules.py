@@ -40,6 +40,14 @@ MODULE_KERNCONF = "MINIMAL"
 NIC_MODULES: Tuple[str, ...] = ("iflib", "em")
 #: What ``kldload`` is given for the NIC (loads iflib.ko first by its MODULE_DEPEND).
 NIC_KLD = "if_em"
+#: What the module boot's root needs that MINIMAL lacks: the guest's root is a FAT
+#: file system (msdosfs) in an MBR slice (``ada0s1``), and amd64's MINIMAL has
+#: neither ``options MSDOSFS`` nor ``GEOM_PART_MBR`` (its g_part core is
+#: ``standard`` in sys/conf/files); the loader loads these before the kernel starts
+#: (a first module boot without them stopped at ``mountroot>``, 2026-12-03).
+#: Directories under sys/modules, and their KMODs in load order.
+ROOT_MODULES: Tuple[str, ...] = ("msdosfs", "geom/geom_part/geom_part_mbr")
+ROOT_KLDS: Tuple[str, ...] = ("msdosfs", "geom_part_mbr")
 
 _PATH_LINE = re.compile(r"^\.PATH:(.*)$", re.M)
 _KMOD = re.compile(r"^KMOD\s*\??=\s*(\S+)", re.M)

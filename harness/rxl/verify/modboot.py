@@ -14,7 +14,8 @@ console serves both):
    (:func:`rxl.tree.build.check_modules`: a missing symbol fails here, before a
    boot);
 2. stage a console root: the run's userland, the MINIMAL kernel, the modules in
-   ``/boot/kernel``, and an rc whose only cases are this boot's two
+   ``/boot/kernel`` (the loader loads the root's msdosfs and geom_part_mbr,
+   :data:`rxl.tree.modules.ROOT_MODULES`, which MINIMAL lacks), and an rc whose only cases are this boot's two
    (:func:`rc_lines`): ``modules:kldload`` (``kldload if_em`` exits 0) and
    ``modules:nic`` (``ifconfig -l`` then lists the guest NIC's first interface,
    ``igb0`` or ``em0`` by the guest's shape);
@@ -83,6 +84,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
     ``nic_driver``: its NIC's driver (``igb``). Raises StageFailed naming the log."""
     src, objdir = st.src, req.objdir
     mods = tree_modules.build_list(src, _series_files())
+    mods += [m for m in tree_modules.ROOT_MODULES if m not in mods]
     kconf = tree_modules.MODULE_KERNCONF
     stages = tree_build.plan_stages(src, objdir, kernconf=kconf, toolchain=False,
                                     modules=mods)
@@ -114,7 +116,8 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
                                   str(st.world.sysroot))
         acts = image.plan_root(loader_efi=str(st.world.loader_efi), kernel=kernel,
                                programs=progs, libs=libs, tests={},
-                               loader_rc=image.render_loader_rc({}),
+                               loader_rc=image.render_loader_rc(
+                                   {}, modules=tree_modules.ROOT_KLDS),
                                rc=image.render_rc(LABEL, [], sshd_lines=rc_lines(
                                    tree_modules.NIC_KLD, f"{nic_driver}0")))
         image.stage_root(root, acts)

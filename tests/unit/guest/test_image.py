@@ -16,6 +16,18 @@ def test_loader_rc_root_and_tunables():
         render_loader_rc({"a b": "1"})
 
 
+def test_loader_rc_loads_the_kernel_before_its_modules():
+    """loader(8) takes no module before a kernel: a root MINIMAL cannot mount
+    (msdosfs in an MBR slice) needs the kernel loaded, then each .ko, then boot."""
+    text = render_loader_rc({}, modules=("msdosfs", "geom_part_mbr"))
+    lines = [ln for ln in text.splitlines() if not ln.startswith("\\")]
+    assert lines[-4:] == ["load /boot/kernel/kernel", "load /boot/kernel/msdosfs.ko",
+                          "load /boot/kernel/geom_part_mbr.ko", "boot"]
+    assert "load /boot" not in render_loader_rc({})
+    with pytest.raises(ValueError, match="plain KLD name"):
+        render_loader_rc({}, modules=("../x",))
+
+
 def test_rc_runs_every_case_with_timeout_and_powers_off():
     text = render_rc("patched", ["/rxl/tests/so_reuseport_lb_test"], case_timeout=90)
     assert text.startswith("#!/bin/sh\n")

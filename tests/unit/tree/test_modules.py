@@ -70,8 +70,15 @@ def test_plan_stages_with_modules_replaces_no_modules():
     assert "MODULES_OVERRIDE=iflib em" in argv and "NO_MODULES=yes" not in argv
     plain = list(B.plan_stages("/s", "/o", toolchain=False, lock=None)[0].argv)
     assert "NO_MODULES=yes" in plain and not any("MODULES_OVERRIDE" in a for a in plain)
-    with pytest.raises(ValueError, match="bad module name"):
-        B.plan_stages("/s", "/o", toolchain=False, lock=None, modules=["em x"])
+    for bad in ("em x", "../em", "geom/../../x", "/em", "geom//x"):
+        with pytest.raises(ValueError, match="bad module name"):
+            B.plan_stages("/s", "/o", toolchain=False, lock=None, modules=[bad])
+    nested = B.plan_stages("/s", "/o", kernconf="MINIMAL", toolchain=False, lock=None,
+                           modules=["msdosfs", "geom/geom_part/geom_part_mbr"])
+    assert "MODULES_OVERRIDE=msdosfs geom/geom_part/geom_part_mbr" in list(nested[0].argv)
+    assert str(M.module_path("/s", "/o", "geom/geom_part/geom_part_mbr", kmod="geom_part_mbr")
+               ).endswith("/sys/MINIMAL/modules/s/sys/modules/geom/geom_part/geom_part_mbr/"
+                          "geom_part_mbr.ko")
 
 
 @pytest.mark.skipif(not (shutil.which("cc") and shutil.which("nm")), reason="needs cc, nm")

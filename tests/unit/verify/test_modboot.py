@@ -75,7 +75,9 @@ def test_dry_run_plans_the_module_boot_on_either_base(fake_tree, tmp_path, major
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     out = res.output
-    assert "KERNCONF=MINIMAL 'MODULES_OVERRIDE=iflib em'" in out
+    # MINIMAL has no msdosfs and no MBR partitions: the FAT root's come as modules
+    assert ("KERNCONF=MINIMAL 'MODULES_OVERRIDE=iflib em msdosfs "
+            "geom/geom_part/geom_part_mbr'") in out
     assert f"--cross-bindir=/usr/lib/{clang}/bin" in out
     assert "rc runs kldload if_em and looks for igb0" in out
     assert out.count("qemu-system-x86_64 -machine q35,accel=tcg") == 4   # + the module boot
