@@ -171,15 +171,19 @@ def test_bounds_are_checked_and_printed_exactly(tmp_path):
 def test_live_handoff_drops_a_killed_worker(tmp_path):
     """A handoff worker killed mid-run: the acceptor's send to it is
     refused (its end has no other holder), so it leaves the rotation and
-    no connection is handed to a dead worker (18 of 200 were, before)."""
+    no connection is handed to a dead worker after its death (18 of 200 were,
+    before). One handoff can still be in the worker's socket buffer at the
+    instant it dies (the send succeeded while it held its end): that one is
+    lost with it (79 of 80 once, under load), never more."""
     doc = _live(tmp_path, "--setup", "handoff-rr", "--setup", "handoff-lc",
                 "--workers", "4", "--connections", "80",
                 "--kill-first-at", "20")
     for res in doc["results"]:
         (run,) = res["runs"]
         assert run["killed"] == [True, False, False, False], res["setup"]
-        assert run["accepted"] == run["connect_ok"] == 80, res["setup"]
-        assert sum(run["accepts"]) == 80 and run["accepts"][0] <= 20
+        assert run["connect_ok"] == 80, res["setup"]
+        assert 79 <= run["accepted"] <= 80, res["setup"]
+        assert sum(run["accepts"]) == run["accepted"] and run["accepts"][0] <= 20
         assert run["acceptor"]["errors"] == 0
 
 
