@@ -511,7 +511,8 @@ class SSHGuest(SerialGuest):
             run.upload()
             log = str(Path(req.out) / f"console-{label}.log")
             st.logs[label] = log
-            run.run_tests(log)
+            # its cases (kyua's, when kyua ran them) and the host sysctls after them
+            st.runs[label] = run.run_tests(log)
             return (f"{label}: SSH after {up:.0f} s, cases done at {time.monotonic() - t0:.0f} s "
                     f"({info.bootfile if info else '?'})")
         finally:
@@ -536,7 +537,9 @@ class SSHGuest(SerialGuest):
         return f"{label}: {why}; fell back to the serial console ({staged}); {detail}", failure
 
     def collect(self, req: RunRequest, st: RunState) -> StageRecord:
-        """Each SSH stream log -> RunResult, with the kernel messages of its serial log."""
+        """Each SSH boot's RunResult (as :meth:`boot_one` kept it: kyua's cases, the
+        host sysctls after them; else its stream log parsed), with the kernel
+        messages of its serial log."""
         if req.dry_run:
             return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
         for label, log in st.logs.items():
@@ -544,8 +547,9 @@ class SSHGuest(SerialGuest):
                 st.runs[label] = parse.parse_file(log)
                 st.runs[label].notes.insert(0, f"transport: {st.fallbacks[label]}")
                 continue
-            st.runs[label] = kernel_messages(parse.parse_file(log),
-                                             str(Path(req.out) / f"serial-{label}.log"))
+            # the SSH run's own result (kyua's cases are not in the log), else the log's
+            res = st.runs.get(label) or parse.parse_file(log)
+            st.runs[label] = kernel_messages(res, str(Path(req.out) / f"serial-{label}.log"))
         detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
         return StageRecord("parse", "ok", detail=detail)
 

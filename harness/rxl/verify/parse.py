@@ -90,6 +90,16 @@ CASE_STATUSES = ATF_STATUSES + ("timeout", "crashed")
 RESULT_EXIT = {"passed": 0, "skipped": 0, "expected_failure": 0, "failed": 1}
 
 #: ``RunResult.outcome``, in the order the first that applies is taken.
+def _host_after(body: str) -> bool:
+    """A sentinel body of the host-sysctl record taken after the cases when kyua ran
+    them (``SYSCTL <name>@after: <value>``, rxl.guest.protocol.host_sysctl_snapshot):
+    written by the harness after the console's END marker, and counted there."""
+    if not body.startswith("SYSCTL "):
+        return False
+    key = body[len("SYSCTL "):].split(":", 1)[0].strip()
+    return key.endswith("@after") and " " not in key
+
+
 OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 
 #: Exit statuses and seconds fit 9 (ASCII) digits; more is a damaged line.
@@ -317,7 +327,7 @@ class _Reader:
         if not line.startswith(MARK):
             return
         body = line[len(MARK):].strip()
-        if r.end_seen and not body.startswith("NOTE "):
+        if r.end_seen and not body.startswith("NOTE ") and not _host_after(body):
             word = "a second run" if body.startswith("BEGIN") else body.split(" ", 1)[0]
             self.damage(n, f"{word or 'a sentinel'} after the end marker (line "
                            f"{self.at['end']}): not counted: {_quote(line)}")

@@ -184,3 +184,31 @@ def test_wait_ssh_stops_when_the_console_says_sshd_exited(tmp_path):
     assert s.calls == []
     serial.write_text(BOOT + f"{MARK} SSHD up\n")
     assert ownguest.sshd_gone(str(serial)) == ""
+
+
+def test_collect_keeps_the_ssh_run_s_own_result(tmp_path, monkeypatch):
+    """kyua's cases are in its JUnit file, not in the stream log: the first 15.0
+    run over SSH passed 24 of 24 on kyua and reported 0 cases, because the parse
+    stage parsed the log again. The boot's own result is kept, with the serial
+    log's kernel messages added."""
+    from rxl.verify import parse
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    opts = _opts(tmp_path)
+    out = Path(opts.out)
+    out.mkdir(parents=True)
+    log = out / "console-patched.log"
+    log.write_text(f"{MARK} BEGIN patched\n{MARK} ATF BEGIN\n{MARK} ATF END\n"
+                   f"{MARK} END patched\n")
+    (out / "serial-patched.log").write_text("panic: page fault\n")
+    st = RunState.start(opts, echo=lambda s: None)
+    st.logs = {"patched": str(log)}
+    kept = parse.parse_file(str(log))
+    kept.cases = [parse.CaseResult("so_reuseport_lb_test", "basic_ipv4", "passed")]
+    st.runs = {"patched": kept}
+    SSHGuest().collect(opts, st)
+    got = st.runs["patched"]
+    assert [c.name for c in got.cases] == ["so_reuseport_lb_test:basic_ipv4"]
+    assert got.outcome == "panic"
+    st.runs = {}                      # no kept result: the log is parsed
+    SSHGuest().collect(opts, st)
+    assert st.runs["patched"].cases == []

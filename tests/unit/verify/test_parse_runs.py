@@ -301,3 +301,19 @@ def test_parse_and_table_are_linear_in_cases():
 def test_outcomes_are_the_ones_the_parser_gives():
     assert OUTCOMES[-1] == "completed" and len(set(OUTCOMES)) == len(OUTCOMES)
     assert {"panic", "witness", "rebooted", "crashed", "damaged"} == set(OUTCOMES[:-1])
+
+
+def test_the_host_record_after_kyua_counts_after_the_end_marker():
+    """With kyua the harness appends the host-sysctl record after the stream's END
+    (rxl.verify.remote); the first 15.0 SSH run called all three boots damaged for
+    it. Only ``SYSCTL <name>@after`` lines count there; any other sentinel still
+    damages the run."""
+    head = ["==RXL== BEGIN t", "==RXL== SYSCTL net.inet.tcp.reuseport_lb.learn@before: 0",
+            "==RXL== ATF BEGIN", "==RXL== ATF END", "==RXL== END t",
+            "==RXL== NOTE poweroff disabled"]
+    r = parse_console(head + ["==RXL== SYSCTL net.inet.tcp.reuseport_lb.learn@after: 0",
+                              "group port 1 af inet members 0 map 0 rebuilds 0 nomap 0"])
+    assert r.outcome == "completed" and r.notes == ["poweroff disabled"]
+    assert r.sysctls["net.inet.tcp.reuseport_lb.learn@after"] == "0"
+    r = parse_console(head + ["==RXL== SYSCTL hw.ncpu: 9"])
+    assert r.outcome == "damaged" and "hw.ncpu" not in r.sysctls
