@@ -444,15 +444,16 @@ class RemoteRun:
             for c in kyua_commands(w, self.job.atf_vars):
                 r = self.s.run(c, timeout=self.job.kyua_timeout)
                 if not self.dry:  # kyua's own lines (a case per line, its summary)
-                    with open(Path(self.job.out) / "kyua.out", "a") as fh:
+                    with open(self._local("kyua.out"), "a") as fh:
                         fh.write(f"$ {c}\n{r.stdout}{r.stderr}[exit {r.rc}]\n")
                 # kyua test exits 1 when a case failed: that is a result, not an error
                 if r.rc not in (0, 1):
                     raise RemoteError(f"{c}: exit {r.rc}: {r.stderr.strip()[-200:]}")
-            self.s.get(f"{w}/kyua-junit.xml", str(Path(self.job.out) / "kyua-junit.xml"))
+            # each boot's own copies (an own guest runs several boots into one out dir)
+            self.s.get(f"{w}/kyua-junit.xml", str(self._local("kyua-junit.xml")))
             for name in KYUA_LOGS:
                 try:
-                    self.s.get(f"{w}/{name}", str(Path(self.job.out) / name))
+                    self.s.get(f"{w}/{name}", str(self._local(name)))
                 except SSHError:
                     pass  # the logs are for reading; the results are in the JUnit file
         if self.dry:
@@ -465,7 +466,7 @@ class RemoteRun:
         if kyua:
             try:
                 res.cases = cases_from_kyua_junit(
-                    (Path(self.job.out) / "kyua-junit.xml").read_text(errors="replace"),
+                    self._local("kyua-junit.xml").read_text(errors="replace"),
                     f"{w}/tests")
             except KyuaJUnitError as exc:
                 raise RemoteError(str(exc)) from None
@@ -479,6 +480,12 @@ class RemoteRun:
                 res.cases += self._direct(unlisted, log)
             res.sysctls.update(self._host_after(log))
         return res
+
+    def _local(self, name: str) -> Path:
+        """Where a kyua file of this job is kept: ``<out>/<stem>-<label><suffix>``
+        (``kyua-junit-patched.xml``, ``kyua-patched.out``)."""
+        p = Path(name)
+        return Path(self.job.out) / f"{p.stem}-{self.job.label}{p.suffix}"
 
     def _host_after(self, log: str) -> Dict[str, str]:
         """The host sysctls' record after the cases when kyua ran them (run.sh's rc

@@ -205,10 +205,10 @@ def test_kyua_path(box):
     # one case at a time whatever the target's kyua.conf says; the log copied back
     assert "--variable=parallelism=1" in \
         (tmp_path / "target-work" / "kyua-test.log.options").read_text().split()
-    assert (tmp_path / "out" / "kyua-test.log").read_text() == "kyua test\n"
-    assert (tmp_path / "out" / "kyua-report.log").read_text() == "kyua report-junit\n"
-    # kyua's own output is kept, with each command and its exit status
-    out = (tmp_path / "out" / "kyua.out").read_text()
+    assert (tmp_path / "out" / "kyua-test-patched.log").read_text() == "kyua test\n"
+    assert (tmp_path / "out" / "kyua-report-patched.log").read_text() == "kyua report-junit\n"
+    # kyua's own output is kept per boot (label), with each command and its exit status
+    out = (tmp_path / "out" / "kyua-patched.out").read_text()
     assert out.startswith("$ cd ") and "[exit 1]\n$ kyua --logfile=" in out
     # a second run in the same work directory starts a new results file
     run.run_tests(str(tmp_path / "out" / "console-patched2.log"))
