@@ -374,3 +374,52 @@ def test_learnd_requests_over_loopback(tmp_path):
     assert w.xreqs == 30 * cross
     assert 0 <= w.xwakes <= w.slept <= w.requests
     assert w.ctx is not None and w.ctx > 0
+
+
+RECORDED = DATA / "recorded-wakeups-15.log"
+
+
+def _raw_sums(lines, label, seq_a, seq_b):
+    """Workers' S-line counts at snapshot seq_b minus seq_a, and hw.intrcnt's I-line
+    counts likewise, read with a regex of their own (not rxl.learn's parser)."""
+    import re
+    s_re = re.compile(rf"==RXL== LEARN S {re.escape(label)} seq=(\d+) worker=(\d+) (.*)$")
+    i_re = re.compile(rf"==RXL== LEARN I {re.escape(label)} seq=(\d+) n=(\d+) (.*)$")
+    snap = {seq_a: {}, seq_b: {}}
+    intr = {seq_a: {}, seq_b: {}}
+    for ln in lines:
+        m = s_re.match(ln)
+        if m and int(m.group(1)) in snap:
+            kv = dict(f.split("=") for f in m.group(3).split())
+            snap[int(m.group(1))][int(m.group(2))] = {k: int(v) for k, v in kv.items()}
+        m = i_re.match(ln)
+        if m and int(m.group(1)) in intr:
+            intr[int(m.group(1))][m.group(3)] = int(m.group(2))
+    work = {k: sum(snap[seq_b][w][k] - snap[seq_a][w][k] for w in snap[seq_b])
+            for k in ("reqs", "xreqs", "slept", "xwakes")}
+    return work, {n: intr[seq_b][n] - intr[seq_a].get(n, 0) for n in intr[seq_b]}
+
+
+def test_recorded_guest_run_counts_add_up_per_worker_and_per_cpu():
+    """A recorded 15.0 guest run (docs/results/wakeups.md part 2: the hash and the
+    learned deal, one pinned worker per igb RX queue, 512 connections x 20
+    requests): the figures equal the per-worker sums of the S lines and the
+    hw.intrcnt pair's per-source differences, computed here on the raw lines."""
+    lines = RECORDED.read_text().splitlines()
+    runs = R.parse_learn(lines)
+    for label, xwake_1k in (("learn-off.rxq.r1", 673.5), ("learn-on.rxq.r1", 14.6)):
+        r = runs[label]
+        assert r.notes == [], label
+        work, intr = _raw_sums(lines, label, 1, 2)
+        w = W.run_wakeups(r)
+        assert w.requests == work["reqs"] == 512 * 20
+        assert (w.xreqs, w.slept, w.xwakes) == (work["xreqs"], work["slept"], work["xwakes"])
+        assert round(w.figures["xwake_1k"], 1) == xwake_1k
+        assert w.figures["xwake_1k"] == 1000 * work["xwakes"] / work["reqs"]
+        d = C.intr_delta(r.intr[1], r.intr[2])
+        rxq = {n: v for n, v in d.items() if "igb0:rxq" in n}
+        assert len(rxq) == 8 and all(v > 0 for v in rxq.values())
+        assert rxq == {n: v for n, v in intr.items() if "igb0:rxq" in n}
+        # no COUNT_IPIS in that kernel: no preempt source, so no preempt figure
+        assert C.intr_per_cpu(d, "preempt") == {} and w.figures["preempt_net_1k"] is None
+        assert set(C.intr_per_cpu(d, "timer")) == set(range(32))
