@@ -554,6 +554,10 @@ def gdb_argv(kernel: str, remote: str, out: str, script: str, *, samples: int,
     if only_syn and outer != SYN_OUTER:
         raise KcountError(f"--only-syn reads {SYN_OUTER}()'s arguments; outer is {outer}")
     def conv(name: str, value) -> List[str]:
+        # a gdb string literal: no quote, backslash or control character can be in it
+        if isinstance(value, str) and any(c in '"\\' or ord(c) < 32 for c in value):
+            raise KcountError(f"{value.encode('unicode_escape').decode()}: gdb's ${name} "
+                              "cannot hold a double quote, a backslash or a control character")
         v = f'"{value}"' if isinstance(value, str) else str(value)
         return ["-ex", f"set ${name} = {v}"]
 

@@ -53,6 +53,20 @@ def test_gdb_argv_passes_full_addresses():
         kcount.gdb_argv("/k", "h:1", "/o", "/s", samples=1, entries={})
 
 
+def test_gdb_argv_refuses_what_a_gdb_string_cannot_hold():
+    """`set $kc_out = "..."` took `/tmp/a"b.json` as it was (newcomer pass 5, P15):
+    gdb then parsed `b.json"` as an expression. A double quote, a backslash or a
+    control character in any string passed to gdb is refused instead."""
+    e = {"in_pcblookup_mbuf": 0x1}
+    for out in ('/tmp/a"b.json', "/tmp/a\\b.json", "/tmp/a\nb.json"):
+        with pytest.raises(kcount.KcountError, match=r"\$kc_out cannot hold"):
+            kcount.gdb_argv("/k", "h:1", out, "/s", samples=1, entries=e)
+    with pytest.raises(kcount.KcountError, match=r"\$kc_remote"):
+        kcount.gdb_argv("/k", 'h"x:1', "/o", "/s", samples=1, entries=e)
+    assert 'set $kc_out = "/tmp/a b.json"' in kcount.gdb_argv(
+        "/k", "h:1", "/tmp/a b.json", "/s", samples=1, entries=e)
+
+
 def _trace(tmp_path, samples):
     doc = {"outer": "outer_fn",
            "entries": {"outer_fn": "0x100", "in_pcblookup_lbgroup": "0x200"},
