@@ -423,3 +423,14 @@ def test_recorded_guest_run_counts_add_up_per_worker_and_per_cpu():
         # no COUNT_IPIS in that kernel: no preempt source, so no preempt figure
         assert C.intr_per_cpu(d, "preempt") == {} and w.figures["preempt_net_1k"] is None
         assert set(C.intr_per_cpu(d, "timer")) == set(range(32))
+
+
+def test_a_worker_set_or_configuration_given_twice_is_refused():
+    """`--workers rxq --workers rxq` was merged into one set without a word
+    (newcomer pass 5, P14); each set and configuration is a run, given once."""
+    for opt, val, what in (("--workers", "rxq", "worker set"),
+                           ("--config", "tagged", "configuration")):
+        res = CliRunner().invoke(main, ["learn", "--dry-run", opt, val, opt, val])
+        assert res.exit_code == 2, res.output
+        assert f"{val} given twice: each {what} runs once" in res.output
+        assert res.output.count("Error:") == 1
