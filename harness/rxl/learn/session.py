@@ -183,8 +183,9 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
                           lb_cpu_opt=opts["TCP_REUSPORT_LB_CPU"], tree=src)
     deadline = req.deadline_s or plan.run_deadline_s(chk.phases, requests=chk.requests)
     if needs_learning and not sysctl_name:
-        raise LearnFailed(f"{src}: no learning sysctl found (commit 4 missing?); "
-                          "give --learn-sysctl")
+        # the tree given is the wrong input, not a failed step: a usage error (exit 2)
+        raise LearnUsage(f"--src {src}: no learning sysctl found (commit 4 missing?); "
+                         "give --learn-sysctl")
     if wanted:
         notes.append("rig kernels " + ", ".join(wanted) + (
             f": with patches/guest/ (the {chk.nic} NIC under QEMU "

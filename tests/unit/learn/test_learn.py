@@ -656,7 +656,9 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path, kernel_file):
             "--guest-dir", str(tmp_path / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--config", "learn-on"]
     res = CliRunner().invoke(main, base)
-    assert res.exit_code == 1 and "no learning sysctl found" in res.output
+    # a tree without commit 4 is a bad --src (newcomer pass 5, P3: it was exit 1)
+    assert res.exit_code == 2 and res.output.count("Error:") == 1
+    assert f"--src {src}: no learning sysctl found" in res.output
     for extra, msg in ((["--smp", "0,0,0"], "'--smp': 0,0,0: SOCKETS 0: each of"),
                        (["--memory", "0"], "below 128 MiB per NUMA node")):
         res = CliRunner().invoke(main, base + extra)
