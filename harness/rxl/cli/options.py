@@ -209,6 +209,15 @@ def check_distinct_inputs(paths, option: str) -> None:
         seen.setdefault(key, p)
 
 
+def check_no_repeats(values, option: str, why: str) -> None:
+    """Refuse a value of a repeatable choice option (``--policy``, ``--workers``)
+    given more than once, which would otherwise be merged silently: a usage error
+    ``<first repeated value> given twice: <why>`` naming ``option``."""
+    twice = sorted({v for v in values if list(values).count(v) > 1})
+    if twice:
+        raise BadOption(f"{twice[0]} given twice: {why}", option)
+
+
 class EmptyIsNone(click.Option):
     """An option whose empty value is a documented choice (``--atf-dir ''``: no
     directory), which rxl.cli.surface.refuse_empty lets through."""

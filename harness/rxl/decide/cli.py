@@ -15,11 +15,11 @@ from typing import Dict, List, Optional
 import click
 
 from rxl.cli.groups import refuse_given
-from rxl.cli.options import decimal_float
+from rxl.cli.options import check_no_repeats, decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
-from rxl.errors import BadOption, UsageError
+from rxl.errors import UsageError
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -262,9 +262,7 @@ def outcomes_cmd(topo, workers, rx_cpus, rx_counts, policy, cost_ladder,
     if stray:
         raise TopologyError(f"--rx-counts names CPUs not in --rx-cpus: "
                             f"{sorted(stray)}")
-    twice = sorted({p for p in policy if policy.count(p) > 1})
-    if twice:
-        raise BadOption(f"{twice[0]} given twice: each policy is a row, once", "--policy")
+    check_no_repeats(policy, "--policy", "each policy is a row, once")
     rx = {c: counts.get(c, 1 if not counts else 0) for c in rx_list}
     try:
         costs = [decimal_float(x.strip()) for x in cost_ladder.split(",")]

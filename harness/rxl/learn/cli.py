@@ -62,7 +62,7 @@ import click
 from rxl import paths
 from rxl.cli.groups import refuse_given
 from rxl.cli.options import (INT_MAX, SMP, CInteger, FiniteFloat, check_distinct_inputs,
-                             check_input)
+                             check_input, check_no_repeats)
 from rxl.cli.surface import command
 from rxl.decide.topology import TOPOLOGY
 from rxl.errors import BadOption, DataError, UsageError
@@ -247,11 +247,8 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
     else:
         refuse_given(ctx, ["measured", "min_conns"], "not with --requests: the request "
                      "phase takes the measured phase's place")
-    for values, option, what in ((configs, "--config", "configuration"),
-                                 (worker_sets, "--workers", "worker set")):
-        twice = sorted({v for v in values if values.count(v) > 1})
-        if twice:  # each is a run (or a row) once: a repeat would be merged silently
-            raise BadOption(f"{twice[0]} given twice: each {what} runs once", option)
+    check_no_repeats(configs, "--config", "each configuration runs once")
+    check_no_repeats(worker_sets, "--workers", "each worker set runs once")
     shape = guest_shape(target_spec, targets_file)
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
