@@ -555,8 +555,9 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
         raise BadOption(f"{show(kernel)}: an empty file, no kernel", option)
     try:
         info = tree_elf.read_info(p)
-        with open(p, "rb") as f:
-            head = f.read(24)
+        if info is None:  # its first bytes, to say what it is instead
+            with open(p, "rb") as f:
+                head = f.read(24)
     except OSError as exc:
         raise BadOption(f"{show(kernel)}: {exc.strerror}", option) from None
     if info is None:

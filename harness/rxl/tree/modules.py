@@ -45,9 +45,9 @@ NIC_KLD = "if_em"
 #: neither ``options MSDOSFS`` nor ``GEOM_PART_MBR`` (its g_part core is
 #: ``standard`` in sys/conf/files); the loader loads these before the kernel starts
 #: (a first module boot without them stopped at ``mountroot>``, 2026-12-03).
-#: Directories under sys/modules, and their KMODs in load order.
+#: Directories under sys/modules, in load order (the loader loads the .ko files
+#: their build leaves: :func:`module_path`).
 ROOT_MODULES: Tuple[str, ...] = ("msdosfs", "geom/geom_part/geom_part_mbr")
-ROOT_KLDS: Tuple[str, ...] = ("msdosfs", "geom_part_mbr")
 
 _PATH_LINE = re.compile(r"^\.PATH:(.*)$", re.M)
 _KMOD = re.compile(r"^KMOD\s*\??=\s*(\S+)", re.M)

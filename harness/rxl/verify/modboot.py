@@ -15,10 +15,10 @@ console serves both):
    boot);
 2. stage a console root: the run's userland, the MINIMAL kernel, the modules in
    ``/boot/kernel`` (the loader loads the root's msdosfs and geom_part_mbr,
-   :data:`rxl.tree.modules.ROOT_MODULES`, which MINIMAL lacks), and an rc whose only cases are this boot's two
-   (:func:`rc_lines`): ``modules:kldload`` (``kldload if_em`` exits 0) and
-   ``modules:nic`` (``ifconfig -l`` then lists the guest NIC's first interface,
-   ``igb0`` or ``em0`` by the guest's shape);
+   :data:`rxl.tree.modules.ROOT_MODULES`, which MINIMAL lacks), and an rc whose
+   only cases are this boot's two (:func:`rc_lines`): ``modules:kldload``
+   (``kldload if_em`` exits 0) and ``modules:nic`` (``ifconfig -l`` then lists
+   the guest NIC's first interface, ``igb0`` or ``em0`` by the guest's shape);
 3. boot it with the console watched (``console-modules.log``) and parse it into
    the run's results as the ``modules`` run: the report and JUnit show it like any
    run, and :func:`reasons` makes both cases a condition of the verdict.
@@ -116,8 +116,8 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
                                   str(st.world.sysroot))
         acts = image.plan_root(loader_efi=str(st.world.loader_efi), kernel=kernel,
                                programs=progs, libs=libs, tests={},
-                               loader_rc=image.render_loader_rc(
-                                   {}, modules=tree_modules.ROOT_KLDS),
+                               loader_rc=image.render_loader_rc({}, modules=[
+                                   Path(kos[m]).stem for m in tree_modules.ROOT_MODULES]),
                                rc=image.render_rc(LABEL, [], sshd_lines=rc_lines(
                                    tree_modules.NIC_KLD, f"{nic_driver}0")))
         image.stage_root(root, acts)

@@ -90,6 +90,9 @@ CASE_STATUSES = ATF_STATUSES + ("timeout", "crashed")
 RESULT_EXIT = {"passed": 0, "skipped": 0, "expected_failure": 0, "failed": 1}
 
 #: ``RunResult.outcome``, in the order the first that applies is taken.
+OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
+
+
 def _host_after(body: str) -> bool:
     """A sentinel body of the host-sysctl record taken after the cases when kyua ran
     them (``SYSCTL <name>@after: <value>``, rxl.guest.protocol.host_sysctl_snapshot):
@@ -99,8 +102,6 @@ def _host_after(body: str) -> bool:
     key = body[len("SYSCTL "):].split(":", 1)[0].strip()
     return key.endswith("@after") and " " not in key
 
-
-OUTCOMES = ("panic", "witness", "rebooted", "crashed", "damaged", "completed")
 
 #: Exit statuses and seconds fit 9 (ASCII) digits; more is a damaged line.
 _CASE_RE = re.compile(r"^CASE (\S+) (\S+) rc=(-?[0-9]{1,9}) t=([0-9]{1,9})(?: (.*))?$")
