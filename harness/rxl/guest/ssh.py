@@ -527,16 +527,26 @@ class SSHSession:
         killed by a signal, or the connection dropped), CommandFailed (rc != 0
         and ``check``), or a connection error (see :meth:`connect`).
         """
+        import paramiko
         self.echo(f"$ {command}")
         chan = self._open("session")
         tr = chan.get_transport()
         t0 = self.clock()
         out, err = io.BytesIO(), io.BytesIO()
         try:
-            chan.exec_command(command)
-            if input:
-                chan.sendall(input)
-            chan.shutdown_write()
+            try:
+                chan.exec_command(command)
+                if input:
+                    chan.sendall(input)
+                chan.shutdown_write()
+            except (EOFError, OSError, paramiko.SSHException) as exc:
+                # the server closed the channel before the command started
+                # (sshd restarting, the target going down): a connection
+                # error, which wait_up retries, not a paramiko exception
+                self.close()
+                raise self._err(SSHError, f"channel closed before the command ran: "
+                                          f"{last_line(str(exc)) or type(exc).__name__}: "
+                                          f"{short(command)}") from None
             while True:
                 if chan.recv_ready():
                     out.write(chan.recv(65536))

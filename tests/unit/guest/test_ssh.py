@@ -351,7 +351,7 @@ def test_reboot_times_out_when_boot_never_changes(server, root):
     (root / "bootid").write_text("same\n")
     with session(server) as s:
         with pytest.raises(ssh.TimedOut, match="still the same boot"):
-            s.reboot(command="true", timeout=1.5, interval=0.3, boot_id_command="cat bootid")
+            s.reboot(command="true", timeout=4, interval=0.3, boot_id_command="cat bootid")
 
 
 def test_dry_run_records_every_action():
@@ -388,3 +388,25 @@ def test_wait_up_says_once_that_it_retries(work):
     with pytest.raises(ssh.TimedOut):
         s.wait_up(1.0, interval=0.2)
     assert len(said) == 1 and "refused" in said[0] and "retrying for up to 1 s" in said[0]
+
+
+def test_a_channel_closed_before_exec_is_a_connection_error_wait_up_retries(
+        server, monkeypatch):
+    """paramiko's "Channel closed." at exec (the server hung up the new channel:
+    CI saw it while the fixture was loaded) is an SSHError, so wait_up retries."""
+    real, calls = paramiko.Channel.exec_command, []
+
+    def closed_once(chan, command):
+        calls.append(command)
+        if len(calls) == 1:
+            raise paramiko.SSHException("Channel closed.")
+        return real(chan, command)
+
+    monkeypatch.setattr(paramiko.Channel, "exec_command", closed_once)
+    with session(server) as s:
+        with pytest.raises(ssh.SSHError, match=r"^ssh://root@127.0.0.1:\d+: channel closed before the command ran: "
+                                               r"Channel closed\.: true$"):
+            s.run("true")
+        calls.clear()
+        assert s.wait_up(10, interval=0.1) < 10
+        assert calls == ["true", "true"]
