@@ -6,7 +6,8 @@ asked something it cannot do (a bad or missing option, an option that
 cannot apply with another, an input file that is not what it should be)
 and 1 for a failure while doing it (a build, a boot, a remote command).
 ``--json`` changes only what a successful command prints on stdout.  A
-group given no command prints its help (click's own behaviour, exit 2).
+group given no command is a usage error too (:func:`needs_command`: one
+line listing its commands, exit 2), not click's page of help.
 
 Commands are made with :func:`command` and :func:`group` (click's own, with
 the classes below).  Both classes share :class:`Surface`:
@@ -64,6 +65,16 @@ def error_line(exc: click.ClickException) -> str:
     escaped and cut at :data:`MESSAGE_MAX` by :func:`rxl.errors.show`."""
     text = re.sub(r"\s*[\r\n]+\s*", " ", str(exc.format_message()).strip())
     return "Error: " + show(text, limit=MESSAGE_MAX)
+
+
+def needs_command(ctx: click.Context) -> str:
+    """The one line for group ``ctx.command`` given no command: ``Error: rxl
+    series needs a command: apply, check, export, sync`` (its visible
+    commands, in click's order; ``--help`` shows what each does)."""
+    group = ctx.command
+    names = [n for n in group.list_commands(ctx)
+             if not getattr(group.get_command(ctx, n), "hidden", False)]
+    return f"Error: {ctx.command_path} needs a command: {', '.join(names)}"
 
 
 def refuse_empty(ctx: click.Context) -> None:
@@ -169,8 +180,8 @@ class Surface:
             click.echo(f"Error: cannot write the output: {exc.strerror}", err=True)
             sys.exit(1)
         except click.exceptions.NoArgsIsHelpError as exc:  # a group with no command
-            exc.show()
-            sys.exit(exc.exit_code)
+            click.echo(needs_command(exc.ctx), err=True)
+            sys.exit(2)
         except click.ClickException as exc:
             click.echo(error_line(exc), err=True)
             sys.exit(exc.exit_code)

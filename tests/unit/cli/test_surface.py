@@ -71,6 +71,23 @@ def test_an_unknown_command_and_a_root_option_are_one_line():
     assert "No such command" in one_error(_run(["kcount", "nosuch"]), 2)
 
 
+def _groups(group=main, path=()):
+    yield path, group
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from _groups(cmd, path + (name,))
+
+
+@pytest.mark.parametrize("path,group", list(_groups()),
+                         ids=[" ".join(p) or "rxl" for p, _ in _groups()])
+def test_a_group_without_its_command_is_one_line_listing_them(path, group):
+    """``rxl series`` alone: one line naming the group and its commands, exit 2,
+    not click's usage page."""
+    line = one_error(_run(path, prog_name="rxl"), 2)
+    assert line == (f"Error: {' '.join(('rxl',) + path)} needs a command: "
+                    f"{', '.join(sorted(group.commands))}")
+
+
 def _targets(tmp_path, text):
     p = tmp_path / "targets.yaml"
     p.write_text(text)
