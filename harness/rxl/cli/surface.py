@@ -122,6 +122,21 @@ def refuse_repeated(ctx: click.Context, order) -> None:
         seen.add(param.name)
 
 
+def refuse_beside_eager(ctx: click.Context, order, rest) -> None:
+    """Refuse arguments beside an eager option that ends the command
+    (``rxl --version extra``: click prints the version and drops ``extra``): a
+    usage error naming them, as click's ``Got unexpected extra argument``.
+    ``order``: the parameters as given (click's ``param_order``); ``rest``:
+    the arguments left after the options.  ``--help`` is left alone: help
+    asked anywhere on a command line is shown."""
+    help_option = ctx.command.get_help_option(ctx)
+    if not rest or not any(isinstance(p, click.Option) and p.is_eager and p is not help_option
+                           for p in order):
+        return
+    raise click.UsageError(f"Got unexpected extra argument{'s' if len(rest) > 1 else ''} "
+                           f"({show(' '.join(rest))})", ctx=ctx)
+
+
 class ClosedStdin:
     """``sys.stdin`` when fd 0 is closed (``rxl parse - <&-``): Python leaves it
     None, and a read of ``-`` (a log, a topology, a trace) was an
@@ -147,10 +162,11 @@ class Surface:
 
     def parse_args(self, ctx, args):
         try:  # the parse click makes next, kept to see each occurrence
-            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            _, rest, order = self.make_parser(ctx).parse_args(args=list(args))
         except click.UsageError:
-            order = []  # click's own parse below says what is wrong
+            rest, order = [], []  # click's own parse below says what is wrong
         refuse_repeated(ctx, order)
+        refuse_beside_eager(ctx, order, rest)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx):

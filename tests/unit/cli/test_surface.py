@@ -71,6 +71,15 @@ def test_an_unknown_command_and_a_root_option_are_one_line():
     assert "No such command" in one_error(_run(["kcount", "nosuch"]), 2)
 
 
+@pytest.mark.parametrize("args,extra", [(["--version", "extra"], "argument (extra)"),
+                                        (["--version", "a", "b"], "arguments (a b)"),
+                                        (["--version", "deal"], "argument (deal)")])
+def test_an_argument_beside_version_is_refused(args, extra):
+    assert f"Got unexpected extra {extra}" in one_error(_run(args), 2)
+    r = _run(["--version"])
+    assert r.exit_code == 0 and "version" in r.stdout
+
+
 def _groups(group=main, path=()):
     yield path, group
     for name, cmd in sorted(group.commands.items()):
