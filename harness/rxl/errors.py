@@ -4,7 +4,8 @@
 (:mod:`rxl.cli.surface`) catches it wherever it is raised, prints
 ``Error: <message>`` on stderr and exits with its :attr:`~RxlError.exit_code`:
 2 for bad input (:class:`UsageError`, and :class:`DataError`: data given to
-the command that it cannot read or use), 1 for a failure at run time.  Inside
+the command that it cannot read or use), 1 for a failure at run time, 130
+(128 + SIGINT, what a shell reports) for :class:`Interrupted`.  Inside
 a run's stage any of them fails the stage (rxl.verify.pipeline: exit 1).
 Below the base, one category per kind of thing that can be wrong:
 
@@ -18,6 +19,7 @@ Below the base, one category per kind of thing that can be wrong:
                      a tool that is missing
 :class:`MachineError` a guest or a target: staging its root, booting it, its
                      console, reaching it over SSH, driving a run there
+:class:`Interrupted` ``^C`` (SIGINT) while a command ran (exit 130)
 ==================  =========================================================
 
 A module's own errors derive from one of these, so ``except RxlError``
@@ -89,6 +91,13 @@ class DataError(RxlError):
     targets file, a trace): exit 2, as bad input is."""
 
     exit_code = 2
+
+
+class Interrupted(RxlError):
+    """The user interrupted the command (SIGINT, ``^C``): exit 130, 128 +
+    SIGINT, as a shell reports a command SIGINT ended; one ``Error:`` line."""
+
+    exit_code = 130
 
 
 class SourceError(RxlError):

@@ -20,7 +20,10 @@ the classes below).  Both classes share :class:`Surface`:
 * ``main`` (what the console script and click's test runner call) prints
   every :class:`click.ClickException`, click's own usage errors included
   (``No such option``, ``Missing option``, ``Invalid value``), as the one
-  line :func:`error_line` makes: no usage text, no ``Try --help`` line.
+  line :func:`error_line` makes: no usage text, no ``Try --help`` line;
+* ``make_context`` and ``invoke`` turn ``^C`` (KeyboardInterrupt, which
+  click would print as an empty line and ``Aborted!``) into
+  :class:`rxl.errors.Interrupted`: ``Error: interrupted``, exit 130.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import click
 from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int
-from rxl.errors import BadOption, DataError, RxlError, show
+from rxl.errors import BadOption, DataError, Interrupted, RxlError, show
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
 # take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
@@ -169,10 +172,22 @@ class Surface:
         refuse_beside_eager(ctx, order, rest)
         return super().parse_args(ctx, args)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        # click's main catches KeyboardInterrupt itself and prints an empty
+        # line before its Abort: ^C while an option is read (--topology FIFO)
+        # is an Interrupted here, before click sees it.
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted") from None
+
     def invoke(self, ctx):
         refuse_empty(ctx)
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except KeyboardInterrupt:  # ^C while the command runs (a read of a FIFO)
+                raise Interrupted("interrupted") from None
         except RxlError as exc:
             raise as_click(exc, ctx) from None
 
@@ -204,9 +219,10 @@ class Surface:
         except RxlError as exc:  # raised while click parsed the root's own options
             click.echo(error_line(click.ClickException(str(exc))), err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:  # ^C or end of input at a prompt
+        except click.Abort as exc:  # end of input (or ^C) at a click prompt
             click.echo("Error: interrupted", err=True)
-            sys.exit(1)
+            sys.exit(Interrupted.exit_code if isinstance(exc.__context__, KeyboardInterrupt)
+                     else 1)
         # Not standalone, click returns an Exit's status (--help, --version) or
         # the callback's value; rxl's callbacks return nothing (they sys.exit).
         sys.exit(rv if type(rv) is int else 0)

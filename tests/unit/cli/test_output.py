@@ -95,3 +95,37 @@ def test_the_tree_modules_are_no_commands(module):
     r = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "" and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args", [["parse", "{fifo}"],
+                                  ["deal", "--topology", "{fifo}", "--members", "0"],
+                                  ["kcount", "analyze", "{fifo}"]])
+def test_sigint_while_blocked_on_a_fifo_is_one_line_exit_130(args, tmp_path):
+    """^C while a command waits for its input (a FIFO whose writer sends
+    nothing): one ``Error: interrupted`` line, exit 130 (128 + SIGINT), as a
+    shell reports a command SIGINT ended; click's own blank line is not printed."""
+    import errno
+    import signal
+    import time
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    p = subprocess.Popen(RXL + [a.format(fifo=fifo) for a in args], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    writer, deadline = None, time.monotonic() + 60
+    try:
+        while writer is None:  # the reader has it open once a writer can open
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                assert exc.errno == errno.ENXIO and time.monotonic() < deadline
+                assert p.poll() is None, p.communicate()
+                time.sleep(0.05)
+        time.sleep(0.3)  # past open(2), into read(2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        if p.poll() is None:
+            p.kill()
+    assert (p.returncode, out, err) == (130, "", "Error: interrupted\n")
