@@ -148,8 +148,24 @@ def library_path() -> Path:
 def cc_argv() -> List[str]:
     """The C compiler of the cores as an argv: ``$RXL_CORE_CC`` (the
     sanitizer build of ``make test-asan``), else ``$CC``, split like a
-    shell would, else ``cc``."""
-    return shlex.split(os.environ.get("RXL_CORE_CC") or os.environ.get("CC", "cc"))
+    shell would, else ``cc``.  A variable that is empty or blank is unset,
+    as an empty ``RXL_BUILD_DIR`` is (``CC=''`` split to no word, and the
+    first flag was run as the compiler).
+
+    Raises :class:`rxl.errors.UsageError` (exit 2, one line naming the
+    variable) for a value a shell could not split (``CC='"'``: an unclosed
+    quote)."""
+    for name in ("RXL_CORE_CC", "CC"):
+        value = os.environ.get(name, "")
+        if not value.strip():
+            continue
+        try:
+            return shlex.split(value)
+        except ValueError as exc:  # No closing quotation, No escaped character
+            raise UsageError(f"{name} {show(value)}: cannot be split into a command "
+                             f"as a shell would ({exc}); set it to a compiler, or "
+                             "unset it for cc") from None
+    return ["cc"]
 
 
 def source_args() -> List[str]:

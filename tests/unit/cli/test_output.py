@@ -129,3 +129,29 @@ def test_sigint_while_blocked_on_a_fifo_is_one_line_exit_130(args, tmp_path):
         if p.poll() is None:
             p.kill()
     assert (p.returncode, out, err) == (130, "", "Error: interrupted\n")
+
+
+@pytest.mark.parametrize("cc,core_cc,argv", [("", None, ["cc"]), (" ", None, ["cc"]),
+                                             ("gcc -m64", "", ["gcc", "-m64"]),
+                                             ("", "clang -O1", ["clang", "-O1"])])
+def test_an_empty_cc_is_unset(cc, core_cc, argv, monkeypatch):
+    """P5: CC='' split to no word, and the first flag (-std=c99) was run as the
+    compiler ("-std=c99: No such file or directory"). Empty or blank is unset."""
+    monkeypatch.setenv("CC", cc)
+    if core_cc is None:
+        monkeypatch.delenv("RXL_CORE_CC", raising=False)
+    else:
+        monkeypatch.setenv("RXL_CORE_CC", core_cc)
+    assert core.cc_argv() == argv
+    assert core.build_argv(Path("/o.so"))[:len(argv) + 1] == argv + ["-std=c99"]
+
+
+@pytest.mark.parametrize("name", ["CC", "RXL_CORE_CC"])
+def test_a_cc_no_shell_could_split_is_one_line_naming_it(name, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "RXL_CORE_CC")}
+    env.update({name: '"', "RXL_BUILD_DIR": str(tmp_path / "b")})
+    r = _rxl(DEAL, env=env)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.splitlines() == [f'Error: {name} ": cannot be split into a command as '
+                                     "a shell would (No closing quotation); set it to a "
+                                     "compiler, or unset it for cc"]
