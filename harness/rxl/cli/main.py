@@ -5,13 +5,11 @@ the package and print); this module only gathers them under one group,
 whose error surface is :mod:`rxl.cli.surface`'s.
 """
 
-import os
-
 import click
 
 from rxl.bench.cli import bench, kcount_group
+from rxl.cli.options import check_work_root
 from rxl.cli.surface import Group
-from rxl.errors import UsageError, show
 from rxl.decide import core
 from rxl.decide.cli import deal, outcomes_cmd, spread
 from rxl.guest.cli import guest, targets_cmd, vm
@@ -30,10 +28,7 @@ def main():
     bad option value) and 1 for a failure at run time; --json changes only
     what a successful command prints.
     """
-    work = os.environ.get("RXL_WORK")
-    if work and not os.path.isabs(work):  # each directory would make its own harness key
-        raise UsageError(f"RXL_WORK {show(work)}: not an absolute path (every command "
-                         "of every directory must find the same work root)")
+    check_work_root()  # RXL_WORK relative, not a directory, under a file
     core.build_dir()  # RXL_BUILD_DIR relative, a file: refused as RXL_WORK is
 
 

@@ -8,7 +8,8 @@ command line): :class:`CInteger` (an integer in C syntax, in a range),
 rxl.decide.topology.TOPOLOGY.
 Checks, each
 raising :class:`rxl.errors.BadOption` naming the option and changing
-nothing: :func:`check_out_dir` (an output directory that can be made: no
+nothing (:func:`check_work_root`: a UsageError naming ``RXL_WORK``):
+:func:`check_out_dir` (an output directory that can be made: no
 file on its way), :func:`check_input` (a readable input: a file, ``-`` for
 stdin, a FIFO such as ``<(...)``; a directory is said to be one),
 :func:`check_guest` (a guest QEMU would boot).  Messages quote input
@@ -36,7 +37,8 @@ from typing import Optional
 
 import click
 
-from rxl.errors import BadOption, DataError, RxlError, show
+from rxl import paths
+from rxl.errors import BadOption, DataError, RxlError, UsageError, show
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
@@ -248,6 +250,34 @@ def check_guest(vcpus: int, memory_mib: int, *, smp_option: str = "--smp",
     if host is not None and memory_mib > host:
         raise BadOption(f"{memory_mib} MiB: more than this host's {host} MiB of RAM",
                         memory_option)
+
+
+def check_work_root() -> None:
+    """Refuse a work root no command could use, before any command runs:
+    ``$RXL_WORK`` (else the default, rxl.paths.work_root) relative (each
+    directory would make its own harness key), not a directory (``/dev/null``,
+    a regular file: ``targets`` read ``/dev/null/targets.yaml`` and said "no
+    such file"), or a path under a file.  A work root that does not exist yet
+    passes: the first stage makes it.  Raises :class:`rxl.errors.UsageError`
+    (exit 2, one line naming ``RXL_WORK``); changes nothing."""
+    env = os.environ.get("RXL_WORK")
+    if env and not os.path.isabs(env):
+        raise UsageError(f"RXL_WORK {show(env)}: not an absolute path (every command "
+                         "of every directory must find the same work root)")
+    root = paths.work_root()
+    name = f"RXL_WORK {show(env)}" if env else f"the work root {show(str(root))} " \
+        "(RXL_WORK unset)"
+    try:
+        if root.exists() and not root.is_dir():
+            raise UsageError(f"{name}: not a directory (where object trees, logs, "
+                             "guests and the targets file are kept)")
+        anc = root.parent
+        while not anc.exists():
+            anc = anc.parent
+    except OSError as exc:  # a component unreadable, a name too long
+        raise UsageError(f"{name}: {exc.strerror}") from None
+    if not anc.is_dir():
+        raise UsageError(f"{name}: cannot be created, {show(str(anc))} is not a directory")
 
 
 def check_out_dir(path: str, option: str = "--out") -> None:

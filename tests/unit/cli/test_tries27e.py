@@ -1,0 +1,63 @@
+"""Issue 27's fifth pass (docs/results/newcomer.md, "Fifth pass"): the faults
+P2, P6-P11, P13 and P16, each refused at its root, in one ``Error:`` line
+with exit status 2, before anything runs."""
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def _run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def _error(args, code=2):
+    """The one stderr line of a command that failed with ``code``."""
+    r = _run(args)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    assert r.exit_code == code, (r.exit_code, r.output)
+    assert r.stdout == "", r.stdout
+    (line,) = r.stderr.splitlines()
+    return line
+
+
+@pytest.fixture(autouse=True)
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    return tmp_path
+
+
+def _commands(group=main, path=()):
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path + (name,))
+        else:
+            yield path + (name,)
+
+
+# ------------------------------------------------------------ P11: RXL_WORK
+
+@pytest.mark.parametrize("path", list(_commands()), ids=" ".join)
+@pytest.mark.parametrize("kind", ["device", "file", "under-a-file"])
+def test_a_work_root_that_is_no_directory_is_refused_by_every_command(path, kind, work,
+                                                                      monkeypatch):
+    """P11: RXL_WORK=/dev/null rxl targets read /dev/null/targets.yaml ("no such
+    file") and exited 0; a regular file likewise.  Refused up front, as a
+    relative RXL_WORK and a file as RXL_BUILD_DIR are."""
+    (work / "f").write_text("a file\n")
+    value, why = {"device": ("/dev/null", "not a directory (where object trees, logs, "
+                             "guests and the targets file are kept)"),
+                  "file": (str(work / "f"), "not a directory (where object trees, logs, "
+                           "guests and the targets file are kept)"),
+                  "under-a-file": (str(work / "f" / "w"),
+                                   f"cannot be created, {work / 'f'} is not a directory")}[kind]
+    monkeypatch.setenv("RXL_WORK", value)
+    assert _error(path) == f"Error: RXL_WORK {value}: {why}"
+    assert (work / "f").read_text() == "a file\n"
