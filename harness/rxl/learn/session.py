@@ -167,6 +167,8 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
                 toolchain_done=tree_build.toolchain_done(Path(guest_dir) / rig.RIG_OBJDIR,
                                                         rig_dir),
                 cached=lambda pth: pth.is_file())
+        except rig.RigInput as exc:  # --src or --guest-dir as given: bad input, exit 2
+            raise LearnUsage(f"kernels: {exc}") from None
         except (rig.RigError, ValueError) as exc:
             raise LearnFailed(f"kernels: {exc}") from None
         for v, k in rig_plan.kernels.items():

@@ -69,6 +69,15 @@ class RigError(SourceError):
     """A one-line, user-facing error (dirty tree, git failure, bad patch)."""
 
 
+class RigInput(RigError):
+    """A tree or directory given that no rig can be built from as it is (not a
+    git tree, uncommitted changes under ``sys/``, no base commit, a rig
+    directory that is no clone of it): bad input, found before anything is
+    built, so exit 2 where it reaches the command line."""
+
+    exit_code = 2
+
+
 # ------------------------------------------------------------------ pure
 
 @dataclass(frozen=True)
@@ -274,7 +283,7 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
                  ) -> Dict[str, str]:
     """variant -> 40-hex commit: ``patched`` is ``src``'s HEAD, ``pristine`` patches/BASE.
 
-    Only read-only git queries. Raises :class:`RigError` (one line) when
+    Only read-only git queries. Raises :class:`RigInput` (one line) when
     ``src`` is not the top of a git work tree with a HEAD, when ``patched`` is wanted and ``src`` has
     uncommitted changes under ``sys/``, or when the base commit is not in
     ``src``'s repository.
@@ -284,18 +293,18 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
     top = git_in(src, "rev-parse", "--show-toplevel").stdout.strip()
     if head.returncode != 0 or not head.stdout.strip() or \
             os.path.realpath(top or "/nonexistent") != os.path.realpath(src):
-        raise RigError(f"{src} is not a git tree, so no rig kernel can be built from it; "
+        raise RigInput(f"{src} is not a git tree, so no rig kernel can be built from it; "
                        "pass --kernel and --pristine-kernel")
     if "patched" in variants:
         dirty = dirty_sys(src)
         if dirty:
-            raise RigError(f"{src} has uncommitted changes under sys/ ({len(dirty)}, e.g. "
+            raise RigInput(f"{src} has uncommitted changes under sys/ ({len(dirty)}, e.g. "
                            f"{dirty[0]}); commit them, or pass --kernel")
         out["patched"] = head.stdout.strip()
     if "pristine" in variants:
         base = base_commit(base_file)
         if git_in(src, "cat-file", "-e", f"{base}^{{commit}}").returncode != 0:
-            raise RigError(f"{src} does not have the base commit {base[:12]} "
+            raise RigInput(f"{src} does not have the base commit {base[:12]} "
                            "(patches/BASE); pass --pristine-kernel")
         out["pristine"] = base
     return out
@@ -307,7 +316,7 @@ def tree_commits(src: str, variants: Sequence[str], base_file: Path = BASE_FILE
 def rig_is_clone(rig: Path, src: str) -> bool:
     """True if ``rig`` is a previous run's clone of ``src``; False if it does not exist.
 
-    Raises :class:`RigError` when ``rig`` exists and is anything else (another
+    Raises :class:`RigInput` when ``rig`` exists and is anything else (another
     tree, or a clone of another source: its commits may not be visible).
     """
     if not rig.exists():
@@ -315,9 +324,9 @@ def rig_is_clone(rig: Path, src: str) -> bool:
     top = git_in(str(rig), "rev-parse", "--show-toplevel")
     url = git_in(str(rig), "config", "remote.origin.url").stdout.strip()
     if top.returncode != 0 or os.path.realpath(top.stdout.strip()) != os.path.realpath(rig):
-        raise RigError(f"{rig} exists and is not a git clone; remove it")
+        raise RigInput(f"{rig} exists and is not a git clone; remove it")
     if not url or os.path.realpath(url) != os.path.realpath(src):
-        raise RigError(f"{rig} is a clone of {url or 'nothing'}, not of {src}; remove it "
+        raise RigInput(f"{rig} is a clone of {url or 'nothing'}, not of {src}; remove it "
                        "(or give another --guest-dir)")
     return True
 

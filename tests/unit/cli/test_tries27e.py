@@ -61,3 +61,32 @@ def test_a_work_root_that_is_no_directory_is_refused_by_every_command(path, kind
     monkeypatch.setenv("RXL_WORK", value)
     assert _error(path) == f"Error: RXL_WORK {value}: {why}"
     assert (work / "f").read_text() == "a file\n"
+
+
+# --------------------------------------------------------------- rxl learn
+
+@pytest.fixture
+def src(work):
+    """A tree with the series' option that says its release, and no git."""
+    from fakefreebsd import version_files
+    s = work / "src"
+    (s / "sys/netinet").mkdir(parents=True)
+    (s / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    version_files(s, 15)
+    return s
+
+
+@pytest.fixture
+def learn(src, work):
+    """``rxl learn --dry-run`` of ``src``, booting the patched kernel only."""
+    return ["learn", "--src", src, "--objdir", work / "o", "--guest-dir", work / "g",
+            "--out", work / "out", "--dry-run", "--learn-sysctl", "a.b",
+            "--config", "learn-on"]
+
+
+def test_learn_of_a_tree_no_rig_can_be_built_from_is_bad_input(learn, src, work):
+    """P2: a --src that is no git tree (and no --kernel) was exit 1, as if a
+    step had failed; it is the input given, found before anything runs."""
+    assert _error(learn) == (f"Error: kernels: {src} is not a git tree, so no rig kernel "
+                             "can be built from it; pass --kernel and --pristine-kernel")
+    assert not (work / "g").exists()

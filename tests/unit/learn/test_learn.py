@@ -466,7 +466,7 @@ def test_handshake_cpu_opt_is_refused(tmp_path, kernel_file):
 def test_cli_pristine_needs_kernel_or_a_git_tree(tmp_path):
     (tmp_path / "sys").mkdir()
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--config", "pristine"])
-    assert res.exit_code != 0 and "not a git tree" in res.output
+    assert res.exit_code == 2 and "not a git tree" in res.output
     assert "--pristine-kernel" in res.output
 
 

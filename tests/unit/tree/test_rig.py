@@ -204,7 +204,7 @@ def test_cli_dirty_tree_fails_in_one_line(tmp_path, kernel_file):
                                     str(tmp_path / "g"), "--objdir", str(tmp_path / "o"),
                                     "--config", "learn-on", "--learn-sysctl", "a.b",
                                     "--dry-run"])
-    assert res.exit_code != 0
+    assert res.exit_code == 2
     assert "uncommitted changes under sys/" in res.output and "--kernel" in res.output
     assert not (tmp_path / "g").exists()
     # --kernel overrides the rig, dirty or not.
