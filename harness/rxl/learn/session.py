@@ -31,6 +31,7 @@ from rxl.learn.metrics import analyze_log
 from rxl.learn.request import Checked, LearnFailed, LearnRequest, LearnUsage
 from rxl.tree import build as tree_build
 from rxl.tree import rig
+from rxl.tree import version as tree_version
 from rxl.tree import world as tree_world
 from rxl.verify import kernels as verify_kernels
 
@@ -128,6 +129,11 @@ def guest_config(chk: Checked, root: str, port: object, extra: Sequence[str] = (
 def prepare(req: LearnRequest, chk: Checked) -> Setup:
     """Look at the tree and plan: the kernels, the world, learnd's build.
 
+    Raises LearnUsage (exit 2) for a ``--src`` that is no directory, has no
+    ``sys/``, or says no release (rxl.tree.version.read_version: no
+    ``__FreeBSD_version`` in ``sys/sys/param.h``), which would leave learnd's
+    compiler and the world's build to a guess.
+
     Kernels not given: without a rig change for the NIC (every shape but an
     e1000e under QEMU 7.2, rxl.guest.qemu.needs_rig_patch) the patched kernel
     ``rxl run`` built from ``--src`` in ``--objdir`` when its stamp matches the
@@ -144,6 +150,11 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
         raise LearnUsage(f"--src {src}: not a directory")
     if not (Path(src) / "sys").is_dir():
         raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
+    try:  # learnd's compiler and the world's build are the release's: never guessed
+        tree_version.read_version(src)
+    except tree_version.VersionError as exc:
+        raise LearnUsage(f"--src {src}: the tree says no release ({exc}), and learnd's "
+                         "compiler and the world's build are chosen by it") from None
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
     version = qemu.installed_version(chk.shape.config("/").qemu)

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
-from fakefreebsd import kernel_bytes
+from fakefreebsd import kernel_bytes, version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 URL = "ssh://root@192.0.2.1"
@@ -159,6 +159,7 @@ def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work, kerne
     src = work / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    version_files(src)
     args = ["learn", "--src", str(src), "--objdir", str(work / "o"), "--guest-dir",
             str(work / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb_learn", "--config", "learn-on"]

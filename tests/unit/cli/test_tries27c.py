@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from rxl.cli.main import main
 from rxl.learn import plan
+from fakefreebsd import version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 LOG = DATA / "learn" / "synthetic-patched.log"
@@ -49,6 +50,7 @@ def learn(work):
     src = work / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    version_files(src)  # a tree that says its release
     return ["learn", "--src", src, "--objdir", work / "o", "--guest-dir", work / "g",
             "--out", work / "out", "--dry-run", "--learn-sysctl", "a.b",
             "--config", "learn-on"]

@@ -90,3 +90,21 @@ def test_learn_of_a_tree_no_rig_can_be_built_from_is_bad_input(learn, src, work)
     assert _error(learn) == (f"Error: kernels: {src} is not a git tree, so no rig kernel "
                              "can be built from it; pass --kernel and --pristine-kernel")
     assert not (work / "g").exists()
+
+
+@pytest.mark.parametrize("param_h", [None, "/* garbage */\n"])
+def test_learn_of_a_tree_that_says_no_release_is_refused(param_h, learn, src, kernel_file):
+    """P8: a tree whose param.h is missing or names no __FreeBSD_version (with
+    newvers.sh garbage) was planned as the 14 fallback (clang 16,
+    x86_64-unknown-freebsd14.0), exit 0: the release is never guessed."""
+    (src / "sys/conf/newvers.sh").write_text("garbage\n")
+    if param_h is None:
+        (src / "sys/sys/param.h").unlink()
+        why = f"{src}/sys/sys/param.h: cannot read it (No such file or directory): not a " \
+              "FreeBSD source tree"
+    else:
+        (src / "sys/sys/param.h").write_text(param_h)
+        why = f"{src}/sys/sys/param.h: no #define __FreeBSD_version"
+    assert _error(learn + ["--kernel", kernel_file]) == (
+        f"Error: --src {src}: the tree says no release ({why}), and learnd's compiler and "
+        "the world's build are chosen by it")

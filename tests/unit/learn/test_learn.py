@@ -23,6 +23,7 @@ from rxl.learn import metrics as M
 from rxl.learn import drive as D
 from rxl.decide import topology
 from rxl.cli.main import main
+from fakefreebsd import version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 PATCHED = DATA / "synthetic-patched.log"
@@ -436,6 +437,7 @@ def test_cli_dry_run_prints_commands(tmp_path, kernel_file):
     src = tmp_path / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    version_files(src)  # a tree that says its release (rxl.tree.version)
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--guest-dir", str(tmp_path / "g"), "--dry-run",
                                     "--kernel", str(kernel_file),
@@ -465,6 +467,7 @@ def test_handshake_cpu_opt_is_refused(tmp_path, kernel_file):
 
 def test_cli_pristine_needs_kernel_or_a_git_tree(tmp_path):
     (tmp_path / "sys").mkdir()
+    version_files(tmp_path)
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--config", "pristine"])
     assert res.exit_code == 2 and "not a git tree" in res.output
     assert "--pristine-kernel" in res.output
@@ -502,6 +505,7 @@ def test_learnd_over_loopback(tmp_path):
 
 def test_cli_dry_run_overrides(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
+    version_files(tmp_path)
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
                                     "--kernel", str(kernel_file),
                                     "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
@@ -567,6 +571,7 @@ def test_single_thread_rewrites_the_accelerator():
 
 def test_cli_smp_option(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
+    version_files(tmp_path)
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--config",
                                     "learn-on", "--learn-sysctl", "a.b", "--smp", "2,1,2",
                                     "--kernel", str(kernel_file)])
@@ -652,6 +657,7 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path, kernel_file):
     """A tree without commit 3 and an impossible guest fail the dry run too."""
     src = tmp_path / "src"
     (src / "sys/sys").mkdir(parents=True)
+    version_files(src)
     base = ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
             "--guest-dir", str(tmp_path / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--config", "learn-on"]
@@ -736,6 +742,7 @@ def test_a_qemu_too_old_for_the_shape_is_refused_before_any_build(tmp_path, monk
 def _git_tree(path):
     (path / "sys/netinet").mkdir(parents=True)
     (path / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
+    version_files(path)
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
     subprocess.run(["git", "-C", str(path), "-c", "user.email=t@t", "-c", "user.name=t",
@@ -777,6 +784,7 @@ def test_kernels_rxl_runs_or_rig_without_the_em_patch(tmp_path, monkeypatch):
 
 def test_cli_target_names_the_guest_shape(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
+    version_files(tmp_path)
     base = ["learn", "--src", str(tmp_path), "--dry-run", "--config", "learn-on",
             "--learn-sysctl", "a.b", "--kernel", str(kernel_file)]
     res = CliRunner().invoke(main, base)

@@ -21,6 +21,7 @@ from rxl.learn import drive as D
 from rxl.learn import groups as G
 from rxl.learn import plan as L
 from rxl.learn import results as R
+from fakefreebsd import version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 QEMU = topology.load("qemu-2s")
@@ -224,6 +225,7 @@ def test_socket_options_from_tree_and_overrides(tmp_path, kernel_file):
     (tmp_path / "sys/netinet").mkdir(parents=True)
     (tmp_path / "sys/netinet/tcp.h").write_text(
         "#define\tTCP_REUSPORT_LB_CPU\t1027\t/* set/get lbgroup CPU tag */\n")
+    version_files(tmp_path)
     src = str(tmp_path)
     assert L.socket_options(src, {}) == {"TCP_REUSPORT_LB_CPU": 1027}
     assert L.socket_options(src, {"TCP_REUSPORT_LB_CPU": "0x500"})["TCP_REUSPORT_LB_CPU"] == 0x500

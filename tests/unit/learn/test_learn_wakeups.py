@@ -28,7 +28,7 @@ from rxl.learn import plan as L
 from rxl.learn import request as Q
 from rxl.learn import results as R
 from rxl.learn import wakeups as W
-from fakefreebsd import kernel_bytes
+from fakefreebsd import kernel_bytes, version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "learn"
 FORMAT = DATA / "requests-format.log"
@@ -261,6 +261,7 @@ def test_check_refuses_more_connections_than_files(tmp_path, monkeypatch):
 
 def test_cli_dry_run_and_refusals(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
+    version_files(tmp_path)
     base = ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb.learn", "--lb-cpu-opt", "1027",
             "--workers", "rxq"]

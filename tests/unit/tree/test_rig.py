@@ -16,6 +16,7 @@ from rxl.tree import rig
 from rxl.tree import check as C
 from rxl.tree import patch as P
 from rxl.cli.main import main
+from fakefreebsd import version_files
 
 REPO = Path(__file__).resolve().parents[3]
 GUEST = REPO / "patches" / "guest"
@@ -150,6 +151,7 @@ def _repo(tmp_path):
     src = tmp_path / "src"
     (src / "sys/dev").mkdir(parents=True)
     (src / "sys/dev/x.c").write_text("int x;\n")
+    version_files(src)
     (src / "README").write_text("r\n")
     _git(tmp_path, "init", "-q", str(src))
     _git(src, "add", "-A")
