@@ -165,6 +165,25 @@ def guest_shape(req: LearnRequest) -> Shape:
     return shape
 
 
+def check_deadline(deadline_s: int, phases: Sequence[plan.Phase],
+                   requests: Optional[plan.Requests]) -> None:
+    """Refuse a ``--deadline`` (learnd's, per run, in seconds) shorter than the
+    run's phases at their shortest (``--warmup`` + ``--measured``, or with
+    ``--requests`` the warm-up and ``--idle``): learnd would end every run
+    before its measured part.  LearnUsage naming ``--deadline`` and the
+    options of the phases."""
+    parts = [(f"--{'warmup' if p.name == 'warmup' else 'measured'}", p.min_s) for p in phases]
+    if requests is not None:
+        parts.append(("--idle", requests.idle_s))
+    least = sum(s for _, s in parts)
+    if deadline_s < least:
+        raise LearnUsage(
+            f"--deadline {deadline_s}: shorter than the phases of a run at their shortest, "
+            + " + ".join(f"{o} {s:g} s" for o, s in parts) + f" = {least:g} s: learnd would "
+            "end every run before it is measured (leave --deadline out for every phase at "
+            f"its longest + 120 s, {plan.run_deadline_s(phases, requests=requests)} s)")
+
+
 def check(req: LearnRequest) -> Checked:
     """Refuse, before any build or checkout, what the boots would refuse later,
     also (not in a dry run, nor with ``--log``) a shape the installed QEMU cannot
@@ -260,4 +279,6 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:
         raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
+    if req.deadline_s is not None:
+        check_deadline(req.deadline_s, phases, requests)
     return Checked(phases, boots, gsys, extra_tun, shape, requests)

@@ -108,3 +108,24 @@ def test_learn_of_a_tree_that_says_no_release_is_refused(param_h, learn, src, ke
     assert _error(learn + ["--kernel", kernel_file]) == (
         f"Error: --src {src}: the tree says no release ({why}), and learnd's compiler and "
         "the world's build are chosen by it")
+
+
+@pytest.mark.parametrize("extra,parts,default", [
+    (["--warmup", "21", "--deadline", "5"], "--warmup 21 s + --measured 30 s = 51 s", 261),
+    (["--deadline", "55"], "--warmup 25 s + --measured 30 s = 55 s", None),
+    (["--requests", "10", "--idle", "2", "--deadline", "26"],
+     "--warmup 25 s + --idle 2 s = 27 s", 250)])
+def test_learn_refuses_a_deadline_shorter_than_the_phases(extra, parts, default, learn,
+                                                          kernel_file):
+    """P6: --warmup 21 --deadline 5 planned "learnd deadline 5 s" beside a
+    warm-up of 21 s: every run killed by its own deadline.  Refused naming
+    --deadline and the phases' options; checked before the tree (P2): a tree
+    no rig can be built from (no --kernel) is not what is said."""
+    if default is None:  # as long as the phases at their shortest: accepted
+        r = _run(learn + ["--kernel", kernel_file] + extra)
+        assert r.exit_code == 0 and "learnd deadline 55 s" in r.stdout, r.output
+        return
+    assert _error(learn + extra) == (
+        f"Error: --deadline {extra[-1]}: shorter than the phases of a run at their "
+        f"shortest, {parts}: learnd would end every run before it is measured (leave "
+        f"--deadline out for every phase at its longest + 120 s, {default} s)")
