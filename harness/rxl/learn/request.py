@@ -165,6 +165,22 @@ def guest_shape(req: LearnRequest) -> Shape:
     return shape
 
 
+def check_topology_holds(topo: Topology, shape: Shape) -> None:
+    """Refuse a ``--topology`` for the predictions that lacks a CPU of the guest
+    (``shape``: its vCPUs 0..N-1): the runs may name any of them (``--workers
+    all`` pins a worker to each, iflib puts receive queues on any), and a CPU
+    outside the topology has no distance, so the table would guess.  BadOption
+    naming ``--topology``."""
+    lack = [c for c in range(shape.vcpus) if not topo.has_cpu(c)]
+    if lack:
+        more = f" and {len(lack) - 1} more" if len(lack) > 1 else ""
+        raise BadOption(f"{topo.name} has no CPU {lack[0]}{more} of the guest's "
+                        f"{shape.vcpus} vCPUs (0-{shape.vcpus - 1}), which the runs may "
+                        "name (--workers all pins one to each; receive queues go on any): "
+                        "give the guest's topology, or leave --topology out for its own",
+                        "--topology")
+
+
 def check_deadline(deadline_s: int, phases: Sequence[plan.Phase],
                    requests: Optional[plan.Requests]) -> None:
     """Refuse a ``--deadline`` (learnd's, per run, in seconds) shorter than the
@@ -224,11 +240,14 @@ def check(req: LearnRequest) -> Checked:
                                 driver=shape.driver, repetitions=req.repetitions)
     except plan.LearnError as exc:
         raise LearnUsage(str(exc)) from None
-    if isinstance(req.topo_spec, str) and req.topo_spec:
+    topo = req.topo_spec or None
+    if isinstance(topo, str):
         try:
-            topology.load(req.topo_spec)
+            topo = topology.load(topo)
         except cpugroup.TopologyError as exc:
             raise BadOption(str(exc), "--topology") from None
+    if topo is not None and not req.logs:  # a saved log's CPUs: rxl.learn.metrics
+        check_topology_holds(topo, shape)
     if req.concurrency < 1:
         raise LearnUsage(f"--concurrency must be >= 1, got {req.concurrency}")
     most = min(plan.LISTEN_BACKLOG, _open_files() - FD_MARGIN)

@@ -129,3 +129,20 @@ def test_learn_refuses_a_deadline_shorter_than_the_phases(extra, parts, default,
         f"Error: --deadline {extra[-1]}: shorter than the phases of a run at their "
         f"shortest, {parts}: learnd would end every run before it is measured (leave "
         f"--deadline out for every phase at its longest + 120 s, {default} s)")
+
+
+@pytest.mark.parametrize("topo,extra,first,more", [
+    ("1x1x1", [], 1, " and 30 more"), ("qemu-2s", [], 8, " and 23 more"),
+    ("2x2x1", ["--smp", "1,5,1"], 4, "")])
+def test_learn_refuses_a_topology_that_lacks_a_cpu_of_the_guest(topo, extra, first, more,
+                                                                learn, kernel_file):
+    """P7: --topology 1x1x1 for the 32-vCPU guest was accepted, exit 0: the
+    predictions of every run on a CPU outside it would be guessed."""
+    n = 5 if extra else 32
+    assert _error(learn + ["--kernel", kernel_file, "--topology", topo] + extra) == (
+        f"Error: Invalid value for '--topology': {topo} has no CPU {first}{more} of the "
+        f"guest's {n} vCPUs (0-{n - 1}), which the runs may name (--workers all pins one "
+        "to each; receive queues go on any): give the guest's topology, or leave "
+        "--topology out for its own")
+    r = _run(learn + ["--kernel", kernel_file, "--topology", "2x8x2"])  # 32 CPUs: held
+    assert r.exit_code == 0, r.output
