@@ -7,13 +7,19 @@ from pathlib import Path
 
 from rxl.tree import patch as S
 
+#: A kernel's newvers.sh strings, sccs[] then version[] (rxl.tree.elf.kernel_version).
+VERSION_TAIL = (b"\0@(#)FreeBSD 15.0-RELEASE #0: Thu Dec  3 00:00:00 UTC 2026\n"
+                b"\0FreeBSD 15.0-RELEASE #0: Thu Dec  3 00:00:00 UTC 2026\n")
+
+
 def kernel_bytes(osabi: int = 9, machine: int = 62, etype: int = 2, bits: int = 64,
-                 note: bool = False, tail: bytes = b"") -> bytes:
+                 note: bool = False, tail: bytes = VERSION_TAIL) -> bytes:
     """A stand-in FreeBSD amd64 kernel as rxl.tree.build.check_kernel_file reads one:
     an ELF64 LSB header (``etype``: 2 ET_EXEC; ``machine``: 62 EM_X86_64;
     ``osabi``: 9 ELFOSABI_FREEBSD, as ld -m elf_x86_64_fbsd writes it) and, with
     ``note``, one PT_NOTE holding the FreeBSD ABI tag (owner "FreeBSD", type 1,
-    __FreeBSD_version 1500068); ``tail`` follows (a version string, say)."""
+    __FreeBSD_version 1500068); ``tail`` follows (default a kernel's version
+    strings, :data:`VERSION_TAIL`; ``b""`` for a header alone)."""
     ident = b"\x7fELF" + bytes([2 if bits == 64 else 1, 1, 1, osabi]) + bytes(8)
     tag = struct.pack("<III", 8, 4, 1) + b"FreeBSD\x00" + struct.pack("<I", 1500068)
     phoff, ehsize = (64, 64) if bits == 64 else (52, 52)

@@ -30,6 +30,7 @@ Facts this module relies on, and where they come from:
 
 from __future__ import annotations
 
+import mmap
 import os
 import re
 import shlex
@@ -544,8 +545,11 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
     """Refuse a kernel to boot that cannot be one, before anything runs: not a
     regular file (missing, a directory, a device), empty, unreadable, or not a
     FreeBSD amd64 kernel (:attr:`rxl.tree.elf.ElfInfo.freebsd_amd64_kernel`:
-    ELF64, x86-64, an executable, FreeBSD's OS/ABI or brand note). Raises
-    :class:`rxl.errors.BadOption` naming ``option`` and saying what the file is."""
+    ELF64, x86-64, an executable, FreeBSD's OS/ABI or brand note), or one
+    without a kernel's version string (rxl.tree.elf.kernel_version: a FreeBSD
+    program is all the above).  The same check for every command and path (the
+    own guest's, a target's install). Raises :class:`rxl.errors.BadOption`
+    naming ``option`` and saying what the file is."""
     p = Path(kernel)
     if not p.exists():
         raise BadOption(f"{show(kernel)}: no such kernel", option)
@@ -572,6 +576,15 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
         raise BadOption(f"{show(kernel)}: {info.describe()}, not a FreeBSD amd64 kernel "
                         "(an ELF64 x86-64 executable, OS/ABI FreeBSD or its brand note)",
                         option)
+    try:  # mapped, not read: a kernel is tens of MiB, and is read again to boot it
+        with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            version = tree_elf.kernel_version(data)
+    except (OSError, ValueError) as exc:
+        raise BadOption(f"{show(kernel)}: {getattr(exc, 'strerror', None) or exc}",
+                        option) from None
+    if version is None:  # a FreeBSD program, or a kernel's header alone
+        raise BadOption(f"{show(kernel)}: {info.describe()}; it holds "
+                        f"{tree_elf.NO_VERSION}: not a FreeBSD kernel", option)
 
 
 def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],

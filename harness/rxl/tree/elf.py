@@ -6,11 +6,14 @@ elf_x86_64_fbsd``) is an ELF64 little-endian ``ET_EXEC`` for ``EM_X86_64``
 whose ``e_ident[EI_OSABI]`` is ``ELFOSABI_FREEBSD`` (9: lld sets it for the
 ``_fbsd`` emulations); a FreeBSD object may instead carry only the brand note,
 a ``PT_NOTE`` entry owned by ``"FreeBSD"`` of type ``NT_FREEBSD_ABI_TAG``
-(sys/sys/elf_common.h; clang leaves EI_OSABI 0 in programs). Pure: reads bytes.
+(sys/sys/elf_common.h; clang leaves EI_OSABI 0 in programs).  A kernel also
+holds newvers.sh's version string (:func:`kernel_version`), which a FreeBSD
+program does not.  Pure: reads bytes.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 from typing import Optional
@@ -35,6 +38,18 @@ _TYPES = {0: "no file type", 1: "relocatable object (a module?)", 2: "executable
           3: "shared object or PIE", 4: "core dump"}
 _MACHINES = {3: "i386", 40: "ARM", 62: "x86-64", 183: "AArch64", 243: "RISC-V",
              21: "PowerPC64", 8: "MIPS"}
+#: The release name a kernel's ``version[]`` and ``kern.version`` start with
+#: (sys/conf/newvers.sh: ``VERSION="${TYPE} ${RELEASE}"``, RELEASE
+#: ``${REVISION}-${BRANCH}``): ``FreeBSD 14.0-STABLE``, ``FreeBSD 15.0-RELEASE-p1``,
+#: and in the rebranded 15.0 snapshot ``Irid 0.0.2-ALPHA``. TYPE is any name.
+_RELEASE = rb"[A-Za-z][A-Za-z0-9_]* [0-9]+(?:\.[0-9]+)+-[A-Za-z0-9.]+(?:-p[0-9]+)?"
+#: newvers.sh's ``sccs[]``: ``@(#)`` and kern.version's first line, which ``version[]``
+#: repeats with a newline after it (reproducible builds leave out ``#N: date``).
+_SCCS_RE = re.compile(rb"@\(#\)(" + _RELEASE + rb"[^\n\x00]*)")
+#: ``version[]`` alone (a kernel without ``sccs[]``): ``<release> #N ...``.
+_VERSION_RE = re.compile(rb"(" + _RELEASE + rb" #[0-9]+[^\n\x00]*)\n")
+#: What a file without :func:`kernel_version`'s string lacks, as messages say it.
+NO_VERSION = "no '<TYPE> N.N-<BRANCH> #N' version string (sys/conf/newvers.sh)"
 
 
 @dataclass(frozen=True)
@@ -128,3 +143,16 @@ def _notes_hold_tag(data: bytes, e: str) -> bool:
             return True
         pos += 12 + (namesz + 3) // 4 * 4 + (descsz + 3) // 4 * 4
     return False
+
+
+def kernel_version(data) -> Optional[str]:
+    """The first line of a kernel's ``version[]`` (what kern.version starts with)
+    in ``data`` (bytes, or an mmap of the file): ``sccs[]``'s text when
+    ``version[]`` repeats it, else a ``<TYPE> <RELEASE> #N`` line (both made by
+    sys/conf/newvers.sh; TYPE may be a rebranding's, ``Irid``).  None when
+    ``data`` holds no such string."""
+    for m in _SCCS_RE.finditer(data):
+        if data.find(m.group(1) + b"\n") != -1:
+            return m.group(1).decode("ascii", "replace").strip()
+    m = _VERSION_RE.search(data)
+    return m.group(1).decode("ascii", "replace").strip() if m else None

@@ -44,6 +44,7 @@ from rxl.guest import console
 from rxl.guest.image import render_rc
 from rxl.guest.protocol import host_sysctl_snapshot
 from rxl.guest.ssh import SSHError, last_line
+from rxl.tree import elf as tree_elf
 from rxl.tree.base import REPO_PATCHES
 from rxl.tree.patch import SeriesError, parse_base
 from rxl.verify import parse
@@ -62,16 +63,6 @@ ARCH = "amd64"
 #: ``__FreeBSD_version`` / ``kern.osreldate`` per major (the Porter's Handbook's
 #: ``MMmmRxx``: 1500068 is 15.0, 1400097 is 14.0-STABLE).
 OSRELDATE_PER_MAJOR = 100000
-#: The release name a kernel's ``version[]`` and ``kern.version`` start with
-#: (sys/conf/newvers.sh: ``VERSION="${TYPE} ${RELEASE}"``, RELEASE
-#: ``${REVISION}-${BRANCH}``): ``FreeBSD 14.0-STABLE``, ``FreeBSD 15.0-RELEASE-p1``,
-#: and in the rebranded 15.0 snapshot ``Irid 0.0.2-ALPHA``. TYPE is any name.
-_RELEASE = rb"[A-Za-z][A-Za-z0-9_]* [0-9]+(?:\.[0-9]+)+-[A-Za-z0-9.]+(?:-p[0-9]+)?"
-#: newvers.sh's ``sccs[]``: ``@(#)`` and kern.version's first line, which ``version[]``
-#: repeats with a newline after it (reproducible builds leave out ``#N: date``).
-_SCCS_RE = re.compile(rb"@\(#\)(" + _RELEASE + rb"[^\n\x00]*)")
-#: ``version[]`` alone (a kernel without ``sccs[]``): ``<release> #N ...``.
-_VERSION_RE = re.compile(rb"(" + _RELEASE + rb" #[0-9]+[^\n\x00]*)\n")
 
 #: One shell line printing ``key=value`` lines; read by :func:`parse_probe`.
 PROBE_COMMAND = "; ".join([
@@ -204,16 +195,14 @@ def kernel_version(data: bytes) -> str:
     ``sccs[]``'s text when ``version[]`` repeats it, else a ``<TYPE> <RELEASE> #N``
     line (both made by sys/conf/newvers.sh; TYPE may be a rebranding's, ``Irid``).
 
-    Raises RemoteError if ``data`` holds no such version string.
+    Raises RemoteError if ``data`` holds no such version string
+    (rxl.tree.elf.kernel_version, which rxl.tree.build.check_kernel_file
+    runs on every kernel given).
     """
-    for m in _SCCS_RE.finditer(data):
-        if m.group(1) + b"\n" in data:
-            return m.group(1).decode("ascii", "replace").strip()
-    m = _VERSION_RE.search(data)
-    if not m:
-        raise RemoteError("no '<TYPE> N.N-<BRANCH> #N' version string (sys/conf/newvers.sh) "
-                          "in the kernel file")
-    return m.group(1).decode("ascii", "replace").strip()
+    version = tree_elf.kernel_version(data)
+    if version is None:
+        raise RemoteError(f"{tree_elf.NO_VERSION} in the kernel file")
+    return version
 
 
 def kernel_id(data: bytes) -> str:

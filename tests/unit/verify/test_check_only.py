@@ -183,6 +183,32 @@ def test_a_kernel_that_is_no_freebsd_amd64_kernel_is_refused_up_front(data, what
             " (an ELF64 x86-64 executable, OS/ABI FreeBSD or its brand note)")), line
 
 
+@pytest.mark.parametrize("data", [kernel_bytes(tail=b""), kernel_bytes(note=True, tail=b""),
+                                  kernel_bytes(tail=b"\0FreeBSD 15.0-RELEASE\n")],
+                         ids=["header", "brand-note", "no-build-number"])
+@pytest.mark.parametrize("where", ["own", "pristine", "targets-guest", "ssh"])
+def test_a_freebsd_program_with_no_kernel_version_string_is_refused_everywhere(data, where,
+                                                                               work):
+    """P9: a static FreeBSD amd64 ET_EXEC without newvers.sh's version string
+    passed --check-only and --dry-run for the own guest; only --target with
+    --install-kernel refused it.  One kernel check for every path."""
+    k = work / "k"
+    k.write_bytes(data)
+    progs = work / "progs"
+    progs.mkdir()
+    (progs / "t").write_text("#!/bin/sh\n")
+    (progs / "t").chmod(0o755)
+    opt = "--pristine-kernel" if where == "pristine" else "--kernel"
+    args = {"own": [], "pristine": [], "targets-guest": _own_targets(work),
+            "ssh": ["--target", URL, "--programs", progs, "--install-kernel"]}[where]
+    for mode in ("--check-only", "--dry-run"):
+        line = _refused(_run(*args, opt, k, mode), f"'{opt}'", "not a FreeBSD kernel")
+        assert line.startswith(f"Error: Invalid value for '{opt}': {k}: an ELF 64-bit LSB "
+                               "executable, x86-64, OS/ABI FreeBSD"), line
+        assert line.endswith("; it holds no '<TYPE> N.N-<BRANCH> #N' version string "
+                             "(sys/conf/newvers.sh): not a FreeBSD kernel"), line
+
+
 def test_a_real_elf_of_this_host_is_no_kernel(work):
     """The running Python, a Linux ELF program, is named as one and refused."""
     import sys
