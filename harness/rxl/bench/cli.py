@@ -399,7 +399,10 @@ def kcount_group() -> None:
               help="The kernel the guest booted (symbols).")
 @click.option("--port", default=1234, show_default=True, type=click.IntRange(1, 65535),
               help="QEMU -gdb tcp:127.0.0.1:PORT.")
-@click.option("--samples", default=40, show_default=True, type=click.IntRange(min=1), help="Calls to record.")
+@click.option("--samples", default=40, show_default=True,
+              type=click.IntRange(1, kcount.SAMPLES_MAX),
+              help=f"Calls to record (at most {kcount.SAMPLES_MAX:,}: a trace of more would "
+                   "pass the size analyze reads).")
 @click.option("--outer", default=kcount.OUTER, show_default=True,
               help="Function to trace (kern_accept4: accept(2); tcp_input: a segment).")
 @click.option("--inner", multiple=True, default=kcount.INNER, show_default=True,

@@ -105,6 +105,13 @@ _MASK = (1 << 64) - 1
 #: Largest trace read, bytes: 40 samples of a few thousand steps are a few MiB;
 #: STEP_LIMIT steps each, about 200 MiB.
 MAX_BYTES = 256 << 20
+#: Most calls ``record --samples`` takes.  A step is about 44 bytes of the
+#: trace's JSON (a pc and an sp, kernel addresses of 20 decimal digits, and
+#: their separators), so 10,000 calls of even the shortest traced function (an
+#: in_pcblookup of a few hundred steps, ~610 at this bound) fill MAX_BYTES:
+#: a trace of more would be one that analyze refuses.  gdb takes any number
+#: (``set $kc_samples = 99999999999999999999`` was accepted and never ended).
+SAMPLES_MAX = 10000
 
 
 

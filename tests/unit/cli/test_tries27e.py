@@ -146,3 +146,17 @@ def test_learn_refuses_a_topology_that_lacks_a_cpu_of_the_guest(topo, extra, fir
         "--topology out for its own")
     r = _run(learn + ["--kernel", kernel_file, "--topology", "2x8x2"])  # 32 CPUs: held
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------------------ kcount record
+
+@pytest.mark.parametrize("n", ["10001", "99999999999999999999"])
+def test_kcount_record_bounds_samples(n, work, kernel_file):
+    """P10: --samples 99999999999999999999 (more than 2^64) went to gdb as it
+    was, exit 0; --samples is bounded as --limit is (rxl.bench.kcount.SAMPLES_MAX)."""
+    args = ["kcount", "record", "--dry-run", "--kernel", kernel_file, "--out",
+            work / "t.json", "--samples"]
+    assert _error(args + [n]) == (f"Error: Invalid value for '--samples': {n} is not in the "
+                                  "range 1<=x<=10000.")
+    r = _run(args + ["10000"])
+    assert r.exit_code == 0 and "$kc_samples = 10000" in r.stdout, r.output
