@@ -310,6 +310,7 @@ def _refuse_unread(ctx: click.Context, setups, works) -> None:
         ("mutex_delay_ms", "accept-mutex" in setups, "is read by --setup accept-mutex only"),
         ("untagged", "incoming-cpu" in setups, "is read by --setup incoming-cpu only"),
         ("reorder_every", "reorder" in setups, "is read by --setup reorder only"),
+        ("deal_counts", "ebpf-deal" in setups, "is read only by --setup ebpf-deal"),
         ("abort_kind", p["abort_share"] > 0, "says how the --abort-share clients abort; "
                                              "give --abort-share above 0"),
         ("work_kind", any(w > 0 for w in works), "says how --work-ms is spent; give "
@@ -352,9 +353,7 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
         c.validate()
         for s in setups:
             accept.server_argv("acceptd", s, c)      # refuse before any run
-    # An option no setup reads is refused.
-    if knobs.deal_counts != "tags" and "ebpf-deal" not in setups:
-        raise BadOption("is read only by --setup ebpf-deal", "--deal-counts")
+    # An option no setup reads is refused (--deal-counts given: _refuse_unread).
     if knobs.requests and connections < len(accept_run.rx_cpus(cfgs[0])):
         raise BadOption(f"--requests needs a connection per receiving CPU "
                         f"({len(accept_run.rx_cpus(cfgs[0]))}), got --connections "

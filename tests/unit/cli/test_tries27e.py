@@ -160,3 +160,20 @@ def test_kcount_record_bounds_samples(n, work, kernel_file):
                                   "range 1<=x<=10000.")
     r = _run(args + ["10000"])
     assert r.exit_code == 0 and "$kc_samples = 10000" in r.stdout, r.output
+
+
+# ------------------------------------------------------------ bench accept
+
+@pytest.mark.parametrize("value", ["tags", "rx"])
+@pytest.mark.parametrize("setup", [["--setup", "noflag"], []])
+def test_bench_accept_refuses_deal_counts_without_ebpf_deal(value, setup, work):
+    """P13: --deal-counts tags (its default) with --setup noflag was dropped
+    without a word, exit 0, where --deal-counts rx and --abort-kind (default
+    or not) were refused: given at all, it is refused where no setup reads it."""
+    assert _error(["bench", "accept", "--dry-run", "--build-dir", work / "b",
+                   "--deal-counts", value] + setup) == (
+        "Error: Invalid value for '--deal-counts': --deal-counts is read only by --setup "
+        "ebpf-deal")
+    r = _run(["bench", "accept", "--dry-run", "--build-dir", work / "b", "--setup",
+              "ebpf-deal", "--deal-counts", value])
+    assert "--deal-counts" not in r.output, r.output
