@@ -67,7 +67,7 @@ def read_source(spec: str) -> Tuple[str, str]:
         try:
             mode = os.stat(spec).st_mode
         except OSError as e:
-            raise TopologyError(f"{spec}: {e.strerror.lower()} (a topology "
+            raise TopologyError(f"{spec}: {e.strerror} (a topology "
                                 "file holds sysctl -n "
                                 "kern.sched.topology_spec output)")
         if stat.S_ISDIR(mode):
@@ -88,8 +88,10 @@ def read_source(spec: str) -> Tuple[str, str]:
 
 
 def is_source(spec: str) -> bool:
-    """Does ``spec`` name stdin or an existing path (file, FIFO, device)?"""
-    return spec == "-" or os.path.exists(spec)
+    """Does ``spec`` name stdin or a path that is there (a file, FIFO, device,
+    or a symbolic link, even one that does not resolve: a loop or a dangling
+    link is then said by :func:`read_source` as the system says it)?"""
+    return spec == "-" or os.path.lexists(spec)
 
 
 class _Frame:
