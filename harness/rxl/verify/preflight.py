@@ -24,7 +24,6 @@ from rxl.tree import build as tree_build
 from rxl.tree import world as tree_world
 from rxl.tree.patch import parse_base
 from rxl.verify.ownguest import check_qemu, guest_config
-from rxl.verify import remote
 from rxl.verify.request import RunRequest
 from rxl.verify.target import programs_in
 
@@ -39,10 +38,10 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     """Refuse, in one line (rxl.errors.BadOption: exit 2), everything that would
     otherwise fail only after the builds: the guest (--memory, at most the host's
     RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
-    --test sources, names given to --new-program, --kernel, --pristine-kernel and
-    --pristine-src, --src (rxl.tree.base.classify: no such directory, not a
-    FreeBSD tree, the base commit missing, a plain tree without a pristine
-    kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
+    --test sources, names given to --new-program, --kernel, --pristine-kernel (not
+    the same file as --kernel) and --pristine-src, --src (rxl.tree.base.classify:
+    no such directory, not a FreeBSD tree, the base commit missing, a plain tree
+    without a pristine kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
     with an SSH target its --workdir (:func:`check_workdir`), --programs
     (rxl.verify.target.programs_in) and the client key; and the harness key
     whenever SSH may be used (``ssh``: not ``--transport serial``); for the
@@ -97,6 +96,13 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         if kernel:  # the one check of a kernel to boot, its version string too (what
             # --install-kernel's plan reads), for the own guest and a target alike
             tree_build.check_kernel_file(kernel, opt)
+    if req.kernel and req.pristine_kernel and os.path.samefile(req.kernel, req.pristine_kernel):
+        same = "" if os.path.abspath(req.kernel) == os.path.abspath(req.pristine_kernel) \
+            else f" ({show(req.kernel)})"
+        raise BadOption(f"{show(req.pristine_kernel)}: the same file as --kernel{same}: the "
+                        "run boots the patched and the pristine kernel to compare them, and "
+                        "the series' cases would pass on both (the verdict would be FAIL); "
+                        "give the base's kernel", "--pristine-kernel")
     if req.pristine_src:
         try:
             tree_base.check_tree_dir(req.pristine_src, "--pristine-src")

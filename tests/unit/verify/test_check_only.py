@@ -209,6 +209,24 @@ def test_a_freebsd_program_with_no_kernel_version_string_is_refused_everywhere(d
                              "(sys/conf/newvers.sh): not a FreeBSD kernel"), line
 
 
+@pytest.mark.parametrize("link", [False, True], ids=["same-path", "a-link-to-it"])
+def test_one_kernel_file_for_both_sides_is_refused(link, work):
+    """The same file as --kernel and --pristine-kernel passed --check-only: the
+    series' cases would pass on both boots and the verdict be FAIL."""
+    k = work / "k"
+    k.write_bytes(kernel_bytes())
+    pk = k
+    if link:
+        pk = work / "pk"
+        pk.symlink_to(k)
+    line = _refused(_run("--kernel", k, "--pristine-kernel", pk, "--check-only"),
+                    "'--pristine-kernel'", "the same file as --kernel")
+    assert line == (f"Error: Invalid value for '--pristine-kernel': {pk}: the same file as "
+                    f"--kernel{f' ({k})' if link else ''}: the run boots the patched and the "
+                    "pristine kernel to compare them, and the series' cases would pass on "
+                    "both (the verdict would be FAIL); give the base's kernel")
+
+
 def test_a_real_elf_of_this_host_is_no_kernel(work):
     """The running Python, a Linux ELF program, is named as one and refused."""
     import sys
@@ -225,10 +243,11 @@ def test_a_real_elf_of_this_host_is_no_kernel(work):
 def test_a_freebsd_amd64_kernel_passes_the_check(data, work):
     """A FreeBSD amd64 kernel passes: OS/ABI FreeBSD (ld -m elf_x86_64_fbsd) or,
     with OS/ABI SYSV, the FreeBSD brand note."""
-    k = work / "k"
+    k, pk = work / "k", work / "pk"
     k.write_bytes(data)
+    pk.write_bytes(data)
     for args in ([], _own_targets(work)):
-        r = _run(*args, "--kernel", k, "--pristine-kernel", k, "--check-only")
+        r = _run(*args, "--kernel", k, "--pristine-kernel", pk, "--check-only")
         assert r.exit_code == 0, r.output
 
 
