@@ -961,6 +961,91 @@ ATF_TC_BODY(learning_off, tc)
 	lb_close(&g);
 }
 
+/*
+ * With learning off, a group with a set tag counts its handshakes (none
+ * over loopback) and rolls its windows, but learns no worker; once its
+ * last set tag is removed, it drops that state and has no map.
+ */
+ATF_TC(tagged_counts);
+ATF_TC_HEAD(tagged_counts, tc)
+{
+
+	lb_head(tc);
+}
+ATF_TC_BODY(tagged_counts, tc)
+{
+	struct lbgroup g;
+	struct lbview v;
+	int cpus[1], hcpu, i, tags[2];
+
+	(void)lb_cpus(cpus, 1);
+	lb_setup(0, 1);
+	lb_bind(cpus[0]);
+	tags[0] = cpus[0];
+	tags[1] = NOCPU;
+	lb_group(&g, AF_INET, 2, tags);
+	lb_until_rolls(&g, &v, 2);
+	ATF_REQUIRE_EQ(v.ncount, 0);
+	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
+	ATF_REQUIRE((v.tag[0] == cpus[0] && v.tag[1] == NOCPU) ||
+	    (v.tag[0] == NOCPU && v.tag[1] == cpus[0]));
+	ATF_REQUIRE_EQ(v.nrx, 1);
+	ATF_REQUIRE_EQ(v.rxcpu[0], cpus[0]);
+	ATF_REQUIRE_EQ(v.rxslots[0], 32u);
+
+	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], NOCPU), 0);
+	for (i = 0; i < 100000 && lb_view(&g, &v) && v.learning; i++)
+		(void)lb_connect(&g, &hcpu);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_MSG(!v.learning, "learning state kept after %d "
+	    "connections without a set tag", i);
+	ATF_REQUIRE_EQ(v.nslots, 0u);
+	lb_close(&g);
+}
+
+/*
+ * More members are tagged than CPUs receive: once the handshakes are
+ * counted, the CPUs that receive deal every member its slots, and every
+ * member is selected.  Without counts, the tags would stand in and the
+ * members of CPUs that receive nothing would get no connection.
+ */
+ATF_TC(tags_outnumber_rx);
+ATF_TC_HEAD(tags_outnumber_rx, tc)
+{
+
+	lb_head(tc);
+}
+ATF_TC_BODY(tags_outnumber_rx, tc)
+{
+	struct lbgroup g;
+	struct lbview v;
+	u_int hits[MAXMEMBERS], slots;
+	int cpus[8], hcpu, i, idle, n;
+
+	n = lb_cpus(cpus, 8);
+	if (n < 2)
+		atf_tc_skip("needs two CPUs");
+	lb_setup(2, 1);
+	lb_bind(cpus[0]);
+	lb_group(&g, AF_INET, n, cpus);
+	lb_until_rolls(&g, &v, 2);
+	for (i = 0, idle = 0; i < n; i++)
+		if (lb_countof(&v, cpus[i], v.sum) == 0)
+			idle++;
+	if (v.ncount == 0 || idle == 0)
+		atf_tc_skip("every tagged CPU completed handshakes");
+	for (i = 0, slots = 0; i < v.nrx; i++)
+		slots += v.rxslots[i];
+	ATF_REQUIRE_EQ(slots, 16u * n);
+	memset(hits, 0, sizeof(hits));
+	for (i = 0; i < 64 * n; i++)
+		hits[lb_connect(&g, &hcpu)]++;
+	for (i = 0; i < n; i++)
+		ATF_REQUIRE_MSG(hits[i] > 0, "the member tagged %d was never "
+		    "selected in %d connections", g.tags[i], 64 * n);
+	lb_close(&g);
+}
+
 ATF_TP_ADD_TCS(tp)
 {
 
@@ -978,6 +1063,8 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, capture);
 	ATF_TP_ADD_TC(tp, learn_hashed_only);
 	ATF_TP_ADD_TC(tp, learning_off);
+	ATF_TP_ADD_TC(tp, tagged_counts);
+	ATF_TP_ADD_TC(tp, tags_outnumber_rx);
 
 	return (atf_no_error());
 }
