@@ -21,9 +21,13 @@ from rxl.verify.pipeline import StageFailed, echo_err
 
 
 def git_out(src: str, *args: str) -> str:
-    """``git -C src ARGS``'s output; ``""`` when git fails or is missing."""
+    """``git -C src ARGS``'s output; ``""`` when git fails or is missing.
+    Bytes that are not UTF-8 (a Latin-1 source file in a diff) are kept as
+    surrogate escapes, so ``.encode("utf-8", "surrogateescape")`` gives git's
+    bytes back."""
     try:
-        return subprocess.run(["git", "-C", src, *args], capture_output=True, text=True,
+        return subprocess.run(["git", "-C", src, *args], capture_output=True,
+                              encoding="utf-8", errors="surrogateescape",
                               check=True).stdout.rstrip("\n")
     except (OSError, subprocess.CalledProcessError):
         return ""
@@ -114,7 +118,8 @@ def kernel_stamp_text(src: str, kernel: str) -> str:
     dirty = git_out(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
     diff = git_out(src, "diff", "HEAD", "--", "sys") if dirty.strip() else ""
     st = os.stat(kernel) if os.path.exists(kernel) else None
-    return "\n".join([head, hashlib.sha256(diff.encode()).hexdigest() if diff else "clean",
+    return "\n".join([head, hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
+                      if diff else "clean",
                       f"{st.st_size} {st.st_mtime_ns}" if st else "no kernel"]) + "\n"
 
 

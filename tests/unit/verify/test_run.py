@@ -296,6 +296,13 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     assert kernel_cached(str(src), str(k))
     os.utime(k, ns=(1, 1))                             # someone rebuilt the kernel
     assert not kernel_cached(str(src), str(k))
+    os.utime(k, ns=(2, 2))
+    (tmp_path / "kernel.rxl-stamp").write_text(kernel_stamp_text(str(src), str(k)))
+    (src / "sys/a.c").write_bytes(b"/* \xb5s */ int a;\n")  # Latin-1, not UTF-8
+    assert not kernel_cached(str(src), str(k))
+    latin1 = kernel_stamp_text(str(src), str(k))
+    (src / "sys/a.c").write_bytes(b"/* \xb6s */ int a;\n")
+    assert kernel_stamp_text(str(src), str(k)) != latin1  # the bytes, not a lossy decoding
 
 
 def _fake_series(tmp_path, monkeypatch, applied):
