@@ -139,33 +139,31 @@ class RunMetrics:
         return asdict(self)
 
 
-#: Policies of a run: the hash, the deal of the run's counts (learning) and
-#: the deal of the tags alone (``tagged``: nothing counted, every tagged CPU
-#: counts one, rxl.decide.model.effective_counts; ``rxl deal --members`` without
-#: ``--counts``).
-RUN_POLICIES = ("hash", "deal", "deal-tags")
+#: Policies of a run: the hash, and the deal of the run's counts (learning,
+#: and ``tagged``: a group with a set tag counts its handshakes with learning
+#: off, tcp.4).
+RUN_POLICIES = ("hash", "deal")
+
+#: Configurations whose groups deal from the run's counts.
+DEAL_CONFIGS = ("learn-on", "learn-spread", "tagged")
 
 
 def policy_of(config: str) -> str:
     """The :data:`RUN_POLICIES` entry configuration ``config`` should behave as."""
-    return {"learn-on": "deal", "learn-spread": "deal", "tagged": "deal-tags"}.get(config,
-                                                                                 "hash")
+    return "deal" if config in DEAL_CONFIGS else "hash"
 
 
 def _deal_of(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int],
              policy: str) -> Optional[model.Deal]:
     """The map ``policy`` deals for workers on ``pins`` (None: not a deal)."""
-    if policy not in ("deal", "deal-tags"):
+    if policy != "deal":
         return None
-    return model.deal(topo, [model.Tag(w) for w in pins], dict(rx) if policy == "deal" else {})
+    return model.deal(topo, [model.Tag(w) for w in pins], dict(rx))
 
 
 def _outcome(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int],
              policy: str) -> outcomes.Outcome:
     """:func:`rxl.decide.outcomes.outcome` of ``policy`` (a :data:`RUN_POLICIES`)."""
-    if policy == "deal-tags":
-        return outcomes.outcome(topo, list(pins), dict(rx), "deal",
-                                deal_fn=lambda t, tags, _rx: model.deal(t, tags, {}))
     return outcomes.outcome(topo, list(pins), dict(rx), policy)
 
 
@@ -178,7 +176,7 @@ def _split(topo: cpugroup.Topology, pins: Sequence[int], rx: Mapping[int, int], 
     supply from ``rx``), else over all workers.
     """
     n = len(pins)
-    if policy in ("deal", "deal-tags"):
+    if policy == "deal":
         d = _deal_of(topo, pins, rx, policy)
         if d is not None and r in d.ranges:
             slots = d.slots_of(r)
@@ -342,7 +340,9 @@ def targets(m: RunMetrics) -> List[Target]:
     * learn-on / learn-spread / tagged, one worker per receive CPU (``rxq``):
       co-location >= 99 % (with largest-remainder supply each worker holds
       all of its own CPU's slots), 0 starved;
-    * learn-on / learn-spread, one worker per CPU of every socket (``all``):
+    * learn-on / learn-spread / tagged, one worker per CPU of every socket
+      (``all``; tagged: the workers of CPUs that receive nothing are dealt
+      from those that do, not starved, once a window has been counted):
       every worker within +-10 % of an equal share at >= 512 connections, 0
       starved, the workers on receiving CPUs co-located >= 99 % (the exact
       ring is dealt first: such a worker's 16 slots are all in its own CPU's
@@ -365,7 +365,7 @@ def targets(m: RunMetrics) -> List[Target]:
         out.append(Target(m.label, "co-location >= 99%", f"{m.colocated:.1%}",
                           m.colocated >= 0.99))
         out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
-    if learning and m.workers_set == "all":
+    if (learning or m.config == "tagged") and m.workers_set == "all":
         out.append(Target(m.label, "every worker within +-10% of equal, n >= 512",
                           f"max {m.max_dev:.1%} at n={m.n}", m.max_dev <= 0.10 and m.n >= 512))
         out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
