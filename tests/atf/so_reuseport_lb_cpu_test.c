@@ -984,6 +984,11 @@ ATF_TC_BODY(tagged_counts, tc)
 	tags[0] = cpus[0];
 	tags[1] = NOCPU;
 	lb_group(&g, AF_INET, 2, tags);
+	/* The first accept on the tagged member makes the state. */
+	for (i = 0; i < 100 && lb_view(&g, &v) && !v.learning; i++)
+		(void)lb_connect(&g, &hcpu);
+	ATF_REQUIRE_MSG(v.learning, "no learning state after %d connections "
+	    "to a group with a set tag", i);
 	lb_until_rolls(&g, &v, 2);
 	ATF_REQUIRE_EQ(v.ncount, 0);
 	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
@@ -1006,8 +1011,8 @@ ATF_TC_BODY(tagged_counts, tc)
 /*
  * More members are tagged than CPUs receive: once the handshakes are
  * counted, the CPUs that receive deal every member its slots, and every
- * member is selected.  Without counts, the tags would stand in and the
- * members of CPUs that receive nothing would get no connection.
+ * member is selected.  A deal that let the tags stand in beside counts
+ * would give the members of CPUs that receive nothing no connection.
  */
 ATF_TC(tags_outnumber_rx);
 ATF_TC_HEAD(tags_outnumber_rx, tc)
@@ -1019,7 +1024,7 @@ ATF_TC_BODY(tags_outnumber_rx, tc)
 {
 	struct lbgroup g;
 	struct lbview v;
-	u_int hits[MAXMEMBERS], slots;
+	u_int hits[MAXMEMBERS];
 	int cpus[8], hcpu, i, idle, n;
 
 	n = lb_cpus(cpus, 8);
@@ -1034,9 +1039,6 @@ ATF_TC_BODY(tags_outnumber_rx, tc)
 			idle++;
 	if (v.ncount == 0 || idle == 0)
 		atf_tc_skip("every tagged CPU completed handshakes");
-	for (i = 0, slots = 0; i < v.nrx; i++)
-		slots += v.rxslots[i];
-	ATF_REQUIRE_EQ(slots, 16u * n);
 	memset(hits, 0, sizeof(hits));
 	for (i = 0; i < 64 * n; i++)
 		hits[lb_connect(&g, &hcpu)]++;
