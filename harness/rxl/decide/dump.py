@@ -7,9 +7,12 @@ optional ``<flags>`` and nested ``<children>``, then ``</groups>``.  Pasted
 into a file it often carries more or less than that, and this reader takes
 it as it comes:
 
-* anything before the first ``<groups>`` / ``<group>`` tag (the
-  ``kern.sched.topology_spec:`` name ``sysctl`` prints without ``-n``, a
-  shell prompt, a console log) and after the dump (a prompt);
+* around the dump, only what a terminal paste carries: before the first
+  ``<groups>`` / ``<group>`` tag, the ``kern.sched.topology_spec:`` name
+  ``sysctl`` prints without ``-n`` and lines that are a shell prompt
+  (``$ sysctl kern.sched.topology_spec``) or a ``sysctl`` command; after
+  the dump, prompt lines (:data:`_PROMPT`).  Any other text there is
+  refused naming its line, since a parser accounts for every line;
 * a missing final ``</groups>``; tabs, spaces or no indentation at all;
 * ``-`` for stdin and pipes or FIFOs (``--topology <(ssh host sysctl -n
   kern.sched.topology_spec)``), not only regular files.
@@ -51,6 +54,30 @@ MAX_DIGITS = 6
 MASK_WORD_BITS = 64
 
 _START = re.compile(r"<groups?(?=[\s/>])")
+#: A shell prompt line as a paste carries it: an optional ``user@host:dir``
+#: word, then ``$``, ``#``, ``%`` or ``>``, then what was typed
+#: (``$ sysctl kern.sched.topology_spec``, ``root@guest:~ # ``).
+_PROMPT = re.compile(r"\s*(\S*\s?)?[$#%>](\s.*)?")
+#: A ``sysctl`` command line typed without a prompt.
+_SYSCTL = re.compile(r"\s*sysctl(\s.*)?")
+#: The name ``sysctl`` prints before the value without ``-n``.
+_NAME = "kern.sched.topology_spec:"
+
+
+def _stray(text: str, first_line: int, before: bool) -> Optional[int]:
+    """The 1-based number of the first line of ``text`` (whose first line
+    is input line ``first_line``) that is neither blank nor what a paste
+    carries around a dump (module docstring), or None if there is none.
+    ``before`` is True for the text ahead of the dump, whose last line may
+    end in the ``kern.sched.topology_spec:`` name."""
+    lines = text.split("\n")
+    for i, ln in enumerate(lines):
+        if before and i == len(lines) - 1 and ln.rstrip().endswith(_NAME):
+            ln = ln.rstrip()[:-len(_NAME)]
+        if not ln.strip() or _PROMPT.fullmatch(ln) or (before and _SYSCTL.fullmatch(ln)):
+            continue
+        return first_line + i
+    return None
 
 
 def read_source(spec: str) -> Tuple[str, str]:
@@ -120,6 +147,8 @@ class _Reader:
         self.cpu_count: Optional[int] = None
         self.cpu_mask: Optional[int] = None
         self.cpu_line = 0
+        # Text inside <groups> but outside every <group>: (line, text).
+        self.loose: List[Tuple[int, str]] = []
         self.parser = expat.ParserCreate()
         self.parser.StartElementHandler = self.start
         self.parser.EndElementHandler = self.end
@@ -194,6 +223,20 @@ class _Reader:
     def chars(self, data: str) -> None:
         if self.cpu_text is not None:
             self.cpu_text.append(data)
+        elif not self.stack and data.strip():
+            self.loose.append((self.line(), data))
+
+    def check_loose(self) -> None:
+        """Refuse text inside ``<groups>`` outside every ``<group>``,
+        naming its line; with the final ``</groups>`` missing, prompt
+        lines after the root group are what a paste carries."""
+        for line, data in self.loose:
+            tail = self.groups_open and self.root is not None
+            bad = _stray(data, line, before=False) if tail else (
+                line + next(i for i, ln in enumerate(data.split("\n")) if ln.strip()))
+            if bad is not None:
+                raise self.fail("text outside every <group> of the dump; "
+                                "remove it", bad)
 
     def end(self, tag: str) -> None:
         if tag == "cpu":
@@ -268,6 +311,10 @@ def parse_spec(text: str, name: str = "topology_spec") -> Topology:
                             "(expected sysctl -n kern.sched.topology_spec "
                             "output)")
     line0 = text.count("\n", 0, m.start())
+    bad = _stray(text[:m.start()], 1, before=True)
+    if bad is not None:
+        raise TopologyError(f"{name}: line {bad}: text before the dump that is "
+                            "no shell prompt or sysctl line; remove it")
     r = _Reader(name, line0)
     body = text[m.start():]
     try:
@@ -276,6 +323,7 @@ def parse_spec(text: str, name: str = "topology_spec") -> Topology:
         _explain(r, body, e)
     except RecursionError:  # pragma: no cover - the reader has no recursion
         raise TopologyError(f"{name}: nesting too deep")
+    r.check_loose()
     if r.root is None:  # pragma: no cover - expat reports this first
         raise TopologyError(f"{name}: no complete <group> found")
     try:
@@ -291,10 +339,19 @@ def _explain(r: _Reader, body: str, e: expat.ExpatError) -> None:
     codes = expat.errors.codes
     if r.root is not None and not r.stack and not r.groups_open:
         # Text after the dump: a prompt, or a second dump.
-        rest = _offset(body, e.lineno, e.offset)
+        err = _offset(body, e.lineno, e.offset)
+        # expat may point inside the text; it starts where the dump ends
+        rest = max((body.rfind(t, 0, err + 1) + len(t)
+                    for t in ("</groups>", "</group>") if body.rfind(t, 0, err + 1) >= 0),
+                   default=err)
         nxt = _START.search(body, rest)
         if nxt is None:
-            return                          # a prompt after the dump
+            first = r.line0 + body.count("\n", 0, rest) + 1
+            bad = _stray(body[rest:], first, before=False)
+            if bad is None:
+                return                      # a prompt after the dump
+            raise TopologyError(f"{r.name}: line {bad}: text after the dump "
+                                "that is no shell prompt; remove it")
         raise TopologyError(
             f"{r.name}: line {r.line0 + body.count(chr(10), 0, nxt.start()) + 1}"
             ": a second dump starts here: the input holds two pasted "

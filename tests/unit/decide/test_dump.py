@@ -91,7 +91,7 @@ def test_deep_nesting_is_refused_without_recursion():
 
 def test_the_nearest_tag_wins_not_groups_as_group():
     """``<groups`` is not taken for ``<group``: the start is the wrapper."""
-    t = dump.parse_spec("junk <groupsx> " + GUEST)
+    t = dump.parse_spec("$ echo <groupsx> " + GUEST)
     assert t.root == GUEST_ROOT
 
 

@@ -73,3 +73,21 @@ def test_a_second_dump_is_named_on_the_line_it_starts():
     g = '<group level="1" cache-level="0"><cpu count="1" mask="1">0</cpu></group>'
     assert _refusal(f"<groups>{g}</groups><groups>\n{g}</groups>") == (
         "paste: line 1: a second dump starts here: the input holds two pasted dumps; keep one")
+
+
+def test_text_around_the_dump_that_no_paste_carries_is_refused_naming_its_line():
+    g = '<group level="1" cache-level="0"><cpu count="1" mask="1">0</cpu></group>'
+    assert _refusal(f"<groups>{g}</groups>\ntrailing garbage\n") == (
+        "paste: line 2: text after the dump that is no shell prompt; remove it")
+    assert _refusal(f"junk before\n<groups>{g}</groups>\n") == (
+        "paste: line 1: text before the dump that is no shell prompt or sysctl line; "
+        "remove it")
+    assert _refusal(f"<groups>\njunk\n{g}</groups>") == (
+        "paste: line 2: text outside every <group> of the dump; remove it")
+    assert _refusal(f"<groups>{g}\n\nno final groups tag") == (
+        "paste: line 3: text outside every <group> of the dump; remove it")
+    # what a terminal paste carries is still read
+    for ok in (f"$ sysctl kern.sched.topology_spec\nkern.sched.topology_spec: <groups>{g}"
+               "</groups>\n$ \n", f"sysctl -n kern.sched.topology_spec\n<groups>{g}</groups>",
+               f"<groups>{g}\nroot@guest:~ # "):
+        assert parse_spec(ok).root.cpus == (0,)

@@ -39,9 +39,11 @@ def test_xml_round_trip():
 
 def test_guest_spec_from_console(tmp_path):
     """A topology_spec in the form sched_ule.c prints, for the guest of issue
-    4 (two NUMA nodes, each one L3 of two SMT pairs), with console noise."""
+    4 (two NUMA nodes, each one L3 of two SMT pairs), with the prompts of a
+    terminal paste around it."""
     text = (DATA / "qemu-2s-numa.xml").read_text()
-    t = topology.parse_spec("login: junk\n" + text + "\n# done\n")
+    t = topology.parse_spec("root@guest:~ # sysctl kern.sched.topology_spec\n" + text
+                            + "\n# done\n")
     assert t.cpus == tuple(range(8))
     assert [g.cpus for g in t.root.children] == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert distance.classify(t, 0, 1) == "smt"
