@@ -20,11 +20,12 @@ it as it comes:
 Everything else is refused with :class:`TopologyError` and a one-line
 message that names the line of the damage in the input as given: a dump
 cut off (inside a tag, or with groups left open), two dumps pasted into
-one file, a stray token in a CPU list, a non-numeric attribute, numbers
-too long to be CPU ids, nesting deeper than any ``smp_topo()`` tree, and
-the kernel's own answer when it has no topology (a root group with no
-CPUs).  The parser is expat, driven event by event with an explicit
-stack, so deep nesting costs no Python recursion.
+one file, a stray token in a CPU list, a second ``<cpu>`` in one group, a
+non-numeric attribute, numbers too long to be CPU ids, nesting deeper
+than any ``smp_topo()`` tree, and the kernel's own answer when it has no
+topology (a root group with no CPUs).  The parser is expat, driven event
+by event with an explicit stack, so deep nesting costs no Python
+recursion.
 """
 
 from __future__ import annotations
@@ -203,6 +204,9 @@ class _Reader:
         elif tag == "cpu":
             if not self.stack:
                 raise self.fail("<cpu> outside a <group>")
+            if self.stack[-1].cpus is not None or self.cpu_text is not None:
+                raise self.fail("a second <cpu> in the <group> of line "
+                                f"{self.stack[-1].line}; a group lists its CPUs once")
             self.cpu_text = []
             self.cpu_line = self.line()
             self.cpu_count = (self.number("count", attrs["count"])

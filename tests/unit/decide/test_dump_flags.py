@@ -91,3 +91,12 @@ def test_text_around_the_dump_that_no_paste_carries_is_refused_naming_its_line()
                "</groups>\n$ \n", f"sysctl -n kern.sched.topology_spec\n<groups>{g}</groups>",
                f"<groups>{g}\nroot@guest:~ # "):
         assert parse_spec(ok).root.cpus == (0,)
+
+
+def test_a_second_cpu_element_in_one_group_is_refused_naming_its_line():
+    cpu = '<cpu count="1" mask="1">0</cpu>'
+    assert _refusal(f'<groups>\n<group level="1" cache-level="0">{cpu}\n{cpu}</group></groups>') \
+        == ("paste: line 3: a second <cpu> in the <group> of line 2; a group lists its CPUs "
+            "once")
+    assert _refusal(f'<groups><group level="1" cache-level="0"><cpu count="1" mask="1">0{cpu}'
+                    "</cpu></group></groups>").startswith("paste: line 1: a second <cpu>")
