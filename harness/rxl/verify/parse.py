@@ -196,9 +196,21 @@ class RunResult:
         return d
 
 
+def _printable(text: str) -> str:
+    """``text`` from the log with every control character escaped (``\\x1b``,
+    ``\\x07``, ``\\t``: an OSC or CSI sequence in a panic message must not
+    reach the terminal that shows the report) and non-ASCII as
+    backslash escapes: one line of printable ASCII."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if c.isprintable() and c.isascii() else
+                   c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _quote(line: str) -> str:
-    """A console line for a note: printable, at most :data:`NOTE_CHARS`."""
-    text = line.encode("ascii", "backslashreplace").decode("ascii")
+    """A console line for a note: printable (:func:`_printable`), at most
+    :data:`NOTE_CHARS`."""
+    text = _printable(line)
     return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS] + "..."
 
 
@@ -221,7 +233,8 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
         status = word
     else:
         status, reason = "broken", res or f"no result file (exit {rc_i})"
-    return CaseResult(prog, case, status, reason, rc_i, int(secs))
+    return CaseResult(_printable(prog), _printable(case), status, _printable(reason), rc_i,
+                      int(secs))
 
 
 def _unread_result(body: str) -> Optional[str]:
@@ -341,9 +354,9 @@ class _Reader:
             return
         r = self.r
         if any(p.search(line) for p in PANIC_PATTERNS):
-            r.panic_lines.append(line)
+            r.panic_lines.append(_printable(line))
         if any(p.search(line) for p in WITNESS_PATTERNS):
-            r.witness_lines.append(line)
+            r.witness_lines.append(_printable(line))
         pair = LOR_PAIR.match(line)
         if pair and pair.groups() in KNOWN_LORS and r.witness_lines and \
                 r.witness_lines[-1].startswith("lock order reversal"):
@@ -351,14 +364,14 @@ class _Reader:
             r.notes.append(f"known lock order reversal of the base tree: {_quote(line)}")
         if r.begin_seen and not r.end_seen and any(p.search(line) for p in REBOOT_PATTERNS):
             self.at.setdefault("reboot", n)
-            r.reboot_lines.append(line)
+            r.reboot_lines.append(_printable(line))
 
     def sentinel(self, body: str, line: str, n: int) -> None:
         r = self.r
         if body.startswith("BEGIN"):
             if r.begin_seen:
                 self.at.setdefault("reboot", n)
-                r.reboot_lines.append(line)  # rc ran again: the guest rebooted
+                r.reboot_lines.append(_printable(line))  # rc ran again: the guest rebooted
             else:
                 r.begin_line = n
             label = body[len("BEGIN"):].strip()
@@ -392,7 +405,7 @@ class _Reader:
             elif m:
                 self.rxq(n, name, value, line)
             else:
-                r.sysctls[name] = value
+                r.sysctls[name] = _printable(value)
                 self.at[f"sysctl {name}"] = n
         elif body.startswith("LIST "):
             parts = body.split()
@@ -518,7 +531,7 @@ def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
     for n, raw in enumerate(lines, first_line):
         line = raw.rstrip("\r\n").replace("\r", "")
         if line.strip():
-            r.last_line = line
+            r.last_line = _printable(line)
         if not line.startswith(MARK):
             since.append(line)
             line_in = line

@@ -222,3 +222,18 @@ def test_notes_about_the_log_name_their_line():
     r = parse_console(["a", "==RXL== END x"])
     assert r.notes == ["line 2: an end marker but no BEGIN: not a whole run"]
     assert parse_console([]).notes == ["an empty log: no ==RXL== BEGIN: not a console log"]
+
+
+def test_control_characters_from_the_log_are_escaped_wherever_they_are_shown():
+    """An OSC sequence (ESC ] ... BEL sets the terminal's title) in a panic
+    message, a NOTE line or a CASE line reaches no output raw."""
+    osc = "\x1b]0;pwned\x07"
+    r = parse_console(["==RXL== BEGIN t", f"==RXL== NOTE {osc}hi", "==RXL== LIST /p a",
+                       f"==RXL== CASE /p a rc=1 t=1 failed: {osc}", f"panic: {osc} boom"])
+    shown = [*r.notes, *r.panic_lines, r.last_line, *(c.reason for c in r.cases)]
+    assert r.outcome == "panic" and "panic: \\x1b]0;pwned\\x07 boom" in r.panic_lines
+    assert "\\x1b]0;pwned\\x07hi" in r.notes
+    assert all(t.isprintable() and t.isascii() for t in shown), shown
+    from rxl.verify import report
+    text = report.table({"t": r})
+    assert "\x1b" not in text and "\x07" not in text
