@@ -318,21 +318,24 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
             errs.append(f"{where}: must be a mapping with kind: ({', '.join(KINDS)})")
             continue
         _unknown(where, d, TARGET_FIELDS, errs)
+        before_name = len(errs)
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             errs.append(f"targets: {as_written(targets, name, is_key=True)}: a target name "
                         "is 1-64 letters, digits, "
                         "'_', '.' or '-' (what --target NAME gives)")
-            continue
+        # A bad name or description is one mistake each; the fields are still
+        # checked (one line per mistake), and no target is made.
+        skip = len(errs) > before_name
         desc = d.get("description", "")
         if not isinstance(desc, str) or len(desc) > DESCRIPTION_MAX:
             errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
                         "characters, got " + (_kind_of(desc) if isinstance(desc, (str, dict, list))
                                               else as_written(d, "description", desc)))
-            continue
-        if not desc.isprintable():  # rxl targets prints it on the target's line
+            skip = True
+        elif not desc.isprintable():  # rxl targets prints it on the target's line
             errs.append(f"{where}.description: {show(desc, 40)}: holds a control "
                         "character (a description is one line of text)")
-            continue
+            skip = True
         kind = d.get("kind")
         if kind not in KINDS:
             errs.append(f"{where}.kind: {as_written(d, 'kind', kind)} is not one of "
@@ -368,49 +371,51 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
                 shape = _check_shape(where, d, errs)  # d: its text as written
                 if shape is None:
                     continue
-            out.targets[str(name)] = Target(str(name), kind, shape=shape,
-                                            description=desc)
+            if not skip:
+                out.targets[str(name)] = Target(str(name), kind, shape=shape,
+                                                description=desc)
             continue
         for k in SHAPE_FIELDS + ("shape",):
             if k in d:
                 errs.append(f"{where}.{k}: only the own guest (kind qemu) has a shape; "
                             f"a {kind} target's topology is read from it")
+        # host, port, user and key are each checked, so that a target with
+        # several mistakes gets one line for each (and no target)
+        before = len(errs)
         host = d.get("host")
         if host is None:
             errs.append(f"{where}.host: required for kind {kind} (a name or address)")
-            continue
-        if not isinstance(host, str):  # YAML read a number, a date, a boolean
+        elif not isinstance(host, str):  # YAML read a number, a date, a boolean
             errs.append(f"{where}.host: {as_written(d, 'host', host)}: not a host name or "
                         "IP address")
-            continue
-        try:
-            host = check_host(host)
-        except TargetError as exc:
-            errs.append(f"{where}.host: {exc}")
-            continue
+        else:
+            try:
+                host = check_host(host)
+            except TargetError as exc:
+                errs.append(f"{where}.host: {exc}")
         port = d.get("port", 22)
         if not _is_int(port) or not 1 <= port <= 65535:
             errs.append(f"{where}.port: must be an integer in 1..65535, got "
                         f"{as_written(d, 'port', port, text=False)}")
-            continue
         user = d.get("user", "root")
         if not isinstance(user, str):
             errs.append(f"{where}.user: {as_written(d, 'user', user)}: not a login name")
-            continue
-        try:
-            user = check_user(user)
-        except TargetError as exc:
-            errs.append(f"{where}.user: {exc}")
-            continue
+        else:
+            try:
+                user = check_user(user)
+            except TargetError as exc:
+                errs.append(f"{where}.user: {exc}")
         key = d.get("key")
         if key is not None:
             if not isinstance(key, str) or not key:
                 errs.append(f"{where}.key: must be a path to a private key, got "
                             f"{as_written(d, 'key', key)}")
-                continue
-            key = os.path.expanduser(key)
-            if not os.path.isabs(key):
-                key = str(Path(path).parent / key)
+            else:
+                key = os.path.expanduser(key)
+                if not os.path.isabs(key):
+                    key = str(Path(path).parent / key)
+        if len(errs) > before or skip:
+            continue
         out.targets[str(name)] = Target(str(name), kind, host=host, port=port, user=user,
                                         key=key, description=desc)
     if errs:

@@ -104,6 +104,21 @@ def test_every_mistake_one_line(tmp_path):
         f"--targets {path} lists them)"
 
 
+def test_several_mistakes_of_one_target_are_each_a_line(tmp_path):
+    path = write(tmp_path, """\
+        targets:
+          a: {kind: box, host: "bad host", port: 99999, user: "r oot"}
+          b: {kind: box, host: h, port: 0, user: "r oot", key: ""}
+          "-x": {kind: box, host: h, description: "a\\tb", port: 70000}
+        """)
+    with pytest.raises(T.TargetsError) as ei:
+        T.load(path)
+    fields = [e[len(path) + 2:].split(":")[0] for e in ei.value.errors]
+    assert fields == ["targets.a.host", "targets.a.port", "targets.a.user",
+                      "targets.b.port", "targets.b.user", "targets.b.key",
+                      "targets", "targets.-x.description", "targets.-x.port"], ei.value.errors
+
+
 def test_a_key_is_checked_when_its_target_is_used(tmp_path):
     """A missing key file fails only the target that names it ."""
     ts = T.load(write(tmp_path, """\
