@@ -42,8 +42,8 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     the same file as --kernel) and --pristine-src, --src (rxl.tree.base.classify:
     no such directory, not a FreeBSD tree, the base commit missing, a plain tree
     without a pristine kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
-    with an SSH target its --workdir (:func:`check_workdir`), --programs
-    (rxl.verify.target.programs_in) and the client key; and the harness key
+    --workdir (:func:`check_workdir`, the own guest's and a target's); with an
+    SSH target --programs (rxl.verify.target.programs_in) and the client key; and the harness key
     whenever SSH may be used (``ssh``: not ``--transport serial``); for the
     own guest of a real run, the installed QEMU against the shape
     (rxl.verify.ownguest.check_qemu: HostError, exit 1), but not under
@@ -110,8 +110,9 @@ def check_request(req: RunRequest, *, ssh: bool = True,
             raise BadOption(str(exc).partition(" ")[2], "--pristine-src") from None
     if req.target is not None or ssh:
         check_keys(req)
+    # the own guest runs the tests in --workdir as a target does: one check
+    check_workdir(req.workdir)
     if req.target is not None:
-        check_workdir(req.workdir)
         if req.programs_dir is not None:
             programs_in(req.programs_dir)
         if not target_needs_tree(req):

@@ -30,6 +30,18 @@ def test_a_workdir_the_harness_cannot_own_is_refused(workdir, tmp_path, monkeypa
         assert "rm -rf" not in r.stdout
 
 
+@pytest.mark.parametrize("workdir", ["relative", "/", "/etc", "/tmp/a b", "/var/tmp"])
+def test_the_own_guests_workdir_is_checked_as_a_targets(workdir, tmp_path, monkeypatch):
+    """The own guest runs its tests in --workdir as a target does (sftp the
+    programs and run.sh there): the same check refuses it."""
+    for extra in (["--check-only"], ["--dry-run"]):
+        r = _run(tmp_path, monkeypatch, "--workdir", workdir, *extra)
+        assert r.exit_code == 2 and "'--workdir'" in r.stderr, (workdir, r.output)
+        assert len(r.stderr.splitlines()) == 1 and "sh " + workdir not in r.stdout
+    assert _run(tmp_path, monkeypatch, "--workdir", "/var/tmp/rxl-2", "--check-only"
+                ).exit_code == 0
+
+
 @pytest.mark.parametrize("workdir", ["/var/tmp/rxl", "/tmp/rxl-2", "/var/tmp/ci/run_7"])
 def test_a_workdir_under_tmp_of_its_own_is_fine(workdir, tmp_path, monkeypatch):
     progs = tmp_path / "progs"
