@@ -9,6 +9,7 @@ the kernels and trees given, and ``--src`` itself (rxl.tree.base.classify).
 
 from __future__ import annotations
 
+import filecmp
 import os
 import re
 import shutil
@@ -96,10 +97,12 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         if kernel:  # the one check of a kernel to boot, its version string too (what
             # --install-kernel's plan reads), for the own guest and a target alike
             tree_build.check_kernel_file(kernel, opt)
-    if req.kernel and req.pristine_kernel and os.path.samefile(req.kernel, req.pristine_kernel):
+    if req.kernel and req.pristine_kernel and _same_kernel(req.kernel, req.pristine_kernel):
         same = "" if os.path.abspath(req.kernel) == os.path.abspath(req.pristine_kernel) \
             else f" ({show(req.kernel)})"
-        raise BadOption(f"{show(req.pristine_kernel)}: the same file as --kernel{same}: the "
+        what = "the same file as" if os.path.samefile(req.kernel, req.pristine_kernel) \
+            else "a byte-identical copy of"
+        raise BadOption(f"{show(req.pristine_kernel)}: {what} --kernel{same}: the "
                         "run boots the patched and the pristine kernel to compare them, and "
                         "the series' cases would pass on both (the verdict would be FAIL); "
                         "give the base's kernel", "--pristine-kernel")
@@ -223,6 +226,20 @@ _WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
 #: Where a work directory may be: the directories for temporary files every
 #: FreeBSD machine has (hier(7)), whose contents nothing else depends on.
 WORKDIR_PARENTS = ("/tmp", "/var/tmp")
+def _same_kernel(kernel: str, pristine: str) -> bool:
+    """True if the two kernel files (paths already checked as kernels) are
+    one file (the same inode: a link) or hold the same bytes (a copy):
+    sizes first, then the contents, compared in chunks.  Either way the
+    pristine boot would run the patched kernel.  Raises BadOption if one
+    cannot be read."""
+    if os.path.samefile(kernel, pristine):
+        return True
+    try:
+        return filecmp.cmp(kernel, pristine, shallow=False)
+    except OSError as exc:
+        raise BadOption(f"{show(pristine)}: {exc.strerror}", "--pristine-kernel") from None
+
+
 #: FreeBSD's longest file name and path, the NUL included (sys/sys/syslimits.h).
 NAME_MAX, PATH_MAX = 255, 1024
 

@@ -227,6 +227,19 @@ def test_one_kernel_file_for_both_sides_is_refused(link, work):
                     "both (the verdict would be FAIL); give the base's kernel")
 
 
+@pytest.mark.parametrize("mode", ["--check-only", "--dry-run"])
+def test_a_byte_identical_copy_of_the_kernel_as_the_pristine_one_is_refused(mode, work):
+    """A copy of --kernel boots the patched kernel as the pristine one, as
+    the same file would: compared by contents, not only by inode."""
+    k, pk = work / "k", work / "pk"
+    k.write_bytes(kernel_bytes())
+    pk.write_bytes(kernel_bytes())
+    line = _refused(_run("--kernel", k, "--pristine-kernel", pk, mode),
+                    "'--pristine-kernel'", "a byte-identical copy of --kernel")
+    assert line.startswith(f"Error: Invalid value for '--pristine-kernel': {pk}: a "
+                           f"byte-identical copy of --kernel ({k}): the run boots the "), line
+
+
 def test_a_real_elf_of_this_host_is_no_kernel(work):
     """The running Python, a Linux ELF program, is named as one and refused."""
     import sys
@@ -245,7 +258,7 @@ def test_a_freebsd_amd64_kernel_passes_the_check(data, work):
     with OS/ABI SYSV, the FreeBSD brand note."""
     k, pk = work / "k", work / "pk"
     k.write_bytes(data)
-    pk.write_bytes(data)
+    pk.write_bytes(data + b"pristine")  # another kernel: a copy is refused
     for args in ([], _own_targets(work)):
         r = _run(*args, "--kernel", k, "--pristine-kernel", pk, "--check-only")
         assert r.exit_code == 0, r.output

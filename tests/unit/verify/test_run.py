@@ -50,7 +50,7 @@ def fake_tree(tmp_path):
     copy_series_files(src)
     (src / "contrib/atf/atf-c").mkdir(parents=True)
     (src / "contrib/atf/atf-c/defs.h.in").write_text(DEFS_IN)
-    (tmp_path / "pk").write_bytes(kernel_bytes())  # a plain tree needs one (PK)
+    (tmp_path / "pk").write_bytes(kernel_bytes() + b"pristine")  # a plain tree needs one (PK)
     return src
 
 
