@@ -151,10 +151,10 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     if not (Path(src) / "sys").is_dir():
         raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
     try:  # learnd's compiler and the world's build are the release's: never guessed
-        tree_version.read_version(src)
+        tree_version.require_release(src, "learnd's compiler and the world's build are "
+                                     "chosen by it")
     except tree_version.VersionError as exc:
-        raise LearnUsage(f"--src {src}: the tree says no release ({exc}), and learnd's "
-                         "compiler and the world's build are chosen by it") from None
+        raise LearnUsage(str(exc)) from None
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}
     version = qemu.installed_version(chk.shape.config("/").qemu)

@@ -247,6 +247,10 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
     check_kernconf(src, kernconf)
     if logdir != paths.LOGS:  # under $RXL_WORK, build_kernel says what is wrong with it
         check_out_dir(logdir, "--logdir")  # the one check of an output dir, dry run too
+    try:  # the cross compiler is the release's: never guessed, dry run too
+        tree_version.require_release(src, "the cross compiler is chosen by it")
+    except tree_version.VersionError as exc:
+        raise click.BadParameter(str(exc).partition(" ")[2], param_hint="'--src'") from None
     modules = (tree_modules.build_list(src, _series_files()) if with_modules else [])
     stages = tree_build.plan_stages(src, objdir, kernconf=kernconf,
                            toolchain=not tree_build.toolchain_done(objdir, src),

@@ -31,7 +31,9 @@ compiler-rt's tf-mode builtins compile to nothing and lib/libgcc_s fails
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -168,29 +170,75 @@ def parse_vcs_version(text: str) -> Optional[tuple]:
     return tuple(int(g) for g in m.groups()) if m else None
 
 
-def read_version(src: str) -> TreeVersion:
-    """What ``src`` says it is. Raises :class:`VersionError` when param.h is missing or
-    names no ``__FreeBSD_version``; newvers.sh and VCSVersion.inc may be missing (their
-    fields are then empty / None)."""
-    root = Path(src)
+#: Largest version file read, bytes: param.h is some 15 KiB, newvers.sh 10 KiB.
+MAX_FILE_BYTES = 1 << 20
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_file(path: Path, required: bool) -> Optional[str]:
+    """The text of one version file of a tree, or None if it is missing and not
+    ``required``.  The file is looked at (``stat``, links followed) before it is
+    opened: one that is not a regular file (a FIFO would block the open and the
+    read for ever, /dev/zero never ends) or is over :data:`MAX_FILE_BYTES` is
+    refused with :class:`VersionError`, as is a missing or unreadable required one."""
     try:
-        text = (root / PARAM_H).read_text(errors="replace")
+        st = os.stat(path)
     except OSError as exc:
-        raise VersionError(f"{root / PARAM_H}: cannot read it ({exc.strerror}): "
+        if not required and not os.path.lexists(path):
+            return None
+        raise VersionError(f"{path}: cannot read it ({exc.strerror}): "
                            "not a FreeBSD source tree") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise VersionError(f"{path}: {_kind(st.st_mode)}, not a regular file: not a "
+                           "FreeBSD source tree")
+    if st.st_size > MAX_FILE_BYTES:
+        raise VersionError(f"{path}: {st.st_size} bytes, over the {MAX_FILE_BYTES} of any "
+                           "FreeBSD tree's: not a FreeBSD source tree")
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_FILE_BYTES + 1).decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise VersionError(f"{path}: cannot read it ({exc.strerror}): "
+                           "not a FreeBSD source tree") from None
+
+
+def read_version(src: str) -> TreeVersion:
+    """What ``src`` says it is. Raises :class:`VersionError` (one line naming the
+    file) when param.h is missing or names no ``__FreeBSD_version``, or when a
+    version file that is there is no regular file (never opened then: a FIFO
+    would block); newvers.sh and VCSVersion.inc may be missing (their fields
+    are then empty / None)."""
+    root = Path(src)
+    text = _read_file(root / PARAM_H, required=True)
     fv = parse_param_h(text)
     if fv is None:
         raise VersionError(f"{root / PARAM_H}: no #define __FreeBSD_version")
-    try:
-        nv = parse_newvers((root / NEWVERS).read_text(errors="replace"))
-    except OSError:
-        nv = {}
-    try:
-        llvm = parse_vcs_version((root / VCS_VERSION).read_text(errors="replace"))
-    except OSError:
-        llvm = None
+    newvers = _read_file(root / NEWVERS, required=False)
+    nv = parse_newvers(newvers) if newvers is not None else {}
+    vcs = _read_file(root / VCS_VERSION, required=False)
+    llvm = parse_vcs_version(vcs) if vcs is not None else None
     return TreeVersion(fv, nv.get("TYPE", ""), nv.get("REVISION", ""), nv.get("BRANCH", ""),
                        llvm)
+
+
+def require_release(src: str, why: str) -> TreeVersion:
+    """:func:`read_version` of ``--src``, for a command whose build depends on the
+    release: raises :class:`VersionError` ``--src SRC: the tree says no release
+    (WHAT), and WHY`` (one line; the CLI's exit 2) instead of guessing one."""
+    try:
+        return read_version(src)
+    except VersionError as exc:
+        raise VersionError(f"--src {src}: the tree says no release ({exc}), and "
+                           f"{why}") from None
 
 
 def version_or_none(src: str) -> Optional[TreeVersion]:

@@ -22,6 +22,7 @@ from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
+from rxl.tree import version as tree_version
 from rxl.tree import world as tree_world
 from rxl.tree.patch import parse_base
 from rxl.verify.ownguest import check_qemu, guest_config
@@ -123,7 +124,10 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     if req.src is not None and not req.series:
         try:
             tree_base.check_tree_dir(req.src)
-        except tree_base.TreeError as exc:
+            # the tree is built as it is: its release picks the compilers
+            tree_version.require_release(req.src, "the cross compiler and the test "
+                                         "programs' target are chosen by it")
+        except (tree_base.TreeError, tree_version.VersionError) as exc:
             raise BadOption(str(exc).partition(" ")[2], "--src") from None
         return "as-is"
     if req.src is None:

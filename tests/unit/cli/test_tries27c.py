@@ -624,6 +624,7 @@ def test_a_lock_flock_cannot_make_is_refused(work, where, says):
     src = work / "src"
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("")
+    version_files(src)
     one_error(_run(["build", "--dry-run", "--src", src, "--lock", work / where]), "--lock",
               says)
     r = _run(["build", "--dry-run", "--src", src, "--lock", work / "x.lock"])

@@ -9,6 +9,7 @@ import pytest
 
 from rxl.tree import build as B
 from rxl.tree import kernconf
+from fakefreebsd import version_files
 
 
 def test_make_py_argv_shape():
@@ -178,6 +179,7 @@ def _tree(tmp_path, conf=True):
     (src / "tools/build").mkdir(parents=True)
     (src / "tools/build/make.py").write_text("# stand-in\n")
     (src / ("sys/amd64/conf" if conf else "sys")).mkdir(parents=True)
+    version_files(src)  # a tree that says its release (rxl.tree.version)
     return src
 
 

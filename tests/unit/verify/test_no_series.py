@@ -64,3 +64,51 @@ def test_no_series_verdict_needs_freebsd_s_own_cases_only(tmp_path):
     with_series = RunRequest(out=str(tmp_path), guest_dir=str(tmp_path), spread=False)
     st.runs = {"patched": run("passed")}
     assert any("no pristine kernel" in r for r in SerialGuest().verdict(with_series, st).reasons)
+
+
+def _plain_tree(tmp_path, major=15):
+    src = tmp_path / "src"
+    (src / "tools/build").mkdir(parents=True)
+    (src / "tools/build/make.py").write_text("# stand-in\n")
+    (src / "sys/amd64/conf").mkdir(parents=True)
+    version_files(src, major)
+    return src
+
+
+def _no_hang(fn, seconds=20):
+    """``fn()``, failing the test (not hanging it) past ``seconds``."""
+    import signal
+
+    def stop(*_):
+        raise AssertionError(f"still running after {seconds} s")
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        return fn()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("name", ["sys/sys/param.h", "sys/conf/newvers.sh",
+                                  "lib/clang/include/VCSVersion.inc"])
+def test_a_version_file_that_is_a_fifo_is_refused_never_opened(tmp_path, monkeypatch, name):
+    """F7: a FIFO as param.h hung run --dry-run --no-series (the open blocks until
+    a writer comes), while --check-only passed it; build --dry-run too.  Each
+    now refuses it in one line, exit 2, before opening it."""
+    import os
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    src = _plain_tree(tmp_path)
+    (src / name).unlink()
+    os.mkfifo(src / name)
+    run = ["run", "--src", str(src), "--objdir", str(tmp_path / "obj"), "--out",
+           str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--transport",
+           "serial", "--no-series"]
+    for args in (run + ["--check-only"], run + ["--dry-run"],
+                 ["build", "--src", str(src), "--objdir", str(tmp_path / "obj"), "--dry-run"]):
+        res = _no_hang(lambda: CliRunner().invoke(main, args))
+        assert res.exit_code == 2, (args, res.output)
+        (line,) = res.output.strip().splitlines()
+        assert line == (f"Error: Invalid value for '--src': {src}: the tree says no release "
+                        f"({src / name}: a FIFO, not a regular file: not a FreeBSD source "
+                        f"tree), and " + line.split("), and ", 1)[1]), line
