@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rxl.errors import SourceError
+from rxl.errors import SourceError, show
 from rxl.tree import patch as tree_patch
 
 PARAM_H = "sys/sys/param.h"
@@ -170,6 +170,13 @@ def parse_vcs_version(text: str) -> Optional[tuple]:
     return tuple(int(g) for g in m.groups()) if m else None
 
 
+#: The __FreeBSD_version a release may have: the Porter's Handbook's
+#: ``MMmmRxx`` (major, minor, a release digit, two revision digits) is 6 or 7
+#: digits (FreeBSD 2.0 was 199411; 10.0 1000510), majors up to 99.
+MIN_FREEBSD_VERSION, MAX_FREEBSD_VERSION = 100000, 9999999
+#: newvers.sh's variables a tree must assign to say its release.
+NEWVERS_NEEDS = ("TYPE", "REVISION")
+
 #: Largest version file read, bytes: param.h is some 15 KiB, newvers.sh 10 KiB.
 MAX_FILE_BYTES = 1 << 20
 
@@ -222,6 +229,10 @@ def read_version(src: str) -> TreeVersion:
     fv = parse_param_h(text)
     if fv is None:
         raise VersionError(f"{root / PARAM_H}: no #define __FreeBSD_version")
+    if not MIN_FREEBSD_VERSION <= fv <= MAX_FREEBSD_VERSION:
+        raise VersionError(f"{root / PARAM_H}: __FreeBSD_version {show(fv, 24)} is no "
+                           f"release's (MMmmRxx: {MIN_FREEBSD_VERSION}..."
+                           f"{MAX_FREEBSD_VERSION})")
     newvers = _read_file(root / NEWVERS, required=False)
     nv = parse_newvers(newvers) if newvers is not None else {}
     vcs = _read_file(root / VCS_VERSION, required=False)
@@ -232,10 +243,19 @@ def read_version(src: str) -> TreeVersion:
 
 def require_release(src: str, why: str) -> TreeVersion:
     """:func:`read_version` of ``--src``, for a command whose build depends on the
-    release: raises :class:`VersionError` ``--src SRC: the tree says no release
+    release, with newvers.sh required to assign :data:`NEWVERS_NEEDS` (the
+    target triple's revision): raises :class:`VersionError` ``--src SRC: the tree says no release
     (WHAT), and WHY`` (one line; the CLI's exit 2) instead of guessing one."""
     try:
-        return read_version(src)
+        v = read_version(src)
+        newvers = Path(src) / NEWVERS
+        if not newvers.exists():
+            raise VersionError(f"{newvers}: no such file: not a FreeBSD source tree")
+        missing = [n for n in NEWVERS_NEEDS if not getattr(v, n.lower())]
+        if missing:
+            raise VersionError(f"{newvers}: assigns no {' or '.join(missing)} "
+                               '(NAME="value" at the start of a line)')
+        return v
     except VersionError as exc:
         raise VersionError(f"--src {src}: the tree says no release ({exc}), and "
                            f"{why}") from None

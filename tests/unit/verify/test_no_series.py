@@ -112,3 +112,43 @@ def test_a_version_file_that_is_a_fifo_is_refused_never_opened(tmp_path, monkeyp
         assert line == (f"Error: Invalid value for '--src': {src}: the tree says no release "
                         f"({src / name}: a FIFO, not a regular file: not a FreeBSD source "
                         f"tree), and " + line.split("), and ", 1)[1]), line
+
+
+@pytest.mark.parametrize("name,text,why", [
+    ("sys/sys/param.h", "", "sys/sys/param.h: no #define __FreeBSD_version"),
+    ("sys/sys/param.h", "#define __FreeBSD_version 99999999999999999999\n",
+     "sys/sys/param.h: __FreeBSD_version 99999999999999999999 is no release's (MMmmRxx: "
+     "100000...9999999)"),
+    ("sys/conf/newvers.sh", None, "sys/conf/newvers.sh: no such file: not a FreeBSD "
+     "source tree"),
+    ("sys/conf/newvers.sh", b"\x8f\x00\xff\x13" * 64,
+     'sys/conf/newvers.sh: assigns no TYPE or REVISION (NAME="value" at the start of a '
+     "line)"),
+    ("sys/sys/param.h", "/dev/zero", "sys/sys/param.h: a character device, not a regular "
+     "file: not a FreeBSD source tree"),
+])
+def test_a_tree_that_says_no_release_is_refused_by_run_and_build(tmp_path, monkeypatch,
+                                                                  name, text, why):
+    """F8: run --no-series (check and dry run) and build --dry-run took trees whose
+    release cannot be read (planned as 'FreeBSD 999999999999999.99', or as a
+    tree that does not say its version); learn refuses them, and so now do they."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    src = _plain_tree(tmp_path)
+    path = src / name
+    path.unlink()
+    if text == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif isinstance(text, bytes):
+        path.write_bytes(text)
+    elif text is not None:
+        path.write_text(text)
+    run = ["run", "--src", str(src), "--objdir", str(tmp_path / "obj"), "--out",
+           str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--transport",
+           "serial", "--no-series"]
+    for args in (run + ["--check-only"], run + ["--dry-run"],
+                 ["build", "--src", str(src), "--objdir", str(tmp_path / "obj"), "--dry-run"]):
+        res = _no_hang(lambda: CliRunner().invoke(main, args))
+        assert res.exit_code == 2, (args, res.output)
+        (line,) = res.output.strip().splitlines()
+        assert line.startswith(f"Error: Invalid value for '--src': {src}: the tree says no "
+                               f"release ({src}/{why}), and "), line
