@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import click
@@ -13,6 +12,7 @@ import click
 from rxl import paths
 from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir
 from rxl.cli.surface import command, group
+from rxl.errors import SourceError
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
 from rxl.tree import modules as tree_modules
@@ -179,7 +179,8 @@ def check_cmd(src, project, author, as_json):
                                    if author and ident is None else [])
         click.echo(json.dumps({"ok": rep.ok, "problems": rep.problems, "notes": notes},
                               indent=2))
-        sys.exit(0 if rep.ok else 1)
+        _problems(rep.problems)
+        return
     for n in rep.notes:
         click.echo(f"note: {n}")
     if author and ident is None:
@@ -190,7 +191,16 @@ def check_cmd(src, project, author, as_json):
         click.echo("series check: clean")
     else:
         click.echo(f"series check: {len(rep.problems)} problem(s)")
-        sys.exit(1)
+        _problems(rep.problems)
+
+
+def _problems(problems) -> None:
+    """The one ``Error:`` line on stderr (exit 1) when ``problems`` (the
+    report's, already on stdout) is not empty, as rxl doctor has for what
+    is missing."""
+    if problems:
+        n = len(problems)  # "problem(s)" as the stdout summary says it
+        raise SourceError(f"{n} problem(s) in the series (listed on stdout)")
 
 
 @series.command("sync")

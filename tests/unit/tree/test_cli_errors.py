@@ -5,6 +5,7 @@ value and 1 for a failure at run time; nothing changed before a refusal.
 The old prefixes (``rxl series: error:``, ``rxl build: error:``) are gone.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -200,3 +201,19 @@ def test_check_says_a_malformed_base_in_words(tmp_path, text, why):
     assert "Errno" not in cp.stdout
     assert any(ln.startswith(f"problem: {project}/patches") and why in ln
                for ln in cp.stdout.splitlines()), cp.stdout
+
+
+@pytest.mark.parametrize("json_", [[], ["--json"]], ids=["text", "json"])
+def test_check_with_problems_says_so_in_one_error_line(tmp_path, json_):
+    """F9: series check with problems exited 1 with nothing on stderr but its
+    notes; the problems stay on stdout, and stderr ends with the one Error line
+    (as rxl doctor's 'Error: N missing: ...')."""
+    project = tmp_path / "project"
+    (project / "patches").mkdir(parents=True)
+    cp = _rxl("series", "check", "--project", str(project), *json_)
+    assert cp.returncode == 1, cp.stderr
+    errors = [ln for ln in cp.stderr.splitlines() if ln.startswith("Error:")]
+    assert errors == [ln for ln in cp.stderr.splitlines() if not ln.startswith("note:")]
+    n = (json.loads(cp.stdout)["problems"] if json_ else
+         [ln for ln in cp.stdout.splitlines() if ln.startswith("problem: ")])
+    assert n and errors == [f"Error: {len(n)} problem(s) in the series (listed on stdout)"]
