@@ -147,7 +147,7 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
     (["--smp", "0,1,1"], "'--smp': 0,1,1: SOCKETS 0: each of SOCKETS,CORES,THREADS is at least 1"),
     (["--smp", "a"], "'--smp': a: expected SOCKETS,CORES,THREADS"),
     (["--memory", "1"], "below 128 MiB per NUMA node"),
-    (["--min-conns", "-1"], "--min-conns must be >= 0"),
+    (["--min-conns", "-1"], "--min-conns must be 0..20000"),
     (["--warmup", "5"], "--warmup 5: a phase must be longer than the two 10 s"),
     (["--concurrency", "0"], "--concurrency must be >= 1"),
     (["--groups-every", "-1"], "--groups-every must be 0 or >= 0.1 s"),

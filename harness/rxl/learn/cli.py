@@ -165,11 +165,12 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help="Worker sets: rxq (one pinned per rxq CPU), all (one pinned per CPU), "
                    "free (one per rxq CPU, unpinned) (repeatable) [default: rxq, all].")
 @click.option("--warmup", default=25.0, show_default=True, type=FiniteFloat(),
-              help="Warm-up seconds (> 20).")
+              help="Warm-up seconds (> 20, at most 3600: rxl.learn.request.MAX_PHASE_S).")
 @click.option("--measured", default=30.0, show_default=True, type=FiniteFloat(),
-              help="Measured seconds (> 20).")
+              help="Measured seconds (> 20, at most 3600: rxl.learn.request.MAX_PHASE_S).")
 @click.option("--min-conns", default=512, show_default=True,
-              help="Measured phase runs on (up to 4x) until this many connections.")
+              help="Measured phase runs on (up to 4x) until this many connections (0-20000: "
+                   "the phase stops at 20000).")
 @click.option("--concurrency", default=4, show_default=True,
               help=f"Host connection threads (at most {plan.LISTEN_BACKLOG}, learnd's listen "
                    "backlog).")
@@ -226,7 +227,8 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
               help="With --requests: idle seconds between snapshots 0 and 1 (the "
                    "counters' background).")
 @click.option("--repetitions", default=1, show_default=True, type=int,
-              help="Run every configuration this many times in its boot (labels .r1, ...).")
+              help="Run every configuration this many times in its boot (labels .r1, ...; "
+                   "1-1000, as bench accept's).")
 @click.option("--dry-run", is_flag=True, help="Print every external command, run nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 @click.pass_context

@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from rxl.cli.options import SAFE_WORD, SMP, SYSCTL_NAME, check_guest, check_out_dir
 from rxl.decide import cpugroup, topology
 from rxl.decide.cpugroup import Topology
-from rxl.errors import BadOption, RxlError
+from rxl.errors import BadOption, RxlError, show
 from rxl.guest import qemu
 from rxl.guest.targets import Shape
 from rxl.learn import plan
@@ -32,6 +32,20 @@ IDLESPINS = "kern.sched.idlespins"
 
 #: Files the driver keeps for other uses than the kept connections.
 FD_MARGIN = 64
+#: Longest --warmup or --measured, seconds: a bound of the harness, not of
+#: learnd.c.  A phase is 10 s learning windows (rxl.learn.plan.WINDOW_S); an
+#: hour is 360 of them, and a measured phase may run 4 times its length
+#: (plan_phases' max_factor) in every run of a boot that runs each
+#: configuration, worker set and repetition in turn.
+MAX_PHASE_S = 3600
+#: Most runs of each configuration in one boot (--repetitions), as bench
+#: accept bounds its own (rxl.bench.accept.MAX_REPETITIONS): 1000 runs of the
+#: default phases (25 s, then 30-120 s) take 15 h or more per configuration,
+#: and a dry run prints every run.
+MAX_REPETITIONS = 1000
+#: Largest --min-conns: the measured phase stops at plan.plan_phases'
+#: ``max_conns`` attempts (20000), so a larger minimum can never be met.
+MAX_MIN_CONNS = 20000
 
 
 def _open_files() -> int:
@@ -205,16 +219,24 @@ def check(req: LearnRequest) -> Checked:
     also (not in a dry run, nor with ``--log``) a shape the installed QEMU cannot
     run (rxl.verify.ownguest.check_qemu).
 
+    Bounds: --warmup and --measured over plan.MIN_PHASE_S and at most
+    :data:`MAX_PHASE_S` seconds; --min-conns 0..:data:`MAX_MIN_CONNS`;
+    --repetitions 1..:data:`MAX_REPETITIONS` (each constant says its source).
     Every refusal is :class:`LearnUsage` naming the option (exit 2), but the
     QEMU's, a :class:`LearnFailed` (exit 1)."""
     for option, s in (("--warmup", req.warmup), ("--measured", req.measured)):
         if not s > plan.MIN_PHASE_S:
             raise LearnUsage(f"{option} {s:g}: a phase must be longer than the two "
                              f"{plan.WINDOW_S} s learning windows ({plan.MIN_PHASE_S} s)")
-    if req.min_conns < 0:
-        raise LearnUsage(f"--min-conns must be >= 0, got {req.min_conns}")
-    if req.repetitions < 1:
-        raise LearnUsage(f"--repetitions must be >= 1, got {req.repetitions}")
+        if s > MAX_PHASE_S:
+            raise LearnUsage(f"{option} {s:g}: a phase is at most {MAX_PHASE_S} s "
+                             f"({MAX_PHASE_S // plan.WINDOW_S} learning windows)")
+    if not 0 <= req.min_conns <= MAX_MIN_CONNS:
+        raise LearnUsage(f"--min-conns must be 0..{MAX_MIN_CONNS} (the measured phase "
+                         f"stops at {MAX_MIN_CONNS} connections), got {show(req.min_conns, 24)}")
+    if not 1 <= req.repetitions <= MAX_REPETITIONS:
+        raise LearnUsage(f"--repetitions must be 1..{MAX_REPETITIONS}, got "
+                         f"{show(req.repetitions, 24)}")
     if req.requests < 0:
         raise LearnUsage(f"--requests must be >= 0 (0: no request phase), got {req.requests}")
     if req.requests and req.connections < 1:

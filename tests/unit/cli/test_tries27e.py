@@ -191,3 +191,22 @@ def test_a_topology_that_is_a_symlink_loop_is_said_to_be_one(work):
                     "levels of symbolic links (a topology file holds sysctl -n "
                     "kern.sched.topology_spec output)")
     assert "Too many levels of symbolic links" in _error(["parse", work / "loop1"])
+
+
+@pytest.mark.parametrize("opt,value,why", [
+    ("--repetitions", "1000001", "--repetitions must be 1..1000, got 1000001"),
+    ("--warmup", "1e15", "--warmup 1e+15: a phase is at most 3600 s (360 learning windows)"),
+    ("--measured", "1e9", "--measured 1e+09: a phase is at most 3600 s (360 learning windows)"),
+    ("--min-conns", "99999999999999999999", "--min-conns must be 0..20000 (the measured "
+     "phase stops at 20000 connections), got 99999999999999999999"),
+])
+def test_learn_bounds_its_run_lengths(learn, kernel_file, opt, value, why):
+    """F10: --repetitions 1000000 ran the dry run past 10 s and planned years,
+    --warmup 1e15, --measured 1e9 and --min-conns 1e20 were planned; each
+    is bounded now (rxl.learn.request says the source of each bound)."""
+    import time
+    t0 = time.monotonic()
+    assert _error(learn + ["--kernel", kernel_file, opt, value]) == f"Error: {why}"
+    assert time.monotonic() - t0 < 5
+    assert _run(learn + ["--kernel", kernel_file, "--repetitions", "1000", "--warmup",
+                         "3600", "--min-conns", "20000"]).exit_code == 0
