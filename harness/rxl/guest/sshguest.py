@@ -336,8 +336,8 @@ def stage_ssh_root(root: str, src: str, kernel: str, tests: Dict[str, str], *,
     when the userland is not built, OSError/ImageError on a file that cannot be staged."""
     kyua = (sshworld.ssh_world_outputs(src).objtop / kyuaworld.KYUA_PROGRAMS["/usr/bin/kyua"])
     out = sshworld.ssh_world_outputs(src, kyua=kyua.is_file())
-    lua = out.objtop / "stand/efi/loader_lua/loader_lua.efi"
-    missing = out.missing() + ([] if lua.is_file() else [str(lua)])
+    lua = out.objtop / sshworld.LUA_LOADER
+    missing = out.missing()
     if missing:
         raise NoSSHWorld(f"the sshd userland is not built ({missing[0]} missing): "
                            "rxl guest up --build")

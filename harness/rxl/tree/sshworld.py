@@ -298,10 +298,15 @@ def unbuildable(src: str, programs: Dict[str, str]) -> List[str]:
                   if d in stand or not (Path(src) / d).is_dir())
 
 
+#: The loader an SSH guest boots (rxl.guest.sshguest.stage_ssh_root), relative to
+#: OBJTOP: a product of the userland like the programs, stored and seeded with them.
+LUA_LOADER = "stand/efi/loader_lua/loader_lua.efi"
+
+
 def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
                       kyua: bool = False) -> WorldOutputs:
-    """Where the products will be: the narrowed world's, the sshd programs (and kyua);
-    not the programs the tree cannot build (:func:`unbuildable`)."""
+    """Where the products will be: the narrowed world's, the lua loader, the sshd
+    programs (and kyua); not the programs the tree cannot build (:func:`unbuildable`)."""
     out = world_outputs(src, objdir or default_objdir())
     progs = dict(out.programs)
     sshd = sshd_programs(src)
@@ -309,7 +314,8 @@ def ssh_world_outputs(src: str, objdir: Optional[str] = None, *,
     progs.update({g: out.objtop / rel for g, rel in sshd.items() if g not in skip})
     if kyua:
         progs.update({g: out.objtop / rel for g, rel in kyuaworld.KYUA_PROGRAMS.items()})
-    return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs)
+    return WorldOutputs(out.objtop, out.sysroot, out.loader_efi, progs,
+                        others=(out.objtop / LUA_LOADER,))
 
 
 class SSHWorldError(HostError):
@@ -383,7 +389,8 @@ def build_ssh_world(src: str, echo: Callable[[str], None] = print, *, kyua: bool
                     exc.log.read_text(errors="replace"), src) is None:
                 raise
     if not outs.missing():
-        userland.save(src, objdir, plan, [outs.loader_efi, *outs.programs.values()], echo)
+        userland.save(src, objdir, plan, [outs.loader_efi, *outs.others,
+                                          *outs.programs.values()], echo)
 
 
 def openssh_config(src: str, objdir: str, logdir: str,

@@ -285,10 +285,12 @@ class WorldOutputs:
     sysroot: Path
     loader_efi: Path
     programs: Dict[str, Path]
+    #: Other products a guest is staged from (the SSH guest's lua loader).
+    others: Tuple[Path, ...] = ()
 
     def missing(self) -> List[str]:
         """Paths that should exist after a successful world build but do not."""
-        paths = [self.loader_efi, *self.programs.values()]
+        paths = [self.loader_efi, *self.others, *self.programs.values()]
         return [str(p) for p in paths if not p.exists()]
 
 

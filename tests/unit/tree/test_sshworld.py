@@ -127,3 +127,18 @@ def test_openssh_10_trees_build_and_stage_sshd_session_and_auth(tmp_path):
     assert "/usr/libexec/sshd-auth" in progs
     assert "/usr/libexec/sshd-session" not in W.ssh_world_outputs(
         str(fourteen), str(tmp_path / "obj")).programs
+
+
+def test_the_lua_loader_is_a_product_of_the_ssh_userland(tmp_path):
+    """An SSH root boots loader_lua.efi: a userland without it (a tree seeded from a
+    store that kept only the programs and loader_simp.efi) is not built, so the world
+    stage builds it rather than the image stage failing (2026-12-04, 15 as SRC)."""
+    out = W.ssh_world_outputs("/src", str(tmp_path / "obj"))
+    for p in [out.loader_efi, *out.programs.values()]:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(b"x")
+    lua = out.objtop / "stand/efi/loader_lua/loader_lua.efi"
+    assert out.missing() == [str(lua)]
+    lua.parent.mkdir(parents=True)
+    lua.write_bytes(b"x")
+    assert out.missing() == []

@@ -53,7 +53,7 @@ def test_auto_transport_is_ssh_and_builds_the_userland_first(tmp_path, monkeypat
         f"the world stage builds the sshd userland with kyua for {src} first (")
     out = sshworld.ssh_world_outputs(src, kyua=True)
     assert "/usr/bin/kyua" in out.programs
-    for p in [out.loader_efi, *out.programs.values()][:-1]:
+    for p in [out.loader_efi, *out.others, *out.programs.values()][:-1]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"")
     assert "builds the sshd userland" in ownguest.choose(src)[1]  # one still missing
@@ -105,7 +105,7 @@ def test_auto_finds_the_userland_where_ssh_builds_it(tmp_path, monkeypatch):
     assert ownguest.run_tree(None) == clone
     assert ownguest.run_tree(None, work="/w") == f"/w/src-{base.commit[:12]}"
     out = sshworld.ssh_world_outputs(clone, kyua=True)
-    for p in [out.loader_efi, *out.programs.values()]:
+    for p in [out.loader_efi, *out.others, *out.programs.values()]:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(b"")
     assert ownguest.choose(None) == ("ssh", f"the sshd userland of {clone} is built")
