@@ -361,11 +361,12 @@ def targets(m: RunMetrics) -> List[Target]:
     """
     out: List[Target] = []
     learning = m.config in ("learn-on", "learn-spread")
-    if (learning or m.config == "tagged") and m.workers_set == "rxq":
+    dealt = m.config in DEAL_CONFIGS
+    if dealt and m.workers_set == "rxq":
         out.append(Target(m.label, "co-location >= 99%", f"{m.colocated:.1%}",
                           m.colocated >= 0.99))
         out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))
-    if (learning or m.config == "tagged") and m.workers_set == "all":
+    if dealt and m.workers_set == "all":
         out.append(Target(m.label, "every worker within +-10% of equal, n >= 512",
                           f"max {m.max_dev:.1%} at n={m.n}", m.max_dev <= 0.10 and m.n >= 512))
         out.append(Target(m.label, "0 starved", str(m.starved), m.starved == 0))

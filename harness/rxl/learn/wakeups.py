@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.learn import intrcnt as counters
-from rxl.learn.metrics import RunMetrics
+from rxl.learn.metrics import DEAL_CONFIGS, RunMetrics
 from rxl.learn.plan import LearnError, config_of, repetition_of
 from rxl.learn.results import RunSummary
 
@@ -221,9 +221,9 @@ COLUMNS = (("requests", "requests", 0), ("xreq_1k", "x-cpu req/1k", 0),
            ("preempt_net_1k", "preempt IPIs net/1k", 0), ("on_rx_pct", "conns on rx cpu %", 1))
 #: Configurations in table order (rxl.learn.plan.CONFIGS).
 _ORDER = ("pristine", "learn-off", "tagged", "learn-on", "learn-spread")
-#: The hash's and the deal's configurations for the target line.
+#: The hash's configurations for the target line; the deal's are
+#: rxl.learn.metrics.DEAL_CONFIGS.
 HASH_CONFIGS = ("learn-off", "pristine")
-DEAL_CONFIGS = ("tagged", "learn-on", "learn-spread")
 
 
 def _cell(vals: Optional[Tuple[float, float, float]], digits: int,
