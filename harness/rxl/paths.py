@@ -23,6 +23,17 @@ def work_root() -> Path:
     return Path(cache) / "rxl"
 
 
+def existing_ancestor(path: Path) -> Path:
+    """The nearest ancestor of ``path`` (not ``path`` itself) that exists, ``/`` at
+    the last: where a directory at ``path`` would be made, for the checks that
+    refuse a path under a file.  Raises OSError when a component cannot be looked
+    at (a name too long)."""
+    anc = path.parent
+    while not anc.exists() and anc != anc.parent:
+        anc = anc.parent
+    return anc
+
+
 WORK = work_root()
 #: MAKEOBJDIRPREFIX for make.py builds.
 OBJDIR = str(WORK / "obj")

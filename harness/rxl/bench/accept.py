@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
+from rxl import paths
 from rxl.bench.knobs import Knobs, finite
 from rxl.cli.options import check_out_dir
 from rxl.decide import core
@@ -410,9 +411,7 @@ def check_dir(path: os.PathLike, what: str, create: bool = True) -> Path:
             check_out_dir(str(p), what)
         except UsageError as exc:
             raise BenchError(f"{what} {exc}") from None
-        near = p
-        while not near.exists() and near != near.parent:
-            near = near.parent
+        near = paths.existing_ancestor(p)
     if not near.is_dir():
         raise BenchError(f"{what} {path}: {near} is not a directory")
     if not os.access(near, os.W_OK | os.X_OK):

@@ -271,9 +271,7 @@ def check_work_root() -> None:
         if root.exists() and not root.is_dir():
             raise UsageError(f"{name}: not a directory (where object trees, logs, "
                              "guests and the targets file are kept)")
-        anc = root.parent
-        while not anc.exists():
-            anc = anc.parent
+        anc = paths.existing_ancestor(root)
     except OSError as exc:  # a component unreadable, a name too long
         raise UsageError(f"{name}: {exc.strerror}") from None
     if not anc.is_dir():
@@ -294,9 +292,7 @@ def check_out_dir(path: str, option: str = "--out") -> None:
             raise BadOption(f"{show(path)}: a file, not a directory", option)
         anc = p
     else:
-        anc = p.parent
-        while not anc.exists():
-            anc = anc.parent
+        anc = paths.existing_ancestor(p)
         if not anc.is_dir():
             raise BadOption(f"{show(path)}: cannot be created, {anc} is a file", option)
     if not os.access(anc, os.W_OK | os.X_OK):

@@ -24,6 +24,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import cffi
 
+from rxl import paths
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
 from rxl.errors import HostError, UsageError, show
@@ -102,9 +103,7 @@ def build_dir() -> Path:
     if p.exists() and not p.is_dir():
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: a file, not a directory (where "
                          "the C cores are built)")
-    anc = p.parent
-    while not anc.exists():
-        anc = anc.parent
+    anc = paths.existing_ancestor(p)
     if not anc.is_dir():
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: cannot be created, {anc} is a file")
     return p
