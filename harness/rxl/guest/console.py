@@ -11,6 +11,8 @@ the elapsed wall seconds and the last console line:
 
 * :class:`GuestPanic`   a panic pattern (:data:`rxl.guest.protocol.PANIC_PATTERNS`);
 * :class:`GuestHang`    no console output for ``idle_timeout`` seconds;
+* :class:`GuestNoRoot`  the kernel's ``mountroot>`` prompt (no root file system:
+  it waits for console input for ever, so at once, not after ``idle_timeout``);
 * :class:`GuestTimeout` ``total_timeout`` seconds passed;
 * :class:`GuestCrashed` the guest went away before the end marker.
 
@@ -28,7 +30,7 @@ from typing import Callable, List, Optional, Sequence
 import pexpect
 
 from rxl.errors import MachineError
-from rxl.guest.protocol import MARK, PANIC_PATTERNS
+from rxl.guest.protocol import MARK, MOUNTROOT_CAUSES, MOUNTROOT_PROMPT, PANIC_PATTERNS
 
 #: Seconds of console silence that count as a hang. TCG boots of an
 #: 8-vCPU guest print something at least every few seconds (measured boot to
@@ -60,6 +62,10 @@ class GuestPanic(GuestError):
 
 class GuestHang(GuestError):
     kind = "hang"
+
+
+class GuestNoRoot(GuestError):
+    kind = "mountroot"
 
 
 class GuestTimeout(GuestError):
@@ -172,7 +178,9 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
     Done means: a line starting with ``end_marker`` was seen and then the
     stream ended (power off) or ``poweroff_grace`` passed (then the guest is
     stopped; still a success). ``echo`` receives each sentinel line (for
-    progress). Raises GuestPanic / GuestHang / GuestTimeout / GuestCrashed.
+    progress). Raises GuestPanic / GuestHang / GuestNoRoot / GuestTimeout /
+    GuestCrashed; GuestNoRoot names the first line that says why
+    (:data:`rxl.guest.protocol.MOUNTROOT_CAUSES`), if any.
     The transport is always stopped before returning or raising.
     """
     Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -182,14 +190,20 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
     end_at: Optional[float] = None
     panic_at: Optional[float] = None
     panic_line = ""
+    root_cause = ""
     last_line = ""
     nlines = 0
     marks: List[str] = []
     buf = b""
     exit_code: Optional[int] = None
 
+    def no_root(now: float) -> GuestNoRoot:
+        why = f" after {root_cause.strip()!r}" if root_cause else ""
+        return GuestNoRoot(f"guest stopped at the mountroot> prompt{why}", log=log,
+                           seconds=now - t0, last_line=last_line)
+
     def handle(line: str) -> None:
-        nonlocal end_at, panic_at, panic_line, last_line, nlines
+        nonlocal end_at, panic_at, panic_line, root_cause, last_line, nlines
         nlines += 1
         if line.strip():
             last_line = line
@@ -203,6 +217,10 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
             panic_at, panic_line = clock(), line
             if echo:
                 echo(f"PANIC: {line}")
+        elif not root_cause and any(p.search(line) for p in MOUNTROOT_CAUSES):
+            root_cause = line
+        if MOUNTROOT_PROMPT.search(line) and panic_at is None and end_at is None:
+            raise no_root(clock())
 
     with open(log, "wb") as fh:
         transport.start()
@@ -237,6 +255,10 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
                 *complete, buf = buf.split(b"\n")
                 for raw in complete:
                     handle(raw.decode("utf-8", "replace").rstrip("\r"))
+                if (panic_at is None and end_at is None
+                        and MOUNTROOT_PROMPT.search(buf.decode("utf-8", "replace"))):
+                    last_line = buf.decode("utf-8", "replace").rstrip()
+                    raise no_root(clock())   # the prompt has no newline after it
         finally:
             exit_code = transport.stop()
         seconds = clock() - t0

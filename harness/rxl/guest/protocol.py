@@ -25,6 +25,22 @@ PANIC_PATTERNS: Tuple[re.Pattern, ...] = (
     re.compile(r"\bKDB: enter"),
 )
 
+#: The kernel's prompt for a root file system when none mounted
+#: (sys/kern/vfs_mountroot.c, parse_dir_ask: ``printf("\nmountroot> ")``, no
+#: newline after it, then it reads the console for ever). Matched at the start of a
+#: line, finished or not.
+MOUNTROOT_PROMPT = re.compile(r"^mountroot>")
+#: Console lines that say why the root did not mount, for the message of a boot
+#: stopped at :data:`MOUNTROOT_PROMPT` (the 14 module boot: ``kldload: unexpected
+#: relocation type 42, symbol index 143``, ``KLD file msdosfs.ko - could not
+#: finalize loading``; vfs_mountroot.c: ``Mounting from msdosfs:/dev/ada0s1 failed
+#: with error 19.``).
+MOUNTROOT_CAUSES: Tuple[re.Pattern, ...] = (
+    re.compile(r"^kldload: "),
+    re.compile(r"^KLD file .* could not"),
+    re.compile(r"^Mounting from \S+ failed"),
+)
+
 #: WITNESS(4) reports of a locking bug that does not panic the kernel
 #: (sys/kern/subr_witness.c: a lock order reversal, a duplicate acquisition,
 #: sleeping or blocking with non-sleepable locks held).  A kernel with

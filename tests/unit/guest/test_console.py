@@ -2,8 +2,8 @@
 
 import pytest
 
-from rxl.guest.console import (GuestCrashed, GuestHang, GuestPanic, GuestTimeout, Transport,
-                         watch)
+from rxl.guest.console import (GuestCrashed, GuestHang, GuestNoRoot, GuestPanic, GuestTimeout,
+                               Transport, watch)
 
 
 class Clock:
@@ -139,3 +139,33 @@ def test_serial_real_process_hang_is_stopped(tmp_path):
 def test_serial_missing_binary(tmp_path):
     with pytest.raises(FileNotFoundError, match="qemu-system-x86"):
         watch(SerialTransport(["/nonexistent/qemu"]), str(tmp_path / "c.log"))
+
+
+def test_the_mountroot_prompt_fails_the_boot_at_once(tmp_path):
+    """Issue 24: the 14 module boot's kernel could not load msdosfs.ko and stopped at
+    vfs_mountroot.c's ``printf("\\nmountroot> ")`` (no newline after it), and the
+    watch waited its 420 s idle timeout. The prompt ends the watch when it is read,
+    naming the first line that says why."""
+    clock = Clock()
+    log = tmp_path / "c.log"
+    tr = Scripted(clock, [
+        (1, b"kldload: unexpected relocation type 42, symbol index 143\r\n"),
+        (0.5, b"KLD file msdosfs.ko - could not finalize loading\r\n"),
+        (0.5, b"Mounting from msdosfs:/dev/ada0s1 failed with error 19.\r\n"),
+        (0.5, b"  <empty line>    Abort manual input\r\n\r\nmountroot> ")], forever=True)
+    with pytest.raises(GuestNoRoot) as ei:
+        watch(tr, str(log), clock=clock, idle_timeout=420)
+    e = ei.value
+    assert e.kind == "mountroot" and e.seconds == pytest.approx(2.5)
+    assert "mountroot> prompt after 'kldload: unexpected relocation type 42" in str(e)
+    assert e.last_line == "mountroot>"
+    assert tr.stopped and log.read_bytes().endswith(b"mountroot> ")
+    # a finished line too (a console that echoed a newline), and no cause line
+    clock2 = Clock()
+    tr2 = Scripted(clock2, [(3, b"mountroot> \r\n")], forever=True)
+    with pytest.raises(GuestNoRoot, match=r"at the mountroot> prompt after 3 s") as ei:
+        watch(tr2, str(tmp_path / "d.log"), clock=clock2)
+    # a line that only mentions it is no prompt
+    clock3 = Clock()
+    tr3 = Scripted(clock3, [(1, b"see mountroot> below\n==RXL== END x\n"), (1, None)])
+    assert watch(tr3, str(tmp_path / "e.log"), clock=clock3).end_seen_at == pytest.approx(1)
