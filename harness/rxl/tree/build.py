@@ -73,6 +73,15 @@ DEFAULT_KERNCONF = "RXL"
 #: Make variables for buildkernel: no modules (the snapshot lacks some of
 #: their sources, and the tests need none of them).
 KERNEL_MAKE_VARS: Mapping[str, str] = {"NO_MODULES": "yes"}
+#: Make variables for a kernel with modules whose clang would put a
+#: ``R_X86_64_REX_GOTPCRELX`` to ``__stack_chk_guard`` in every module
+#: (:data:`rxl.tree.version.KMOD_SSP_LLVM`): kern.mk then adds no
+#: ``-fstack-protector`` (``MK_SSP``, share/mk/bsd.opts.mk), to the kernel nor
+#: its modules, and the modules reference no guard.
+NO_SSP_MAKE_VARS: Mapping[str, str] = {"WITHOUT_SSP": "yes"}
+#: Why, in one line (dry runs say it).
+NO_SSP_WHY = ("clang below 19 reaches __stack_chk_guard through the GOT "
+              "(R_X86_64_REX_GOTPCRELX), which the kernel linker does not apply to a module")
 
 
 
@@ -184,7 +193,9 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
     ``not toolchain_done(objdir)``), then ``buildkernel KERNCONF=<kernconf>``
     with :data:`KERNEL_MAKE_VARS`, or, when ``modules`` are named,
     ``MODULES_OVERRIDE=<modules>`` instead of ``NO_MODULES`` (only those
-    modules are built, with the kernel).  ``clean_kernel`` false adds
+    modules are built, with the kernel), plus :data:`NO_SSP_MAKE_VARS` when the
+    tree's clang is below :data:`rxl.tree.version.KMOD_SSP_LLVM` (the 14 base's
+    clang 16).  ``clean_kernel`` false adds
     ``-DNO_KERNELCLEAN`` so that a rebuild after a small change recompiles
     only what changed; config(8) still runs, so a new ``sys/conf/files``
     entry is picked up (``-DKERNFAST`` would skip config and miss it).
@@ -205,6 +216,8 @@ def plan_stages(src: PathLike, objdir: PathLike, *,
         if bad:
             raise ValueError(f"plan_stages: bad module name {bad[0]!r}")
         kvars["MODULES_OVERRIDE"] = " ".join(modules)
+        if tree_version.cross_llvm_of(os.fspath(src)) < tree_version.KMOD_SSP_LLVM:
+            kvars.update(NO_SSP_MAKE_VARS)
     else:
         kvars.update(KERNEL_MAKE_VARS)
     if not clean_kernel:
@@ -590,9 +603,10 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
 def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],
                   echo: Callable[[str], None] = print) -> dict:
     """The built ``modules`` of ``kernconf`` (name -> .ko path), each checked to link
-    against ``kernel.full`` and the modules before it (:mod:`rxl.tree.modules`).
-    Raises :class:`rxl.tree.modules.ModuleLinkError` naming a module that is missing
-    or has symbols nothing defines."""
+    against ``kernel.full`` and the modules before it, and to hold only relocation
+    types the tree's kernel linker applies (:mod:`rxl.tree.modules`). Raises
+    :class:`rxl.tree.modules.ModuleLinkError` naming a module that is missing, has
+    symbols nothing defines or a relocation kldload would refuse."""
     kos = {m: str(tree_modules.module_path(str(src), str(objdir), m, kernconf))
            for m in modules}
     absent = [p for p in kos.values() if not Path(p).is_file()]
@@ -607,6 +621,18 @@ def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Seque
             f"{' ...' if len(syms) > 5 else ''}, which neither the {kernconf} kernel nor a "
             "module loaded before it defines (kldload would fail: a source missing from "
             f"its sys/modules Makefile?)")
+    handled, names = tree_modules.tree_relocations(str(src))
+    refused = tree_modules.unhandled_relocations(list(kos.values()), handled)
+    if refused:
+        ko, rels = next(iter(refused.items()))
+        said = ", ".join(f"{names.get(t, t)} ({t})" + (f" to {sym}" if sym else "")
+                         for t, sym in rels[:3])
+        raise tree_modules.ModuleLinkError(
+            f"modules: {Path(ko).name} has {said}{' ...' if len(rels) > 3 else ''}: a "
+            f"relocation type {tree_modules.ELF_MACHDEP} does not apply (kldload would "
+            "fail: \"unexpected relocation type\"; objects of an older compiler or flags "
+            "in the objdir? rxl build --modules --clean rebuilds them)")
     echo(f"modules: {', '.join(Path(p).name for p in kos.values())} link against the "
-         f"{kernconf} kernel (every undefined symbol defined)")
+         f"{kernconf} kernel (every undefined symbol defined, every relocation type "
+         "one the kernel linker applies)")
     return kos

@@ -21,6 +21,13 @@ neither iflib nor em(4), in 14 and 15), only the modules named
 :func:`undefined_symbols` then does what the kernel linker would do at
 ``kldload``, before any boot: every undefined symbol of each module (``nm -u``)
 must be defined by the kernel (``kernel.full``) or by a module loaded before it.
+:func:`unhandled_relocations` then checks what that cannot see: amd64 modules are
+``ld -r`` objects (sys/conf/kmod.mk), relocated by the kernel's own linker
+(sys/kern/link_elf_obj.c, sys/amd64/amd64/elf_machdep.c's
+``elf_reloc_internal``), which applies only the relocation types its ``case``
+labels name; any other fails the load ("kldload: unexpected relocation type 42":
+the 14 module boot's msdosfs.ko, a ``R_X86_64_REX_GOTPCRELX`` to
+``__stack_chk_guard`` from clang 16, issue 24).
 """
 
 from __future__ import annotations
@@ -28,9 +35,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from rxl.errors import HostError, SourceError
 
@@ -48,6 +56,18 @@ NIC_KLD = "if_em"
 #: Directories under sys/modules, in load order (the loader loads the .ko files
 #: their build leaves: :func:`module_path`).
 ROOT_MODULES: Tuple[str, ...] = ("msdosfs", "geom/geom_part/geom_part_mbr")
+
+#: The amd64 kernel linker's relocation code, and the header numbering the types.
+ELF_MACHDEP = "sys/amd64/amd64/elf_machdep.c"
+ELF_COMMON = "sys/sys/elf_common.h"
+#: ``case`` labels of elf_reloc_internal whose body refuses the relocation
+#: (``R_X86_64_COPY``: "kldload: unexpected R_COPY relocation", return -1; 14, 15).
+REFUSED_CASES: Tuple[str, ...] = ("R_X86_64_COPY",)
+_RELOC_FUNC = re.compile(r"^elf_reloc_internal\(.*?^}", re.M | re.S)
+_CASE = re.compile(r"\bcase\s+(R_X86_64_\w+)\s*:")
+_RELOC_DEFINE = re.compile(r"^#define\s+(R_X86_64_\w+)\s+(\d+)\b", re.M)
+SHT_RELA, SHT_REL = 4, 9
+SHF_ALLOC = 0x2
 
 _PATH_LINE = re.compile(r"^\.PATH:(.*)$", re.M)
 _KMOD = re.compile(r"^KMOD\s*\??=\s*(\S+)", re.M)
@@ -175,3 +195,117 @@ def undefined_symbols(kernel_full: str, kos: Sequence[str]) -> Dict[str, List[st
     kdef = symbols(kernel_full, undefined=False, nm=nm)
     rows = [(ko, symbols(ko, False, nm), symbols(ko, True, nm)) for ko in kos]
     return unresolved(kdef, rows)
+
+
+def kernel_relocations(machdep_text: str, common_text: str) -> Dict[int, str]:
+    """The relocation types the kernel linker applies (type -> name): the ``case
+    R_X86_64_*:`` labels of ``elf_reloc_internal`` in an elf_machdep.c text (from its
+    definition to the first ``}`` at the start of a line), less
+    :data:`REFUSED_CASES`, numbered by elf_common.h's ``#define``s. Raises
+    SourceError when the function or a label's number is not there."""
+    m = _RELOC_FUNC.search(machdep_text)
+    if m is None:
+        raise SourceError(f"{ELF_MACHDEP}: no elf_reloc_internal( at the start of a line")
+    numbers = {name: int(n) for name, n in _RELOC_DEFINE.findall(common_text)}
+    out: Dict[int, str] = {}
+    for name in _CASE.findall(m.group(0)):
+        if name in REFUSED_CASES:
+            continue
+        if name not in numbers:
+            raise SourceError(f"{ELF_COMMON}: no #define {name}")
+        out[numbers[name]] = name
+    return out
+
+
+def relocation_names(common_text: str) -> Dict[int, str]:
+    """Type -> name of every ``R_X86_64_*`` an elf_common.h text defines."""
+    return {int(n): name for name, n in reversed(_RELOC_DEFINE.findall(common_text))}
+
+
+def tree_relocations(src: str) -> Tuple[Dict[int, str], Dict[int, str]]:
+    """(:func:`kernel_relocations`, :func:`relocation_names`) of the tree ``src``.
+    Raises ModuleError when a file cannot be read, SourceError as
+    :func:`kernel_relocations` does."""
+    texts = []
+    for rel in (ELF_MACHDEP, ELF_COMMON):
+        try:
+            texts.append((Path(src) / rel).read_text(errors="replace"))
+        except OSError as exc:
+            raise ModuleError(f"{Path(src) / rel}: cannot read it ({exc.strerror}): the "
+                              "relocations the kernel linker applies are not known") from None
+    return kernel_relocations(*texts), relocation_names(texts[1])
+
+
+def relocations(data: bytes) -> List[Tuple[int, str]]:
+    """(type, symbol name) of every relocation in the ``SHT_RELA`` and ``SHT_REL``
+    sections of an ELF64 little-endian object (a module) that apply to a section the
+    kernel loads (``SHF_ALLOC``: link_elf_obj.c skips the others, the debug
+    sections' among them); the name is ``""`` for symbol 0 or a section symbol
+    without one. Pure. Raises ModuleError for bytes that
+    are no such ELF file or whose tables run past its end."""
+    def bad(why: str) -> ModuleError:
+        return ModuleError(f"not an ELF64 little-endian object: {why}")
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise bad("no ELF64 LSB header")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    if shnum and (shentsize < 64 or shoff + shnum * shentsize > len(data)):
+        raise bad("section headers past the end")
+    shdrs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+             for i in range(shnum)]
+
+    def section(i: int) -> bytes:
+        if not 0 <= i < len(shdrs):
+            raise bad(f"section index {i} out of range")
+        off, size = shdrs[i][4], shdrs[i][5]
+        if off + size > len(data):
+            raise bad(f"section {i} past the end")
+        return data[off:off + size]
+
+    out: List[Tuple[int, str]] = []
+    for i, sh in enumerate(shdrs):
+        sh_type, sh_link, sh_info, entsize = sh[1], sh[6], sh[7], sh[9]
+        if sh_type not in (SHT_RELA, SHT_REL):
+            continue
+        if not 0 <= sh_info < len(shdrs):
+            raise bad(f"section index {sh_info} out of range")
+        if not shdrs[sh_info][2] & SHF_ALLOC:
+            continue
+        size = 24 if sh_type == SHT_RELA else 16
+        rel = section(i)
+        syms = section(sh_link)
+        strtab = section(shdrs[sh_link][6])
+        for off in range(0, len(rel) - size + 1, entsize or size):
+            info, = struct.unpack_from("<Q", rel, off + 8)
+            rtype, symidx = info & 0xFFFFFFFF, info >> 32
+            name = ""
+            if symidx:
+                if (symidx + 1) * 24 > len(syms):
+                    raise bad(f"symbol {symidx} out of range")
+                st_name, = struct.unpack_from("<I", syms, symidx * 24)
+                end = strtab.find(b"\0", st_name)
+                name = strtab[st_name:end if end >= 0 else None].decode("ascii", "replace")
+            out.append((rtype, name))
+    return out
+
+
+def unhandled_relocations(kos: Sequence[str], handled: Mapping[int, str]
+                          ) -> Dict[str, List[Tuple[int, str]]]:
+    """The relocations of each module of ``kos`` (paths) whose type ``handled`` (type
+    -> name: :func:`kernel_relocations`) lacks: ``{ko path: [(type, symbol)]}``, once
+    each, in the module's order; empty when every one would be applied. Raises
+    ModuleError when a module cannot be read or parsed."""
+    out: Dict[str, List[Tuple[int, str]]] = {}
+    for ko in kos:
+        try:
+            data = Path(ko).read_bytes()
+        except OSError as exc:
+            raise ModuleError(f"{ko}: cannot read it ({exc.strerror})") from None
+        try:
+            rels = relocations(data)
+        except ModuleError as exc:
+            raise ModuleError(f"{ko}: {exc}") from None
+        seen = list(dict.fromkeys(r for r in rels if r[0] not in handled))
+        if seen:
+            out[ko] = seen
+    return out

@@ -27,6 +27,12 @@ not in Debian 12; every 14 build of this project used 16). Below 19 the 15 world
 does not link: clang 16 has no ``__float128`` for FreeBSD targets, so
 compiler-rt's tf-mode builtins compile to nothing and lib/libgcc_s fails
 (``symbol not defined: __trunctfxf2``, measured 2026-12-01).
+
+Below :data:`KMOD_SSP_LLVM` (so for the 14 base, built with clang 16) a kernel
+with modules is built without the stack protector
+(:data:`rxl.tree.build.NO_SSP_MAKE_VARS`): such a clang reaches
+``__stack_chk_guard`` through the GOT even under ``-mcmodel=kernel``, and the
+kernel linker cannot load the module.
 """
 
 from __future__ import annotations
@@ -52,6 +58,18 @@ FALLBACK_LLVM = 16
 #: The LLVM each release's own tree names (lib/clang/include/VCSVersion.inc of
 #: 14.0-RELEASE and 15.0-RELEASE): what a tree not fetched yet is assumed to name.
 RELEASE_LLVM = {14: (16, 0, 6), 15: (19, 1, 7)}
+#: The first Debian 12 clang whose kernel modules load with ``-fstack-protector``
+#: (kern.mk's for ``MK_SSP``). LLVM's insertSSPDeclarations left
+#: ``__stack_chk_guard`` not dso_local on every FreeBSD target until llvm-project
+#: PR #86665 ("[FreeBSD] Mark __stack_chk_guard dso_local except for PPC64", merged
+#: 2024-03-26, in LLVM 19; FreeBSD's own clang had it as a local change, which the
+#: 14 tree's 17.0.6 carries). clang 16 therefore loads the guard with
+#: ``movq __stack_chk_guard@GOTPCREL(%rip)`` in static code too: relocation
+#: ``R_X86_64_REX_GOTPCRELX`` (42), which ``ld -r`` (kmod.mk) leaves in the .ko and
+#: sys/amd64/amd64/elf_machdep.c does not handle ("kldload: unexpected relocation
+#: type 42", the 14 module boot, 2026-12-04). clang 19: ``R_X86_64_PC32``
+#: (measured 2026-12-06 with kern.mk's amd64 flags, docs/results/base15.md).
+KMOD_SSP_LLVM = 19
 
 _FREEBSD_VERSION = re.compile(r"^#define[ \t]+__FreeBSD_version[ \t]+(\d+)", re.M)
 _NEWVERS_VAR = r'^{}="([^"\n]*)"'
@@ -298,6 +316,14 @@ def planned_version(src: Optional[str]) -> Optional[TreeVersion]:
     if v is None and (not src or not Path(src).exists()):
         return base_version()
     return v
+
+
+def cross_llvm_of(src: str) -> int:
+    """The clang major ``src`` is built with: its :attr:`TreeVersion.cross_llvm` (for a
+    tree not there yet, patches/BASE's release's: :func:`planned_version`), or
+    :data:`FALLBACK_LLVM` when the tree says nothing."""
+    v = planned_version(src)
+    return v.cross_llvm if v else FALLBACK_LLVM
 
 
 def cross_bindir_of(src: str) -> str:

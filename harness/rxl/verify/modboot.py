@@ -11,8 +11,10 @@ console serves both):
 1. build MINIMAL (amd64's has neither iflib nor em(4)) with the modules
    :func:`rxl.tree.modules.build_list` names (iflib, em and those the series
    touches), and check that they link against it
-   (:func:`rxl.tree.build.check_modules`: a missing symbol fails here, before a
-   boot);
+   (:func:`rxl.tree.build.check_modules`: a missing symbol, or a relocation type
+   the kernel linker does not apply, fails here, before a boot); below clang 19
+   (the 14 base's clang 16) without the stack protector
+   (:data:`rxl.tree.build.NO_SSP_MAKE_VARS`);
 2. stage a console root: the run's userland, the MINIMAL kernel, the modules in
    ``/boot/kernel`` (the loader loads the root's msdosfs and geom_part_mbr,
    :data:`rxl.tree.modules.ROOT_MODULES`, which MINIMAL lacks), and an rc whose
@@ -95,10 +97,14 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
     if req.dry_run:
         argv = qemu.build_argv(guest_config(root, req),
                                firmware=qemu.find_ovmf() or qemu.OVMF_CANDIDATES[0])
-        cmds += [f"# link check: nm of {', '.join(mods)} against {kconf}'s kernel.full",
-                 f"# root {root}: the userland, {kernel}, the modules in /boot/kernel; the "
-                 f"rc runs kldload {tree_modules.NIC_KLD} and looks for {nic_driver}0",
-                 shlex.join(argv)]
+        ssp = ([f"# WITHOUT_SSP: {tree_build.NO_SSP_WHY}"]
+               if all(f"{k}={v}" in stages[-1].argv
+                      for k, v in tree_build.NO_SSP_MAKE_VARS.items()) else [])
+        cmds += ssp + [f"# link check: nm of {', '.join(mods)} against {kconf}'s kernel.full, "
+                       f"their relocation types against {tree_modules.ELF_MACHDEP}'s",
+                       f"# root {root}: the userland, {kernel}, the modules in /boot/kernel; "
+                       f"the rc runs kldload {tree_modules.NIC_KLD} and looks for "
+                       f"{nic_driver}0", shlex.join(argv)]
         st.logs[LABEL] = log
         return StageRecord(LABEL, "planned", commands=cmds,
                            detail=f"{kconf} with {' '.join(mods)}")

@@ -7,6 +7,7 @@ import pytest
 
 from rxl.tree import build as B
 from rxl.tree import modules as M
+from rxl.tree import version as V
 
 IFLIB_MK = (".PATH:\t${SRCTOP}/sys/net\n\nKMOD=\tiflib\nSRCS= \\\n\tiflib.c \\\n"
             "\tmp_ring.c\nSRCS+=\tifdi_if.c\nSRCS+=\tdevice_if.h bus_if.h\n"
@@ -93,3 +94,165 @@ def test_undefined_symbols_reads_real_objects(tmp_path):
     assert bad == {str(tmp_path / "m.o"): ["gone"]}
     with pytest.raises(M.ModuleError):
         M.symbols(str(tmp_path / "absent.o"), undefined=True)
+
+
+def test_a_14_kernel_with_modules_is_built_without_the_stack_protector(tmp_path):
+    """Issue 24: clang 16 (the 14 base's) reaches __stack_chk_guard through the GOT,
+    R_X86_64_REX_GOTPCRELX (42) stays in every module (ld -r) and 14's kernel
+    linker refused msdosfs.ko at boot. Below clang 19 the module kernel gets
+    WITHOUT_SSP=yes; 15's (clang 19) and the module-less kernel stay as they were."""
+    from fakefreebsd import version_files
+    t14, t15 = tmp_path / "t14", tmp_path / "t15"
+    version_files(t14, 14)
+    version_files(t15, 15)
+    assert V.KMOD_SSP_LLVM == 19 and B.NO_SSP_MAKE_VARS == {"WITHOUT_SSP": "yes"}
+
+    def argv(src, modules):
+        return list(B.plan_stages(str(src), "/o", kernconf="MINIMAL", toolchain=False,
+                                  lock=None, modules=modules)[0].argv)
+
+    a14 = argv(t14, ["iflib", "em", "msdosfs"])
+    assert "--cross-bindir=/usr/lib/llvm-16/bin" in a14
+    assert "WITHOUT_SSP=yes" in a14
+    assert a14.index("WITHOUT_SSP=yes") < a14.index("buildkernel")
+    a15 = argv(t15, ["iflib", "em", "msdosfs"])
+    assert "--cross-bindir=/usr/lib/llvm-19/bin" in a15
+    assert not any("SSP" in a for a in a15)
+    assert not any("SSP" in a for a in argv(t14, []))   # the RXL kernel keeps SSP
+
+
+# A made-up elf_machdep.c and elf_common.h in the shape of the real ones: a first
+# switch (the REL addend) outside the function, elf_reloc_internal's cases, COPY refused.
+MACHDEP = """static int
+other(void)
+{
+\tswitch (t) { case R_X86_64_GOTPCREL: break; }
+}
+
+static int
+elf_reloc_internal(linker_file_t lf, const void *data)
+{
+\tswitch (rtype) {
+\t\tcase R_X86_64_NONE:\tbreak;
+\t\tcase R_X86_64_64: /* S + A */
+\t\tcase R_X86_64_PC32:
+\t\tcase R_X86_64_COPY:\treturn (-1);
+\t\tcase R_X86_64_32S :
+\t\tdefault: return (-1);
+\t}
+}
+
+int
+elf_reloc(void)
+{
+\tswitch (x) { case R_X86_64_GOT32: break; }
+}
+"""
+COMMON = ("#define\tR_X86_64_NONE\t\t0\n#define\tR_X86_64_64\t\t1\n#define\tR_X86_64_PC32\t\t2\n"
+          "#define\tR_X86_64_GOT32\t\t3\n#define\tR_X86_64_COPY\t\t5\n"
+          "#define\tR_X86_64_GOTPCREL\t9\n#define\tR_X86_64_32S\t\t11\n"
+          "#define\tR_X86_64_REX_GOTPCRELX\t42\n")
+
+
+def test_kernel_relocations_are_elf_reloc_internal_s_cases(tmp_path):
+    assert M.kernel_relocations(MACHDEP, COMMON) == {
+        0: "R_X86_64_NONE", 1: "R_X86_64_64", 2: "R_X86_64_PC32", 11: "R_X86_64_32S"}
+    assert M.relocation_names(COMMON)[42] == "R_X86_64_REX_GOTPCRELX"
+    with pytest.raises(M.SourceError, match="no elf_reloc_internal"):
+        M.kernel_relocations(MACHDEP.replace("\nelf_reloc_internal(", "\nx("), COMMON)
+    with pytest.raises(M.SourceError, match="no #define R_X86_64_32S"):
+        M.kernel_relocations(MACHDEP, COMMON.replace("R_X86_64_32S", "R_X86_64_32Z"))
+    with pytest.raises(M.ModuleError, match="elf_machdep.c: cannot read it"):
+        M.tree_relocations(str(tmp_path))
+    (tmp_path / "sys/amd64/amd64").mkdir(parents=True)
+    (tmp_path / "sys/sys").mkdir(parents=True)
+    (tmp_path / M.ELF_MACHDEP).write_text(MACHDEP)
+    (tmp_path / M.ELF_COMMON).write_text(COMMON)
+    assert M.tree_relocations(str(tmp_path))[0] == M.kernel_relocations(MACHDEP, COMMON)
+
+
+def test_relocations_refuses_what_is_no_elf64_object(tmp_path):
+    for data in (b"", b"\x7fELF" + b"\0" * 60, b"MZ" + b"\0" * 100):
+        with pytest.raises(M.ModuleError, match="not an ELF64"):
+            M.relocations(data)
+    hdr = bytearray(b"\x7fELF\x02\x01\x01" + b"\0" * 57)
+    hdr[0x28:0x30] = (1 << 20).to_bytes(8, "little")    # section headers far past the end
+    hdr[0x3A:0x3E] = (64).to_bytes(2, "little") + (3).to_bytes(2, "little")
+    with pytest.raises(M.ModuleError, match="past the end"):
+        M.relocations(bytes(hdr))
+    (tmp_path / "x.ko").write_bytes(b"junk")
+    with pytest.raises(M.ModuleError, match="x.ko: not an ELF64"):
+        M.unhandled_relocations([str(tmp_path / "x.ko")], {})
+
+
+SSP_C = "extern void fill(char *, int);\nint f(int n) { char b[64]; fill(b, n); return b[n & 63]; }\n"
+#: kern.mk's amd64 flags and kmod.mk's with MK_SSP (the 14 and 15 trees alike).
+KMOD_CFLAGS = ["-O2", "-g", "-fno-common", "-fno-omit-frame-pointer", "-mcmodel=kernel",
+               "-mno-red-zone", "-mno-mmx", "-mno-sse", "-msoft-float",
+               "-fno-asynchronous-unwind-tables", "-ffreestanding", "-fwrapv", "-mno-aes",
+               "-mno-avx", "-D_KERNEL", "-DKLD_MODULE"]
+HANDLED_14 = {0: "R_X86_64_NONE", 1: "R_X86_64_64", 2: "R_X86_64_PC32", 4: "R_X86_64_PLT32",
+              6: "R_X86_64_GLOB_DAT", 7: "R_X86_64_JMP_SLOT", 8: "R_X86_64_RELATIVE",
+              11: "R_X86_64_32S", 37: "R_X86_64_IRELATIVE"}
+
+
+def _kmod(tmp_path, llvm, ssp):
+    """A module as kmod.mk makes one (ld -r) of SSP_C by Debian's clang-<llvm>."""
+    bindir = f"/usr/lib/llvm-{llvm}/bin"
+    c, o, ko = tmp_path / "m.c", tmp_path / f"m{llvm}{ssp}.o", tmp_path / f"m{llvm}{ssp}.ko"
+    c.write_text(SSP_C)
+    subprocess.run([f"{bindir}/clang", "--target=x86_64-unknown-freebsd14.0", *KMOD_CFLAGS,
+                    *(["-fstack-protector"] if ssp else []), "-c", "-o", str(o), str(c)],
+                   check=True)
+    subprocess.run([f"{bindir}/ld.lld", "-m", "elf_x86_64_fbsd", "-d", "--build-id=sha1", "-r",
+                    "-o", str(ko), str(o)], check=True)
+    return str(ko)
+
+
+@pytest.mark.skipif(not all(shutil.which(f"/usr/lib/llvm-{v}/bin/{t}")
+                            for v in (16, 19) for t in ("clang", "ld.lld")),
+                    reason="needs Debian's clang-16, lld-16, clang-19, lld-19")
+def test_clang_16_modules_reach_the_stack_guard_through_the_got(tmp_path):
+    """Issue 24's cause, measured: with the module flags, clang 16 leaves a
+    R_X86_64_REX_GOTPCRELX (42) to __stack_chk_guard in the .ko, which 14's
+    elf_reloc_internal does not apply; clang 19 (llvm-project PR #86665) and clang 16
+    without the stack protector (WITHOUT_SSP) leave none. The debug sections'
+    R_X86_64_32s are not loaded, so they do not count."""
+    k16 = _kmod(tmp_path, 16, True)
+    assert (42, "__stack_chk_guard") in M.relocations(open(k16, "rb").read())
+    assert M.unhandled_relocations([k16], HANDLED_14) == {k16: [(42, "__stack_chk_guard")]}
+    k19, k16n = _kmod(tmp_path, 19, True), _kmod(tmp_path, 16, False)
+    assert (2, "__stack_chk_guard") in M.relocations(open(k19, "rb").read())
+    assert not any(s.startswith("__stack_chk") for _, s in M.relocations(open(k16n, "rb").read()))
+    assert M.unhandled_relocations([k19, k16n], HANDLED_14) == {}
+
+
+@pytest.mark.skipif(not (shutil.which("/usr/lib/llvm-16/bin/clang") and shutil.which("nm")
+                         and shutil.which("/usr/lib/llvm-16/bin/ld.lld")),
+                    reason="needs Debian's clang-16, lld-16 and nm")
+def test_check_modules_refuses_a_relocation_kldload_would_refuse(tmp_path):
+    """The nm check passed the 14 msdosfs.ko (every symbol defined); the relocation
+    check stops it before the boot, naming the type and the symbol."""
+    src, obj = tmp_path / "src", tmp_path / "obj"
+    (src / "sys/amd64/amd64").mkdir(parents=True)
+    (src / "sys/sys").mkdir(parents=True)
+    (src / M.ELF_MACHDEP).write_text(MACHDEP.replace("case R_X86_64_64:",
+                                                     "case R_X86_64_64:\ncase R_X86_64_PLT32:"))
+    (src / M.ELF_COMMON).write_text(COMMON + "#define\tR_X86_64_PLT32\t4\n")
+    ko = M.module_path(str(src), str(obj), "msdosfs")
+    ko.parent.mkdir(parents=True)
+    shutil.copy(_kmod(tmp_path, 16, True), ko)
+    full = B.kernel_path(src, obj, "MINIMAL").with_name("kernel.full")
+    (tmp_path / "k.c").write_text("long __stack_chk_guard; void fill(char *p, int n) {}\n"
+                                  "void __stack_chk_fail(void) {}\n")
+    subprocess.run(["/usr/lib/llvm-16/bin/clang", "-c", "-o", str(full), str(tmp_path / "k.c")],
+                   check=True)
+    with pytest.raises(M.ModuleLinkError, match=r"msdosfs.ko has R_X86_64_REX_GOTPCRELX \(42\) "
+                       r"to __stack_chk_guard: a relocation type sys/amd64/amd64/elf_machdep.c "
+                       r"does not apply"):
+        B.check_modules(src, obj, "MINIMAL", ["msdosfs"], echo=lambda s: None)
+    shutil.copy(_kmod(tmp_path, 16, False), ko)
+    said = []
+    assert B.check_modules(src, obj, "MINIMAL", ["msdosfs"], echo=said.append) == \
+        {"msdosfs": str(ko)}
+    assert "every relocation type one the kernel linker applies" in said[-1]
