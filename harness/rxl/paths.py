@@ -10,6 +10,7 @@ checkout.  The results recorded in docs/results/ were made with
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -32,6 +33,31 @@ def existing_ancestor(path: Path) -> Path:
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
     return anc
+
+
+def overlay(src: Path, dst: Path) -> None:
+    """Copy the tree ``src`` onto ``dst``, symlinks as symlinks, replacing what is
+    there: a file or symlink of ``dst`` at a path where ``src`` has a symlink is
+    removed first (shutil.copytree would stop there with EEXIST), and files are
+    overwritten. Directories are merged. Raises OSError with one short line (the
+    count of failed paths and the first) instead of shutil.Error's whole list."""
+    for root, dirs, files in os.walk(src):
+        for name in dirs + files:
+            here = Path(root) / name
+            if not here.is_symlink():
+                continue
+            there = dst / here.relative_to(src)
+            if there.is_symlink() or there.is_file():
+                there.unlink()
+            elif there.is_dir():
+                shutil.rmtree(there)
+    try:
+        shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+    except shutil.Error as exc:
+        failed = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+        first = failed[0] if failed else ("?", "?", str(exc))
+        raise OSError(f"{len(failed)} path(s) not copied, the first {first[1]}: "
+                      f"{first[2]}") from None
 
 
 WORK = work_root()

@@ -104,16 +104,15 @@ def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
          work: Optional[str] = None) -> bool:
     """Copy the stored toolchain of ``src``'s base into ``objdir``; True if done.
 
-    Nothing is overwritten that is there already (make.py's own files win).
-    An OSError while copying is said and gives False (the build then runs
-    kernel-toolchain itself).
+    The store's files and symlinks replace those of an earlier seed or build
+    (:func:`rxl.paths.overlay`). An OSError while copying is said in one line
+    and gives False (the build then runs kernel-toolchain itself).
     """
     store = seedable(src, objdir, work)
     if store is None:
         return False
     try:
-        shutil.copytree(store / "objtop", _objtop(src, objdir), symlinks=True,
-                        dirs_exist_ok=True)
+        paths.overlay(store / "objtop", _objtop(src, objdir))
         (Path(objdir) / TOOLCHAIN_DONE).touch()
     except OSError as exc:
         echo(f"kernel-toolchain: copying {store} failed ({exc}); building it")

@@ -138,7 +138,7 @@ def seed(src: str, objdir: str, plan: str, echo: Callable[[str], None] = print,
         return False
     top = _objtop(src, objdir)
     try:
-        shutil.copytree(store / "objtop", top, symlinks=True, dirs_exist_ok=True)
+        paths.overlay(store / "objtop", top)
         link = top / "tmp/sys"
         if link.is_symlink():       # WORLDTMP/sys: the tree's sys/ (Makefile.inc1)
             link.unlink()

@@ -66,3 +66,40 @@ def test_no_sharing_across_histories_or_without_a_store(tmp_path, monkeypatch):
     assert not T.seed(str(src), str(tmp_path / "o"), echo=lambda s: None, work=work)
     _git(src, "commit", "-q", "--allow-empty", "-m", "series")
     assert T.base_key(str(src)) == base                 # a descendant shares it
+
+
+def test_seeding_over_an_earlier_seed_replaces_its_symlinks(tmp_path, monkeypatch):
+    """A second seed into the same objdir: copytree stopped at every symlink already
+    there (EEXIST) and the build fell back to kernel-toolchain."""
+    src, base = _setup(tmp_path, monkeypatch)
+    work = str(tmp_path / "work")
+    obj1 = tmp_path / "obj1"
+    top = _built(src, obj1)
+    (top / "tmp/usr/bin/cc").symlink_to("clang")
+    (top / "tmp/usr/bin/clang").write_text("clang")
+    T.save(str(src), str(obj1), echo=lambda s: None, work=work)
+    obj2 = tmp_path / "obj2"
+    assert T.seed(str(src), str(obj2), echo=lambda s: None, work=work)
+    lines = []
+    assert T.seed(str(src), str(obj2), echo=lines.append, work=work), lines
+    cc = obj2 / str(src.resolve()).lstrip("/") / "amd64.amd64/tmp/usr/bin/cc"
+    assert cc.is_symlink() and str(cc.readlink()) == "clang"
+    assert "copied from" in lines[0]
+
+
+def test_a_failed_seed_copy_is_said_in_one_short_line(tmp_path, monkeypatch):
+    """shutil.Error lists every failed path; the seed says the count and the first."""
+    import os
+    src, base = _setup(tmp_path, monkeypatch)
+    work = str(tmp_path / "work")
+    obj1 = tmp_path / "obj1"
+    _built(src, obj1)
+    store = T.save(str(src), str(obj1), echo=lambda s: None, work=work)
+    for i in range(200):        # copyfile refuses named pipes (SpecialFileError)
+        os.mkfifo(store / f"objtop/tmp/usr/bin/p{i}")
+    lines = []
+    assert not T.seed(str(src), str(tmp_path / "obj2"), echo=lines.append, work=work)
+    import re
+    assert len(lines) == 1, lines
+    assert len(set(re.findall(r"/p\d+", lines[0]))) == 1, lines    # the first only
+    assert "200 path(s) not copied" in lines[0] and "building it" in lines[0]
