@@ -18,9 +18,9 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 
 def _timed(args, limit=5.0, **kw):
-    t0 = time.monotonic()
+    t0 = time.process_time()        # CPU time: a loaded host must not fail it
     r = CliRunner().invoke(main, [str(a) for a in args], **kw)
-    took = time.monotonic() - t0
+    took = time.process_time() - t0
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert took < limit, took
     return r

@@ -50,10 +50,10 @@ def test_outcome_shares_are_the_pairs_shares():
 
 
 def test_outcomes_on_1024_cpus_end_fast():
-    t0 = time.monotonic()
+    t0 = time.process_time()
     r = CliRunner().invoke(main, ["outcomes", "--topology", "4x128x2",
                                   "--workers", "0-1023:4", "--rx-cpus", "0-1023"])
-    took = time.monotonic() - t0
+    took = time.process_time() - t0
     assert r.exit_code == 0, r.output
     assert took < 10.0, took
     assert "hash" in r.output and "deal" in r.output
@@ -72,12 +72,13 @@ def test_outcomes_of_more_workers_than_an_lbgroup_holds_is_refused():
 @pytest.mark.parametrize("impl", ["c", "model"])
 def test_spread_of_50_devices_of_4096_queues_ends_fast(impl):
     """Each queue's L3 group was a walk of the whole tree (33 s for 10
-    devices); the model's thread rank a scan of every CPU per CPU."""
-    t0 = time.monotonic()
+    devices); the model's thread rank a scan of every CPU per CPU. CPU time,
+    not wall clock: the bound is on the work, and a loaded host is slower."""
+    t0 = time.process_time()
     r = CliRunner().invoke(main, ["spread", "--topology", "4x128x2", "--intr-cpus", "0-1023",
                                   "--queues", ",".join(["4096"] * 50), "--impl", impl,
                                   "--json"])
-    took = time.monotonic() - t0
+    took = time.process_time() - t0
     assert r.exit_code == 0, r.output
     assert took < 10.0, took
     import json
