@@ -9,7 +9,9 @@ use (``cc -std=c99 -Wall -Wextra -Werror``) into ``$RXL_BUILD_DIR`` or
 so a changed source is never served by a stale library.
 
 Errors: :class:`CoreError` when the sources are missing or the compiler
-fails (with its output), or when the C rejects its input.
+fails (with its output), writes no library or one that does not load
+(that file is deleted, never cached), or when the C rejects its input.
+There is no fallback to the model: ``--impl model`` asks for it.
 """
 
 from __future__ import annotations
@@ -209,6 +211,11 @@ def build(force: bool = False) -> Path:
                      f"exit status {proc.returncode}")
         raise CoreError(f"building the C cores failed: {first} "
                         f"(full output: {log})")
+    if not tmp.is_file():
+        tmp.unlink(missing_ok=True)
+        raise CoreError(f"building the C cores: {show(argv[0])} exited 0 but wrote no "
+                        f"library ({show(tmp, 4096)}); set CC to a C compiler")
+    _load(tmp, argv[0])  # a library that does not load is never kept
     os.replace(tmp, out)
     return out
 
@@ -218,11 +225,29 @@ _ffi.cdef(_CDEF)
 _lib = None
 
 
+def _load(path: Path, cc: Optional[str] = None):
+    """``path`` loaded (cffi dlopen); one that does not load is deleted, so it
+    is never served again, and raises :class:`CoreError`, one line naming the
+    compiler that made it."""
+    try:
+        return _ffi.dlopen(str(path))
+    except OSError as e:
+        path.unlink(missing_ok=True)
+        by = show(cc) if cc is not None else show(" ".join(cc_argv()))
+        # cffi: "cannot load library 'P': P: file too short.  Additionally, ..."
+        why = str(e).split(".  Additionally,")[0]
+        why = why.rsplit(": ", 1)[-1] if ": " in why else why
+        raise CoreError(f"building the C cores: {by} made {show(path.name)}, which does not "
+                        f"load as a shared library ({show(why)}); deleted it; set CC to a C "
+                        "compiler") from None
+
+
 def lib():
-    """The loaded library (built on first use)."""
+    """The loaded library (built on first use; a cached one that does not
+    load is deleted and refused, see :func:`_load`)."""
     global _lib
     if _lib is None:
-        _lib = _ffi.dlopen(str(build()))
+        _lib = _load(build())
     return _lib
 
 
