@@ -10,9 +10,14 @@ say it, each read as FreeBSD's own build reads it:
   ``15.0``, ``RELEASE`` in a real tree). share/mk/src.sys.env.mk takes
   ``OS_REVISION`` from ``REVISION``, and Makefile.inc1 puts it in the target
   triple (``x86_64-unknown-freebsd${OS_REVISION}``); uname(1) and ``kern.ostype``
-  show ``TYPE``. A tree whose ``TYPE`` is not ``FreeBSD`` or whose ``REVISION``
-  is not the release ``__FreeBSD_version`` gives is *rebranded*
-  (:attr:`TreeVersion.rebranded`): the 15.0 snapshot says ``Irid 0.0.2-ALPHA``.
+  show ``TYPE``. A tree whose ``TYPE`` is not ``FreeBSD`` is *rebranded*
+  (:attr:`TreeVersion.rebranded`): the 15.0 snapshot says ``Irid 0.0.2-ALPHA``,
+  its own numbering. A ``TYPE="FreeBSD"`` tree's ``REVISION`` must be the
+  release ``__FreeBSD_version`` gives (``15.0`` for 1500068), or on a stable
+  branch (release digit 5 or more, ``1400507``) that release or the next minor
+  (``14.1-PRERELEASE``); any ``REVISION`` is ``N.N[.N]``, digits, as it goes into
+  the target triple. A tree that contradicts itself (``FreeBSD 14.0`` over
+  1500068, ``abc``) is refused (:func:`check_revision`), never taken as rebranded.
   Its target triple is then ``...-freebsd0.0.2``; clang 16 and 19 give the same
   driver flags for that triple as for ``freebsd15.0`` (compared with ``-###``,
   2026-12-01, docs/results/base15.md), so the build is left to say it.
@@ -53,7 +58,10 @@ VCS_VERSION = "lib/clang/include/VCSVersion.inc"
 #: clang majors Debian 12 (bookworm main) packages as clang-N (apt-cache policy,
 #: 2026-12-01; clang-19 came with a point release).
 DEBIAN_CLANGS: Sequence[int] = (14, 15, 16, 19)
-#: The cross compiler for a tree that names no LLVM version (the 14 base's).
+#: The cross compiler for a tree that names no LLVM version and whose release
+#: is not in :data:`RELEASE_LLVM` (nor a tree that says no release at all): the
+#: 14 base's. A 14 or 15 tree that names no LLVM gets its release's own
+#: (:attr:`TreeVersion.cross_llvm`: 15 -> 19, 14 -> 16).
 FALLBACK_LLVM = 16
 #: The LLVM each release's own tree names (lib/clang/include/VCSVersion.inc of
 #: 14.0-RELEASE and 15.0-RELEASE): what a tree not fetched yet is assumed to name.
@@ -115,8 +123,18 @@ class TreeVersion:
 
     @property
     def rebranded(self) -> bool:
-        """newvers.sh says another name or revision than ``__FreeBSD_version``."""
-        return self.type != "FreeBSD" or self.revision != self.release
+        """newvers.sh's ``TYPE`` is not ``FreeBSD`` (a ``FreeBSD`` tree's
+        ``REVISION`` agrees with ``__FreeBSD_version``: :func:`check_revision`)."""
+        return self.type != "FreeBSD"
+
+    @property
+    def release_llvm(self) -> Optional[int]:
+        """The LLVM major of the tree's own compiler: named by VCSVersion.inc, else
+        its release's (:data:`RELEASE_LLVM`), else None."""
+        if self.llvm:
+            return self.llvm[0]
+        named = RELEASE_LLVM.get(self.major)
+        return named[0] if named else None
 
     @property
     def target_triple(self) -> str:
@@ -127,7 +145,7 @@ class TreeVersion:
     @property
     def cross_llvm(self) -> int:
         """The host clang major that builds this tree (:func:`cross_llvm`)."""
-        return cross_llvm(self.llvm[0] if self.llvm else None)
+        return cross_llvm(self.release_llvm)
 
     @property
     def cross_bindir(self) -> str:
@@ -138,6 +156,8 @@ class TreeVersion:
         """One line: ``FreeBSD 15.0 (__FreeBSD_version 1500068, LLVM 19.1.7; newvers.sh
         says Irid 0.0.2-ALPHA: rebranded)``; an assumed one says where from."""
         llvm = ".".join(map(str, self.llvm)) if self.llvm else "not named"
+        if not self.llvm and self.major in RELEASE_LLVM:
+            llvm += f", {self.major}'s own {'.'.join(map(str, RELEASE_LLVM[self.major]))} assumed"
         if self.assumed:
             return (f"FreeBSD {self.release} (__FreeBSD_version {self.freebsd_version} "
                     f"assumed from patches/BASE, the tree not fetched yet; LLVM {llvm}, "
@@ -236,9 +256,39 @@ def _read_file(path: Path, required: bool) -> Optional[str]:
                            "not a FreeBSD source tree") from None
 
 
+_REVISION = re.compile(r"(\d{1,3})\.(\d{1,3})(?:\.\d{1,3})?")
+
+
+def check_revision(fv: int, type_: str, revision: str, param_h: Path,
+                   newvers: Path) -> None:
+    """Refuse a newvers.sh ``REVISION`` that contradicts ``__FreeBSD_version``
+    (:class:`VersionError`, one line naming both files): one that is not
+    ``N.N[.N]`` in any tree; in a ``TYPE="FreeBSD"`` tree, one that is not the
+    release (``MMmm`` of ``MMmmRxx``), or on a stable branch (``R`` >= 5) that
+    release or the next minor. An empty one (not assigned) is left to
+    :func:`require_release`."""
+    if not revision:
+        return
+    major, minor, r = fv // 100000, (fv // 1000) % 100, (fv // 100) % 10
+    release = f"{major}.{minor}"
+    m = _REVISION.fullmatch(revision)
+    said = f"{newvers} says {show(type_, 24)} {show(revision, 24)}"
+    if m is None:
+        raise VersionError(f"{said}, no release (N.N), and {param_h} __FreeBSD_version "
+                           f"{fv} ({release}): the tree contradicts itself")
+    if type_ != "FreeBSD":
+        return  # rebranded: its own numbering (Irid 0.0.2 over 1500068)
+    ok = {(major, minor)} | ({(major, minor + 1)} if r >= 5 else set())
+    if (int(m.group(1)), int(m.group(2))) not in ok or m.group(0).count(".") > 1:
+        also = f" (or {major}.{minor + 1} on its stable branch)" if r >= 5 else ""
+        raise VersionError(f"{said}, but {param_h} __FreeBSD_version {fv} is "
+                           f"{release}{also}: the tree contradicts itself")
+
+
 def read_version(src: str) -> TreeVersion:
     """What ``src`` says it is. Raises :class:`VersionError` (one line naming the
-    file) when param.h is missing or names no ``__FreeBSD_version``, or when a
+    file) when param.h is missing or names no ``__FreeBSD_version``, when
+    newvers.sh's ``REVISION`` contradicts it (:func:`check_revision`), or when a
     version file that is there is no regular file (never opened then: a FIFO
     would block); newvers.sh and VCSVersion.inc may be missing (their fields
     are then empty / None)."""
@@ -253,6 +303,8 @@ def read_version(src: str) -> TreeVersion:
                            f"{MAX_FREEBSD_VERSION})")
     newvers = _read_file(root / NEWVERS, required=False)
     nv = parse_newvers(newvers) if newvers is not None else {}
+    check_revision(fv, nv.get("TYPE", ""), nv.get("REVISION", ""), root / PARAM_H,
+                   root / NEWVERS)
     vcs = _read_file(root / VCS_VERSION, required=False)
     llvm = parse_vcs_version(vcs) if vcs is not None else None
     return TreeVersion(fv, nv.get("TYPE", ""), nv.get("REVISION", ""), nv.get("BRANCH", ""),

@@ -84,7 +84,7 @@ def test_newvers_and_vcs_version_may_be_missing(tmp_path):
     (tmp_path / "sys/sys").mkdir(parents=True)
     (tmp_path / "sys/sys/param.h").write_text("#define __FreeBSD_version 1500068\n")
     v = V.read_version(str(tmp_path))
-    assert (v.type, v.llvm, v.cross_llvm) == ("", None, 16)
+    assert (v.type, v.llvm, v.cross_llvm) == ("", None, 19)  # 15.0's own: fault 8 below
     assert v.rebranded  # an empty TYPE is not FreeBSD: said, not guessed
 
 
@@ -160,3 +160,60 @@ def test_an_atf_program_links_what_the_tree_s_makefile_adds(tmp_path):
     assert argv[-2:] == ["-lpthread", "-lprivateatf-c"]
     assert "-lpthread" not in W.atf_cc_argv("t.c", "/o/so_reuseport_lb_test", "/sr")
     assert "lib/libthr" in W.PREBUILD_LIBS
+
+
+# ---- issue 27, eighth pass, faults 8 and 9
+
+@pytest.mark.parametrize("fv,want", [(1500068, 19), (1400507, 16), (1300139, 16)])
+def test_a_tree_that_names_no_llvm_gets_its_release_s_compiler(tmp_path, fv, want):
+    """Fault 8: a 15 tree without VCSVersion.inc was built with clang 16
+    (FALLBACK_LLVM); the README says a 15 tree gets 15.0's own, clang 19. 14 keeps
+    16 (RELEASE_LLVM[14] is 16.0.6); a release not in RELEASE_LLVM, the fallback."""
+    version_files(tmp_path, 15, fv=fv, type="FreeBSD", revision=f"{fv // 100000}.0",
+                  branch="RELEASE")
+    (tmp_path / V.VCS_VERSION).unlink()
+    v = V.read_version(str(tmp_path))
+    assert (v.llvm, v.cross_llvm, v.cross_bindir) == (None, want, f"/usr/lib/llvm-{want}/bin")
+    assert V.cross_bindir_of(str(tmp_path)) == f"/usr/lib/llvm-{want}/bin"
+    assert "--cross-bindir=/usr/lib/llvm-%d/bin" % want in B.make_py_argv(tmp_path, "/o", ["x"])
+    if fv == 1500068:
+        assert v.describe() == ("FreeBSD 15.0 (__FreeBSD_version 1500068, LLVM not named, "
+                                "15's own 19.1.7 assumed)")
+
+
+@pytest.mark.parametrize("revision,why", [
+    ("14.0", "but {p} __FreeBSD_version 1500068 is 15.0"),
+    ("99.0", "but {p} __FreeBSD_version 1500068 is 15.0"),
+    ("15.1", "but {p} __FreeBSD_version 1500068 is 15.0"),
+    ("15.0.1", "but {p} __FreeBSD_version 1500068 is 15.0"),
+    ("abc", "no release (N.N), and {p} __FreeBSD_version 1500068 (15.0)"),
+])
+def test_a_freebsd_newvers_that_contradicts_param_h_is_refused(tmp_path, revision, why):
+    """Fault 9: TYPE="FreeBSD" REVISION="14.0" (or 99.0, abc) over __FreeBSD_version
+    1500068 was accepted as "rebranded". A FreeBSD tree is not rebranded; its
+    REVISION must be param.h's release."""
+    version_files(tmp_path, 15, type="FreeBSD", revision=revision, branch="RELEASE")
+    p, nv = tmp_path / V.PARAM_H, tmp_path / V.NEWVERS
+    with pytest.raises(V.VersionError) as exc:
+        V.read_version(str(tmp_path))
+    assert str(exc.value) == (f"{nv} says FreeBSD {revision}, " + why.format(p=p) +
+                              ": the tree contradicts itself")
+    with pytest.raises(V.VersionError, match=r"^--src .*: the tree says no release \("):
+        V.require_release(str(tmp_path), "x")
+
+
+def test_a_rebranded_type_keeps_its_own_numbering_but_it_must_be_one(tmp_path):
+    """Irid 0.0.2 over 1500068 (patches/BASE's tree) stays rebranded and read;
+    a stable branch's REVISION may be the next minor (14.1-PRERELEASE over
+    1400507); a REVISION that is no N.N is refused whatever the TYPE."""
+    version_files(tmp_path, 15)
+    assert V.read_version(str(tmp_path)).rebranded
+    version_files(tmp_path, 14, revision="14.1", branch="PRERELEASE")
+    v = V.read_version(str(tmp_path))
+    assert (v.release, v.revision, v.rebranded) == ("14.0", "14.1", False)
+    version_files(tmp_path, 14, revision="14.2")
+    with pytest.raises(V.VersionError, match=r"is 14.0 \(or 14.1 on its stable branch\)"):
+        V.read_version(str(tmp_path))
+    version_files(tmp_path, 15, revision="abc")
+    with pytest.raises(V.VersionError, match="says Irid abc, no release"):
+        V.read_version(str(tmp_path))
