@@ -134,6 +134,7 @@ def targets_cmd(ctx, path, show_key):
     if not ts.targets:
         click.echo(f"{ts.path}: no targets")
         return
+    bad = []
     for t in ts.targets.values():
         if t.kind == "qemu":
             s = t.shape
@@ -143,9 +144,19 @@ def targets_cmd(ctx, path, show_key):
         else:
             where = f"{t.kind}: {t.ssh_target().url}"
             if t.key:
-                where += f" key {t.key}" + ("" if os.path.isfile(t.key) else
-                                            " (no such file yet: needed when it is used)")
+                where += f" key {t.key}"
+                try:  # the check run and --check-only make (Targets.get)
+                    sshkeys.check_key_file(t.key)
+                except sshkeys.KeyFileError as exc:
+                    if not exc.missing:
+                        bad.append(f"{ts.path}: targets.{t.name}.key: {exc}")
+                    where += (" (no such file yet: needed when it is used)" if exc.missing
+                              else f" (unusable: {exc})")
         click.echo(f"{t.name:16s} {where}")
+    if bad:
+        n = len(bad)
+        raise targets.TargetsError([f"{bad[0]}" if n == 1 else
+                                    f"{ts.path}: {n} unusable keys (listed above)"]) from None
 
 
 def _echo_err(line: str) -> None:

@@ -60,7 +60,11 @@ def generate_ed25519(path: Path, comment: str = "rxl") -> str:
 class KeyFileError(DataError):
     """A key file that cannot be used: missing, a directory, unreadable, not a
     private key, encrypted, or not matching its ``.pub``; or a key directory
-    that cannot be made (``$RXL_WORK`` a file, read-only)."""
+    that cannot be made (``$RXL_WORK`` a file, read-only).  ``missing`` is true
+    when the file does not exist (yet): ``rxl targets`` lists such a key as
+    needed later, and refuses every other problem."""
+
+    missing = False
 
 
 def private_key_line(path: str) -> str:
@@ -83,7 +87,9 @@ def private_key_line(path: str) -> str:
     try:
         data = p.read_bytes()
     except FileNotFoundError:
-        raise KeyFileError(f"{show(path)}: no such key file") from None
+        exc = KeyFileError(f"{show(path)}: no such key file")
+        exc.missing = True
+        raise exc from None
     except OSError as exc:
         raise KeyFileError(f"{show(path)}: {exc.strerror}") from None
     key = None
