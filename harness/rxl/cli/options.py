@@ -252,6 +252,13 @@ def check_guest(vcpus: int, memory_mib: int, *, smp_option: str = "--smp",
                         memory_option)
 
 
+def _work_name() -> str:
+    """How an error names the work root: ``RXL_WORK '/x'``, or the default."""
+    env = os.environ.get("RXL_WORK")
+    return f"RXL_WORK {show(env)}" if env else \
+        f"the work root {show(str(paths.work_root()))} (RXL_WORK unset)"
+
+
 def check_work_root() -> None:
     """Refuse a work root no command could use, before any command runs:
     ``$RXL_WORK`` (else the default, rxl.paths.work_root) relative (each
@@ -265,8 +272,7 @@ def check_work_root() -> None:
         raise UsageError(f"RXL_WORK {show(env)}: not an absolute path (every command "
                          "of every directory must find the same work root)")
     root = paths.work_root()
-    name = f"RXL_WORK {show(env)}" if env else f"the work root {show(str(root))} " \
-        "(RXL_WORK unset)"
+    name = _work_name()
     try:
         if root.exists() and not root.is_dir():
             raise UsageError(f"{name}: not a directory (where object trees, logs, "
@@ -295,15 +301,26 @@ def check_out_dir(path: str, option: str = "--out") -> None:
         anc = paths.existing_ancestor(p)
         if not anc.is_dir():
             raise BadOption(f"{show(path)}: cannot be created, {anc} is a file", option)
+    # A path under the work root that fails there (the default --out, or any
+    # path, when the work root or where it would be made cannot be written)
+    # names RXL_WORK, the setting at fault, not an option perhaps not given.
+    root = Path(os.path.abspath(paths.work_root()))
+    at_root = p.is_relative_to(root) and root.is_relative_to(anc)
+
+    def refuse(why: str) -> None:
+        if at_root:
+            raise UsageError(f"{_work_name()}: {why}" + (
+                "" if p == root else f" ({option} {show(path)} is made under it)"))
+        raise BadOption(f"{show(path)}: {why}", option)
+
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise BadOption(f"{show(path)}: {anc} is not writable", option)
+        refuse(f"{anc} is not writable")
     # access(2) says yes to root everywhere, /proc and a read-only mount
     # included: make a directory there and remove it, as the run would.
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".rxl-probe-", dir=anc))
     except OSError as exc:
-        raise BadOption(f"{show(path)}: cannot be created in {anc}: {exc.strerror}",
-                        option) from None
+        refuse(f"cannot be created in {anc}: {exc.strerror}")
 
 
 def check_lock_file(path: str, option: str = "--lock") -> None:
