@@ -439,15 +439,17 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
 @kcount_group.command()
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--mark", help="Which marked calls (default: each of the outer's marks "
+                             "a complete call entered).")
 @click.option("--json", "as_json", is_flag=True)
-def analyze(traces, as_json):
+def analyze(traces, mark, as_json):
     """Instructions (locks, atomics) per function over each trace's marked calls (-: stdin)."""
     rows = {}
     for t in traces:
         doc = kcount.load(t)
         samples = kcount.samples_of(doc)
-        for mark in kcount.MARKS.get(doc["outer"], (kcount.GROUP_MARK,)):
-            rows[f"{t} [{mark}]"] = kcount.summarize(samples, mark)
+        for m in kcount.marked(doc, mark, samples):  # the check sites, diff, table make
+            rows[f"{t} [{m}]"] = kcount.summarize(samples, m)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -498,7 +500,8 @@ def table(traces, out):
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
 @click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
               help="The kernel the trace was recorded on (symbols).")
-@click.option("--mark", help="Which marked calls (default: the outer's first mark).")
+@click.option("--mark", help="Which marked calls (default: the outer's first mark a "
+                             "complete call entered).")
 def sites_cmd(trace, kernel, mark):
     """Atomics and locks per function in the median marked call of TRACE."""
     doc = kcount.load(trace)
@@ -521,15 +524,19 @@ def sites_cmd(trace, kernel, mark):
 @click.argument("base_kernel", type=click.Path(exists=True, dir_okay=False))
 @click.argument("other", type=click.Path(exists=True, dir_okay=False))
 @click.argument("other_kernel", type=click.Path(exists=True, dir_okay=False))
-@click.option("--mark", help="Which marked calls (default: the outer's first mark).")
+@click.option("--mark", help="Which marked calls (default: the outer's first mark a "
+                             "complete call entered).")
 @click.option("--top", default=25, show_default=True, type=click.IntRange(min=0),
               help="Rows to print.")
 def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
     """Per function, the median own instructions of the marked calls of
     BASE (on BASE_KERNEL) and OTHER: the functions that differ."""
     da, db = kcount.load(base), kcount.load(other)
-    mark = kcount.default_mark(da, mark)
-    kcount.default_mark(db, mark)
+    given = mark
+    mark = kcount.default_mark(da, given)
+    if mark not in kcount.marked(db, given):  # without --mark: OTHER's own marks
+        raise kcount.KcountError(f"{db['path']}: no complete sample entered {mark} (the "
+                                 f"mark read in {da['path']}); give --mark FUNCTION")
     a = kcount.self_counts(da, mark, kcount.symbolizer(kcount.kernel_symbols(base_kernel)))
     b = kcount.self_counts(db, mark, kcount.symbolizer(kcount.kernel_symbols(other_kernel)))
     rows = kcount.self_diff(a, b)

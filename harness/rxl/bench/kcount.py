@@ -325,23 +325,56 @@ def load(path: str) -> dict:
             "path": where}
 
 
-def default_mark(doc: dict, mark: Optional[str]) -> str:
-    """The mark whose calls ``sites`` and ``diff`` read: ``mark`` (``--mark``), else
-    the trace's outer function's first (:data:`MARKS`). Raises KcountError for a
-    mark the trace did not record (not among its entries), or an outer function
-    with no mark and none given."""
+def marked(doc: dict, mark: Optional[str] = None,
+           samples: Optional[Sequence[Sample]] = None) -> Dict[str, List[int]]:
+    """The one check of which calls of a trace ``analyze``, ``sites``, ``diff``
+    and ``table`` read: per mark, the indices of the complete samples that
+    entered it, in mark order.
+
+    ``mark`` (``--mark``): that function, which the trace must have recorded
+    (among its entries, and not the outer function itself). Without it,
+    the outer function's marks (:data:`MARKS`) that a complete sample
+    entered. Raises KcountError (one line naming the trace) for an outer
+    function with no marks and no ``--mark``, a mark not recorded, or no
+    complete sample entering any mark read: a trace that shows nothing.
+    """
     where = doc.get("path", "trace")
+    if samples is None:
+        samples = samples_of(doc)
     if mark is None:
         marks = MARKS.get(doc["outer"])
         if not marks:
             raise KcountError(f"{where}: outer {doc['outer']} has no default mark (one of "
                               f"{', '.join(MARKS)}); give --mark FUNCTION")
-        mark = marks[0]
-    check_function(mark, "--mark")
-    if mark not in doc["entries"]:
-        raise KcountError(f"--mark {mark}: {where} did not record it (its functions: "
-                          f"{', '.join(sorted(doc['entries']))})")
-    return mark
+        for m in marks:
+            if m not in doc["entries"]:
+                raise KcountError(f"{where}: outer {doc['outer']}'s mark {m} was not "
+                                  f"recorded (its functions: "
+                                  f"{', '.join(sorted(doc['entries']))})")
+    else:
+        check_function(mark, "--mark")
+        if mark == doc["outer"]:
+            raise KcountError(f"--mark {mark}: the outer function of {where} (every call "
+                              "enters it); give a function it calls")
+        if mark not in doc["entries"]:
+            raise KcountError(f"--mark {mark}: {where} did not record it (its functions: "
+                              f"{', '.join(sorted(doc['entries']))})")
+        marks = (mark,)
+    got = {m: [i for i, s in enumerate(samples) if s.complete and s.frames.get(m)]
+           for m in marks}
+    got = {m: idx for m, idx in got.items() if idx}
+    if not got:
+        n = sum(1 for s in samples if s.complete)
+        raise KcountError(f"{where}: no complete sample entered {' or '.join(marks)} "
+                          f"({n} of {len(samples)} complete): no marked call to read")
+    return got
+
+
+def default_mark(doc: dict, mark: Optional[str]) -> str:
+    """The mark whose calls ``sites`` and ``diff`` read: ``mark`` (``--mark``), else
+    the first of the outer function's marks a complete sample entered
+    (:func:`marked`, which raises KcountError)."""
+    return next(iter(marked(doc, mark)))
 
 
 def samples_of(doc: dict) -> List[Sample]:
@@ -422,24 +455,20 @@ def summarize(samples: Sequence[Sample], mark: str = GROUP_MARK) -> Dict[str, di
 def mark_values(doc: dict) -> Dict[str, Dict[str, int]]:
     """Per mark of the trace's outer function that a complete sample entered,
     the cost table's ``{"instructions", "locks", "atomics"}``: the low median over
-    those samples, of each count on its own.  Marks no sample entered are
-    left out.  Raises KcountError when the outer function has no marks or
+    those samples, of each count on its own (:func:`marked`: marks no
+    sample entered are left out, and a trace where none is refused).  Raises KcountError when the outer function has no marks or
     the trace has no disassembly.
     """
-    marks = MARKS.get(doc["outer"])
-    if not marks:
-        raise KcountError(f"outer {doc['outer']}: no marks; one of {', '.join(MARKS)}")
     if doc.get("asm") is None:
         raise KcountError("trace has no disassembly (recorded before locks and "
                           "atomics were counted); record it again")
     samples = samples_of(doc)
     out: Dict[str, Dict[str, int]] = {}
-    for m in marks:
-        got = [s for s in samples if s.complete and m in s.marks]
-        if got:
-            out[m] = {"instructions": statistics.median_low([s.total for s in got]),
-                      "locks": statistics.median_low([s.ops.locks for s in got]),
-                      "atomics": statistics.median_low([s.ops.atomics for s in got])}
+    for m, idx in marked(doc, samples=samples).items():
+        got = [samples[i] for i in idx]
+        out[m] = {"instructions": statistics.median_low([s.total for s in got]),
+                  "locks": statistics.median_low([s.ops.locks for s in got]),
+                  "atomics": statistics.median_low([s.ops.atomics for s in got])}
     return out
 
 
@@ -668,10 +697,7 @@ def self_counts(doc: dict, mark: str, name: Callable[[int], str]) -> Dict[str, i
     with the pc inside that function (its own, callees not included; a
     sample that never ran it counts 0). Raises KcountError if no sample
     entered ``mark``."""
-    samples = samples_of(doc)
-    idx = [i for i, s in enumerate(samples) if s.complete and mark in s.marks]
-    if not idx:
-        raise KcountError(f"no complete sample entered {mark}")
+    idx = marked(doc, mark)[mark]
     per = [Counter(name(int(p) & ((1 << 64) - 1)) for p in doc["samples"][i]["pc"])
            for i in idx]
     funcs = set().union(*per)
@@ -690,9 +716,7 @@ def median_sample(doc: dict, mark: str) -> int:
     """Index of the complete sample that entered ``mark`` whose instruction
     count is the low median of those samples. Raises KcountError if none."""
     samples = samples_of(doc)
-    idx = [i for i, s in enumerate(samples) if s.complete and mark in s.marks]
-    if not idx:
-        raise KcountError(f"no complete sample entered {mark}")
+    idx = marked(doc, mark, samples)[mark]
     med = statistics.median_low([samples[i].total for i in idx])
     return next(i for i in idx if samples[i].total == med)
 

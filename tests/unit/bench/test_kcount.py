@@ -68,8 +68,8 @@ def test_gdb_argv_refuses_what_a_gdb_string_cannot_hold():
 
 
 def _trace(tmp_path, samples):
-    doc = {"outer": "outer_fn",
-           "entries": {"outer_fn": "0x100", "in_pcblookup_lbgroup": "0x200"},
+    doc = {"outer": "in_pcblookup_mbuf",
+           "entries": {"in_pcblookup_mbuf": "0x100", "in_pcblookup_lbgroup": "0x200"},
            "samples": samples}
     p = tmp_path / "t.json"
     p.write_text(json.dumps(doc))
@@ -108,7 +108,7 @@ def test_analyze_cli_reads_a_trace_from_stdin(tmp_path):
 
 
 def test_analyze_cli_refuses_stdin_twice(tmp_path):
-    group = {"pc": [0x100, 0x101], "sp": [100, 100]}
+    group = {"pc": [0x100, 0x200, 0x201, 0x101], "sp": [100, 92, 92, 100]}
     text = open(_trace(tmp_path, [group])).read()
     r = CliRunner().invoke(kcount_cmd, ["analyze", "-", "-"], input=text)
     assert r.exit_code == 2 and "read only once" in r.output

@@ -95,7 +95,7 @@ def test_case_value_refusals(tmp_path):
     with pytest.raises(kcount.KcountError, match="entered soaccept"):
         kcount.case_value(nomark)
     lookup = kcount.load(_write(tmp_path, [ACCEPT], outer="ip_input"))
-    with pytest.raises(kcount.KcountError, match="no marks"):
+    with pytest.raises(kcount.KcountError, match="outer ip_input has no default mark"):
         kcount.case_value(lookup)
     bad = dict(ACCEPT, cas=[[0, 0, TD]])
     with pytest.raises(kcount.KcountError, match="not a lock cmpxchg"):

@@ -86,3 +86,68 @@ def test_an_unwritable_out_given_elsewhere_still_names_out(work):
     line = _error(["run", "--check-only", "--out", "/proc/nope"])
     assert line == ("Error: Invalid value for '--out': /proc/nope: cannot be created in "
                     "/proc: No such file or directory")
+
+
+# ------------------------------------------- 10, 12: one check of a trace's marks
+
+def _trace(work, outer="in_pcblookup_mbuf", entries=None, samples=None, name="t.json"):
+    entries = entries or {outer: "0xffffffff80000000"}
+    doc = {"outer": outer, "entries": entries,
+           "asm": {"0xffffffff80000000": "call", "0xffffffff80000001": "ret",
+                   "0xffffffff80000100": "ret"},
+           "samples": samples or [{"pc": [0xffffffff80000000], "sp": [4096]}]}
+    p = work / name
+    p.write_text(__import__("json").dumps(doc))
+    return p
+
+
+def _all_four(t):
+    """The one error line of analyze, sites, diff and table on trace ``t``."""
+    k = t  # any file: the kernel's symbols are read after the trace is checked
+    return [_error(["kcount", "analyze", t]),
+            _error(["kcount", "sites", t, "--kernel", k]),
+            _error(["kcount", "diff", t, k, t, k]),
+            _error(["kcount", "table", "--trace", "syn-on", "patched", t])]
+
+
+def test_a_trace_without_its_mark_is_refused_by_all_four(work):
+    """10: a trace of in_pcblookup_mbuf that did not record its mark: analyze
+    said "0 marked calls", exit 0; sites and diff blamed a --mark nobody gave."""
+    t = _trace(work)
+    why = (f"{t}: outer in_pcblookup_mbuf's mark in_pcblookup_lbgroup was not recorded "
+           "(its functions: in_pcblookup_mbuf)")
+    got = _all_four(t)
+    assert got[:3] == [f"Error: {why}"] * 3
+    assert got[3] == f"Error: syn-on patched: {why}"
+    assert not any("--mark" in line for line in got)
+
+
+def test_a_trace_no_complete_call_of_which_entered_its_mark_is_refused(work):
+    t = _trace(work, entries={"in_pcblookup_mbuf": "0xffffffff80000000",
+                              "in_pcblookup_lbgroup": "0xffffffff80000100"})
+    why = (f"{t}: no complete sample entered in_pcblookup_lbgroup (1 of 1 complete): "
+           "no marked call to read")
+    got = _all_four(t)
+    assert got[:3] == [f"Error: {why}"] * 3 and got[3] == f"Error: syn-on patched: {why}"
+
+
+def test_analyze_of_an_outer_with_no_mark_shows_no_foreign_mark(work):
+    """10: with outer f, analyze printed [in_pcblookup_lbgroup], a mark f has not."""
+    t = _trace(work, outer="f")
+    line = _error(["kcount", "analyze", t])
+    assert line.startswith(f"Error: {t}: outer f has no default mark (one of ")
+    assert line.endswith("); give --mark FUNCTION")
+
+
+def test_analyze_reads_the_marked_calls_it_shows(work):
+    """The numbers of a trace that passes the check: 2 of 3 calls enter the mark."""
+    enter = {"pc": [0xffffffff80000000, 0xffffffff80000100, 0xffffffff80000001],
+             "sp": [4096, 4088, 4096]}
+    miss = {"pc": [0xffffffff80000000], "sp": [4096]}
+    t = _trace(work, entries={"in_pcblookup_mbuf": "0xffffffff80000000",
+                              "in_pcblookup_lbgroup": "0xffffffff80000100"},
+               samples=[enter, miss, enter])
+    r = _run(["kcount", "analyze", t])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == f"{t} [in_pcblookup_lbgroup]: 2 marked calls (1 others)"
+
