@@ -290,7 +290,8 @@ def load(path: str) -> dict:
                 raise ValueError(f"no '{key}' ({what})")
         outer = doc["outer"]
         if not isinstance(outer, str) or not _FUNC.fullmatch(outer):
-            raise ValueError(f"'outer' must be a function name, got {show(outer, 40)}")
+            raise ValueError("'outer' must be a function name, got " + (
+                f"'{show(outer, 40)}'" if isinstance(outer, str) else show(outer, 40)))
         if not isinstance(doc["entries"], dict):
             raise ValueError("'entries' must map function names to hex addresses")
         entries = {}

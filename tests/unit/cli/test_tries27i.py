@@ -151,3 +151,9 @@ def test_analyze_reads_the_marked_calls_it_shows(work):
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[0] == f"{t} [in_pcblookup_lbgroup]: 2 marked calls (1 others)"
 
+
+def test_an_empty_outer_is_shown_quoted(work):
+    """12: ``"outer": ""`` gave "'outer' must be a function name, got" and nothing."""
+    t = _trace(work, outer="", entries={"f": "0xffffffff80000000"})
+    assert _error(["kcount", "analyze", t]) == (
+        f"Error: {t}: not a kcount trace: 'outer' must be a function name, got ''")
