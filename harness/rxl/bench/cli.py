@@ -19,6 +19,7 @@ from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
+from rxl.cli.options import InputFile
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
@@ -394,7 +395,7 @@ def kcount_group() -> None:
 
 
 @kcount_group.command()
-@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--kernel", required=True, type=InputFile(),
               help="The kernel the guest booted (symbols).")
 @click.option("--port", default=1234, show_default=True, type=click.IntRange(1, 65535),
               help="QEMU -gdb tcp:127.0.0.1:PORT.")
@@ -438,7 +439,7 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
 
 @kcount_group.command()
 @click.argument("traces", nargs=-1, required=True,
-                type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+                type=InputFile(allow_dash=True))
 @click.option("--mark", help="Which marked calls (default: each of the outer's marks "
                              "a complete call entered).")
 @click.option("--json", "as_json", is_flag=True)
@@ -497,8 +498,8 @@ def table(traces, out):
 
 
 @kcount_group.command("sites")
-@click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option("--kernel", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.argument("trace", type=InputFile())
+@click.option("--kernel", required=True, type=InputFile(),
               help="The kernel the trace was recorded on (symbols).")
 @click.option("--mark", help="Which marked calls (default: the outer's first mark a "
                              "complete call entered).")
@@ -520,10 +521,10 @@ def sites_cmd(trace, kernel, mark):
 
 
 @kcount_group.command("diff")
-@click.argument("base", type=click.Path(exists=True, dir_okay=False))
-@click.argument("base_kernel", type=click.Path(exists=True, dir_okay=False))
-@click.argument("other", type=click.Path(exists=True, dir_okay=False))
-@click.argument("other_kernel", type=click.Path(exists=True, dir_okay=False))
+@click.argument("base", type=InputFile())
+@click.argument("base_kernel", type=InputFile())
+@click.argument("other", type=InputFile())
+@click.argument("other_kernel", type=InputFile())
 @click.option("--mark", help="Which marked calls (default: the outer's first mark a "
                              "complete call entered).")
 @click.option("--top", default=25, show_default=True, type=click.IntRange(min=0),

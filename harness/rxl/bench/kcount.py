@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.bench import kcount_gdb, kcount_ops
-from rxl.cli.options import read_limited
+from rxl.cli.options import os_reason, read_limited
 from rxl.errors import DataError, show
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
@@ -253,7 +253,7 @@ def load(path: str) -> dict:
     try:
         data = read_limited(path, "a kcount trace", MAX_BYTES, text=True)
     except OSError as exc:
-        raise KcountError(f"{show(path)}: {exc.strerror}") from None
+        raise KcountError(f"{show(path)}: {os_reason(exc)}") from None
     except DataError as exc:
         raise KcountError(str(exc)) from None
     if path == "-" and not data:

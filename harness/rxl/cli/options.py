@@ -26,6 +26,7 @@ the host's RAM (:func:`host_memory_mib`).
 from __future__ import annotations
 
 import codecs
+import errno
 import math
 import os
 import re
@@ -339,6 +340,49 @@ def check_lock_file(path: str, option: str = "--lock") -> None:
                         "cannot be made there", option)
 
 
+def stat_input(path: str, what: str) -> os.stat_result:
+    """``os.stat(path)``, or BadOption naming ``what``: "no such file" for a
+    path that is not there (a dangling link too), "a symlink loop" for one
+    that cannot be resolved (ELOOP: click's ``exists`` called it missing),
+    else the system's reason."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        raise BadOption(f"{show(path)}: no such file", what) from None
+    except OSError as exc:
+        raise BadOption(f"{show(path)}: {os_reason(exc)}", what) from None
+
+
+def os_reason(exc: OSError) -> str:
+    """Why ``exc`` says a file cannot be opened, in one message's words: a
+    symlink loop named as one (ELOOP), else the system's reason."""
+    if exc.errno == errno.ELOOP:
+        return f"a symlink loop, it cannot be resolved ({exc.strerror})"
+    return exc.strerror or str(exc)
+
+
+class InputFile(click.ParamType):
+    """A file given to read (a trace, a kernel, a disk image): it must exist
+    and be readable, and not be a directory (:func:`check_input`; ``-`` is
+    stdin only with ``allow_dash``). Replaces ``click.Path(exists=True)``,
+    which calls a symlink loop "does not exist"."""
+
+    name = "file"
+
+    def __init__(self, allow_dash: bool = False):
+        self.allow_dash = allow_dash
+
+    def convert(self, value, param, ctx):
+        if value == "":
+            self.fail("'': empty, no file", param, ctx)
+        path = value if value != "-" or self.allow_dash else os.path.join(".", value)
+        try:
+            check_input(path, "")
+        except BadOption as exc:
+            self.fail(exc.message, param, ctx)
+        return value
+
+
 def check_input(path: str, what: str = "LOG") -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 
@@ -348,12 +392,7 @@ def check_input(path: str, what: str = "LOG") -> None:
     """
     if path == "-":
         return
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise BadOption(f"{show(path)}: no such file", what) from None
-    except OSError as exc:
-        raise BadOption(f"{show(path)}: {exc.strerror}", what) from None
+    st = stat_input(path, what)
     if stat.S_ISDIR(st.st_mode):
         raise BadOption(f"{show(path)}: is a directory, not a file", what)
     if not os.access(path, os.R_OK):

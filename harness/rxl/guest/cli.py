@@ -16,7 +16,7 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import refuse_given
-from rxl.cli.options import EmptyIsNone
+from rxl.cli.options import EmptyIsNone, InputFile
 from rxl.cli.surface import command, group
 from rxl.decide.cpugroup import CPU_MAXSIZE
 from rxl.errors import BadOption, RxlError, UsageError, show
@@ -37,7 +37,7 @@ VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
 
 @command("vm")
 @click.option("--image", required=True,
-              type=click.Path(exists=True, dir_okay=False, readable=True),
+              type=InputFile(),
               help="FreeBSD VM disk image (raw) or disk device, e.g. "
                    "FreeBSD-15.x-RELEASE-amd64.raw or /dev/zvol/zroot/vm0.")
 @click.option("--name", default="rxl", show_default=True, help="VM name (/dev/vmm/NAME).")

@@ -115,7 +115,7 @@ def _targets(tmp_path, text):
     (["run", "--target", "nosuchname", "--check-only"], 2, "'--target'"),
     (["learn", "--warmup", "nan", "--dry-run"], 2, "'--warmup'"),
     (["bench", "accept", "--workers", "0", "--dry-run"], 2, "--workers"),
-    (["kcount", "analyze", "/nonexistent"], 2, "does not exist"),
+    (["kcount", "analyze", "/nonexistent"], 2, "/nonexistent: no such file"),
     (["build", "--src", "/nonexistent"], 2, "'--src'"),
     (["series", "check", "--src", "/nonexistent"], 2, "'--src'"),
     (["guest", "up", "--kernel", "/nonexistent", "--dry-run"], 2, "--kernel"),

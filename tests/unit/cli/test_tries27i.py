@@ -157,3 +157,27 @@ def test_an_empty_outer_is_shown_quoted(work):
     t = _trace(work, outer="", entries={"f": "0xffffffff80000000"})
     assert _error(["kcount", "analyze", t]) == (
         f"Error: {t}: not a kcount trace: 'outer' must be a function name, got ''")
+
+
+# ------------------------------------------------- 11: a symlink loop
+
+@pytest.mark.parametrize("args", [
+    ["kcount", "analyze", "{loop}"],
+    ["kcount", "diff", "{loop}", "{f}", "{f}", "{f}"],
+    ["kcount", "sites", "{f}", "--kernel", "{loop}"],
+    ["kcount", "table", "--trace", "syn-on", "patched", "{loop}"],
+    ["vm", "--image", "{loop}"],
+    ["parse", "{loop}"],
+])
+def test_a_symlink_loop_is_called_one_not_missing(args, work):
+    """11: kcount's inputs and vm --image (click's Path(exists=True)) said
+    "does not exist" of a symlink loop; parse said the system's words."""
+    loop = work / "loop1"
+    loop.symlink_to(work / "loop2")
+    (work / "loop2").symlink_to(loop)
+    f = work / "f"
+    f.write_text("x\n")
+    line = _error([a.format(loop=loop, f=f) for a in args])
+    assert f"{loop}: a symlink loop, it cannot be resolved (Too many levels of symbolic " \
+           "links)" in line, line
+    assert "does not exist" not in line

@@ -97,4 +97,4 @@ def test_rxl_vm_refuses_a_missing_image(tmp_path):
 
     from rxl.cli.main import main
     r = CliRunner().invoke(main, ["vm", "--image", str(tmp_path / "nope.raw")])
-    assert r.exit_code == 2 and "--image" in r.output and "does not exist" in r.output
+    assert r.exit_code == 2 and "--image" in r.output and "nope.raw: no such file" in r.output
