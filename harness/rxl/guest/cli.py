@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shlex
 import shutil
 import stat
@@ -66,6 +67,10 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)):
         raise BadOption(f"{show(image)}: not a regular file or disk device (a raw disk "
                         "image, or a zvol or md device)", "--image")
+    if stat.S_ISCHR(mode) and not is_disk_device(image):
+        raise BadOption(f"{show(image)}: a character device that is no disk (a disk is "
+                        "a zvol, md or disk device, e.g. /dev/zvol/zroot/vm0, /dev/md0, "
+                        "/dev/ada0): no disk image", "--image")
     if stat.S_ISREG(mode) and os.path.getsize(image) < SECTOR:  # a device's st_size is 0
         raise BadOption(f"{show(image)}: {os.path.getsize(image)} bytes, less than one "
                         f"{SECTOR}-byte sector: no disk image", "--image")
@@ -102,6 +107,23 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
     for cmd in bhyve.teardown_commands(cfg):
         subprocess.run(cmd)
     sys.exit(rc)
+
+
+#: FreeBSD's disks are character devices (no block devices since 4.0), told from
+#: /dev/null or a tty by name: zvols, md(4), the disk drivers (ada, da, nvd, nda,
+#: vtbd, mmcsd, xbd, ...) with their partitions, and the GEOM labels and classes.
+DISK_DEVICE = re.compile(
+    r"/dev/(?:zvol/.+|(?:ada|da|nvd|nda|vtbd|md|mmcsd|sdda|xbd|ad|mfid|mfisyspd|"
+    r"aacd|twed|ipsd|amrd|mlxd|idad)\d+(?:[ps]\d+[a-h]?|[a-h])?|"
+    r"(?:gpt|gptid|diskid|label|ufs|ufsid|mirror|raid|stripe|concat|raid3|"
+    r"iso9660)/.+)(?:\.eli|\.nop)?")
+
+
+def is_disk_device(path: str) -> bool:
+    """Whether the character device ``path`` is named as a disk (:data:`DISK_DEVICE`),
+    as given or where its links lead."""
+    return any(DISK_DEVICE.fullmatch(p) for p in
+               (os.path.abspath(path), os.path.realpath(path)))
 
 
 @command("targets")

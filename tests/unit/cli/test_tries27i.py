@@ -181,3 +181,33 @@ def test_a_symlink_loop_is_called_one_not_missing(args, work):
     assert f"{loop}: a symlink loop, it cannot be resolved (Too many levels of symbolic " \
            "links)" in line, line
     assert "does not exist" not in line
+
+
+# ------------------------------------------------- 5, 6, 7: rxl vm
+
+@pytest.fixture
+def image(work):
+    p = work / "disk.raw"
+    p.write_bytes(b"\0" * 4096)
+    return p
+
+
+@pytest.mark.parametrize("dev", ["/dev/null", "/dev/zero", "/dev/tty"])
+def test_vm_refuses_a_character_device_that_is_no_disk(dev):
+    """5: /dev/null, /dev/zero and /dev/tty gave a bhyve line, exit 0."""
+    assert _error(["vm", "--image", dev]) == (
+        f"Error: Invalid value for '--image': {dev}: a character device that is no disk "
+        "(a disk is a zvol, md or disk device, e.g. /dev/zvol/zroot/vm0, /dev/md0, "
+        "/dev/ada0): no disk image")
+
+
+@pytest.mark.parametrize("path,disk", [
+    ("/dev/zvol/zroot/vm0", True), ("/dev/md0", True), ("/dev/ada0p3", True),
+    ("/dev/da12", True), ("/dev/nvd0", True), ("/dev/vtbd1s1a", True),
+    ("/dev/gpt/rootfs", True), ("/dev/ada0p4.eli", True),
+    ("/dev/null", False), ("/dev/zero", False), ("/dev/tty", False), ("/dev/ttyu0", False),
+    ("/dev/random", False), ("/dev/mdctl", False), ("/dev/console", False),
+])
+def test_disk_devices_are_told_by_name(path, disk):
+    from rxl.guest.cli import is_disk_device
+    assert is_disk_device(path) is disk
