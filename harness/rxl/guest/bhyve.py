@@ -58,6 +58,11 @@ class BhyveConfigError(DataError):
         self.field = field
 
 
+#: The least RAM, MiB, a bhyve guest is given per NUMA domain (one domain
+#: without -n): what validate() refuses below.
+MIN_DOMAIN_MIB = 256
+
+
 @dataclass(frozen=True)
 class VMConfig:
     """One bhyve guest.
@@ -66,7 +71,7 @@ class VMConfig:
     image: the FreeBSD disk image (raw), required;
     sockets, cores, threads: topology, vCPUs = product;
     numa_nodes: 0 for none, else a divisor of sockets (needs ``-n`` support);
-    memory_mib: guest RAM in MiB (>= 256 per NUMA domain and divisible by the count);
+    memory_mib: guest RAM in MiB (>= MIN_DOMAIN_MIB per NUMA domain, divisible by the count);
     tap: host tap interface for virtio-net (create it first: ``ifconfig tap0 create``);
     disk: one of :data:`DISK_MODELS`; firmware: UEFI code image.
     """
@@ -132,9 +137,16 @@ def validate(cfg: VMConfig, *, numa_supported: bool = False) -> None:
             raise BhyveConfigError(f"numa_nodes={n} does not divide sockets={cfg.sockets}",
                                    "numa_nodes")
     nodes = max(n, 1)
-    if cfg.memory_mib < 256 * nodes or cfg.memory_mib % nodes:
-        raise BhyveConfigError(f"memory_mib={cfg.memory_mib} must be >= 256 per NUMA domain "
-                               f"and split evenly over {nodes}", "memory_mib")
+    m = cfg.memory_mib
+    if m < MIN_DOMAIN_MIB * nodes:
+        raise BhyveConfigError(
+            f"memory_mib={m}: below {MIN_DOMAIN_MIB * nodes} MiB, the least for "
+            + (f"{nodes} NUMA domains ({MIN_DOMAIN_MIB} MiB per domain x {nodes})"
+               if n else f"a guest ({MIN_DOMAIN_MIB} MiB)"), "memory_mib")
+    if m % nodes:
+        raise BhyveConfigError(f"memory_mib={m} does not split evenly over {nodes} NUMA "
+                               f"domains ({m} / {nodes} = {m / nodes:g} MiB each)",
+                               "memory_mib")
 
 
 def build_argv(cfg: VMConfig, *, numa_supported: bool = False) -> List[str]:

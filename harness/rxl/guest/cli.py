@@ -51,7 +51,8 @@ VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
               type=click.IntRange(0, bhyve.MAX_NUMA_DOMAINS),
               help="NUMA domains (needs a bhyve with -n; not FreeBSD 14's).")
 @click.option("--memory", "memory_mib", default=2048, show_default=True,
-              type=click.IntRange(128, 16 * 1024 * 1024), help="MiB.")
+              type=click.IntRange(bhyve.MIN_DOMAIN_MIB, 16 * 1024 * 1024),
+              help=f"MiB (>= {bhyve.MIN_DOMAIN_MIB} per NUMA domain, split evenly).")
 @click.option("--tap", default="tap0", show_default=True, help="Host tap interface.")
 @click.option("--firmware", default=bhyve.DEFAULT_FIRMWARE, show_default=True,
               help="UEFI firmware (edk2-bhyve package).")

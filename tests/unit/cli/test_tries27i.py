@@ -211,3 +211,22 @@ def test_vm_refuses_a_character_device_that_is_no_disk(dev):
 def test_disk_devices_are_told_by_name(path, disk):
     from rxl.guest.cli import is_disk_device
     assert is_disk_device(path) is disk
+
+
+@pytest.mark.parametrize("memory,nodes,why", [
+    (256, 2, "memory_mib=256: below 512 MiB, the least for 2 NUMA domains "
+             "(256 MiB per domain x 2)"),
+    (767, 4, "memory_mib=767: below 1024 MiB, the least for 4 NUMA domains "
+             "(256 MiB per domain x 4)"),
+    (1025, 2, "memory_mib=1025 does not split evenly over 2 NUMA domains "
+              "(1025 / 2 = 512.5 MiB each)"),
+])
+def test_vm_memory_says_the_bound_it_applies(image, memory, nodes, why):
+    """7: --memory 256 --numa-nodes 2 said "256 must be >= 256 per NUMA domain"."""
+    assert _error(["vm", "--image", image, "--memory", memory, "--sockets", 4,
+                   "--numa-nodes", nodes]) == f"Error: Invalid value for '--memory': {why}"
+
+
+def test_vm_memory_help_and_range_are_the_bound(image):
+    assert _run(["vm", "--image", image, "--memory", 512, "--numa-nodes", 2]).exit_code == 0
+    assert "256<=x" in _error(["vm", "--image", image, "--memory", 200])

@@ -32,7 +32,7 @@ def test_numa_domains_split_cpus_and_memory():
     ({"numa_nodes": 2}, False, "has no -n"),
     ({"numa_nodes": 3}, True, "does not divide sockets=2"),
     ({"numa_nodes": MAX_NUMA_DOMAINS + 2, "sockets": 10}, True, "at most 8"),
-    ({"memory_mib": 200}, False, ">= 256 per NUMA domain"),
+    ({"memory_mib": 200}, False, "below 256 MiB, the least for a guest"),
     ({"numa_nodes": 2, "memory_mib": 1025}, True, "split evenly over 2"),
     ({"cores": 0}, False, "cores must be a positive integer"),
     ({"image": ""}, False, "image is required"),
