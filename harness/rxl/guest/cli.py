@@ -98,8 +98,11 @@ def vm(image, name, sockets, cores, threads, numa_nodes, memory_mib, tap, firmwa
         click.echo(bhyve.describe(cfg, argv, note))
         return
     if platform.system() != "FreeBSD" or not usage:
-        raise click.ClickException("--start needs a FreeBSD host with bhyve (this is "
-                                   f"{platform.system()}); drop --start to print the commands")
+        # asked what this host cannot do, before anything runs: exit 2 (README)
+        raise UsageError("--start needs a FreeBSD host with bhyve (this is "
+                         f"{platform.system()}" + ("" if platform.system() != "FreeBSD"
+                                                   else ", no bhyve found")
+                         + "); drop --start to print the commands")
     for cmd in bhyve.setup_commands(cfg):
         click.echo(f"running: {shlex.join(cmd)}", err=True)
         subprocess.run(cmd)  # kldload -n / an existing tap: not errors
