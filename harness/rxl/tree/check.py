@@ -126,14 +126,18 @@ def check_authors(patches: Sequence[Patch],
 
 @dataclass
 class CheckReport:
-    """Outcome of :func:`check_series`: problems and notes, by check."""
+    """Outcome of :func:`check_series`: problems and notes, by check.
+
+    ``tree_problems``: what is wrong with ``--src`` (another release, the
+    series not at HEAD): bad input, not a problem of the series."""
 
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    tree_problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.tree_problems
 
 
 def check_series(project: Path, src: Optional[Path] = None,
@@ -145,8 +149,9 @@ def check_series(project: Path, src: Optional[Path] = None,
     the series is applied, at HEAD): ``mandoc -Tlint -W warning`` on the
     touched man pages and ``tools/build/checkstyle9.pl`` on every patch; first,
     that the tree is of the series' base release and carries the series at HEAD
-    (:func:`rxl.tree.series.series_state`): a tree without it is a problem, said
-    as such (and whether the series applies there), and nothing else is checked
+    (:func:`rxl.tree.series.series_state`): a tree of another release or
+    without the series is a tree problem (``tree_problems``: bad ``--src``,
+    said with whether the series applies there), and nothing else is checked
     on it.
     """
     rep = CheckReport()
@@ -179,7 +184,7 @@ def check_series(project: Path, src: Optional[Path] = None,
         except (OSError, SeriesError, ValueError):
             want = None
         if want is not None and want // 100000 != tree_v.major:
-            rep.problems.append(f"--src {src} is FreeBSD {tree_v.release} "
+            rep.tree_problems.append(f"--src {src} is FreeBSD {tree_v.release} "
                                 f"({tree_v.freebsd_version}), the series' base is "
                                 f"__FreeBSD_version {want}")
     try:
@@ -189,7 +194,7 @@ def check_series(project: Path, src: Optional[Path] = None,
     if state != SeriesState.APPLIED:
         how = ("apply it first: rxl series apply --src " + str(src)
                if state == SeriesState.APPLICABLE else "")
-        rep.problems.append(f"--src {src} does not carry the series at HEAD: {detail}"
+        rep.tree_problems.append(f"--src {src} does not carry the series at HEAD: {detail}"
                             + (f"; {how}" if how else ""))
         rep.notes.append("mandoc and checkstyle9.pl not run: they check the series' "
                          "man pages in a tree that has the series")

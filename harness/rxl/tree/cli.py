@@ -12,7 +12,7 @@ import click
 from rxl import paths
 from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir
 from rxl.cli.surface import command, group
-from rxl.errors import SourceError
+from rxl.errors import SourceError, UsageError
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
 from rxl.tree import modules as tree_modules
@@ -177,9 +177,10 @@ def check_cmd(src, project, author, as_json):
     if as_json:
         notes = list(rep.notes) + (["no git identity configured; author not compared"]
                                    if author and ident is None else [])
-        click.echo(json.dumps({"ok": rep.ok, "problems": rep.problems, "notes": notes},
+        click.echo(json.dumps({"ok": rep.ok, "problems": rep.problems,
+                               "tree_problems": rep.tree_problems, "notes": notes},
                               indent=2))
-        _problems(rep.problems)
+        _problems(rep)
         return
     for n in rep.notes:
         click.echo(f"note: {n}")
@@ -189,17 +190,22 @@ def check_cmd(src, project, author, as_json):
         click.echo(f"problem: {p}")
     if rep.ok:
         click.echo("series check: clean")
-    else:
+    elif rep.problems:
         click.echo(f"series check: {len(rep.problems)} problem(s)")
-        _problems(rep.problems)
+    _problems(rep)
 
 
-def _problems(problems) -> None:
-    """The one ``Error:`` line on stderr (exit 1) when ``problems`` (the
-    report's, already on stdout) is not empty, as rxl doctor has for what
-    is missing."""
-    if problems:
-        n = len(problems)  # "problem(s)" as the stdout summary says it
+def _problems(rep) -> None:
+    """The one ``Error:`` line on stderr: a ``--src`` that is not a tree of the
+    series (rep.tree_problems: bad input, exit 2, whatever else was found),
+    else, exit 1, the series' problems (already on stdout), as rxl doctor
+    has for what is missing."""
+    if rep.tree_problems:
+        more = f"; and {len(rep.problems)} problem(s) in the series (listed on stdout)" \
+            if rep.problems else ""
+        raise UsageError("; ".join(rep.tree_problems) + more)
+    if rep.problems:
+        n = len(rep.problems)  # "problem(s)" as the stdout summary says it
         raise SourceError(f"{n} problem(s) in the series (listed on stdout)")
 
 

@@ -241,3 +241,23 @@ def test_vm_start_off_freebsd_is_a_usage_error(image):
     assert _error(["vm", "--image", image, "--start"]) == (
         f"Error: --start needs a FreeBSD host with bhyve (this is {platform.system()}); "
         "drop --start to print the commands")
+
+
+# ------------------------------------------------- 20: series check --src TREE
+
+def test_series_check_of_a_tree_without_the_series_blames_the_tree(work):
+    """20: a git tree that does not carry the series gave "1 problem(s) in
+    the series", exit 1; the series is fine, --src is the bad input."""
+    src = work / "src"
+    (src / "sys").mkdir(parents=True)
+    (src / "sys" / "f.c").write_text("int f;\n")
+    git = ["git", "-C", str(src), "-c", "user.email=t@e", "-c", "user.name=T"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "base"], check=True)
+    r = _run(["series", "check", "--src", src])
+    assert r.exit_code == 2, r.output
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"Error: --src {src} does not carry the series at HEAD: "), line
+    assert "problem(s) in the series" not in line
+    assert not any(l.startswith("problem:") for l in r.stdout.splitlines()), r.stdout

@@ -40,7 +40,7 @@ def test_check_on_a_tree_without_the_series_names_what_to_do(tmp_path):
     project = _project(tmp_path, src, base)
     (project / "patches/BASE").write_text(P.Base("owner/repo", base, "1500068").text())
     rep = C.check_series(project, src)
-    bad = [p for p in rep.problems if "does not carry the series" in p]
+    bad = [p for p in rep.tree_problems if "does not carry the series" in p]
     assert bad == [f"--src {src} does not carry the series at HEAD: none of the 1 patches "
                    f"is applied; all apply on HEAD; apply it first: rxl series apply --src "
                    f"{src}"]
@@ -55,7 +55,7 @@ def test_check_refuses_a_tree_of_another_release(tmp_path):
     (project / "patches/BASE").write_text(P.Base("owner/repo", base, "1500068").text())
     rep = C.check_series(project, src)
     assert f"--src {src} is FreeBSD 14.0 (1400507), the series' base is __FreeBSD_version " \
-           "1500068" in rep.problems
+           "1500068" in rep.tree_problems
 
 
 def test_check_on_the_applied_tree_goes_on_to_its_man_pages(tmp_path):
@@ -65,6 +65,6 @@ def test_check_on_the_applied_tree_goes_on_to_its_man_pages(tmp_path):
     _git(src, "-c", "user.email=t@e", "-c", "user.name=T", "am", "-q",
          *map(str, P.patch_files(project / "patches")))
     rep = C.check_series(project, src)
-    assert not any("does not carry" in p for p in rep.problems), rep.problems
+    assert not rep.tree_problems, rep.tree_problems
     if shutil.which("mandoc"):
         assert any("mandoc -Tlint -W warning: 0 man page(s) checked" in n for n in rep.notes)

@@ -374,7 +374,7 @@ def test_check_of_a_plain_tree_without_the_series_says_so(tmp_path):
     src = tmp_path / "src"
     (src / "sys").mkdir(parents=True)
     rep = C.check_series(PROJECT, src)
-    bad = [p for p in rep.problems if "does not carry the series" in p]
+    bad = [p for p in rep.tree_problems if "does not carry the series" in p]
     assert len(bad) == 1 and "not a git work tree" in bad[0], rep.problems
     assert not any("No such file" in p or "not in the tree" in p for p in rep.problems)
     assert any("mandoc and checkstyle9.pl not run" in n for n in rep.notes)
