@@ -412,7 +412,7 @@ class RemoteRun:
                              if kyua else None)):
             if text is None:
                 continue
-            local = out / f"target-{fname}"
+            local = self._local(f"target-{fname}")  # each boot's own: boots run at once
             if not self.dry:
                 local.write_text(text)
             self.s.put(str(local), f"{w}/{fname}" if fname == "run.sh" else f"{w}/tests/{fname}")
@@ -493,7 +493,7 @@ class RemoteRun:
         ``<log>-direct.log``): kyua could not list them and was not asked for by
         name (``--kyua``). Returns their rxl.verify.parse.CaseResult list."""
         w = self.job.workdir
-        local = Path(self.job.out) / "target-run-direct.sh"
+        local = self._local("target-run-direct.sh")
         local.write_text(self.script(False, programs))
         self.s.put(str(local), f"{w}/run-direct.sh")
         dlog = str(Path(log).with_name(Path(log).stem + "-direct.log"))

@@ -1,6 +1,7 @@
 """rxl.verify.remote: the pure parts of a run on an SSH target."""
 
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,39 @@ def test_touched_names_undo():
     assert f"rm -rf {plan.kernel_dir}" in lines[1]
     assert "nextboot -D" in lines[2]
     assert len(R.touched("/var/tmp/rxl")) == 1
+
+
+# ---------------------------------------------- each boot's own files (boots run at once)
+class _Session:
+    """A session that is not a dry run: it records what each put() copied, and
+    ``meanwhile`` runs once before its first copy (another boot's upload, at once)."""
+
+    def __init__(self, meanwhile=None):
+        self.copied, self.meanwhile = [], meanwhile
+
+    def connect(self):  # pragma: no cover - marks a real session
+        pass
+
+    def run(self, cmd, timeout=None, check=False):
+        class Result:
+            rc, stdout, stderr = 0, "", ""
+        return Result()
+
+    def put(self, local, remote_path, mode=None):
+        if self.meanwhile:
+            self.meanwhile, later = None, self.meanwhile
+            later()
+        self.copied.append((remote_path, Path(local).read_text()))
+
+
+def test_two_boots_at_once_do_not_share_their_run_script(tmp_path):
+    def run(lb, meanwhile=None):
+        return R.RemoteRun(_Session(meanwhile), R.RemoteJob(
+            out=str(tmp_path), tests={}, label=lb, kyua=False))
+    pristine = run("pristine")
+    patched = run("patched", meanwhile=pristine.upload)  # pristine writes between
+    patched.upload()
+    for lb, r in (("patched", patched), ("pristine", pristine)):
+        script = dict(r.s.copied)["/var/tmp/rxl/run.sh"]
+        assert f"BEGIN {lb}" in script, script[:300]
+        assert (tmp_path / f"target-run-{lb}.sh").read_text() == script
