@@ -51,7 +51,7 @@ from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
 from rxl.tree.patch import parse_base
 from rxl.tree.world import BASE_TESTS, REPO_ATF_DIR, series_tests
-from rxl.verify import inspect, ownguest, parse, pipeline
+from rxl.verify import inspect, ownguest, parse, pipeline, schedule
 from rxl.verify import report as report_mod
 from rxl.verify.machine import Machine
 from rxl.verify.preflight import CHECKED, CHECKED_TARGET, check_request, target_needs_tree
@@ -193,7 +193,11 @@ guest_opts = OptionGroup(
            "console; auto: SSH, a boot whose SSH never answers (no panic) falling back to "
            "the console (serial only without paramiko)."),
     option("--ssh-wait", default=300, show_default=True, type=click.IntRange(1, 3600),
-           help="Over SSH: seconds a boot waits for sshd (then auto falls back)."))
+           help="Over SSH: seconds a boot waits for sshd (then auto falls back)."),
+    option("--boot-jobs", default=None, type=click.IntRange(1, schedule.MAX_JOBS),
+           help="Boots (patched, spread, pristine, --modules') run at once, each with its "
+                "own root, logs and SSH port; 1: one after another, in that order "
+                "[default: os.cpu_count(), a TCG guest keeping about one CPU busy]."))
 #: The ATF programs and their cases: every machine (CasesRequest).
 cases_opts = OptionGroup(
     "cases",
@@ -319,7 +323,7 @@ def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[s
 @click.pass_context
 def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kernel, pristine_src,
         auto_pristine, spread, tests_on_spread, modules, memory_mib, transport, ssh_wait,
-        case_timeout,
+        boot_jobs, case_timeout,
         atf_vars, new_programs, tests, atf_dir, rebuild_world, target_spec, targets_file,
         install_kernel, programs_dir, workdir, kyua, check_only, out, dry_run, as_json):
     """Build, boot a two-socket QEMU guest and run the ATF suite, patched vs pristine.
@@ -357,7 +361,8 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
         target=ssh_target, install_kernel=install_kernel, workdir=workdir, kyua=kyua,
         shape=shape, programs_dir=os.path.abspath(programs_dir) if programs_dir else None,
         base_url=base_url, work=str(paths.work_root()), lock=str(paths.work_root() / "build.lock"),
-        ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto", modules=modules)
+        ssh_wait=float(ssh_wait), ssh_fallback=transport == "auto", modules=modules,
+        boot_jobs=boot_jobs or schedule.default_jobs(), boot_jobs_default=boot_jobs is None)
     kind = check_request(req, ssh=transport != "serial", check_only=check_only)
     if check_only:
         if ssh_target is not None and not target_needs_tree(req):

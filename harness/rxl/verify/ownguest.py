@@ -32,6 +32,10 @@ serial run's there):
             messages from the serial log (panics, WITNESS warnings, known lock order
             reversals: :func:`kernel_messages`), which never reach the SSH stream
 
+The boots are independent: ``--boot-jobs N`` runs N at a time, the module boot
+among them (:meth:`SerialGuest.run_boots`, :mod:`rxl.verify.schedule`), their
+logs and results put back in the boots' order before the parse stage.
+
 ``report`` is the same for both, so their verdicts compare one to one.  While
 it waits for SSH (``--ssh-wait``) a boot watches the serial log and QEMU
 (:func:`wait_ssh`): a panic, trap or debugger entry there
@@ -48,10 +52,11 @@ paramiko imports, building the userland on first use (:func:`choose`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
 from rxl.errors import MachineError, RxlError
@@ -64,7 +69,7 @@ from rxl.tree import build as tree_build
 from rxl.tree import patch as tree_patch
 from rxl.tree import sshworld
 from rxl.tree import world as tree_world
-from rxl.verify import modboot, parse, remote
+from rxl.verify import modboot, parse, remote, schedule
 from rxl.verify import report as report_mod
 from rxl.verify.machine import BASE_PROGRAMS, Machine, planned_tests, quiet, test_cc_lines
 from rxl.verify.pipeline import RunState, StageFailed, StageRecord
@@ -185,27 +190,96 @@ class SerialGuest(Machine):
 
     def run_cases(self, req: RunRequest, st: RunState) -> StageRecord:
         """QEMU per staged root, its console teed to a log and watched; a guest
-        that panics, hangs or times out fails the stage after every boot ran."""
-        cmds, details = [], []
-        failures = []
+        that panics, hangs or times out fails the stage after every boot ran.
+        ``--boot-jobs`` above 1: the boots (and the module boot) run that many at a
+        time (:meth:`run_boots`)."""
+        cmds = [self.schedule_line(req, st)]
+        argvs = {}
         for label, root in st.roots.items():
-            argv = self.console_argv(req, root)
+            argvs[label] = argv = self.console_argv(req, root)
             cmds.append(shlex.join(argv))
             if req.dry_run:
                 st.logs[label] = str(Path(req.out) / f"console-{label}.log")
-                continue
-            detail, failure = self.watch_console(req, st, label, argv)
-            details.append(detail)
-            if failure:
-                failures.append(failure)
         cmds.append(HOST_SYSCTL_PLAN)
         if req.dry_run:
             return StageRecord("boot", "planned", commands=cmds)
+        done = self.run_boots(req, st, {label: (lambda lb=label: self.watch_console(
+            req, st, lb, argvs[lb])) for label in st.roots})
+        details = [d for d, _ in done.values()]
+        failures = [f for _, f in done.values() if f]
         rec = StageRecord("boot", "failed" if failures else "ok", commands=cmds,
                           detail="; ".join(details), log=", ".join(st.logs.values()))
         for f in failures:
             st.echo(f"boot: {f}")
         return rec
+
+    # ------------------------------------------------ the boots, N at a time
+    def runs_cases(self, req: RunRequest, label: str) -> bool:
+        """Whether boot ``label`` runs ATF programs (minutes under TCG), not placement only."""
+        return bool(programs_for(req, label, {"-": ""}))
+
+    def modules_beside(self, req: RunRequest) -> bool:
+        """Whether the module boot runs in the boot stage's schedule, beside the boots
+        (``--modules`` with ``--boot-jobs`` above 1), its stage then handing it on."""
+        return req.modules and req.boot_jobs > 1
+
+    def boot_labels(self, req: RunRequest, st: RunState) -> List[str]:
+        """The boots in the order they start (rxl.verify.schedule.order), the module
+        boot last when it runs beside them."""
+        labels = schedule.order(list(st.roots), req.boot_jobs,
+                                lambda lb: self.runs_cases(req, lb))
+        return labels + ([modboot.LABEL] if self.modules_beside(req) else [])
+
+    def schedule_line(self, req: RunRequest, st: RunState) -> str:
+        """The boot stage's comment line saying how the boots are run."""
+        source = (f"; its default, os.cpu_count() = {os.cpu_count()}"
+                  if req.boot_jobs_default else "")
+        line = schedule.describe(self.boot_labels(req, st), req.boot_jobs, source)
+        if self.modules_beside(req):
+            line += (f" ({modboot.LABEL}: the modules stage's build and boot, done here; "
+                     "that stage hands on its record)")
+        return line
+
+    def run_boots(self, req: RunRequest, st: RunState,
+                  jobs: Dict[str, Callable[[], Any]]) -> Dict[str, Any]:
+        """Run ``jobs`` (boot label -> the boot, in the boots' order) ``req.boot_jobs`` at a
+        time (rxl.verify.schedule.run_jobs), the module boot among them when
+        :meth:`modules_beside` (its outcome kept in ``st.ahead`` for its stage).
+        Returns label -> what each boot returned, in the boots' order, with
+        ``st.logs`` and ``st.runs`` in that order too, whatever order the boots ended
+        in. A boot that raised (StageFailed, an OSError) raises it here, the first in
+        the boots' order, once every boot has ended."""
+        labels = list(jobs)
+        started = self.boot_labels(req, st)
+        items = [(lb, jobs[lb]) for lb in started if lb in jobs]
+        if self.modules_beside(req):
+            items.append((modboot.LABEL, lambda: self.modules_job(req, st)))
+        echo = st.echo
+        if req.boot_jobs > 1:
+            st.echo = schedule.locked_echo(echo)
+        try:
+            outcomes = schedule.run_jobs(items, req.boot_jobs)
+        finally:
+            st.echo = echo
+        if modboot.LABEL in outcomes and modboot.LABEL not in jobs:
+            st.ahead[modboot.LABEL] = outcomes.pop(modboot.LABEL)
+        st.logs = schedule.in_order(st.logs, labels)
+        st.runs = schedule.in_order(st.runs, labels)
+        st.fallbacks = schedule.in_order(st.fallbacks, labels)
+        for lb in labels:
+            if outcomes[lb].error is not None:
+                raise outcomes[lb].error
+        return {lb: outcomes[lb].value for lb in labels}
+
+    def modules_job(self, req: RunRequest, st: RunState) -> Tuple[RunState, Any, Any]:
+        """The module boot's stage (rxl.verify.modboot.stage) run beside the boots, on a
+        copy of ``st`` with logs and runs of its own (the parse stage reads only the
+        boots'). Returns (that copy, its record or None, what it raised or None)."""
+        view = dataclasses.replace(st, logs={}, runs={})
+        try:
+            return view, modboot.stage(req, view, guest_config, shape_of(req).driver), None
+        except Exception as exc:  # raised again by its own stage, in its place
+            return view, None, exc
 
     def console_argv(self, req: RunRequest, root: str) -> List[str]:
         """QEMU's argv for the console boot of ``root``. Raises StageFailed on a bad shape."""
@@ -250,8 +324,19 @@ class SerialGuest(Machine):
         return StageRecord("parse", "ok", detail=detail)
 
     def modules(self, req: RunRequest, st: RunState) -> StageRecord:
-        """``--modules``: the module boot on the console (rxl.verify.modboot)."""
-        return modboot.stage(req, st, guest_config, shape_of(req).driver)
+        """``--modules``: the module boot on the console (rxl.verify.modboot); when it
+        ran beside the boots (:meth:`modules_beside`), what it left: its log and run
+        into ``st``, then its record, or what it raised."""
+        ahead = st.ahead.get(modboot.LABEL)
+        if ahead is None:
+            return modboot.stage(req, st, guest_config, shape_of(req).driver)
+        view, rec, exc = ahead.value
+        st.logs.update(view.logs)
+        st.runs.update(view.runs)
+        if exc is not None:
+            raise exc
+        rec.detail += f"; built and booted beside the boots ({ahead.seconds:.0f} s)"
+        return rec
 
     def case_runs(self, req: RunRequest, st: RunState) -> List[str]:
         """Every boot but the spread ones, which run no programs unless --tests-on-spread."""
@@ -433,13 +518,18 @@ class SSHGuest(SerialGuest):
 
     def run_cases(self, req: RunRequest, st: RunState) -> StageRecord:
         """Per staged root: QEMU, SSH, the cases over SSH, QEMU stopped. A guest whose
-        SSH never answers, or whose run fails, fails the stage after every boot ran."""
+        SSH never answers, or whose run fails, fails the stage after every boot ran.
+        ``--boot-jobs`` above 1: that many boots at a time (:meth:`run_boots`), each
+        with its own port, root and logs."""
         fw = qemu.find_ovmf() or (qemu.OVMF_CANDIDATES[0] if req.dry_run else None)
-        cmds: List[str] = []
-        details: List[str] = []
-        failures: List[str] = []
+        cmds: List[str] = [self.schedule_line(req, st)]
+        try:
+            ports = schedule.distinct_ports(st.roots, sshguest.free_port)
+        except RuntimeError as exc:
+            raise StageFailed(f"boot: {exc}") from None
+        plan: Dict[str, Tuple[List[str], int, str]] = {}
         for label, root in st.roots.items():
-            port = sshguest.free_port()
+            port = ports[label]
             serial = str(Path(req.out) / f"serial-{label}.log")
             cfg = dataclasses.replace(guest_config(root, req), hostfwd=(sshguest.hostfwd(port),),
                                       mgmt_nic=sshguest.MGMT_NIC_MODEL,
@@ -448,6 +538,7 @@ class SSHGuest(SerialGuest):
                 argv = qemu.build_argv(cfg, firmware=fw)
             except qemu.QemuConfigError as exc:
                 raise StageFailed(f"boot: {exc}") from None
+            plan[label] = (argv, port, serial)
             cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port} (waiting up to "
                      f"{req.ssh_wait:.0f} s): probe, sftp the programs and run.sh to "
                      f"{req.workdir}, sh {req.workdir}/run.sh",
@@ -459,34 +550,35 @@ class SSHGuest(SerialGuest):
                 cmds.append("# then kyua runs the cases (run.sh records the host sysctls "
                             "before them only); after it: sh -c "
                             + shlex.quote(host_sysctl_snapshot("after")))
-            if req.dry_run:
-                continue
-            st.echo(f"boot: {label}: QEMU started, serial console {serial}")
-            try:
-                details.append(self.boot_one(req, st, label, argv, port, serial))
-            except NoSSH as exc:
-                if not req.ssh_fallback:
-                    failures.append(f"{label}: {exc} (--transport ssh: no fallback to the "
-                                    f"serial console; serial console {serial})")
-                    details.append(f"{label}: failed")
-                    continue
-                detail, failure = self.fallback(req, st, label, str(exc).split(" (waited")[0])
-                details.append(detail)
-                if failure:
-                    failures.append(failure)
-            except (CrashedBoot, SSHError, remote.RemoteError, console.GuestError) as exc:
-                panic = crash_line(serial)
-                failures.append(f"{label}: {exc}" + (f"; console: {panic}" if panic and
-                                                     not isinstance(exc, CrashedBoot) else "")
-                                + f" (serial console {serial})")
-                details.append(f"{label}: failed")
         cmds.append(HOST_SYSCTL_PLAN)
         if req.dry_run:
             return StageRecord("boot", "planned", commands=cmds)
+        done = self.run_boots(req, st, {label: (lambda lb=label: self.boot_job(
+            req, st, lb, *plan[lb])) for label in st.roots})
+        details = [d for d, _ in done.values()]
+        failures = [f for _, f in done.values() if f]
         for f in failures:
             st.echo(f"boot: {f}")
         return StageRecord("boot", "failed" if failures else "ok", commands=cmds,
                            detail="; ".join(details + failures), log=", ".join(st.logs.values()))
+
+    def boot_job(self, req: RunRequest, st: RunState, label: str, argv: List[str], port: int,
+                 serial: str) -> Tuple[str, Optional[str]]:
+        """One SSH boot of the boot stage (:meth:`boot_one`, the serial fallback when SSH
+        never answers): ``(detail, failure or None)``; raises StageFailed."""
+        st.echo(f"boot: {label}: QEMU started, serial console {serial}")
+        try:
+            return self.boot_one(req, st, label, argv, port, serial), None
+        except NoSSH as exc:
+            if not req.ssh_fallback:
+                return f"{label}: failed", (f"{label}: {exc} (--transport ssh: no fallback to "
+                                            f"the serial console; serial console {serial})")
+            return self.fallback(req, st, label, str(exc).split(" (waited")[0])
+        except (CrashedBoot, SSHError, remote.RemoteError, console.GuestError) as exc:
+            panic = crash_line(serial)
+            return f"{label}: failed", (f"{label}: {exc}" + (
+                f"; console: {panic}" if panic and not isinstance(exc, CrashedBoot) else "")
+                + f" (serial console {serial})")
 
     def boot_one(self, req: RunRequest, st: RunState, label: str, argv: List[str], port: int,
                  serial: str) -> str:

@@ -86,6 +86,10 @@ class RunState:
     host_keys: Dict[str, str] = field(default_factory=dict)
     #: Boot label -> why it fell back from SSH to the serial console (the SSH guest).
     fallbacks: Dict[str, str] = field(default_factory=dict)
+    #: Stage name -> the outcome of its work done ahead, beside the boots
+    #: (rxl.verify.schedule: the module boot with ``--boot-jobs`` above 1); the
+    #: stage itself then hands it on in its place in the chain.
+    ahead: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def start(cls, req: RunRequest, echo: Callable[[str], None]) -> "RunState":
@@ -186,8 +190,8 @@ def run(req: RunRequest, steps: Sequence[Tuple[str, Stage]],
         expect = "" if req.dry_run else progress.expectation(name, timings)
         echo(f"== {name}" + (f" ({expect})" if expect else ""))
         rec, error = timed(name, stage, req, st)
-        if error is None and not req.dry_run and rec.status == "ok":
-            progress.record(name, rec.seconds)
+        if error is None and not req.dry_run and rec.status == "ok" and name not in st.ahead:
+            progress.record(name, rec.seconds)  # not a stage whose work ran earlier
         st.records.append(rec)
         stage_log(req, rec)
         if error is not None:

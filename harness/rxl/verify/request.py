@@ -94,7 +94,10 @@ class GuestRequest(ReportRequest):
     (rxl.guest.up.UP_TIMEOUT by default); ``ssh_fallback``: a boot whose SSH
     never answers (and whose console shows no panic) runs again on the serial
     console (``--transport auto``, not ``ssh``); ``modules``: also boot MINIMAL
-    with the NIC's modules, which ``kldload`` must load (rxl.verify.modboot)."""
+    with the NIC's modules, which ``kldload`` must load (rxl.verify.modboot);
+    ``boot_jobs``: how many of those boots run at once (rxl.verify.schedule; 1:
+    one after another, in order), ``boot_jobs_default``: it is ``--boot-jobs``'
+    default (rxl.verify.schedule.default_jobs), not given."""
 
     memory_mib: int = 1024
     shape: Optional[Shape] = None
@@ -103,6 +106,8 @@ class GuestRequest(ReportRequest):
     ssh_wait: float = 300.0
     ssh_fallback: bool = True
     modules: bool = False
+    boot_jobs: int = 1
+    boot_jobs_default: bool = False
 
 
 @dataclass

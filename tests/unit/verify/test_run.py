@@ -607,6 +607,8 @@ def test_install_kernel_of_a_kernel_only_planned_dry_runs(tmp_path, monkeypatch)
      "only for the own QEMU guest"),
     (["--target", "ssh://root@h:2222", "--transport", "ssh"], "'--transport'",
      "only for the own QEMU guest"),
+    (["--target", "ssh://root@h:2222", "--boot-jobs", "2"], "'--boot-jobs'",
+     "only for the own QEMU guest"),
     (["--target", "ssh://root@h:2222", "--kernel", "/k"], "'--kernel'",
      "with --target only with --install-kernel"),
     (["--programs", "/p"], "'--programs'", "only with an SSH target (--target)"),
