@@ -303,6 +303,12 @@ class _Reader:
         self.damaged += 1
         self.r.notes.append(f"line {n}: {what}")
 
+    def outside(self, n: int, word: str, line: str) -> None:
+        """Line ``n``, a sentinel or rx queue row before any BEGIN, is outside
+        every run: named, never counted into the run that follows."""
+        self.damage(n, f"{word} before any BEGIN: a line outside every run, not "
+                       f"counted: {_quote(line)}")
+
     def rxq(self, n: int, name: str, value: str, line: str) -> None:
         cpu = _cpu_id(value)
         if cpu is None:
@@ -332,7 +338,9 @@ class _Reader:
             return
         m = RXQ_RE.match(line.strip()) if ".iflib.rxq" in line else None
         if m:
-            if r.end_seen:
+            if not r.begin_seen:
+                self.outside(n, "rx queue row", line)
+            elif r.end_seen:
                 self.damage(n, f"rx queue row after the end marker (line {self.at['end']}): "
                                f"not counted: {_quote(line)}")
             else:
@@ -341,6 +349,10 @@ class _Reader:
         if not line.startswith(MARK):
             return
         body = line[len(MARK):].strip()
+        if not r.begin_seen and not body.startswith(("BEGIN", "END", "NOTE ")) and \
+                not _host_after(body):  # the harness's record after kyua: its own lines
+            self.outside(n, body.split(" ", 1)[0] or "a sentinel", line)
+            return
         if r.end_seen and not body.startswith("NOTE ") and not _host_after(body):
             word = "a second run" if body.startswith("BEGIN") else body.split(" ", 1)[0]
             self.damage(n, f"{word or 'a sentinel'} after the end marker (line "
@@ -455,7 +467,8 @@ class _Reader:
             try:
                 r.topology = parse_spec(r.topology_xml, name="console topology block").root
             except (TopologyError, RecursionError) as exc:
-                r.notes.append(f"line {self.at['topology']}: {_quote(str(exc))}")
+                # without it the queue placement cannot be judged: no completed run
+                self.damage(self.at["topology"], _quote(str(exc)))
         ncpu = r.sysctls.get("hw.ncpu")
         if r.topology is not None and ncpu is not None and \
                 ncpu != str(len(r.topology.cpus)):

@@ -85,11 +85,13 @@ def _run(*body, label="t"):
     "<groups>" + "<group><cpu>0</cpu><children>" * 3000 + "</children></group>" * 3000
     + "</groups>",
 ])
-def test_a_bad_topology_block_is_a_note(xml):
+def test_a_bad_topology_block_damages_the_run(xml):
+    """Issue 27, eighth pass, fault 15: this was a note and the run "completed"
+    (exit 0), though the queue placement cannot be judged without it."""
     r = _run("==RXL== TOPOLOGY BEGIN", xml, "==RXL== TOPOLOGY END",
              "==RXL== LIST /p a", "==RXL== CASE /p a rc=0 t=1 passed")
-    assert r.topology is None and r.outcome == "completed"
-    assert any("topology" in n for n in r.notes)
+    assert r.topology is None and r.outcome == "damaged"
+    assert any(n.startswith("line 2: console topology block: ") for n in r.notes), r.notes
 
 
 def test_numbers_too_long_for_their_field_are_notes():

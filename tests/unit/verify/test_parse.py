@@ -66,8 +66,8 @@ def test_timeout_broken_and_crlf():
 
 
 def test_raw_rxq_lines_and_unknown_sentinels_noted():
-    r = parse_console(["dev.em.1.iflib.rxq3.cpu: 6", "==RXL== WAT", "==RXL== CASE junk",
-                       "==RXL== NOTE no inet6 on lo0", "==RXL== END"])
+    r = parse_console(["==RXL== BEGIN t", "dev.em.1.iflib.rxq3.cpu: 6", "==RXL== WAT",
+                       "==RXL== CASE junk", "==RXL== NOTE no inet6 on lo0", "==RXL== END t"])
     assert r.rxq == {"dev.em.1.iflib.rxq3.cpu": 6}
     assert any("unknown sentinel" in n for n in r.notes)
     assert any("malformed CASE" in n for n in r.notes)
@@ -85,7 +85,7 @@ def test_topology_block_goes_through_the_topology_parser():
                               "==RXL== TOPOLOGY END", "==RXL== END t"])
     for bad in ("not xml <", "<foo/>"):
         r = block(bad)
-        assert r.topology is None and r.outcome == "completed"
+        assert r.topology is None and r.outcome == "damaged"  # issue 27 nc8 fault 15
         assert any("console topology block" in n for n in r.notes)
     r = block('kern.sched.topology_spec: <groups><group level="1" cache-level="0">'
               '<cpu count="2" mask="3">0, 1</cpu></group></groups>')
@@ -93,7 +93,7 @@ def test_topology_block_goes_through_the_topology_parser():
 
 
 def test_unclosed_topology_noted():
-    r = parse_console(["==RXL== TOPOLOGY BEGIN", "<groups>"])
+    r = parse_console(["==RXL== BEGIN t", "==RXL== TOPOLOGY BEGIN", "<groups>"])
     assert r.topology is None
     assert any("not closed" in n for n in r.notes)
 
