@@ -42,7 +42,7 @@ from rxl import paths
 from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
 from rxl.cli.options import EmptyIsNone, check_input, read_input
 from rxl.cli.surface import command
-from rxl.errors import BadOption, DataError, HostError, show
+from rxl.errors import BadOption, DataError, HostError, RxlError, show
 from rxl.guest import targets
 from rxl.guest import up as guest_up
 from rxl.guest.image import check_atf_var
@@ -415,7 +415,8 @@ def parse_cmd(log, as_json):
     label are refused, naming the line.  Exit 0 only if every run
     completed, at least one case ran in each, and no case failed, broke,
     timed out or crashed (a log with an END but no BEGIN is a run that
-    crashed); exit 2 for a LOG with no ==RXL== BEGIN or END line and no
+    crashed); else exit 1 after the table, with one Error: line naming
+    each run that did not pass and why; exit 2 for a LOG with no ==RXL== BEGIN or END line and no
     panic or WITNESS line: not a console log.
     """
     check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
@@ -442,14 +443,29 @@ def parse_cmd(log, as_json):
     else:
         click.echo(report_mod.table(by_label))
     good = ("passed", "skipped", "expected_failure")
-    for label, res in by_label.items():
-        if res.outcome == "completed" and not res.cases:
-            learn = any(f"unknown sentinel: {parse.MARK} LEARN" in n for n in res.notes)
-            click.echo(f"warning: {show(log)}: {label}: no test case ran" + (
-                ": a log of rxl learn (read it with rxl learn --log)" if learn else ""),
-                err=True)
-    sys.exit(0 if all(res.outcome == "completed" and res.cases
-                      and all(c.status in good for c in res.cases) for res in runs) else 1)
+    failed = [(res.label or stem, why) for res in runs if (why := _not_passed(res, good))]
+    if failed:
+        raise RxlError(f"{len(failed)} of {len(runs)} run{'s' * (len(runs) > 1)} did not "
+                       "pass: " + "; ".join(f"{label}: {why}" for label, why in failed))
+
+
+def _not_passed(res: parse.RunResult, good: Tuple[str, ...]) -> str:
+    """Why ``res`` did not pass (its outcome, no case, the cases that did not
+    pass by status), or "" when it passed."""
+    if res.outcome != "completed":
+        return f"{res.outcome} (see its notes)"
+    if not res.cases:
+        learn = any(f"unknown sentinel: {parse.MARK} LEARN" in n for n in res.notes)
+        return "no test case ran" + (": a log of rxl learn (read it with rxl learn "
+                                     "--log)" if learn else "")
+    bad: Dict[str, int] = {}
+    for c in res.cases:
+        if c.status not in good:
+            bad[c.status] = bad.get(c.status, 0) + 1
+    if not bad:
+        return ""
+    return (", ".join(f"{k} {v}" for k, v in bad.items()) +
+            f" of {len(res.cases)} case{'s' * (len(res.cases) > 1)}")
 
 
 @command("inspect")

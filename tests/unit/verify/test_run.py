@@ -223,7 +223,8 @@ def test_parse_cli_table_json_and_exit_status():
     assert ok.exit_code == 0 and "so_reuseport_lb_test:basic_ipv4  passed" in ok.output
     bad = r.invoke(main, ["parse", str(DATA / "synthetic-fail.log"), "--json"])
     assert bad.exit_code == 1
-    assert json.loads(bad.output)["cases"][1]["status"] == "failed"
+    assert json.loads(bad.stdout)["cases"][1]["status"] == "failed"
+    assert bad.stderr == "Error: 1 of 1 run did not pass: pristine: failed 1 of 2 cases\n"
     tr = r.invoke(main, ["parse", str(DATA / "synthetic-truncated.log")])
     assert tr.exit_code == 1 and "crashed" in tr.output
     missing = r.invoke(main, ["parse", "/nonexistent.log"])

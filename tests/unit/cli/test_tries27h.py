@@ -1,0 +1,96 @@
+"""Issue 27's eighth newcomer pass (docs/results/newcomer.md, "Eighth pass"):
+faults 13-19 of /work/coord/nc8.md that are fix27a's, each refused or said
+at its root."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rxl.cli.main import main
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+PASS = (DATA / "console" / "synthetic-pass.log").read_text()
+
+
+def _run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+@pytest.fixture(autouse=True)
+def work(tmp_path, monkeypatch):
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    return tmp_path
+
+
+def _parse(tmp_path, text, name="patched.log"):
+    log = tmp_path / name
+    log.write_text(text)
+    return _run(["parse", log])
+
+
+# ------------------------------------------------ 13: a verdict not PASS says so
+
+def test_a_log_that_does_not_pass_is_one_error_line_after_the_table(work):
+    """Fault 13: rxl parse of a failing log exited 1 with nothing on stderr; the
+    README says an exit-1 failure, a verdict not PASS included, is one Error: line."""
+    r = _parse(work, PASS.replace("basic_ipv6 rc=0 t=13 passed", "basic_ipv6 rc=1 t=13 failed: x"))
+    assert r.exit_code == 1, r.output
+    assert "Test cases" in r.stdout
+    assert r.stderr.splitlines() == ["Error: 1 of 1 run did not pass: patched: failed 1 of "
+                                     "2 cases"]
+    r = _parse(work, PASS.replace("==RXL== END patched\n", ""))
+    assert r.stderr.splitlines() == ["Error: 1 of 1 run did not pass: patched: crashed "
+                                     "(see its notes)"]
+    two = PASS + PASS.replace("patched", "pristine").replace(
+        "basic_ipv4 rc=0 t=12 passed", "basic_ipv4 rc=1 t=12 broken: x")
+    r = _parse(work, two)
+    assert r.stderr.splitlines() == ["Error: 1 of 2 runs did not pass: pristine: broken 1 "
+                                     "of 2 cases"]
+    ok = _parse(work, PASS)
+    assert (ok.exit_code, ok.stderr) == (0, "")
+
+
+# ------------------------------------------------ 14: a CASE before any BEGIN
+
+def test_a_case_line_before_any_begin_counts_in_no_run(work):
+    """Fault 14: a CASE line as line 1, before the BEGIN, was counted into the run
+    that followed (3 cases, x:y passed)."""
+    from rxl.verify import parse
+    r = parse.parse_console(("==RXL== CASE /rxl/tests/x y rc=0 t=1 passed\n" + PASS)
+                            .splitlines())
+    assert [c.name for c in r.cases] == ["so_reuseport_lb_test:basic_ipv4",
+                                         "so_reuseport_lb_test:basic_ipv6"]
+    assert r.outcome == "damaged"
+    assert r.notes[0] == ("line 1: CASE before any BEGIN: a line outside every run, not "
+                          "counted: ==RXL== CASE /rxl/tests/x y rc=0 t=1 passed")
+    for line, word in (("==RXL== LIST /rxl/tests/x y", "LIST"),
+                       ("dev.em.0.iflib.rxq0.cpu: 5", "rx queue row")):
+        r = parse.parse_console((line + "\n" + PASS).splitlines())
+        assert r.outcome == "damaged" and r.notes[0].startswith(f"line 1: {word} before any "
+                                                                "BEGIN"), r.notes
+        assert r.rxq.get("dev.em.0.iflib.rxq0.cpu") == 0 and len(r.cases) == 2
+
+
+def test_the_harness_s_host_record_without_a_begin_is_still_read():
+    """The record after kyua (rxl.verify.remote, its own lines, no BEGIN) is read."""
+    from rxl.verify import parse
+    r = parse.parse_console(["==RXL== SYSCTL net.inet.tcp.reuseport_lb.learn@after: 1",
+                             "==RXL== SYSCTL net.inet.tcp.reuseport_lb*@after: 1"])
+    assert r.sysctls == {"net.inet.tcp.reuseport_lb.learn@after": "1",
+                         "net.inet.tcp.reuseport_lb*@after": "1"}
+
+
+# ------------------------------------------------ 15: an unreadable topology block
+
+def test_a_topology_block_that_cannot_be_read_damages_the_run(work):
+    """Fault 15: <cpu count="9"> listing 8 CPUs left the run "completed", exit 0,
+    with a note; the queue placement cannot be judged without it."""
+    text = PASS.replace('<cpu count="8" mask="ff,0,0,0">', '<cpu count="9" mask="ff,0,0,0">', 1)
+    assert text != PASS
+    r = _parse(work, text)
+    assert r.exit_code == 1
+    assert "patched  damaged" in r.stdout
+    assert "line 8: console topology block: line 3: <cpu count=\"9\"> lists 8 CPUs" in r.stdout
+    assert r.stderr.splitlines() == ["Error: 1 of 1 run did not pass: patched: damaged "
+                                     "(see its notes)"]
