@@ -89,8 +89,19 @@ def read_source(spec: str) -> Tuple[str, str]:
     not UTF-8 text or is larger than :data:`MAX_BYTES`.
     """
     if spec == "-":
-        data = sys.stdin.read(MAX_BYTES + 1)
         name = "<stdin>"
+        buf = getattr(sys.stdin, "buffer", None)
+        if buf is None:  # a text stream given in place of stdin (no bytes to check)
+            data = sys.stdin.read(MAX_BYTES + 1)
+        else:  # decoded as strictly as a file: bytes that are not UTF-8 are refused
+            raw = buf.read(MAX_BYTES + 1)
+            if len(raw) > MAX_BYTES:
+                raise TopologyError(f"{name}: larger than {MAX_BYTES >> 20} MiB; "
+                                    "not a topology dump")
+            try:
+                data = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise TopologyError(f"{name}: not text (not UTF-8)") from None
     else:
         try:
             mode = os.stat(spec).st_mode
@@ -163,9 +174,16 @@ class _Reader:
                              f"{self.line() if line is None else line}: "
                              f"{msg}")
 
+    #: What a negative value of a field is, said instead of "not a number".
+    NEGATIVE = {"CPU": f"is no CPU id (0 to {CPU_MAXSIZE - 1})",
+                "cache-level": "is not one of 0-3 (CG_SHARE_NONE to CG_SHARE_L3)"}
+
     def number(self, what: str, text: str) -> int:
         t = text.strip()
         if not t.isdigit() or not t.isascii():
+            if t[:1] == "-" and t[1:].isdigit() and t[1:].isascii():
+                raise self.fail(f"{what} {_short(t)!r} " +
+                                self.NEGATIVE.get(what, "is negative (0 or more)"))
             raise self.fail(f"{what} {_short(t)!r} is not a number")
         if len(t) > MAX_DIGITS:
             raise self.fail(f"{what} {_short(t)} is too large "

@@ -94,3 +94,41 @@ def test_a_topology_block_that_cannot_be_read_damages_the_run(work):
     assert "line 8: console topology block: line 3: <cpu count=\"9\"> lists 8 CPUs" in r.stdout
     assert r.stderr.splitlines() == ["Error: 1 of 1 run did not pass: patched: damaged "
                                      "(see its notes)"]
+
+
+# ------------------------------------------------ 16, 17: topology dumps
+
+TOPO = ('<groups>\n <group level="1" cache-level="{cl}">\n  <cpu count="2" mask="3,0,0,0">'
+        '{cpus}</cpu>\n </group>\n</groups>\n')
+
+
+@pytest.mark.parametrize("cmd", [["deal", "--members", "0"],
+                                 ["outcomes", "--workers", "0", "--rx-cpus", "0"]])
+def test_binary_stdin_as_a_topology_is_not_utf_8_as_a_file_is(work, cmd):
+    """Fault 16: bytes that are not UTF-8 on `--topology -` were decoded with
+    replacement and called a dump with no <groups>; as a file, not UTF-8."""
+    data = b"\x89PNG\r\n\x1a\n\xff\xfe<groups>\x00"
+    (work / "bin").write_bytes(data)
+    r = _run([*cmd, "--topology", "-"], input=data)
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr.splitlines() == ["Error: Invalid value for '--topology': <stdin>: not "
+                                     "text (not UTF-8)"]
+    f = _run([*cmd, "--topology", work / "bin"])
+    assert f.stderr.splitlines() == [f"Error: Invalid value for '--topology': {work / 'bin'}: "
+                                     "not a text file (not UTF-8)"]
+    ok = _run([*cmd, "--topology", "-"], input=TOPO.format(cl=0, cpus="0, 1").encode())
+    assert ok.exit_code == 0, ok.output
+
+
+@pytest.mark.parametrize("cl,cpus,says", [
+    ("-1", "0, 1", "line 2: cache-level '-1' is not one of 0-3 (CG_SHARE_NONE to "
+                   "CG_SHARE_L3)"),
+    ("0", "0, -1", "line 3: CPU '-1' is no CPU id (0 to 1023)"),
+    ("0", "0, x", "line 3: CPU 'x' is not a number"),
+])
+def test_a_negative_number_in_a_dump_is_said_as_out_of_range(work, cl, cpus, says):
+    """Fault 17: cache-level="-1" and a CPU -1 were "not a number"."""
+    r = _run(["deal", "--members", "0", "--topology", "-"],
+             input=TOPO.format(cl=cl, cpus=cpus).encode())
+    assert r.exit_code == 2
+    assert r.stderr.splitlines() == [f"Error: Invalid value for '--topology': <stdin>: {says}"]

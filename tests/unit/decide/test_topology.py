@@ -84,7 +84,7 @@ def test_cpu_lists():
 
 @pytest.mark.parametrize("level, flags, cpus, msg", [
     ("259", "", "0, 1", "cache-level 259"),
-    ("-1", "", "0, 1", "cache-level '-1' is not a number"),
+    ("-1", "", "0, 1", "cache-level '-1' is not one of 0-3"),  # issue 27 nc8 fault 17
     ("3", "", "1023, 1024", "CPU id 1024 is beyond CPU_MAXSIZE"),
 ])
 def test_xml_values_out_of_range(level, flags, cpus, msg):
