@@ -35,19 +35,48 @@ from typing import Optional
 SHOW_MAX = 80
 
 
-def show(value: object, limit: int = SHOW_MAX) -> str:
-    """``value`` quoted for a one-line message: control and non-ASCII-printable
-    characters escaped (``repr`` style), cut to ``limit`` characters with the
-    number left off said. Bytes are decoded as UTF-8 with escapes."""
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="backslashreplace")
-    text = str(value)
-    esc = "".join(c if c.isprintable() and c != "\\" else
-                  (c.encode("unicode_escape").decode("ascii") if c != "\\" else "\\\\")
-                  for c in text)
+def _escape_char(c: str) -> str:
+    """One unprintable character as an escape: a byte that was not UTF-8 (a
+    file name's, decoded with ``surrogateescape``: U+DC80-U+DCFF) as that byte,
+    ``\\xe9``; another ``repr`` style (``\\n``, ``\\x1b``, ``\\u200b``)."""
+    if "\udc80" <= c <= "\udcff":
+        return f"\\x{ord(c) - 0xdc00:02x}"
+    return c.encode("unicode_escape").decode("ascii")
+
+
+def _escaped(text: str, limit: int, backslash: bool) -> str:
+    """``text`` with each character that is not printable escaped (``repr``
+    style: ``\\n``, ``\\x1b``, a file name's byte ``\\xe9``), and with ``backslash`` each
+    backslash doubled; cut to ``limit`` characters with the number left off said."""
+    esc = "".join(c if c.isprintable() and not (backslash and c == "\\") else
+                  "\\\\" if c == "\\" else _escape_char(c) for c in text)
     if len(esc) > limit:
         return f"{esc[:limit]}... ({len(esc) - limit} more characters)"
     return esc
+
+
+def show(value: object, limit: int = SHOW_MAX) -> str:
+    """``value`` quoted for a one-line message: control and non-ASCII-printable
+    characters escaped (``repr`` style), a backslash doubled (so an escape in
+    the output is one :func:`show` made), cut to ``limit`` characters with the
+    number left off said. Bytes are decoded as UTF-8, a byte that is not UTF-8
+    shown as ``\\xNN`` (as is one in a str decoded with ``surrogateescape``,
+    a file name's).
+
+    The one escaping of user input in messages; the error surface's line
+    (:func:`message`) escapes only what is still unprintable, never a
+    second time."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="surrogateescape")  # a bad byte: \\xNN
+    return _escaped(str(value), limit, backslash=True)
+
+
+def message(text: str, limit: int) -> str:
+    """A whole message for its one line, whose values :func:`show` escaped
+    already: characters still unprintable (a value given without ``show``)
+    escaped, backslashes left as they are (doubling them showed each escape
+    twice: ``caf\\\\udce9.log``, ``'A\\\\nB'``); cut to ``limit``."""
+    return _escaped(text, limit, backslash=False)
 
 
 class RxlError(Exception):

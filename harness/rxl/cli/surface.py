@@ -37,7 +37,7 @@ import click
 from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int
-from rxl.errors import BadOption, DataError, Interrupted, RxlError, show
+from rxl.errors import BadOption, DataError, Interrupted, RxlError, message, show
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
 # take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
@@ -65,9 +65,10 @@ def as_click(exc: RxlError, ctx: click.Context) -> click.ClickException:
 def error_line(exc: click.ClickException) -> str:
     """``Error: <message>``: the message on one line (each line break and the
     blanks around it folded into one space), other control characters
-    escaped and cut at :data:`MESSAGE_MAX` by :func:`rxl.errors.show`."""
+    escaped and cut at :data:`MESSAGE_MAX` by :func:`rxl.errors.message`
+    (the values in it were escaped once, by :func:`rxl.errors.show`)."""
     text = re.sub(r"\s*[\r\n]+\s*", " ", str(exc.format_message()).strip())
-    return "Error: " + show(text, limit=MESSAGE_MAX)
+    return "Error: " + message(text, limit=MESSAGE_MAX)
 
 
 def needs_command(ctx: click.Context) -> str:

@@ -52,7 +52,7 @@ def parse_author(text: str) -> tuple[str, str]:
     m = _AUTHOR_RE.fullmatch(text)
     if m is None or not any(c.isalpha() for c in m.group(1)) or m.group(1)[0].isspace() or \
             any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise SeriesError(f"{text!r} is not an author: give 'Name <local@domain.tld>', "
+        raise SeriesError(f"'{show(text)}' is not an author: give 'Name <local@domain.tld>', "
                           "one line (as git writes it)")
     return m.group(1), m.group(2)
 

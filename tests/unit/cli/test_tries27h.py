@@ -132,3 +132,45 @@ def test_a_negative_number_in_a_dump_is_said_as_out_of_range(work, cl, cpus, say
              input=TOPO.format(cl=cl, cpus=cpus).encode())
     assert r.exit_code == 2
     assert r.stderr.splitlines() == [f"Error: Invalid value for '--topology': <stdin>: {says}"]
+
+
+# ------------------------------------------------ 18: one escaping, never two
+
+def test_show_and_the_error_line_escape_once():
+    from rxl.cli.surface import error_line
+    from rxl.errors import message, show
+    import click
+    assert show("A\nB") == "A\\nB" and show("a\\b") == "a\\\\b"
+    assert show(b"\xff\xfe") == "\\xff\\xfe"           # a byte that is not UTF-8: \xNN
+    assert show("caf\udce9.log") == "caf\\xe9.log"      # a file name's (surrogateescape)
+    assert message(f"x {show('A' + chr(10) + 'B')} y", 100) == "x A\\nB y"
+    assert message("raw\x1b", 100) == "raw\\x1b"        # unescaped, still escaped once
+    assert error_line(click.ClickException(f"'{show('caf' + chr(0xdce9))}'")) == \
+        "Error: 'caf\\xe9'"
+
+
+def test_an_author_with_a_line_break_is_shown_with_one_backslash(work):
+    """Fault 18: --author $'A\\nB <a@b.c>' said 'A\\\\nB <a@b.c>' (show() on the
+    message after repr() of the value)."""
+    (work / "src").mkdir()
+    r = _run(["series", "export", "--src", work / "src", "--author", "A\nB <a@b.c>"])
+    assert r.exit_code == 2
+    (line,) = r.stderr.splitlines()
+    assert "'A\\nB <a@b.c>' is not an author" in line, line
+    assert "\\\\" not in line
+
+
+@pytest.mark.parametrize("cmd,there", [(["parse"], False), (["kcount", "analyze"], True),
+                                       (["deal", "--members", "0", "--topology"], True)])
+def test_a_file_name_that_is_not_utf_8_is_shown_once(work, cmd, there):
+    """Fault 18: caf\\xe9.log showed as caf\\\\udce9.log (parse, a missing file;
+    kcount analyze, a file that is no trace), caf\\udce9.log in deal."""
+    import os
+    name = os.fsdecode(os.path.join(os.fsencode(str(work)), b"caf\xe9.log"))
+    if there:
+        Path(name).write_text("x\n")
+    r = _run([*cmd, name])
+    assert r.exit_code == 2
+    (line,) = r.stderr.splitlines()
+    assert f"{work}/caf\\xe9.log" in line, line
+    assert "\\\\" not in line and "udce9" not in line
