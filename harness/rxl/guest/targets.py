@@ -431,6 +431,8 @@ MAX_BYTES = 1 << 20
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
+#: A plain ``<<`` key: YAML 1.1's merge key (PyYAML resolves it to this tag).
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class Written(dict):
@@ -481,7 +483,9 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
 
     An alias (``*name``) or an anchor (``&name``) raises ``error(lines, path)`` before anything is
     built: a targets file does not need one, and nested aliases expand
-    exponentially (a 1 KiB file can stand for gigabytes). A key given twice in
+    exponentially (a 1 KiB file can stand for gigabytes). So does a merge key
+    (``<<``, named with its line), which merges copies as an alias does (a
+    quoted ``'<<'`` is a plain key, and refused as an unknown field). A key given twice in
     one mapping, which PyYAML would settle silently by keeping the last, also
     raises ``error``, one line per such key (``PATH: line N: 'KEY' given
     again (first on line M); ...``). Raises yaml.YAMLError for text that is
@@ -504,6 +508,11 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
     def mapping(loader, node, deep=False):
         seen: Dict[Any, int] = {}
         written: Dict[Any, str] = {}
+        merges = [f"{path}: line {k.start_mark.line + 1}: a merge key (<<): a targets file "
+                  "takes no merge keys (as no anchors or aliases); write the values out"
+                  for k, _ in node.value if k.tag == _MERGE_TAG]
+        if merges:
+            raise error(merges, path)
         for knode, vnode in node.value:
             # A plain scalar YAML typed (12345, yes, 2026-12-02) or tagged
             # (!!binary): its text as written, for a message about it.

@@ -298,3 +298,27 @@ def test_a_builtin_name_of_another_kind_or_a_control_character_is_a_mistake(tmp_
         T.load(write(tmp_path, text))
     assert any(m.partition(".yaml: ")[2].startswith(mistake) for m in ei.value.errors), \
         ei.value.errors
+
+
+# ---- issue 27, eighth pass, fault 19: a YAML merge key
+
+@pytest.mark.parametrize("loader", ["CSafeLoader", "SafeLoader"])
+@pytest.mark.parametrize("text,line", [
+    ("targets: {a: {<<: {kind: box}, host: h}}\n", 1),
+    ("targets:\n  a:\n    host: h\n    <<: {kind: box}\n", 4),
+    ("targets:\n  a:\n    <<: [{kind: box}, {port: 22}]\n    host: h\n", 3),
+])
+def test_a_merge_key_is_refused_naming_it_and_its_line(tmp_path, monkeypatch, loader, text,
+                                                       line):
+    """`<<: {kind: box}` said 'not valid YAML: could not determine a constructor
+    for the tag tag:yaml.org,2002:merge' (PyYAML's internals; it is valid YAML)."""
+    import yaml
+    if not hasattr(yaml, loader):
+        pytest.skip(f"PyYAML without {loader}")
+    monkeypatch.setattr(T, "BASE_LOADER", getattr(yaml, loader))
+    p = tmp_path / "targets.yaml"
+    p.write_text(text)
+    with pytest.raises(T.TargetsError) as exc:
+        T.load(str(p))
+    assert exc.value.errors == [f"{p}: line {line}: a merge key (<<): a targets file takes no "
+                               "merge keys (as no anchors or aliases); write the values out"]
