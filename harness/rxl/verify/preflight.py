@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from rxl.cli.options import check_guest, check_out_dir
+from rxl.cli.options import check_guest, check_out_dir, read_limited
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
@@ -33,6 +33,35 @@ from rxl.verify.target import programs_in
 #: which refuses a duration it cannot represent, so every case would "fail"
 #: after the builds; no ATF case of the run takes more than minutes.
 MAX_CASE_TIMEOUT = 86400
+
+
+#: What every ATF C test program defines: its list of cases, which libatf-c's
+#: main() calls (atf-c/macros.h). A source without it cannot link.
+ATF_TCS = "ATF_TP_ADD_TCS"
+
+
+def check_test_source(name: str, source: str) -> None:
+    """Refuse (BadOption, ``--test``) a test source that would fail only when it
+    is compiled, after the builds: not a regular ``.c`` file, not text (not
+    UTF-8, NUL bytes), or no ATF C test program (no :data:`ATF_TCS`). The
+    compiler itself needs the built tree's headers, so it is not run here."""
+    where = f"{name}={show(source)}"
+    p = Path(source)
+    if not p.is_file():
+        raise BadOption(f"{where}: " + ("not a regular file (a C source)" if p.exists()
+                                        else "no such file"), "--test")
+    if p.suffix != ".c":
+        raise BadOption(f"{where}: not a C source (NAME=PATH.c: the build compiles "
+                        "it as C)", "--test")
+    try:
+        text = read_limited(source, "an ATF C test source", text=True).decode("utf-8")
+    except DataError as exc:
+        raise BadOption(f"{name}={exc}", "--test") from None
+    except OSError as exc:
+        raise BadOption(f"{where}: {exc.strerror}", "--test") from None
+    if ATF_TCS not in text:
+        raise BadOption(f"{where}: no {ATF_TCS}: not an ATF C test program (it would "
+                        "fail to link after the build)", "--test")
 
 
 def check_request(req: RunRequest, *, ssh: bool = True,
@@ -81,10 +110,7 @@ def check_request(req: RunRequest, *, ssh: bool = True,
             raise BadOption(f"{name}: a test program of that name is already "
                             "built (--atf-dir or an earlier --test)", "--test")
         names.append(name)
-        if not Path(source).is_file():
-            raise BadOption(f"{name}={source}: " + ("not a regular file (a C source)"
-                                                    if Path(source).exists() else
-                                                    "no such file"), "--test")
+        check_test_source(name, source)
     own = [n for n in req.new_programs if n in dict(tree_world.BASE_TESTS)]
     if own:
         raise BadOption(f"{', '.join(own)}: FreeBSD's own test program, which must pass "

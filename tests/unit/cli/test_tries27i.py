@@ -261,3 +261,34 @@ def test_series_check_of_a_tree_without_the_series_blames_the_tree(work):
     assert line.startswith(f"Error: --src {src} does not carry the series at HEAD: "), line
     assert "problem(s) in the series" not in line
     assert not any(l.startswith("problem:") for l in r.stdout.splitlines()), r.stdout
+
+
+# ------------------------------------------------- 21: --test checked up front
+
+ATF = ('#include <atf-c.h>\nATF_TC_WITHOUT_HEAD(t);\nATF_TC_BODY(t, tc) {}\n'
+       'ATF_TP_ADD_TCS(tp) { ATF_TP_ADD_TC(tp, t); return atf_no_error(); }\n')
+
+
+@pytest.mark.parametrize("name,data,why", [
+    ("t.json", b'{"a":1}\n', "not a C source (NAME=PATH.c: the build compiles it as C)"),
+    ("t.c", b'{"a":1}\n', "no ATF_TP_ADD_TCS: not an ATF C test program (it would fail "
+                          "to link after the build)"),
+    ("t.c", b"", "no ATF_TP_ADD_TCS: not an ATF C test program (it would fail to link "
+                 "after the build)"),
+    ("t.c", b"\xff\xfeA\0", "not UTF-8 text: not an ATF C test source"),
+])
+def test_check_only_refuses_a_test_source_the_build_would_fail_on(work, name, data, why):
+    """21: --check-only accepted --test foo=<a JSON file>, which fails only when
+    it is compiled, after the long build."""
+    src = work / name
+    src.write_bytes(data)
+    for mode in ("--check-only", "--dry-run"):
+        assert _error(["run", mode, "--test", f"foo={src}"]) == (
+            f"Error: Invalid value for '--test': foo={src}: {why}")
+
+
+def test_check_only_passes_an_atf_test_source(work):
+    src = work / "mine_test.c"
+    src.write_text(ATF)
+    r = _run(["run", "--check-only", "--test", f"mine={src}"])
+    assert r.exit_code == 0, r.output

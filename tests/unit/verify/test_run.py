@@ -522,7 +522,7 @@ def test_bad_options_refused_before_any_build(fake_tree, tmp_path, monkeypatch, 
 
 def test_test_names_must_be_unique_and_known_names_pass(fake_tree, tmp_path):
     src = tmp_path / "t.c"
-    src.write_text("")
+    src.write_text("ATF_TP_ADD_TCS(tp) { return atf_no_error(); }\n")  # an ATF C program
     res = _live(fake_tree, tmp_path, "--dry-run", "--test", f"so_reuseport_lb_test={src}")
     assert res.exit_code == 2 and "already built" in res.output
     res = _live(fake_tree, tmp_path, "--dry-run", "--test", f"mine={src}",
