@@ -57,13 +57,13 @@
  * A member's tag: a CPU in the low bits, LBDEAL_TAG_LEARNED for a CPU
  * learned at accept(2) rather than set by the application, or
  * LBDEAL_TAG_NONE.  Only set tags stand in as receiving CPUs before
- * anything is counted, so learned tags on a NIC without hashes build no
- * map.
+ * anything is counted, so learned tags alone build no map until then.
  */
 #define	LBDEAL_TAG_NONE		0xffff
 #define	LBDEAL_TAG_LEARNED	0x8000
 #define	LBDEAL_TAG_CPUMASK	0x7fff
 #define	LBDEAL_TAGGED(t)	((t) != LBDEAL_TAG_NONE)
+#define	LBDEAL_TAG_SET(t)	(((t) & LBDEAL_TAG_LEARNED) == 0)
 #define	LBDEAL_TAG_CPU(t)	((u_int)((t) & LBDEAL_TAG_CPUMASK))
 
 /*

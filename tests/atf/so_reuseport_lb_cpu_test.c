@@ -42,10 +42,13 @@
 #include <sys/param.h>
 #include <sys/cpuset.h>
 #include <sys/jail.h>
+#include <sys/module.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
@@ -75,7 +78,6 @@ struct lbgroup {
 struct lbview {
 	u_int	members;
 	u_int	nslots;
-	u_int	rebuilds;
 	int	tag[MAXMEMBERS];	/* NOCPU for none */
 	bool	learned[MAXMEMBERS];
 	int	nrx;
@@ -114,25 +116,34 @@ lb_sysctl_int(const char *name, int val)
 }
 
 /*
- * Enter the case's VNET (making one when not run by kyua), give loopback
- * an address there, and set the VNET's learning knobs: learn, and the
- * window unless window_ms is 0.
+ * Enter the case's VNET (skipping without VIMAGE; when not run by kyua,
+ * making one that may hold a child jail), give loopback an address there,
+ * and set the VNET's learning knobs: learn, and the window unless
+ * window_ms is 0.
  */
 static void
 lb_setup(int learn, int window_ms)
 {
-	struct iovec iov[2];
+	struct iovec iov[4];
 	size_t len;
-	int vnet, jid;
+	int vnet, jid, max;
 
+	len = sizeof(vnet);
+	if (sysctlbyname("kern.features.vimage", &vnet, &len, NULL, 0) != 0)
+		atf_tc_skip("the kernel has no VIMAGE");
 	len = sizeof(vnet);
 	if (sysctlbyname("security.jail.vnet", &vnet, &len, NULL, 0) != 0 ||
 	    vnet == 0) {
 		vnet = JAIL_SYS_NEW;
+		max = 1;
 		iov[0].iov_base = __DECONST(char *, "vnet");
 		iov[0].iov_len = sizeof("vnet");
 		iov[1].iov_base = &vnet;
 		iov[1].iov_len = sizeof(vnet);
+		iov[2].iov_base = __DECONST(char *, "children.max");
+		iov[2].iov_len = sizeof("children.max");
+		iov[3].iov_base = &max;
+		iov[3].iov_len = sizeof(max);
 		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
 		ATF_REQUIRE_MSG(jid >= 0, "jail_set(vnet): %s",
 		    strerror(errno));
@@ -332,8 +343,8 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 	for (line = buf; line != NULL && *line != '\0'; line = next) {
 		if ((next = strchr(line, '\n')) != NULL)
 			*next++ = '\0';
-		if (sscanf(line, "group port %u af %7s members %u map %u "
-		    "rebuilds %u", &port, af, &a, &b, &c) == 5) {
+		if (sscanf(line, "group port %u af %7s members %u map %u",
+		    &port, af, &a, &b) == 4) {
 			if (found)
 				break;
 			found = port == want && strcmp(af,
@@ -341,7 +352,6 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 			if (found) {
 				v->members = a;
 				v->nslots = b;
-				v->rebuilds = c;
 			}
 		} else if (found && (k = sscanf(line, "member %u tag %15s %15s",
 		    &m, tag, kind)) >= 2 && m < MAXMEMBERS) {
@@ -657,37 +667,6 @@ ATF_TC_BODY(listen_late, tc)
 }
 
 /*
- * A set to the tag a member already has deals nothing; a change deals
- * once.
- */
-ATF_TC(noop_set);
-ATF_TC_HEAD(noop_set, tc)
-{
-
-	lb_head(tc);
-}
-ATF_TC_BODY(noop_set, tc)
-{
-	struct lbgroup g;
-	struct lbview v;
-	u_int rebuilds;
-	int cpus[2], n;
-
-	lb_setup(0, 0);
-	n = lb_cpus(cpus, 2);
-	lb_group(&g, AF_INET, 2, cpus);
-	ATF_REQUIRE(lb_view(&g, &v));
-	rebuilds = v.rebuilds;
-	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], cpus[0]), 0);
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE_EQ(v.rebuilds, rebuilds);
-	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], cpus[n - 1]), 0);
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE_EQ(v.rebuilds, rebuilds + 1);
-	lb_close(&g);
-}
-
-/*
  * A full group of 256 tagged members, as many on each of a power of 2 of
  * CPUs, so that every such CPU keeps its slots for its own members.
  */
@@ -885,17 +864,17 @@ ATF_TC_BODY(capture, tc)
 }
 
 /*
- * Over loopback with learning from NIC hashes only, nothing is counted,
- * and a group whose only tag was learned has no map: a learned tag never
- * stands in for a receiving CPU.
+ * Over loopback with learning on (1), nothing is counted, and a group
+ * whose only tag was learned has no map: a learned tag never stands in for
+ * a receiving CPU.
  */
-ATF_TC(learn_hashed_only);
-ATF_TC_HEAD(learn_hashed_only, tc)
+ATF_TC(learn_not_loopback);
+ATF_TC_HEAD(learn_not_loopback, tc)
 {
 
 	lb_head(tc);
 }
-ATF_TC_BODY(learn_hashed_only, tc)
+ATF_TC_BODY(learn_not_loopback, tc)
 {
 	struct lbgroup g;
 	struct lbview v;
@@ -913,8 +892,9 @@ ATF_TC_BODY(learn_hashed_only, tc)
 }
 
 /*
- * Turning learning off forgets the counts and the learned tags at once:
- * the map is dealt again from the set tags alone.
+ * Turning learning off forgets the learned tags at once, and the counts
+ * of a group without a set tag; a group with a set tag keeps its counts
+ * and deals from them, so its tags do not stand in again.
  */
 ATF_TC(learning_off);
 ATF_TC_HEAD(learning_off, tc)
@@ -924,40 +904,54 @@ ATF_TC_HEAD(learning_off, tc)
 }
 ATF_TC_BODY(learning_off, tc)
 {
-	struct lbgroup g;
+	struct lbgroup g, h;
 	struct lbview v;
+	u_int total;
 	int cpus[1], hcpu, i;
 
 	/*
-	 * Learning from NIC hashes only: nothing counted over loopback, no
-	 * map, so the hash feeds both members and both learn a tag.
+	 * Learning from handshakes not on loopback: nothing counted, no map,
+	 * so the hash feeds both members of g and both learn a tag.
 	 */
 	(void)lb_cpus(cpus, 1);
 	lb_setup(1, 1);
 	lb_bind(cpus[0]);
 	lb_group(&g, AF_INET, 2, NULL);
+	lb_group(&h, AF_INET, 1, NULL);
 	for (i = 0; i < 1000 && lb_view(&g, &v) &&
 	    !(v.learned[0] && v.learned[1]); i++)
 		(void)lb_connect(&g, &hcpu);
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.learned[0] && v.learned[1]);
-	/* One member set by the application; counts from loopback too. */
+	(void)lb_connect(&h, &hcpu);
+	ATF_REQUIRE(lb_view(&h, &v));
+	ATF_REQUIRE(v.learning && v.learned[0]);
+	/* One member of g set by the application; counts from loopback too. */
 	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], cpus[0]), 0);
 	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", 2);
+	ATF_REQUIRE(lb_view(&g, &v));
 	lb_until_rolls(&g, &v, v.rolls + 2);
 	ATF_REQUIRE(v.ncount > 0);
 	ATF_REQUIRE(v.learned[0] || v.learned[1]);
 
 	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", 0);
-	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(lb_view(&h, &v));
 	ATF_REQUIRE(!v.learning);
-	ATF_REQUIRE_EQ(v.ncount, 0);
+	ATF_REQUIRE(!v.learned[0]);
+	ATF_REQUIRE_EQ(v.nslots, 0u);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_MSG(v.learning, "a group with a set tag lost its counts");
 	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
 	ATF_REQUIRE((v.tag[0] == cpus[0] && v.tag[1] == NOCPU) ||
 	    (v.tag[0] == NOCPU && v.tag[1] == cpus[0]));
-	ATF_REQUIRE_EQ(v.nrx, 1);
-	ATF_REQUIRE_EQ(v.rxcpu[0], cpus[0]);
-	ATF_REQUIRE_EQ(v.rxslots[0], 32u);
+	ATF_REQUIRE_EQ(v.nslots, 32u);
+	for (i = 0, total = 0; i < v.ncount; i++)
+		total += v.sum[i];
+	for (i = 0; total > 0 && i < v.nrx; i++)
+		ATF_REQUIRE_MSG(lb_countof(&v, v.rxcpu[i], v.sum) > 0,
+		    "cpu %d supplies %u slots and counted nothing", v.rxcpu[i],
+		    v.rxslots[i]);
+	lb_close(&h);
 	lb_close(&g);
 }
 
@@ -1006,6 +1000,120 @@ ATF_TC_BODY(tagged_counts, tc)
 	    "connections without a set tag", i);
 	ATF_REQUIRE_EQ(v.nslots, 0u);
 	lb_close(&g);
+}
+
+/*
+ * A group with a set tag counts, with learning off, every handshake that
+ * arrives on an interface other than loopback, with or without a flow
+ * hash: here an epair(4), which gives none (without options RSS), from a
+ * client in a second VNET.  The lookup steers by the CPU it runs on, the
+ * one counted, so a hashless NIC's counts are as good as any.
+ */
+ATF_TC(count_unhashed);
+ATF_TC_HEAD(count_unhashed, tc)
+{
+
+	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
+}
+ATF_TC_BODY(count_unhashed, tc)
+{
+	struct iovec iov[2];
+	struct lbgroup g;
+	struct lbview v;
+	struct sockaddr_in *sin;
+	struct pollfd pfd;
+	char cmd[128], ifname[IFNAMSIZ];
+	FILE *fp;
+	pid_t pid;
+	u_int total;
+	int as, c2p[2], cpu, cs, i, jid, n, p2c[2], status, vnet;
+	char b;
+
+	n = 20;
+	lb_setup(0, 3600 * 1000);
+	if (modfind("if_epair") < 0)
+		atf_tc_skip("no epair(4)");
+	ATF_REQUIRE((fp = popen("/sbin/ifconfig epair create", "r")) != NULL);
+	ATF_REQUIRE(fgets(ifname, sizeof(ifname), fp) != NULL);
+	ATF_REQUIRE(pclose(fp) == 0);
+	ifname[strcspn(ifname, "\n")] = '\0';
+	ATF_REQUIRE(strlen(ifname) > 1 && ifname[strlen(ifname) - 1] == 'a');
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s inet 192.0.2.1/24 up",
+	    ifname);
+	ATF_REQUIRE(system(cmd) == 0);
+
+	/* One member, tagged: every handshake is its. */
+	memset(&g, 0, sizeof(g));
+	g.domain = AF_INET;
+	sin = (struct sockaddr_in *)&g.addr;
+	sin->sin_len = sizeof(*sin);
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(0xc0000201);
+	(void)lb_cpus(&cpu, 1);
+	(void)lb_join(&g, cpu, true);
+
+	/* The client: a VNET jail of its own, holding the epair's b side. */
+	ATF_REQUIRE(pipe(c2p) == 0 && pipe(p2c) == 0);
+	pid = fork();
+	ATF_REQUIRE(pid >= 0);
+	if (pid == 0) {
+		vnet = JAIL_SYS_NEW;
+		iov[0].iov_base = __DECONST(char *, "vnet");
+		iov[0].iov_len = sizeof("vnet");
+		iov[1].iov_base = &vnet;
+		iov[1].iov_len = sizeof(vnet);
+		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
+		if (jid < 0 ||
+		    write(c2p[1], &jid, sizeof(jid)) != sizeof(jid) ||
+		    read(p2c[0], &b, 1) != 1)
+			_exit(1);
+		ifname[strlen(ifname) - 1] = 'b';
+		snprintf(cmd, sizeof(cmd),
+		    "/sbin/ifconfig %s inet 192.0.2.2/24 up", ifname);
+		if (system(cmd) != 0)
+			_exit(2);
+		/* One connection for every byte, each after the last accept. */
+		while (read(p2c[0], &b, 1) == 1) {
+			if ((cs = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+			    connect(cs, (struct sockaddr *)&g.addr,
+			    g.addr.ss_len) != 0)
+				_exit(3);
+			(void)close(cs);
+		}
+		_exit(0);
+	}
+	ATF_REQUIRE(read(c2p[0], &jid, sizeof(jid)) == sizeof(jid));
+	ifname[strlen(ifname) - 1] = 'b';
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s vnet %d", ifname, jid);
+	ATF_REQUIRE(system(cmd) == 0);
+	b = 0;
+	ATF_REQUIRE(write(p2c[1], &b, 1) == 1);
+
+	/* The first accept makes the learning state; n - 1 are counted. */
+	for (i = 0; i < n; i++) {
+		ATF_REQUIRE(write(p2c[1], &b, 1) == 1);
+		pfd.fd = g.sds[0];
+		pfd.events = POLLIN;
+		ATF_REQUIRE_MSG(poll(&pfd, 1, 30 * 1000) == 1,
+		    "no connection %d over the epair", i);
+		ATF_REQUIRE((as = accept(g.sds[0], NULL, NULL)) >= 0);
+		ATF_REQUIRE(close(as) == 0);
+	}
+	ATF_REQUIRE(close(p2c[1]) == 0);
+	ATF_REQUIRE(waitpid(pid, &status, 0) == pid);
+	ATF_REQUIRE_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "client status %#x", status);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(v.learning);
+	for (i = 0, total = 0; i < v.ncount; i++)
+		total += v.cur[i];
+	ATF_REQUIRE_MSG(total == (u_int)n - 1, "%u of %d handshakes over "
+	    "the epair counted", total, n - 1);
+	lb_close(&g);
+	ifname[strlen(ifname) - 1] = 'a';
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s destroy", ifname);
+	(void)system(cmd);
 }
 
 /*
@@ -1058,14 +1166,14 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, duplicates);
 	ATF_TP_ADD_TC(tp, join_leave);
 	ATF_TP_ADD_TC(tp, listen_late);
-	ATF_TP_ADD_TC(tp, noop_set);
 	ATF_TP_ADD_TC(tp, full_group);
 	ATF_TP_ADD_TC(tp, learn_counting);
 	ATF_TP_ADD_TC(tp, learned_map);
 	ATF_TP_ADD_TC(tp, capture);
-	ATF_TP_ADD_TC(tp, learn_hashed_only);
+	ATF_TP_ADD_TC(tp, learn_not_loopback);
 	ATF_TP_ADD_TC(tp, learning_off);
 	ATF_TP_ADD_TC(tp, tagged_counts);
+	ATF_TP_ADD_TC(tp, count_unhashed);
 	ATF_TP_ADD_TC(tp, tags_outnumber_rx);
 
 	return (atf_no_error());

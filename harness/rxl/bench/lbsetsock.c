@@ -20,7 +20,8 @@
  * member k alternating between k % ncpu and (k + 1) % ncpu, so every
  * call rebuilds the group's map.  The group's rebuild count (the
  * `rebuilds` of its line in net.inet.tcp.reuseport_lb.groups, read by
- * the parent, which is root) is read before and after.
+ * the parent, which is root) is read before and after, where the view
+ * has one (-1 where it does not).
  *
  * The bystander is timed in three conditions: idle, beside the loop, and
  * beside a control loop that makes as many setsockopt(2) calls of another

@@ -279,7 +279,8 @@ def view_line(v: View) -> str:
                    f"{'L' if m.kind == 'learned' else ''}/{m.slots}" for m in g.member_list)
     win = f" rolls {g.rolls} age {g.age_ms} ms" if g.rolls is not None else ""
     gen = f" gen {g.gen}" if g.gen is not None else ""
-    return (f"{head}{gen} rebuilds {g.rebuilds}{win} map {g.map_slots or '-'}"
+    deals = f" rebuilds {g.rebuilds}" if g.rebuilds is not None else ""
+    return (f"{head}{gen}{deals}{win} map {g.map_slots or '-'}"
             f" | rx {rx} | ranges {rng} | members {mem}"
             f" | map co-locates {_pct(map_colocation(g))}"
             f" (floor would {_pct(dealt_colocation(g))})")

@@ -233,7 +233,8 @@ def sync_cmd(src, branch, project, lock):
               type=click.Path(file_okay=False), help="MAKEOBJDIRPREFIX.")
 @click.option("--kernconf", default=None,
               help="Kernel config [default: RXL, or MINIMAL with --modules]; RXL (GENERIC + "
-                   "INVARIANTS, INVARIANT_SUPPORT, WITNESS) is written into the tree.")
+                   "INVARIANTS, INVARIANT_SUPPORT, WITNESS; device epair) is written "
+                   "into the tree.")
 @click.option("--modules", "with_modules", is_flag=True,
               help="Build the kernel with the modules a module boot needs (iflib, em and "
                    "what the series touches; MODULES_OVERRIDE) and check that they link.")

@@ -1,7 +1,9 @@
 """The test kernel's configuration: its text and where it goes in a tree.
 
 ``RXL`` = GENERIC + INVARIANTS, INVARIANT_SUPPORT, WITNESS (a -STABLE
-GENERIC carries none of them), written into ``sys/amd64/conf/RXL`` of the
+GENERIC carries none of them) + ``device epair`` (the ATF case
+count_unhashed connects over an epair(4), which GENERIC does not have and
+a NO_MODULES build cannot load), written into ``sys/amd64/conf/RXL`` of the
 tree before each build (never committed).
 """
 
@@ -23,10 +25,12 @@ DEFAULT_TARGET = "amd64"
 
 def kernconf_text(ident: str = DEFAULT_KERNCONF, base: str = "GENERIC",
                   options: Iterable[str] = ("INVARIANTS", "INVARIANT_SUPPORT",
-                                            "WITNESS")) -> str:
+                                            "WITNESS"),
+                  devices: Iterable[str] = ("epair",)) -> str:
     """Return the text of the test kernel configuration.
 
-    ``include <base>`` + ``ident <ident>`` + one ``options`` line each.
+    ``include <base>`` + ``ident <ident>`` + one ``options`` line each, then
+    one ``device`` line each.
     GENERIC on a -STABLE branch (14.0-STABLE here) carries no INVARIANTS or
     WITNESS, unlike -CURRENT's, hence the explicit lines.  Raises
     ``ValueError`` for an ident that is not a plain config name.
@@ -37,6 +41,7 @@ def kernconf_text(ident: str = DEFAULT_KERNCONF, base: str = "GENERIC",
              "# Not part of the series; regenerated on every build.",
              f"include\t{base}", f"ident\t{ident}", ""]
     lines += [f"options \t{opt}" for opt in options]
+    lines += [f"device \t{dev}" for dev in devices]
     return "\n".join(lines) + "\n"
 
 

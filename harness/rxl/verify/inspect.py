@@ -6,7 +6,7 @@ The format is the one ``in_pcblb_report()`` (sys/netinet/in_pcblb.c of the
 line per CPU with a count, then a ``member`` line per member (0, 1, ... in
 order) and a ``cpu`` line per CPU that supplies slots (ascending)::
 
-    group port 8080 af inet members 2 map 32 rebuilds 3 nomap 0
+    group port 8080 af inet members 2 map 32
     learn window_ms 10000 age_ms 4210 rolls 7
     rx 0 last 6756 cur 3301 sum 13000
     member 0 tag 0 learned
@@ -18,6 +18,8 @@ A member line gives no slot count: every member of a map has
 one.  The 15 view printed it before (``member 1 tag none - slots 16``,
 ``member 0 tag 0 learned slots 16``); those lines are read too, and their
 counts checked against the map.
+Before the deal counters were dropped, the 15 view's group line ended in
+``rebuilds R nomap F``; such lines are read too.
 The 14 series' view (``group ... gen G map N dirty D rebuilds R allocfail
 F``, ``rx C prev N cur N``, tags ``hash``) is read too, for logs recorded on
 it; a group's lines are all of one.
@@ -56,8 +58,8 @@ KINDS = ("group", "learn", "rx", "member", "cpu")
 
 _N = r"([0-9]{1,10})"
 _GROUP = {
-    15: re.compile(rf"group port {_N} af (inet6?) members {_N} map {_N} rebuilds {_N} "
-                   rf"nomap {_N}"),
+    15: re.compile(rf"group port {_N} af (inet6?) members {_N} map {_N}"
+                   rf"(?: rebuilds {_N} nomap {_N})?"),
     14: re.compile(rf"group port {_N} af (inet6?) members {_N} gen {_N} map {_N} "
                    rf"dirty ([01]) rebuilds {_N} allocfail {_N}"),
 }
@@ -96,14 +98,15 @@ class Group:
     maps a CPU to its (last or 14's previous window, current) counts,
     ``rx_sum`` to the deal's input fixed at the last roll (15 only);
     ``ranges`` a CPU to its (offset, slots) in the map; ``window_ms`` is
-    None without learning state.  ``view``: 15 or 14; ``nomap`` (15) or
-    ``gen``, ``dirty``, ``allocfail`` (14); ``line``: the group line's number."""
+    None without learning state.  ``view``: 15 or 14; ``rebuilds`` and
+    ``nomap`` (15, None in a view without them) or ``gen``, ``dirty``,
+    ``allocfail`` (14); ``line``: the group line's number."""
 
     port: int
     af: str
     members: int
     map_slots: int
-    rebuilds: int
+    rebuilds: Optional[int] = None
     view: int = 15
     nomap: Optional[int] = None
     gen: Optional[int] = None
@@ -336,9 +339,10 @@ def render(groups: List[Group]) -> str:
         learn = (f", window {g.window_ms} ms, {g.rolls} rolls"
                  if g.window_ms is not None else ", no learning")
         nomem = g.nomap if g.view == 15 else g.allocfail
+        deals = (f", {g.rebuilds} rebuilds, {nomem} without memory"
+                 if g.rebuilds is not None else "")
         lines.append(f"port {g.port} ({g.af}): {g.members} members, map "
-                     f"{g.map_slots or 'none'}, {g.rebuilds} rebuilds, "
-                     f"{nomem} without memory{learn}"
+                     f"{g.map_slots or 'none'}{deals}{learn}"
                      f"{', rebuild pending' if g.dirty else ''}")
         for m in g.member_list:
             tag = f"{m.tag} ({m.kind})" if m.tag is not None else m.kind

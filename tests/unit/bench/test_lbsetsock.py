@@ -155,6 +155,15 @@ def test_change_mode_expects_one_rebuild_per_call():
     assert L.verdict(L.parse(_lines(change=0, rebuilds_after=8)))["rebuilds_ok"] is False
 
 
+def test_a_view_without_a_rebuild_count_is_not_a_pass():
+    """The series' view has no deal counter since R5: lbsetsock.c prints -1,
+    and 0 rebuilds is then not measured rather than met."""
+    lines = [ln.replace("before=7 after=7", "before=-1 after=-1") for ln in _lines()]
+    v = L.verdict(L.parse(lines))
+    assert v["rebuilds"] is None and v["rebuilds_ok"] is None
+    assert v["ratio_ok"]
+
+
 def test_a_run_without_the_groups_view_is_refused():
     lines = [ln for ln in _lines() if "REBUILDS" not in ln]
     with pytest.raises(L.LbsetError, match="no rebuild count of the group"):

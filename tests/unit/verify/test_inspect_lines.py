@@ -32,6 +32,12 @@ V15_SLOTS = (V15.replace("learned\n", "learned slots 16\n")
              .replace("tag none\n", "tag none - slots 0\n"))
 
 
+# The view as the series prints it since review-15d's R5 dropped the deal
+# counters from the group line.
+V15_NOCOUNT = (V15.replace(" rebuilds 3 nomap 0", "")
+               .replace(" rebuilds 0 nomap 1", ""))
+
+
 def _parse(text):
     return ins.parse(text.splitlines())
 
@@ -46,6 +52,22 @@ def test_the_15_view_is_read_whole():
         [(0, "learned", 16), (4, "explicit", 16)]
     assert g1.ranges == {0: (0, 16), 4: (16, 16)}
     assert (g2.af, g2.nomap, g2.window_ms, g2.member_list[0].kind) == ("inet6", 1, None, "none")
+
+
+def test_the_15_view_without_deal_counters_is_read_whole():
+    g1, g2 = _parse(V15_NOCOUNT)
+    assert (g1.port, g1.af, g1.members, g1.map_slots, g1.rebuilds, g1.nomap, g1.rolls) == \
+        (8080, "inet", 2, 32, None, None, 7)
+    assert g1.ranges == {0: (0, 16), 4: (16, 16)}
+    assert (g2.af, g2.map_slots, g2.rebuilds, g2.member_list[0].kind) == \
+        ("inet6", 0, None, "none")
+    text = ins.render([g1, g2])
+    assert "port 8080 (inet): 2 members, map 32, window 10000 ms, 7 rolls" in text
+    assert "rebuilds" not in text and "without memory" not in text
+    # One counter without the other is no group line.
+    with pytest.raises(ins.InspectError) as ei:
+        _parse(V15_NOCOUNT.replace("members 2 map 32", "members 2 map 32 rebuilds 3"))
+    assert "line 2" in str(ei.value)
 
 
 def _bad(old, new, words, count=1):
