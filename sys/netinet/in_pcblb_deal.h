@@ -127,8 +127,8 @@ bool	lbdeal(const struct lbdeal_in *in, struct lbdeal_out *out,
  * per-CPU array is cpuent, store the slot for hash h in *slot and return
  * true.  cpu must be below the map's CPU count; the kernel sizes every
  * map for mp_maxid + 1 CPUs.  One load (the entry) and a multiply; the
- * caller adds LBDEAL_MIX()'s multiply and the loads of the map, its CPU
- * array and the slot.  Nothing to validate, since a map is immutable.
+ * caller adds LBDEAL_MIX()'s multiply and the loads of the map and the
+ * slot.  Nothing to validate, since a map is immutable.
  */
 static __inline bool
 lbdeal_steer(const uint32_t *cpuent, u_int cpu, uint32_t h, u_int *slot)
