@@ -6,6 +6,12 @@ iterations; ``deep`` (``make test-deep``) runs 10,000.
 """
 
 import os
+import tempfile
+
+# The suite never reads or writes the user's $RXL_WORK (its build lock, stores,
+# keys and logs): every test process, and every rxl it starts, gets its own.
+# Set before any rxl module is imported (rxl.paths reads it at import).
+os.environ["RXL_WORK"] = tempfile.mkdtemp(prefix="rxl-test-work-")
 
 from hypothesis import HealthCheck, settings
 
