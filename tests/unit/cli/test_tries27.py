@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clierror import error_line as _error
 from rxl.cli.main import main
 from fakefreebsd import kernel_bytes, version_files
 
@@ -20,13 +21,6 @@ def work(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _error(args, code=2):
-    r = CliRunner().invoke(main, [str(a) for a in args])
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert r.exit_code == code, (r.exit_code, r.output)
-    assert r.stdout == ""
-    (line,) = r.stderr.splitlines()
-    return line
 
 
 def test_vm_refuses_an_image_with_no_sector_and_more_vcpus_than_freebsd_has(work):

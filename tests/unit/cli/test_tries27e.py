@@ -8,6 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from clierror import error_line as _error
 from rxl.cli.main import main
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -17,14 +18,6 @@ def _run(args, **kw):
     return CliRunner().invoke(main, [str(a) for a in args], **kw)
 
 
-def _error(args, code=2):
-    """The one stderr line of a command that failed with ``code``."""
-    r = _run(args)
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert r.exit_code == code, (r.exit_code, r.output)
-    assert r.stdout == "", r.stdout
-    (line,) = r.stderr.splitlines()
-    return line
 
 
 @pytest.fixture(autouse=True)

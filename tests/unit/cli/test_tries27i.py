@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from clierror import error_line as _error
 from rxl.cli.main import main
 
 HARNESS = Path(__file__).resolve().parents[3] / "harness"
@@ -19,14 +20,6 @@ def _run(args, **kw):
     return CliRunner().invoke(main, [str(a) for a in args], **kw)
 
 
-def _error(args, code=2):
-    """The one stderr line of a command that failed with ``code``."""
-    r = _run(args)
-    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
-    assert r.exit_code == code, (r.exit_code, r.output)
-    (line,) = r.stderr.splitlines()
-    assert line.startswith("Error: "), line
-    return line
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +36,7 @@ def test_targets_lists_a_directory_key_as_run_refuses_it(work):
     said "is a directory"; the listing now makes run's own check."""
     y = work / "t.yaml"
     y.write_text(f"targets:\n  kd: {{kind: box, host: h, key: {work}}}\n")
-    line = _error(["targets", "--targets", y])
+    line = _error(["targets", "--targets", y], quiet_stdout=False)
     assert line == f"Error: {y}: targets.kd.key: {work}: is a directory, not a private key file"
     r = _run(["targets", "--targets", y])
     (kd,) = [l for l in r.stdout.splitlines() if l.startswith("kd ")]
