@@ -2,9 +2,24 @@
 ``Error: ...`` line on stderr, nothing on stdout, with the README's exit
 status, and never a traceback."""
 
+import pytest
 from click.testing import CliRunner
 
 from rxl.cli.main import main
+
+
+@pytest.fixture(autouse=True)
+def work(tmp_path, monkeypatch):
+    """A test's own RXL_WORK and no RXL_BASE_URL; its tmp_path. Autouse in
+    the modules that import it."""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    return tmp_path
+
+
+def run(args, **kw):
+    """``rxl ARGS`` in process (click's CliRunner); its Result."""
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
 
 
 def error_line(args, code=2, quiet_stdout=True):
@@ -12,7 +27,7 @@ def error_line(args, code=2, quiet_stdout=True):
     ``code`` (2 for bad input, by the README); asserts the rest of the surface.
     ``quiet_stdout=False`` for a command that prints its listing before the
     error (``rxl targets``)."""
-    r = CliRunner().invoke(main, [str(a) for a in args])
+    r = run(args)
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert r.exit_code == code, (r.exit_code, r.output)
     if quiet_stdout:

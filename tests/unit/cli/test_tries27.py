@@ -6,21 +6,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from clierror import error_line as _error
+from clierror import error_line as _error, work  # noqa: F401 (work: fixture)
 from rxl.cli.main import main
 from fakefreebsd import kernel_bytes, version_files
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 URL = "ssh://root@192.0.2.1"
-
-
-@pytest.fixture(autouse=True)
-def work(tmp_path, monkeypatch):
-    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
-    monkeypatch.delenv("RXL_BASE_URL", raising=False)
-    return tmp_path
-
-
 
 
 def test_vm_refuses_an_image_with_no_sector_and_more_vcpus_than_freebsd_has(work):

@@ -6,25 +6,11 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
 
-from clierror import error_line as _error
+from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
 from rxl.cli.main import main
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-
-
-def _run(args, **kw):
-    return CliRunner().invoke(main, [str(a) for a in args], **kw)
-
-
-
-
-@pytest.fixture(autouse=True)
-def work(tmp_path, monkeypatch):
-    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
-    monkeypatch.delenv("RXL_BASE_URL", raising=False)
-    return tmp_path
 
 
 def _commands(group=main, path=()):

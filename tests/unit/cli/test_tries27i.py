@@ -8,25 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from clierror import error_line as _error
-from rxl.cli.main import main
+from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
 
 HARNESS = Path(__file__).resolve().parents[3] / "harness"
-
-
-def _run(args, **kw):
-    return CliRunner().invoke(main, [str(a) for a in args], **kw)
-
-
-
-
-@pytest.fixture(autouse=True)
-def work(tmp_path, monkeypatch):
-    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
-    monkeypatch.delenv("RXL_BASE_URL", raising=False)
-    return tmp_path
 
 
 # ------------------------------------------------- 3: a key that is a directory
