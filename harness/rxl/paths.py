@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Optional
 
 
 def work_root() -> Path:
@@ -33,6 +34,30 @@ def existing_ancestor(path: Path) -> Path:
     while not anc.exists() and anc != anc.parent:
         anc = anc.parent
     return anc
+
+
+def broken_link(path: Path) -> Optional[Path]:
+    """The symlink among ``path`` and its ancestors that cannot be followed (a
+    loop, or a link to nothing), else None: the nearest of them that is there as
+    a name (lstat), when it is a symlink stat(2) cannot follow. Path.exists()
+    says False for both, and a directory is never made at or under one
+    (mkdir: "File exists", "Too many levels of symbolic links")."""
+    p = Path(os.path.abspath(path))
+    while True:
+        try:
+            os.lstat(p)
+            break
+        except OSError:  # not there; under a loop, a dangling link or a file
+            if p == p.parent:
+                return None
+            p = p.parent
+    if not p.is_symlink():
+        return None
+    try:
+        os.stat(p)
+    except OSError:
+        return p
+    return None
 
 
 def overlay(src: Path, dst: Path) -> None:

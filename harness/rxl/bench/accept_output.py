@@ -11,12 +11,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import statistics
-from pathlib import Path
 from typing import List, Sequence
 
 from rxl.bench import tables, wakeups
 from rxl.bench.accept import BenchError
 from rxl.bench.accept_stats import Summary
+from rxl.cli.options import check_out_file
 
 SUMMARY_COLUMNS = ("setup", "accepts", "wakeups", "empty", "sleeps",
                    "cpu ms", "first", "last", "top", "local")
@@ -115,13 +115,12 @@ def results_json(summaries: Sequence[Summary], config: dict) -> dict:
 
 
 def check_plot_target(path: os.PathLike) -> None:
-    """Raise BenchError unless matplotlib imports and ``path``'s
-    directory exists."""
+    """Raise BenchError unless matplotlib imports, BadOption unless ``path``
+    is a file that can be written (rxl.cli.options.check_out_file: its
+    directory there, no symlink loop on its way)."""
     if importlib.util.find_spec("matplotlib") is None:
         raise BenchError("--plot needs matplotlib: pip install 'rxl[plot]'")
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise BenchError(f"--plot: directory {parent} does not exist")
+    check_out_file(str(path), "--plot")
 
 
 def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:

@@ -19,7 +19,7 @@ from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
-from rxl.cli.options import InputFile
+from rxl.cli.options import InputFile, check_out_file
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
@@ -418,8 +418,7 @@ def kcount_group() -> None:
 @click.option("--dry-run", is_flag=True, help="Print the gdb command, run nothing.")
 def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit, dry_run):
     """Record --samples invocations of --outer, every instruction."""
-    if not Path(out).resolve().parent.is_dir():  # checked before gdb attaches
-        raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
+    check_out_file(out)  # checked before gdb attaches
     tree_build.check_kernel_file(kernel)  # the one check of a kernel file
     for name, opt in [(outer, "--outer")] + [(n, "--inner") for n in inner]:
         try:
@@ -476,8 +475,8 @@ def table(traces, out):
     syn-on may take two traces per variant: tcp_input --only-syn (the SYN)
     and syncache_expand (the ACK); their values are added.
     """
-    if out and not Path(out).resolve().parent.is_dir():  # before the traces are read
-        raise click.BadParameter(f"{out}: its directory does not exist", param_hint="'--out'")
+    if out:
+        check_out_file(out)  # before the traces are read
     docs: dict = {}
     for case, variant, path in traces:
         if case not in kcount.CASES:

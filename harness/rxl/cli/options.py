@@ -10,8 +10,10 @@ Checks, each
 raising :class:`rxl.errors.BadOption` naming the option and changing
 nothing (:func:`check_work_root`: a UsageError naming ``RXL_WORK``):
 :func:`check_out_dir` (an output directory that can be made: no
-file on its way), :func:`check_input` (a readable input: a file, ``-`` for
-stdin, a FIFO such as ``<(...)``; a directory is said to be one),
+file, symlink loop or dangling link on its way; :func:`link_reason`, the
+work root's too), :func:`check_out_file` (an output file's),
+:func:`check_input` (a readable input: a file, ``-`` for stdin, a FIFO
+such as ``<(...)``; a directory is said to be one),
 :func:`check_guest` (a guest QEMU would boot).  Messages quote input
 through :func:`rxl.errors.show` (escaped, cut).
 
@@ -253,6 +255,26 @@ def check_guest(vcpus: int, memory_mib: int, *, smp_option: str = "--smp",
                         memory_option)
 
 
+def link_reason(path) -> Optional[str]:
+    """Why nothing can be made at ``path`` when it, or a directory on its way,
+    is a symlink that cannot be followed (rxl.paths.broken_link): "a symlink
+    loop, it cannot be resolved" (what an input that is one is called,
+    :func:`os_reason`) or "a symlink to X, which does not exist", the link
+    named when it is on the way; None otherwise. The one such check of every
+    path a command makes: the work root, RXL_BUILD_DIR, :func:`check_out_dir`,
+    :func:`check_out_file`, :func:`check_lock_file`."""
+    link = paths.broken_link(Path(path))
+    if link is None:
+        return None
+    try:
+        os.stat(link)
+        return None  # followed since: nothing in the way
+    except OSError as exc:
+        why = os_reason(exc) if exc.errno == errno.ELOOP else (
+            f"a symlink to {show(os.readlink(link))}, which does not exist (a dangling link)")
+    return why if link == Path(os.path.abspath(path)) else f"{show(str(link))} is {why}"
+
+
 def _work_name() -> str:
     """How an error names the work root: ``RXL_WORK '/x'``, or the default."""
     env = os.environ.get("RXL_WORK")
@@ -266,14 +288,20 @@ def check_work_root() -> None:
     directory would make its own harness key), not a directory (``/dev/null``,
     a regular file: ``targets`` read ``/dev/null/targets.yaml`` and said "no
     such file"), or a path under a file.  A work root that does not exist yet
-    passes: the first stage makes it.  Raises :class:`rxl.errors.UsageError`
-    (exit 2, one line naming ``RXL_WORK``); changes nothing."""
+    passes: the first stage makes it; one that is, or lies under, a symlink
+    loop or a dangling link does not (:func:`link_reason`: no directory can be
+    made there; run's plan resolved a loop into a traceback).  Raises
+    :class:`rxl.errors.UsageError` (exit 2, one line naming ``RXL_WORK``);
+    changes nothing."""
     env = os.environ.get("RXL_WORK")
     if env and not os.path.isabs(env):
         raise UsageError(f"RXL_WORK {show(env)}: not an absolute path (every command "
                          "of every directory must find the same work root)")
     root = paths.work_root()
     name = _work_name()
+    why = link_reason(root)
+    if why:
+        raise UsageError(f"{name}: {why}")
     try:
         if root.exists() and not root.is_dir():
             raise UsageError(f"{name}: not a directory (where object trees, logs, "
@@ -288,12 +316,17 @@ def check_work_root() -> None:
 def check_out_dir(path: str, option: str = "--out") -> None:
     """Refuse an output directory that cannot be made, before anything runs.
 
-    The path itself, or its nearest existing ancestor, must be a writable
-    directory, one a directory can be made in (tried: made and removed, as
-    root's access(2) passes /proc or a read-only mount); a file on the way
-    is named. Changes nothing.
+    No symlink loop or dangling link at it or on its way (:func:`link_reason`:
+    Path.exists() calls both missing, and mkdir then fails). The path itself,
+    or its nearest existing ancestor, must be a writable directory, one a
+    directory can be made in (tried: made and removed, as root's access(2)
+    passes /proc or a read-only mount); a file on the way is named. Changes
+    nothing.
     """
     p = Path(os.path.abspath(path))
+    why = link_reason(p)
+    if why:
+        raise BadOption(f"{show(path)}: {why}", option)
     if p.exists():
         if not p.is_dir():
             raise BadOption(f"{show(path)}: a file, not a directory", option)
@@ -324,12 +357,31 @@ def check_out_dir(path: str, option: str = "--out") -> None:
         refuse(f"cannot be created in {anc}: {exc.strerror}")
 
 
+def check_out_file(path: str, option: str = "--out") -> None:
+    """Refuse an output file that cannot be written, before anything runs: a
+    symlink loop or dangling link at it or on its way (:func:`link_reason`;
+    Path.resolve() raised RuntimeError at a loop), a directory, or a
+    directory that does not exist. BadOption naming ``option``; changes
+    nothing."""
+    p = Path(os.path.abspath(path))
+    why = link_reason(p)
+    if why:
+        raise BadOption(f"{show(path)}: {why}", option)
+    if p.is_dir():
+        raise BadOption(f"{show(path)}: a directory, not a file", option)
+    if not p.parent.is_dir():
+        raise BadOption(f"{show(path)}: its directory does not exist", option)
+
+
 def check_lock_file(path: str, option: str = "--lock") -> None:
     """Refuse a flock(1) lock file that cannot be made or opened: flock makes
     the file, not its directory (a missing directory fails the first command
     of the run, after the plan), and a directory is no lock file. BadOption
     naming ``option``; changes nothing."""
     p = Path(os.path.abspath(path))
+    why = link_reason(p)
+    if why:
+        raise BadOption(f"{show(path)}: {why}", option)
     if p.is_dir():
         raise BadOption(f"{show(path)}: a directory, not a lock file", option)
     if not p.parent.is_dir():

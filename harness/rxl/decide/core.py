@@ -27,6 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import cffi
 
 from rxl import paths
+from rxl.cli.options import link_reason
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
 from rxl.errors import HostError, UsageError, show
@@ -93,8 +94,10 @@ def build_dir() -> Path:
 
     Raises :class:`rxl.errors.UsageError` (exit 2, one line naming the variable)
     for a relative path (each directory would build and load a library of its
-    own; a bare name would be looked up in the loader's path), a file, or a path
-    under a file: what ``RXL_WORK`` refuses, before anything is built."""
+    own; a bare name would be looked up in the loader's path), a file, a path
+    under a file, or a symlink loop or dangling link on the way
+    (rxl.cli.options.link_reason): what ``RXL_WORK`` refuses, before anything
+    is built."""
     env = os.environ.get(BUILD_DIR_ENV)
     if not env:
         return ROOT / "build"
@@ -102,6 +105,9 @@ def build_dir() -> Path:
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: not an absolute path (every "
                          "command of every directory must find the same build directory)")
     p = Path(env)
+    why = link_reason(p)
+    if why:
+        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: {why}")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: a file, not a directory (where "
                          "the C cores are built)")
