@@ -36,6 +36,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
@@ -43,7 +44,7 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.cli.options import read_limited
+from rxl.cli.options import os_reason, read_limited
 from rxl.errors import DataError, show
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
@@ -565,12 +566,16 @@ def load(path: Optional[str] = None) -> Targets:
     FIFO (``<(...)``) is read like a file.
     """
     p = Path(path) if path else default_path()
-    if p.is_dir():
-        raise TargetsError([f"{p}: is a directory, not a targets file"])
-    if not p.exists():
+    try:
+        st = os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):  # a dangling link too
         if path:
-            raise TargetsError([f"{p}: no such file"])
+            raise TargetsError([f"{p}: no such file"]) from None
         return _with_builtins(Targets(path=str(p)))
+    except OSError as exc:  # a symlink loop: Path.exists() called it missing
+        raise TargetsError([f"{p}: {os_reason(exc)}"]) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise TargetsError([f"{p}: is a directory, not a targets file"])
     try:
         text = read_limited(str(p), "a targets file", MAX_BYTES, text=True).decode("utf-8")
         doc = read_yaml(text, str(p), TargetsError)

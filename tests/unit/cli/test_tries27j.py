@@ -166,3 +166,28 @@ def test_bench_plot_a_loop_is_refused_not_resolved(links, monkeypatch):
     assert exc.value.option == "--plot"
     assert exc.value.message == f"{links / 'loop1' / 's.png'}: {links / 'loop1'} is {LOOP}"
 
+
+# ------------------------------------------------- 5: the targets file a loop
+
+def test_targets_file_a_loop_is_called_one(links):
+    """5: "loop1: no such file"; parse, inspect and kcount call it a loop."""
+    y = links / "loop1"
+    assert _error(["targets", "--targets", y], quiet_stdout=False) == \
+        f"Error: {y}: 1 mistake (listed above)"
+    r = _run(["targets", "--targets", y])
+    assert r.stdout.splitlines()[0] == f"{y}: {LOOP}"
+
+
+def test_the_default_targets_file_a_loop_is_not_taken_as_missing(links, work):
+    (work / "w").mkdir()
+    os.symlink(links / "loop1", work / "w" / "targets.yaml")
+    y = work / "w" / "targets.yaml"
+    assert _error(["targets"], quiet_stdout=False) == f"Error: {y}: 1 mistake (listed above)"
+    assert _run(["targets"]).stdout.splitlines()[0] == f"{y}: {LOOP}"
+
+
+def test_targets_file_missing_or_dangling_is_still_no_such_file(links):
+    for y in (links / "absent.yaml", links / "dangl"):
+        assert _run(["targets", "--targets", y]).stdout.splitlines()[0] == \
+            f"{y}: no such file"
+
