@@ -233,7 +233,7 @@ def test_inspect_reads_stdin_and_a_fifo_and_refuses_a_directory(tmp_path):
     (["--repetitions", "0"], "'--repetitions': must be 1..1000, got 0"),
     (["--cc", ""], "Invalid value for '--cc': an empty value"),
     (["--cc", 'a "b'], "--cc 'a \"b': No closing quotation"),
-    (["--topology", "2x4x2"], "'--topology': is read only by --setup ebpf-deal"),
+    (["--topology", "2x4x2"], "'--topology': --topology is read only by --setup ebpf-deal"),
 ])
 def test_bench_accept_option_mistakes_are_usage_errors(args, why, tmp_path):
     """They were exit 1, like a failed run; --spacing-ms nan always was 2."""

@@ -312,6 +312,8 @@ def _refuse_unread(ctx: click.Context, setups, works) -> None:
         ("untagged", "incoming-cpu" in setups, "is read by --setup incoming-cpu only"),
         ("reorder_every", "reorder" in setups, "is read by --setup reorder only"),
         ("deal_counts", "ebpf-deal" in setups, "is read only by --setup ebpf-deal"),
+        ("topo", "ebpf-deal" in setups, "is read only by --setup ebpf-deal"),
+        ("numa_map", "ebpf-numa-rr" in setups, "is read only by --setup ebpf-numa-rr"),
         ("abort_kind", p["abort_share"] > 0, "says how the --abort-share clients abort; "
                                              "give --abort-share above 0"),
         ("work_kind", any(w > 0 for w in works), "says how --work-ms is spent; give "
@@ -359,16 +361,12 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
         raise BadOption(f"--requests needs a connection per receiving CPU "
                         f"({len(accept_run.rx_cpus(cfgs[0]))}), got --connections "
                         f"{connections}", "--connections")
-    if topo is not None:
-        if "ebpf-deal" not in setups:
-            raise BadOption("is read only by --setup ebpf-deal", "--topology")
+    if topo is not None:  # without --setup ebpf-deal: refused by _refuse_unread
         try:
             ebpf.pinned_cpus(workers, topo)
         except TopologyError as exc:
             raise BadOption(str(exc), "--topology") from None
-    if numa_map is not None:
-        if "ebpf-numa-rr" not in setups:
-            raise BadOption("is read only by --setup ebpf-numa-rr", "--numa-map")
+    if numa_map is not None:  # without --setup ebpf-numa-rr: _refuse_unread
         try:
             ebpf.parse_node_map(numa_map)
         except (ValueError, TopologyError) as exc:

@@ -223,9 +223,9 @@ def test_cli_checks_topology_and_numa_map_before_building(tmp_path,
     monkeypatch.setattr(E, "host_ncpu", lambda: 2)
     for args, msg in (
             (["--setup", "noflag", "--topology", "1x2x1"],
-             "'--topology': is read only by --setup ebpf-deal"),
+             "'--topology': --topology is read only by --setup ebpf-deal"),
             (["--setup", "noflag", "--numa-map", "0:0"],
-             "'--numa-map': is read only by --setup ebpf-numa-rr"),
+             "'--numa-map': --numa-map is read only by --setup ebpf-numa-rr"),
             (["--setup", "ebpf-numa-rr", "--numa-map", ""],
              "'--numa-map': an empty value"),
             (["--setup", "ebpf-deal", "--topology", ""],

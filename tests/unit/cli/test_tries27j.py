@@ -191,3 +191,17 @@ def test_targets_file_missing_or_dangling_is_still_no_such_file(links):
         assert _run(["targets", "--targets", y]).stdout.splitlines()[0] == \
             f"{y}: no such file"
 
+
+# ------------------------------------------------- 6: a message with its subject
+
+@pytest.mark.parametrize("args,option,setup", [
+    (["--topology", "2x4x2"], "--topology", "ebpf-deal"),
+    (["--numa-map", "0:0"], "--numa-map", "ebpf-numa-rr"),
+])
+def test_bench_option_without_its_setup_names_itself(args, option, setup, work):
+    """6: "Invalid value for '--topology': is read only by ...": as the
+    neighbours (--lag-ms, --deal-counts) read."""
+    assert _error(["bench", "accept", "--dry-run", "--build-dir", work / "b",
+                   "--setup", "noflag"] + args) == (
+        f"Error: Invalid value for '{option}': {option} is read only by --setup {setup}")
+
