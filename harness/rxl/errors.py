@@ -24,7 +24,8 @@ Below the base, one category per kind of thing that can be wrong:
 
 A module's own errors derive from one of these, so ``except RxlError``
 catches every one, and each module's ``except`` names what it expects.
-:func:`show` quotes user input for such messages.
+:func:`show` quotes user input for such messages, :func:`counted` counts in
+them ("1 member", "2 members").
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ def show(value: object, limit: int = SHOW_MAX) -> str:
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="surrogateescape")  # a bad byte: \\xNN
     return _escaped(str(value), limit, backslash=True)
+
+
+def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
+    """``n`` and its noun for a message: "1 member", "2 members" (``plural``
+    for a noun whose plural is not noun + "s"). The one way a message counts,
+    so that no count of one reads "1 members"."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def message(text: str, limit: int) -> str:

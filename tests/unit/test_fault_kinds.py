@@ -287,8 +287,8 @@ def test_timings_file_nested_too_deep_is_no_timings(tmp_path):
 
 @pytest.mark.parametrize("args, hint, why", [
     (["--kernel", "/nonexistent-rxl-kernel"], "'--kernel'", "no such kernel"),
-    (["--case-timeout", "99999999999999999999999"], "'--case-timeout'", "must be 1...86400"),
-    (["--case-timeout", "86401"], "'--case-timeout'", "must be 1...86400"),
+    (["--case-timeout", "99999999999999999999999"], "'--case-timeout'", "must be 1..86400"),
+    (["--case-timeout", "86401"], "'--case-timeout'", "must be 1..86400"),
 ])
 def test_run_refuses_before_the_series_stage(args, hint, why, tmp_path):
     """--kernel was checked in the build stage (exit 1, after the series stage);

@@ -30,7 +30,7 @@ from rxl import paths
 from rxl.cli.options import link_reason
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
-from rxl.errors import HostError, UsageError, show
+from rxl.errors import HostError, UsageError, counted, show
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -329,7 +329,7 @@ def deal_raw(ctopo: CTopology, tags: Sequence[model.Tag],
     rc = lib().rxl_deal(ctopo.ptr, n, ctags, ccounts, ncpu, cpuent, slots,
                         nslots)
     if rc < 0:
-        raise CoreError(f"lbdeal refused a group of {n} members")
+        raise CoreError(f"lbdeal refused a group of {counted(n, 'member')}")
     if rc == 0:
         return None
     return CDeal(ncpu, cpuent, slots, nslots[0])

@@ -39,6 +39,7 @@ from xml.parsers import expat
 
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
+from rxl.errors import counted
 
 #: Flag names the kernel prints (sys/kern/sched_ule.c) and their CG_FLAG_*
 #: bits (sys/sys/smp.h).  THREAD is printed for HTT or SMT groups; on its
@@ -280,7 +281,7 @@ class _Reader:
             cpus.append(cpu)
         if self.cpu_count is not None and self.cpu_count != len(cpus):
             raise self.fail(f"<cpu count=\"{self.cpu_count}\"> lists "
-                            f"{len(cpus)} CPUs", self.cpu_line)
+                            f"{counted(len(cpus), 'CPU')}", self.cpu_line)
         if len(set(cpus)) != len(cpus):
             raise self.fail("a CPU is listed twice", self.cpu_line)
         if self.cpu_mask is not None and self.cpu_mask != sum(1 << c for c in cpus):

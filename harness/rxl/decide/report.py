@@ -11,6 +11,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from rxl.decide import cpugroup, distance, model, outcomes
 from rxl.decide.cpugroup import Topology
+from rxl.errors import counted
 
 
 def deal_doc(topo: Topology, tags: Sequence[model.Tag],
@@ -49,7 +50,7 @@ def member_name(i: int) -> str:
 def deal_text(doc: dict) -> str:
     """``rxl deal``'s table: the map's runs of members per CPU, then each
     member's tag and rings by distance class."""
-    lines = [f"topology {doc['topology']}: {len(doc['members'])} members, "
+    lines = [f"topology {doc['topology']}: {counted(len(doc['members']), 'member')}, "
              f"T = {doc['slots_per_member']} x {len(doc['members'])} = "
              f"{doc['total_slots']} slots"]
     if doc["map"] is None:

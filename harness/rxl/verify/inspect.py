@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from rxl.decide.cpugroup import CPU_MAXSIZE
-from rxl.errors import DataError, show
+from rxl.errors import DataError, counted, show
 
 #: Largest view read, bytes (rxl inspect): 256 groups of 256 members are
 #: under 2 MiB; a console log holding one, a few more.
@@ -129,11 +129,11 @@ class Group:
         """Raise :class:`InspectError` if the group's lines disagree: member
         count, slots against the map size, ranges tiling the map."""
         if len(self.member_list) != self.members:
-            raise InspectError(f"{self.where}: {self.members} members announced, "
-                               f"{len(self.member_list)} member lines")
+            raise InspectError(f"{self.where}: {counted(self.members, 'member')} announced, "
+                               f"{counted(len(self.member_list), 'member line')}")
         if self.map_slots not in (0, SLOTS_PER_MEMBER * self.members):
-            raise InspectError(f"{self.where}: a map of {self.map_slots} slots for "
-                               f"{self.members} members (a map has {SLOTS_PER_MEMBER} a "
+            raise InspectError(f"{self.where}: a map of {counted(self.map_slots, 'slot')} for "
+                               f"{counted(self.members, 'member')} (a map has {SLOTS_PER_MEMBER} a "
                                "member)")
         if sum(m.slots for m in self.member_list) != self.map_slots:
             raise InspectError(f"{self.where}: member slots add up to "
@@ -148,7 +148,7 @@ class Group:
             pos += n
         if pos != self.map_slots:
             raise InspectError(f"{self.where}: ranges cover {pos} of "
-                               f"{self.map_slots} slots")
+                               f"{counted(self.map_slots, 'slot')}")
 
 
 def _numbers(m: re.Match, what: str, at: str) -> List[Optional[int]]:
@@ -206,7 +206,7 @@ def read(lines: Iterable[str]) -> Tuple[List[Group], int]:
         cur.check()
     if not groups and skipped:
         raise InspectError(f"no line of a groups view (net.inet.tcp.reuseport_lb.groups) "
-                           f"among {skipped} lines")
+                           f"among {counted(skipped, 'line')}")
     return groups, skipped
 
 
@@ -290,7 +290,8 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         idx = int(idx)
         slots = int(slots) if slots else (SLOTS_PER_MEMBER if g.map_slots else 0)
         if idx >= g.members:
-            raise InspectError(f"{at}: member {idx} of a group of {g.members} members")
+            raise InspectError(f"{at}: member {idx} of a group of "
+                               f"{counted(g.members, 'member')}")
         if idx != len(g.member_list):
             raise InspectError(f"{at}: member {idx} where member {len(g.member_list)} comes "
                                "(members are listed once each, in order)")
@@ -299,7 +300,7 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         if slots > U32_MAX:
             raise InspectError(f"{at}: {slots} slots is beyond a 32-bit counter")
         if slots and not g.map_slots:
-            raise InspectError(f"{at}: member {idx} has {slots} slots of a group without "
+            raise InspectError(f"{at}: member {idx} has {counted(slots, 'slot')} of a group without "
                                "a map (map 0)")
         cpu = None if tag is None else _cpu(int(tag), at)
         g.member_list.append(Member(idx, cpu, kind if cpu is not None else none_kind, slots))
@@ -336,12 +337,12 @@ def render(groups: List[Group]) -> str:
     receiving CPUs with their window counts and their map ranges."""
     lines = []
     for g in groups:
-        learn = (f", window {g.window_ms} ms, {g.rolls} rolls"
+        learn = (f", window {g.window_ms} ms, {counted(g.rolls, 'roll')}"
                  if g.window_ms is not None else ", no learning")
         nomem = g.nomap if g.view == 15 else g.allocfail
-        deals = (f", {g.rebuilds} rebuilds, {nomem} without memory"
+        deals = (f", {counted(g.rebuilds, 'rebuild')}, {nomem} without memory"
                  if g.rebuilds is not None else "")
-        lines.append(f"port {g.port} ({g.af}): {g.members} members, map "
+        lines.append(f"port {g.port} ({g.af}): {counted(g.members, 'member')}, map "
                      f"{g.map_slots or 'none'}{deals}{learn}"
                      f"{', rebuild pending' if g.dirty else ''}")
         for m in g.member_list:

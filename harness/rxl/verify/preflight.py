@@ -82,7 +82,7 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     the QEMU it needs.
     Returns what --src is (rxl.tree.base.SrcKind), None without --src."""
     if not 1 <= req.case_timeout <= MAX_CASE_TIMEOUT:
-        raise BadOption(f"{show(req.case_timeout, 24)}: must be 1..."
+        raise BadOption(f"{show(req.case_timeout, 24)}: must be 1.."
                         f"{MAX_CASE_TIMEOUT} (seconds per case)", "--case-timeout")
     for path, opt in ((req.out, "--out"), (req.guest_dir, "--guest-dir"),
                       (req.objdir, "--objdir"), (req.work, "$RXL_WORK")):

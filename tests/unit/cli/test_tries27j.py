@@ -205,3 +205,70 @@ def test_bench_option_without_its_setup_names_itself(args, option, setup, work):
                    "--setup", "noflag"] + args) == (
         f"Error: Invalid value for '{option}': {option} is read only by --setup {setup}")
 
+
+# -------------------------------------------------- 7: counts of one, ranges
+
+def test_counted_says_one_in_the_singular():
+    from rxl.errors import counted
+    assert [counted(n, "member") for n in (0, 1, 2)] == ["0 members", "1 member",
+                                                         "2 members"]
+    assert counted(1, "member line") == "1 member line"
+
+
+def test_deal_of_one_member_says_member():
+    r = _run(["deal", "--topology", "2x4x2", "--members", "1"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == "topology 2x4x2: 1 member, T = 16 x 1 = 16 slots"
+
+
+def test_deal_topology_dump_listing_one_cpu_says_cpu(work):
+    """A dump whose <cpu count="2"> lists one: "lists 1 CPUs"."""
+    f = work / "t.xml"
+    f.write_text('<groups><group level="1" cache-level="0"><cpu count="2">0</cpu>'
+                 '</group></groups>\n')
+    line = _error(["deal", "--topology", f, "--members", "1"])
+    assert line.endswith('<cpu count="2"> lists 1 CPU'), line
+
+
+def test_inspect_of_one_junk_line_says_line(work):
+    f = work / "huge"
+    f.write_text("junk\n")
+    assert _error(["inspect", f]) == ("Error: no line of a groups view "
+                                      "(net.inet.tcp.reuseport_lb.groups) among 1 line")
+
+
+GROUP = """\
+group port 8080 af inet members {n} gen 5 map {slots} dirty 0 rebuilds 1 allocfail 0
+learn window_ms 10000 age_ms 4210 rolls 1
+member 0 tag 0 learned slots 16
+cpu 0 offset 0 slots 16
+"""
+
+
+def test_inspect_group_of_two_with_one_member_line(work):
+    f = work / "v"
+    f.write_text(GROUP.format(n=2, slots=32))
+    assert _error(["inspect", f]).endswith(
+        "group port 8080 af inet (line 1): 2 members announced, 1 member line")
+
+
+def test_inspect_table_of_one_member_one_rebuild_one_roll(work):
+    f = work / "v"
+    f.write_text(GROUP.format(n=1, slots=16))
+    r = _run(["inspect", f])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == ("port 8080 (inet): 1 member, map 16, 1 rebuild, "
+                                        "0 without memory, window 10000 ms, 1 roll")
+
+
+def test_inspect_map_of_one_slot_for_one_member(work):
+    f = work / "v"
+    f.write_text(GROUP.format(n=1, slots=1).replace("slots 16", "slots 1"))
+    assert _error(["inspect", f]).endswith(
+        "a map of 1 slot for 1 member (a map has 16 a member)")
+
+
+def test_case_timeout_range_is_written_as_every_other(work):
+    assert _error(["run", "--check-only", "--case-timeout", "0"]) == (
+        "Error: Invalid value for '--case-timeout': 0: must be 1..86400 (seconds per case)")
+

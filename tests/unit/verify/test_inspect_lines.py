@@ -104,8 +104,8 @@ def test_a_line_that_cannot_be_read_is_named_with_its_own_group(old, new, words)
 
 
 def test_a_group_error_names_the_group_not_the_next_one():
-    msg = _bad("member 1 tag 4 explicit\n", "", ["port 8080", "line 2",
-                                                         "1 member lines"])
+    msg = _bad("member 1 tag 4 explicit\n", "", ["port 8080", "line 2"])
+    assert msg.endswith("2 members announced, 1 member line")
     assert "9090" not in msg
 
 
