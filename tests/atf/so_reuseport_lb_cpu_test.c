@@ -55,6 +55,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,7 @@
 #include <atf-c.h>
 
 #define	MAXMEMBERS	256
+#define	MAXCPUS		CPU_SETSIZE	/* CPU ids a view or a count holds */
 #define	NOCPU		TCP_REUSPORT_LB_CPU_NOCPU
 
 struct lbgroup {
@@ -81,15 +83,15 @@ struct lbview {
 	int	tag[MAXMEMBERS];	/* NOCPU for none */
 	bool	learned[MAXMEMBERS];
 	int	nrx;
-	int	rxcpu[MAXMEMBERS];	/* CPUs that supply slots */
-	u_int	rxslots[MAXMEMBERS];
+	int	rxcpu[MAXCPUS];	/* CPUs that supply slots */
+	u_int	rxslots[MAXCPUS];
 	bool	learning;		/* the group has learning state */
 	u_int	rolls;
 	int	ncount;
-	int	countcpu[MAXMEMBERS];	/* CPUs with counts */
-	u_int	last[MAXMEMBERS];
-	u_int	cur[MAXMEMBERS];
-	u_int	sum[MAXMEMBERS];
+	int	countcpu[MAXCPUS];	/* CPUs with counts */
+	u_int	last[MAXCPUS];
+	u_int	cur[MAXCPUS];
+	u_int	sum[MAXCPUS];
 };
 
 /*
@@ -363,13 +365,17 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 			v->learning = true;
 			v->rolls = c;
 		} else if (found && sscanf(line, "rx %u last %u cur %u sum %u",
-		    &m, &a, &b, &c) == 4 && v->ncount < MAXMEMBERS) {
+		    &m, &a, &b, &c) == 4) {
+			ATF_REQUIRE_MSG(v->ncount < MAXCPUS, "more count rows "
+			    "than CPUs");
 			v->countcpu[v->ncount] = m;
 			v->last[v->ncount] = a;
 			v->cur[v->ncount] = b;
 			v->sum[v->ncount++] = c;
 		} else if (found && sscanf(line, "cpu %u offset %u slots %u",
-		    &c, &a, &b) == 3 && v->nrx < MAXMEMBERS) {
+		    &c, &a, &b) == 3) {
+			ATF_REQUIRE_MSG(v->nrx < MAXCPUS, "more supplying CPUs "
+			    "than CPUs");
 			v->rxcpu[v->nrx] = c;
 			v->rxslots[v->nrx++] = b;
 		}
@@ -752,7 +758,7 @@ ATF_TC_BODY(learn_counting, tc)
 {
 	struct lbgroup g;
 	struct lbview v;
-	u_int seen[MAXMEMBERS], total;
+	u_int seen[MAXCPUS], total;
 	int hcpu, i;
 
 	lb_setup(2, 3600 * 1000);
@@ -763,13 +769,13 @@ ATF_TC_BODY(learn_counting, tc)
 	memset(seen, 0, sizeof(seen));
 	for (i = 0; i < 200; i++) {
 		(void)lb_connect(&g, &hcpu);
-		ATF_REQUIRE(hcpu >= 0 && hcpu < MAXMEMBERS);
+		ATF_REQUIRE(hcpu >= 0 && hcpu < MAXCPUS);
 		seen[hcpu]++;
 	}
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE_EQ(v.rolls, 0u);
 	for (i = total = 0; i < v.ncount; i++) {
-		ATF_REQUIRE(v.countcpu[i] < MAXMEMBERS);
+		ATF_REQUIRE(v.countcpu[i] >= 0 && v.countcpu[i] < MAXCPUS);
 		ATF_REQUIRE_EQ_MSG(v.cur[i], seen[v.countcpu[i]],
 		    "cpu %d counted %u of %u", v.countcpu[i], v.cur[i],
 		    seen[v.countcpu[i]]);
@@ -1055,9 +1061,13 @@ ATF_TC_BODY(count_unhashed, tc)
 
 	/* The client: a VNET jail of its own, holding the epair's b side. */
 	ATF_REQUIRE(pipe(c2p) == 0 && pipe(p2c) == 0);
+	ATF_REQUIRE(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
 	pid = fork();
 	ATF_REQUIRE(pid >= 0);
 	if (pid == 0) {
+		/* Hold only the ends it uses, or it never reads EOF. */
+		(void)close(c2p[0]);
+		(void)close(p2c[1]);
 		vnet = JAIL_SYS_NEW;
 		iov[0].iov_base = __DECONST(char *, "vnet");
 		iov[0].iov_len = sizeof("vnet");
@@ -1083,7 +1093,10 @@ ATF_TC_BODY(count_unhashed, tc)
 		}
 		_exit(0);
 	}
-	ATF_REQUIRE(read(c2p[0], &jid, sizeof(jid)) == sizeof(jid));
+	/* So that a client that dies is read as EOF, not waited for. */
+	ATF_REQUIRE(close(c2p[1]) == 0 && close(p2c[0]) == 0);
+	ATF_REQUIRE_MSG(read(c2p[0], &jid, sizeof(jid)) == sizeof(jid),
+	    "the client could not make its VNET jail");
 	ifname[strlen(ifname) - 1] = 'b';
 	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s vnet %d", ifname, jid);
 	ATF_REQUIRE(system(cmd) == 0);

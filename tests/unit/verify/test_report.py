@@ -1,6 +1,7 @@
 """rxl.verify.report: verdict, JSON, JUnit XML and the table, on recorded logs."""
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -176,9 +177,11 @@ def test_verdict_no_cases_on_either_run_and_cases_the_pristine_run_lacks():
 
 #: The series' cases (tests/atf/so_reuseport_lb_cpu_test.c) and ten of FreeBSD's own.
 SERIES = "so_reuseport_lb_cpu_test"
-SERIES_CASES = ["option", "steering_ipv4", "steering_ipv6", "untagged_share", "duplicates",
-                "join_leave", "listen_late", "noop_set", "full_group", "learn_counting",
-                "learned_map", "capture", "learn_hashed_only", "learning_off"]
+#: Read from the program's ATF_TP_ADD_TC lines, so that a renamed case is renamed here.
+SERIES_CASES = re.findall(
+    r"ATF_TP_ADD_TC\(tp, (\w+)\)",
+    (Path(__file__).resolve().parents[3] / "tests" / "atf" / f"{SERIES}.c").read_text())
+assert len(SERIES_CASES) == 16, SERIES_CASES
 BASE = "so_reuseport_lb_test"
 BASE_CASES = [f"case{i}" for i in range(10)]
 
@@ -221,7 +224,7 @@ def test_the_case_table_of_two_boots_lists_each_case_once(how):
     """A run's report.txt listed the 12 series cases twice in the patched column
     (the counts right, docs/results/run-15.md). Two boots' parsed results, however
     each boot's cases were read (the rc on the console, kyua's JUnit over SSH, a
-    program given by path), make one row per case: the 24 cases once each, in order,
+    program given by path), make one row per case: every case once, in order,
     passed on patched, the series' failed on pristine, '-' for a boot without cases."""
     from rxl.verify.kyua import cases_from_kyua_junit
     from rxl.verify.parse import parse_console
@@ -236,7 +239,8 @@ def test_the_case_table_of_two_boots_lists_each_case_once(how):
     if how == "kyua-both":
         pristine.cases = cases_from_kyua_junit(_kyua_junit("failed"), "/var/tmp/rxl/tests")
     runs_ = {"patched": patched, "spread": spread, "pristine": pristine}
-    assert [len(r.cases) for r in runs_.values()] == [24, 0, 24]
+    n = len(SERIES_CASES) + len(BASE_CASES)
+    assert [len(r.cases) for r in runs_.values()] == [n, 0, n]
     text = table(runs_, fallbacks={"patched": "SSH never answered; fell back"}
                  if how == "serial" else None)
     head, rows = _case_table(text)
@@ -245,5 +249,6 @@ def test_the_case_table_of_two_boots_lists_each_case_once(how):
                     + [[f"{BASE}:{c}", "passed", "-", "passed"] for c in BASE_CASES])
     assert text.count(f"{SERIES}:steering_ipv4") == 1
     runs_line = [ln.split()[:4] for ln in text.splitlines()[3:6]]
-    assert runs_line == [["patched", "completed", "24", "24"], ["spread", "completed", "0", "0"],
-                         ["pristine", "completed", "24", "10"]]
+    assert runs_line == [["patched", "completed", str(n), str(n)],
+                         ["spread", "completed", "0", "0"],
+                         ["pristine", "completed", str(n), str(len(BASE_CASES))]]
