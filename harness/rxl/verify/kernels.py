@@ -4,8 +4,8 @@
 which of the series' files a non-git tree lacks; :func:`pristine_checkout`
 makes the shared checkout of the base a pristine kernel is built from; a
 kernel is reused only while ``<kernel>.rxl-stamp`` (:func:`kernel_stamp_text`:
-last commit and uncommitted diff under ``sys/``, the kernel's size and
-mtime) still matches (:func:`kernel_cached`).
+last commit and uncommitted diff under ``sys/``, the test config the build
+writes, the kernel's size and mtime) still matches (:func:`kernel_cached`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
+from rxl.tree.kernconf import DEFAULT_KERNCONF, kernconf_text
 from rxl.tree.patch import SeriesError, parse_base
 from rxl.verify.pipeline import StageFailed, echo_err
 
@@ -113,13 +114,23 @@ def build_timings(results) -> str:
 
 def kernel_stamp_text(src: str, kernel: str) -> str:
     """What a cached kernel must match: last commit under sys/, the uncommitted
-    changes under sys/, and the kernel file's size and mtime (ns)."""
+    changes under sys/, the config, and the kernel file's size and mtime (ns).
+
+    The config is the kernel's directory name (``.../sys/RXL/kernel``). The
+    test config :data:`~rxl.tree.kernconf.DEFAULT_KERNCONF` is written by the
+    build and never committed, so git does not see it change: its text's
+    sha256 is in the stamp (a pristine kernel built before ``device epair``
+    was added was reused without it, 2026-12-06). Other configs are files
+    git tracks under sys/."""
+    conf = Path(kernel).parent.name
+    config = (f"{conf} {hashlib.sha256(kernconf_text(conf).encode()).hexdigest()}"
+              if conf == DEFAULT_KERNCONF else f"{conf} (tracked under sys/)")
     head = git_out(src, "log", "-1", "--format=%H", "--", "sys").strip()
     dirty = git_out(src, "status", "--porcelain", "--untracked-files=no", "--", "sys")
     diff = git_out(src, "diff", "HEAD", "--", "sys") if dirty.strip() else ""
     st = os.stat(kernel) if os.path.exists(kernel) else None
     return "\n".join([head, hashlib.sha256(diff.encode("utf-8", "surrogateescape")).hexdigest()
-                      if diff else "clean",
+                      if diff else "clean", config,
                       f"{st.st_size} {st.st_mtime_ns}" if st else "no kernel"]) + "\n"
 
 

@@ -306,6 +306,40 @@ def test_kernel_cache_follows_tree_and_file(tmp_path):
     assert kernel_stamp_text(str(src), str(k)) != latin1  # the bytes, not a lossy decoding
 
 
+def test_kernel_cache_follows_the_test_config(tmp_path, monkeypatch):
+    """The RXL config is written by the build, not committed: a kernel built
+    before the config gained a device (epair, 2026-12-06) was reused as the
+    pristine kernel without it, and count_unhashed was skipped there. A stamp
+    holds the config's text, so a changed config is a rebuild."""
+    import subprocess
+    from rxl.tree import kernconf
+    from rxl.verify import kernels
+    src = tmp_path / "src"
+    (src / "sys").mkdir(parents=True)
+    (src / "sys/a.c").write_text("int a;\n")
+    git = ["git", "-C", str(src), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "x"], check=True)
+    k = tmp_path / "obj/sys/RXL/kernel"
+    k.parent.mkdir(parents=True)
+    k.write_bytes(kernel_bytes())
+    Path(str(k) + ".rxl-stamp").write_text(kernels.kernel_stamp_text(str(src), str(k)))
+    assert kernels.kernel_cached(str(src), str(k))
+    old = kernconf.kernconf_text
+    monkeypatch.setattr(kernels, "kernconf_text",
+                        lambda ident: old(ident, devices=("epair", "vlan")))
+    assert not kernels.kernel_cached(str(src), str(k))
+    monkeypatch.setattr(kernels, "kernconf_text", old)
+    assert kernels.kernel_cached(str(src), str(k))
+    g = tmp_path / "obj/sys/GENERIC/kernel"                # a tracked config: git's
+    g.parent.mkdir(parents=True)
+    g.write_bytes(kernel_bytes())
+    Path(str(g) + ".rxl-stamp").write_text(kernels.kernel_stamp_text(str(src), str(g)))
+    monkeypatch.setattr(kernels, "kernconf_text", lambda ident: 1 / 0)
+    assert kernels.kernel_cached(str(src), str(g))
+
+
 def _fake_series(tmp_path, monkeypatch, applied):
     """A git tree at a fake base (rxl.tree.base's test series), patches/ for it, the
     run pointed at them; with ``applied`` the series is committed in the tree."""
