@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from rxl import paths
 from rxl.bench.knobs import Knobs, finite
-from rxl.cli.options import check_out_dir
+from rxl.cli.options import check_out_dir, link_reason, os_reason
 from rxl.decide import core
 from rxl.errors import DataError, UsageError
 
@@ -350,8 +350,12 @@ def ensure_built(build_dir: Path, cc: CC = "cc", dry_run: bool = False,
     try:
         res = subprocess.run(compile_argv(tmp, cc), capture_output=True,
                              text=True, timeout=120)
-    except FileNotFoundError:
-        raise BenchError(f"compiler {cc_words(cc)[0]!r} not found") from None
+    except OSError as e:  # a symlink loop or dangling link said to be one: no traceback
+        word = cc_words(cc)[0]
+        why = link_reason(word) if os.sep in word else None
+        if why is None and isinstance(e, FileNotFoundError):
+            raise BenchError(f"compiler {word!r} not found") from None
+        raise BenchError(f"compiler {word!r}: {why or os_reason(e)}") from None
     if res.returncode != 0:
         first = (res.stderr.strip().splitlines() or ["?"])[0]
         raise BenchError(f"{shlex.join(cc_words(cc))} failed on "
@@ -400,6 +404,9 @@ def check_dir(path: os.PathLike, what: str, create: bool = True) -> Path:
     """
     p = Path(path)
     if create:
+        why = link_reason(p)  # mkdir said "File exists" at a loop or dangling link
+        if why:
+            raise BenchError(f"{what} {path}: {why}")
         try:
             p.mkdir(parents=True, exist_ok=True)
         except OSError as e:

@@ -39,7 +39,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from rxl.cli.options import check_out_dir
+from rxl.cli.options import check_out_dir, missing
 from rxl.errors import BadOption, DataError, show
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
@@ -261,7 +261,7 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
         if not Path(path).is_dir():
             raise BadOption(f"{show(path)}: " + ("a file, not a directory"
                                                  if Path(path).exists() else
-                                                 "no such directory"), opt)
+                                                 missing(path, "directory")), opt)
     check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)
@@ -282,9 +282,9 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
         return {}
     if not fw:
         raise LbsetError("no OVMF firmware (apt-get install -y ovmf)")
-    missing = wout.missing()
-    if missing:
-        raise LbsetError(f"world: missing {missing[0]} (build it with rxl learn or rxl world)")
+    absent = wout.missing()
+    if absent:
+        raise LbsetError(f"world: missing {absent[0]} (build it with rxl learn or rxl world)")
     outp.mkdir(parents=True, exist_ok=True)
     p = subprocess.run(cc, capture_output=True, text=True)
     if p.returncode:

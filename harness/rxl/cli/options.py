@@ -275,6 +275,15 @@ def link_reason(path) -> Optional[str]:
     return why if link == Path(os.path.abspath(path)) else f"{show(str(link))} is {why}"
 
 
+def missing(path, noun: str = "file") -> str:
+    """What an input ``path`` that is not there is, in a message's words: a
+    symlink loop or a dangling link at it or on its way (:func:`link_reason`:
+    Path.exists() and stat(2) call both missing), else "no such ``noun``"
+    (a file, directory, kernel). The one wording of every input check's
+    missing path: an option's file or directory, an argument, a key file."""
+    return link_reason(path) or f"no such {noun}"
+
+
 def _work_name() -> str:
     """How an error names the work root: ``RXL_WORK '/x'``, or the default."""
     env = os.environ.get("RXL_WORK")
@@ -394,15 +403,16 @@ def check_lock_file(path: str, option: str = "--lock") -> None:
 
 def stat_input(path: str, what: str) -> os.stat_result:
     """``os.stat(path)``, or BadOption naming ``what``: "no such file" for a
-    path that is not there (a dangling link too), "a symlink loop" for one
-    that cannot be resolved (ELOOP: click's ``exists`` called it missing),
-    else the system's reason."""
+    path that is not there, a symlink loop or a dangling link (at it or on
+    its way) said to be one (:func:`link_reason`: click's ``exists`` called both
+    missing), else the system's reason."""
     try:
         return os.stat(path)
-    except FileNotFoundError:
-        raise BadOption(f"{show(path)}: no such file", what) from None
     except OSError as exc:
-        raise BadOption(f"{show(path)}: {os_reason(exc)}", what) from None
+        why = link_reason(path) if exc.errno in (errno.ENOENT, errno.ELOOP) else None
+        if why is None:
+            why = "no such file" if exc.errno == errno.ENOENT else os_reason(exc)
+        raise BadOption(f"{show(path)}: {why}", what) from None
 
 
 def os_reason(exc: OSError) -> str:

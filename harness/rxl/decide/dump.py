@@ -37,6 +37,7 @@ import sys
 from typing import List, Optional, Tuple
 from xml.parsers import expat
 
+from rxl.cli.options import link_reason, os_reason
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
 from rxl.errors import counted
@@ -107,7 +108,7 @@ def read_source(spec: str) -> Tuple[str, str]:
         try:
             mode = os.stat(spec).st_mode
         except OSError as e:
-            raise TopologyError(f"{spec}: {e.strerror} (a topology "
+            raise TopologyError(f"{spec}: {link_reason(spec) or os_reason(e)} (a topology "
                                 "file holds sysctl -n "
                                 "kern.sched.topology_spec output)")
         if stat.S_ISDIR(mode):

@@ -27,7 +27,7 @@ import os
 import re
 from typing import Dict, Iterable, List, Tuple
 
-from rxl.cli.options import Text
+from rxl.cli.options import Text, missing
 from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
                                  CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
@@ -104,7 +104,7 @@ def load(spec: str) -> Topology:
         text, name = dump.read_source(spec)
         return dump.parse_spec(text, name)
     if os.sep in spec or spec.endswith(".xml"):
-        raise TopologyError(f"{spec}: no such file (a topology file holds "
+        raise TopologyError(f"{spec}: {missing(spec)} (a topology file holds "
                             "sysctl -n kern.sched.topology_spec output)")
     raise TopologyError(
         f"unknown topology {spec!r}: use one of {', '.join(BUILTINS)}, "

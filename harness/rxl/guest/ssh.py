@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from rxl.cli.options import missing
 from rxl.errors import DataError, MachineError, show
 from rxl.guest.sshkeys import (RecordPolicy, fingerprint, harness_key, key_from_line, load_key,
                                ssh_dir)
@@ -593,7 +594,7 @@ class SSHSession:
         """
         self.echo(f"put {local} -> {remote}")
         if not Path(local).is_file():
-            raise self._err(SSHError, f"put {local}: no such file")
+            raise self._err(SSHError, f"put {local}: {missing(local)}")
         sftp = self._open("sftp")
         try:
             attrs = sftp.put(local, remote)

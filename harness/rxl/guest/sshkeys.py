@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl import paths
+from rxl.cli.options import link_reason, os_reason
 from rxl.errors import DataError, show
 
 
@@ -86,12 +87,17 @@ def private_key_line(path: str) -> str:
         raise KeyFileError(f"{show(path)}: is a directory, not a private key file")
     try:
         data = p.read_bytes()
-    except FileNotFoundError:
-        exc = KeyFileError(f"{show(path)}: no such key file")
-        exc.missing = True
-        raise exc from None
     except OSError as exc:
-        raise KeyFileError(f"{show(path)}: {exc.strerror}") from None
+        # a symlink loop or dangling link is said to be one, not missing: no key
+        # is made there (it is the target's, and a harness key's path is checked)
+        why = link_reason(path)
+        if why:
+            raise KeyFileError(f"{show(path)}: {why}") from None
+        if isinstance(exc, FileNotFoundError):
+            err = KeyFileError(f"{show(path)}: no such key file")
+            err.missing = True
+            raise err from None
+        raise KeyFileError(f"{show(path)}: {os_reason(exc)}") from None
     key = None
     for load in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
         try:

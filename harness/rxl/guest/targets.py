@@ -44,7 +44,7 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.cli.options import os_reason, read_limited
+from rxl.cli.options import link_reason, os_reason, read_limited
 from rxl.errors import DataError, show
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
@@ -560,7 +560,7 @@ def load(path: Optional[str] = None) -> Targets:
     """Read and validate the targets file (default :func:`default_path`).
 
     A missing default file is an empty set of targets; a missing file given
-    explicitly, a directory, more than :data:`MAX_BYTES`, bytes that are not
+    explicitly, a symlink loop or dangling link (either), a directory, more than :data:`MAX_BYTES`, bytes that are not
     UTF-8 (or hold NUL bytes), unreadable YAML (also nested past Python's
     recursion limit), an alias, or invalid contents raise TargetsError. A
     FIFO (``<(...)``) is read like a file.
@@ -568,12 +568,17 @@ def load(path: Optional[str] = None) -> Targets:
     p = Path(path) if path else default_path()
     try:
         st = os.stat(p)
-    except (FileNotFoundError, NotADirectoryError):  # a dangling link too
+    except OSError as exc:
+        # a symlink loop or a dangling link (at it or on its way) is said to be
+        # one, given or the default: Path.exists() called both missing
+        why = link_reason(p)
+        if why:
+            raise TargetsError([f"{p}: {why}"]) from None
+        if not isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+            raise TargetsError([f"{p}: {os_reason(exc)}"]) from None
         if path:
             raise TargetsError([f"{p}: no such file"]) from None
         return _with_builtins(Targets(path=str(p)))
-    except OSError as exc:  # a symlink loop: Path.exists() called it missing
-        raise TargetsError([f"{p}: {os_reason(exc)}"]) from None
     if stat.S_ISDIR(st.st_mode):
         raise TargetsError([f"{p}: is a directory, not a targets file"])
     try:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
+from rxl.cli import options
 from rxl.errors import BadOption, DataError, MachineError, show
 from rxl.guest import qemu, sshguest
 from rxl.guest.ssh import SSHError, SSHSession, SSHTarget
@@ -158,6 +159,9 @@ def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tupl
         tree_build.check_kernel_file(kernel)
     except BadOption as exc:
         return "--kernel", exc.message
+    why = options.link_reason(src)  # a loop or dangling link, not "no tree"
+    if why:
+        return "--src", f"{src}: {why}"
     if not (Path(src) / "tools/build/make.py").is_file():
         return "--src", f"{src}: not a FreeBSD source tree (no tools/build/make.py)"
     missing = sshworld.ssh_world_outputs(src).missing()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl import paths
+from rxl.cli.options import missing
 from rxl.errors import RxlError
 from rxl.guest import console, image, qemu
 from rxl.learn import drive, plan
@@ -145,7 +146,7 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     out = os.path.abspath(req.out or str(Path(paths.LOGS) /
                                          time.strftime("learn-%Y%m%d-%H%M%S")))
     if not Path(src).exists():
-        raise LearnUsage(f"--src {src}: no such directory")
+        raise LearnUsage(f"--src {src}: {missing(src, 'directory')}")
     if not Path(src).is_dir():
         raise LearnUsage(f"--src {src}: not a directory")
     if not (Path(src) / "sys").is_dir():
@@ -278,7 +279,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
     for what, v in (("kernel", "patched"), ("pristine kernel", "pristine")):
         if v not in s.wanted and any(b.kernel == v for b in chk.boots) and \
                 not Path(kernels[v] or "").is_file():
-            raise LearnFailed(f"{what} {kernels[v]}: no such file")
+            raise LearnFailed(f"{what} {kernels[v]}: {missing(kernels[v] or '')}")
     try:
         Path(out).mkdir(parents=True, exist_ok=True)
         Path(guest_dir).mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from rxl.cli.options import missing
 from rxl.errors import SourceError
 from rxl.tree import patch as tree_patch
 from rxl.tree import series as tree_series
@@ -183,7 +184,7 @@ def check_tree_dir(src: str, option: str = "--src") -> None:
     """
     p = Path(src)
     if not p.exists():
-        raise TreeError(f"{option} {src}: no such directory")
+        raise TreeError(f"{option} {src}: {missing(p, 'directory')}")
     if not p.is_dir():
         raise TreeError(f"{option} {src}: not a directory")
     if not (p / MAKE_PY).is_file() or not (p / "sys").is_dir():

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 from rxl import paths
+from rxl.cli.options import missing
 from rxl.errors import BadOption, HostError, show
 from rxl.tree import elf as tree_elf
 from rxl.tree import modules as tree_modules
@@ -565,7 +566,7 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
     naming ``option`` and saying what the file is."""
     p = Path(kernel)
     if not p.exists():
-        raise BadOption(f"{show(kernel)}: no such kernel", option)
+        raise BadOption(f"{show(kernel)}: {missing(p, 'kernel')}", option)
     if not p.is_file():
         raise BadOption(f"{show(kernel)}: not a regular file, no kernel", option)
     if p.stat().st_size == 0:

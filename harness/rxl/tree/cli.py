@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from rxl import paths
-from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir
+from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir, missing
 from rxl.cli.surface import command, group
 from rxl.errors import SourceError, UsageError
 from rxl.tree import build as tree_build
@@ -48,7 +48,7 @@ def _patches(patches_dir: str, *, series: bool = False) -> Path:
     series' mails; else a usage error (exit 2) naming the file and the fault."""
     p = Path(patches_dir)
     if not p.is_dir():
-        raise click.BadParameter(f"{patches_dir}: no such directory", param_hint="'--patches'")
+        raise click.BadParameter(f"{patches_dir}: {missing(p, 'directory')}", param_hint="'--patches'")
     try:
         tree_patch.read_base(p)
         if series:
@@ -64,7 +64,7 @@ def _project(project: str, *, base: bool) -> Path:
     ``patches/BASE`` readable and well-formed; else a usage error (exit 2)."""
     p = Path(project)
     if not p.is_dir():
-        raise click.BadParameter(f"{project}: no such directory", param_hint="'--project'")
+        raise click.BadParameter(f"{project}: {missing(p, 'directory')}", param_hint="'--project'")
     if not (p / "patches").is_dir():
         raise click.BadParameter(f"{project}: no patches/ directory (not the rxl project)",
                                  param_hint="'--project'")
@@ -162,7 +162,7 @@ def export_cmd(src, branch, patches_dir, author):
 def check_cmd(src, project, author, as_json):
     """Consistency with sys/ and tests/atf/, messages, man pages, style."""
     if src is not None and not Path(src).is_dir():
-        raise click.BadParameter(f"{src}: no such directory", param_hint="'--src'")
+        raise click.BadParameter(f"{src}: {missing(src, 'directory')}", param_hint="'--src'")
     if src is not None and not (Path(src) / "sys").is_dir():
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no sys/ directory)",
                                  param_hint="'--src'")
@@ -252,7 +252,7 @@ def sync_cmd(src, branch, project, lock):
 def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_run):
     """kernel-toolchain once, then buildkernel KERNCONF (and modules)."""
     if not os.path.isdir(src):
-        raise click.BadParameter(f"{src}: no such directory", param_hint="'--src'")
+        raise click.BadParameter(f"{src}: {missing(src, 'directory')}", param_hint="'--src'")
     if not os.path.isfile(os.path.join(src, "tools/build/make.py")):
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
                                  param_hint="'--src'")

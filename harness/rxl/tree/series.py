@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from rxl.cli.options import missing
 from rxl.errors import BadOption, SourceError, show
 from rxl.tree.patch import ATF_DEST, SeriesError, patch_files, read_base, set_copyright
 
@@ -176,7 +177,7 @@ def ensure_git_tree(src: Path) -> None:
     """Raise :class:`SeriesError` unless ``src`` is the top of a git work tree
     (a folder inside one is refused: git would act on the enclosing tree)."""
     if not Path(src).is_dir():
-        raise SeriesError(f"{src}: no such directory")
+        raise SeriesError(f"{src}: {missing(src, 'directory')}")
     cp = run_git(src, "rev-parse", "--show-toplevel", check=False)
     if cp.returncode != 0:
         raise SeriesError(f"{src}: not a git work tree")

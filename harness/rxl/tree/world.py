@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl import paths
+from rxl.cli.options import missing
 from rxl.errors import BadOption, HostError
 from rxl.tree import build as tree_build
 from rxl.tree import snapshot, userland
@@ -96,7 +97,7 @@ def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
     if d.exists() and not d.is_dir():
         raise BadOption(f"{atf_dir}: not a directory ('' for no series tests)", "--atf-dir")
     if not d.is_dir():
-        raise BadOption(f"{atf_dir}: no such directory ('' for no series tests)", "--atf-dir")
+        raise BadOption(f"{atf_dir}: {missing(d, 'directory')} ('' for no series tests)", "--atf-dir")
     found = [(p.stem, str(p)) for p in sorted(d.glob("*_test.c"))]
     if not found:
         raise BadOption(f"{atf_dir}: no *_test.c in it ('' for no series tests)", "--atf-dir")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from rxl import paths
+from rxl.cli.options import missing
 from rxl.errors import RxlError
 from rxl.tree import base as tree_base
 from rxl.tree import patch as tree_patch
@@ -228,7 +229,7 @@ class Machine(abc.ABC):
         """The patched kernel from ``st.src`` (skipped with ``--kernel``)."""
         if req.kernel:
             if not Path(req.kernel).is_file():
-                raise StageFailed(f"build: --kernel {req.kernel}: no such file")
+                raise StageFailed(f"build: --kernel {req.kernel}: {missing(req.kernel)}")
             return StageRecord("build", "skipped", detail=f"--kernel {req.kernel}")
         src, objdir = st.src, req.objdir
         stages = tree_build.plan_stages(src, objdir, toolchain=_needs_toolchain(src, objdir))

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Optional
 
-from rxl.cli.options import check_guest, check_out_dir, read_limited
+from rxl.cli.options import check_guest, check_out_dir, missing, read_limited
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
@@ -49,7 +49,7 @@ def check_test_source(name: str, source: str) -> None:
     p = Path(source)
     if not p.is_file():
         raise BadOption(f"{where}: " + ("not a regular file (a C source)" if p.exists()
-                                        else "no such file"), "--test")
+                                        else missing(p)), "--test")
     if p.suffix != ".c":
         raise BadOption(f"{where}: not a C source (NAME=PATH.c: the build compiles "
                         "it as C)", "--test")
@@ -236,7 +236,7 @@ def check_base_url(override: Optional[str]) -> None:
         return
     path = Path(url).expanduser()
     if not path.is_dir():
-        raise BadOption(f"{show(url)}: no such directory (a local base is a git "
+        raise BadOption(f"{show(url)}: {missing(path, 'directory')} (a local base is a git "
                         "repository holding patches/BASE's commit)", opt)
     base = parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
 

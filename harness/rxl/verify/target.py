@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from rxl.cli.options import missing
 from rxl.errors import BadOption, show
 from rxl.guest import console, ssh
 from rxl.verify import remote
@@ -46,7 +47,7 @@ def programs_in(directory: str) -> Dict[str, Path]:
     directory, or holds no executable file."""
     d = Path(directory)
     if not d.exists():
-        raise BadOption(f"{show(directory)}: no such directory", "--programs")
+        raise BadOption(f"{show(directory)}: {missing(d, 'directory')}", "--programs")
     if not d.is_dir():
         raise BadOption(f"{show(directory)}: not a directory (the test programs' "
                         "directory)", "--programs")

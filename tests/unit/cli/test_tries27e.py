@@ -162,13 +162,14 @@ def test_bench_accept_refuses_deal_counts_without_ebpf_deal(value, setup, work):
 
 def test_a_topology_that_is_a_symlink_loop_is_said_to_be_one(work):
     """P16: deal --topology LOOP (loop1 -> loop2 -> loop1) said "no such file";
-    parse LOOP says what the system says, and so does --topology now."""
+    parse LOOP says what the system says, and so does --topology now, in the
+    words of every input that is a loop (issue 27, test_input_links)."""
     (work / "loop1").symlink_to(work / "loop2")
     (work / "loop2").symlink_to(work / "loop1")
     line = _error(["deal", "--topology", work / "loop1", "--members", "0"])
-    assert line == (f"Error: Invalid value for '--topology': {work / 'loop1'}: Too many "
-                    "levels of symbolic links (a topology file holds sysctl -n "
-                    "kern.sched.topology_spec output)")
+    assert line == (f"Error: Invalid value for '--topology': {work / 'loop1'}: a symlink "
+                    "loop, it cannot be resolved (Too many levels of symbolic links) (a "
+                    "topology file holds sysctl -n kern.sched.topology_spec output)")
     assert "Too many levels of symbolic links" in _error(["parse", work / "loop1"])
 
 

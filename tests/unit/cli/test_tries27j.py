@@ -186,10 +186,10 @@ def test_the_default_targets_file_a_loop_is_not_taken_as_missing(links, work):
     assert _run(["targets"]).stdout.splitlines()[0] == f"{y}: {LOOP}"
 
 
-def test_targets_file_missing_or_dangling_is_still_no_such_file(links):
-    for y in (links / "absent.yaml", links / "dangl"):
-        assert _run(["targets", "--targets", y]).stdout.splitlines()[0] == \
-            f"{y}: no such file"
+def test_targets_file_missing_is_still_no_such_file_a_dangling_link_one(links):
+    """A dangling link is said to be one (issue 27, test_input_links)."""
+    for y, why in ((links / "absent.yaml", "no such file"), (links / "dangl", _dangling(links))):
+        assert _run(["targets", "--targets", y]).stdout.splitlines()[0] == f"{y}: {why}"
 
 
 # ------------------------------------------------- 6: a message with its subject
