@@ -144,8 +144,14 @@ class SSHD:
     """
 
     def __init__(self, root: str, authorized, *, user: str = "root", host_key=None,
-                 port: int = 0, sftp_root: str = None, env: dict = None):
+                 port: int = 0, sftp_root: str = None, env: dict = None,
+                 status_first: bool = False):
         self.root, self.authorized, self.user = root, authorized, user
+        # status_first: send the exit status as soon as the command exits and
+        # its output 1.2 s later (past run()'s 0.5 s poll), an order OpenSSH's
+        # sshd can also produce (the status when the child is reaped, what is
+        # left in the channel's buffer after it)
+        self.status_first = status_first
         self.sftp_root = sftp_root or root  # "/" when commands use absolute paths
         self.env = env
         self.host_key = host_key or new_host_key(Path(root).parent / f"hostkey-{time.time_ns()}")
@@ -224,6 +230,14 @@ class SSHD:
                 except OSError:
                     pass
 
+        if self.status_first:
+            out = p.stdout.read()
+            p.wait()
+            chan.send_exit_status(p.returncode)
+            time.sleep(1.2)
+            chan.sendall(out)
+            chan.close()
+            return
         pumps = [threading.Thread(target=pump, args=(p.stdout, chan.sendall), daemon=True),
                  threading.Thread(target=pump, args=(p.stderr, chan.sendall_stderr), daemon=True),
                  threading.Thread(target=feed, daemon=True)]

@@ -562,11 +562,23 @@ class SSHSession:
                     raise self._err(TimedOut, f"command timed out after {timeout:.0f} s "
                                               f"and was hung up: {short(command)}")
                 select.select([chan], [], [], min(left, 0.5))
-            # drain what arrived with the exit status
-            while chan.recv_ready():
-                out.write(chan.recv(65536))
-            while chan.recv_stderr_ready():
-                err.write(chan.recv_stderr(65536))
+            # sshd sends the exit status when it reaps the command, and what the
+            # command wrote last may still follow it: read on to the channel's
+            # EOF (or its close), within what is left of the timeout
+            while True:
+                if chan.recv_ready():
+                    out.write(chan.recv(65536))
+                    continue
+                if chan.recv_stderr_ready():
+                    err.write(chan.recv_stderr(65536))
+                    continue
+                if chan.eof_received or chan.closed:
+                    break
+                left = timeout - (self.clock() - t0)
+                if left <= 0:
+                    raise self._err(TimedOut, f"command exited but its output did not end "
+                                              f"within {timeout:.0f} s: {short(command)}")
+                select.select([chan], [], [], min(left, 0.5))
             rc = chan.recv_exit_status()
         finally:
             chan.close()

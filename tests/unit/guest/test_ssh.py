@@ -120,6 +120,22 @@ def test_run_exit_status_and_output(server, root):
         assert len(server._transports) == 1
 
 
+def test_run_reads_the_output_that_follows_the_exit_status(work, root):
+    """sshd may send the exit status before the last of the command's output.
+    The after-cases record of the host sysctls lost its last line that way
+    (guest-run-20261207-010219, spread: "no record after the cases"): run()
+    reads to the channel's EOF, not to the exit status."""
+    key = sshkeys.harness_key()
+    srv = SSHD(str(root), paramiko.Ed25519Key.from_private_key_file(str(key)),
+               status_first=True).start()
+    try:
+        with session(srv) as s:
+            r = s.run("echo one; echo two; exit 4")
+            assert (r.rc, r.stdout) == (4, "one\ntwo\n")
+    finally:
+        srv.stop()
+
+
 def test_run_check_raises_one_line(server):
     with session(server) as s:
         with pytest.raises(ssh.CommandFailed) as ei:
