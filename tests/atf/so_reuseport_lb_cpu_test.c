@@ -31,7 +31,11 @@
  *
  * Loopback connections are not received on a CPU the test can choose:
  * lo0 queues every packet to the netisr thread, which runs wherever the
- * scheduler puts it.  The tests never predict a CPU.  They read back,
+ * scheduler puts it.  Nothing is learned from loopback, so the cases that
+ * count handshakes connect from a client in a VNET of its own over an
+ * epair(4) (lb_epair_client()), whose packets are received, without
+ * options RSS, in its one task thread, which runs wherever the scheduler
+ * puts it too.  The tests never predict a CPU.  They read back,
  * from each accepted socket, the CPU that completed its handshake (where
  * its listener was selected) and check the selection against it, and they
  * check the dealt map itself in net.inet.tcp.reuseport_lb.groups, which
@@ -68,12 +72,26 @@
 #define	MAXCPUS		CPU_SETSIZE	/* CPU ids a view or a count holds */
 #define	NOCPU		TCP_REUSPORT_LB_CPU_NOCPU
 
+/*
+ * A client in a VNET jail of its own, holding the b side of an epair(4)
+ * whose a side is 192.0.2.1 here: for every port written to it, it makes
+ * one connection to that port.
+ */
+struct lbclient {
+	pid_t	pid;
+	int	wfd;		/* ports to connect to */
+	int	rfd;		/* EOF once the client has exited */
+	char	ifname[IFNAMSIZ];	/* the a side */
+	struct sockaddr_storage addr;	/* the a side's address, port 0 */
+};
+
 struct lbgroup {
 	int	domain;
 	int	n;
 	int	sds[MAXMEMBERS];
 	int	tags[MAXMEMBERS];
 	struct sockaddr_storage addr;
+	struct lbclient *client;	/* NULL: connect over loopback */
 };
 
 /* A group as net.inet.tcp.reuseport_lb.groups shows it. */
@@ -287,22 +305,36 @@ lb_close(struct lbgroup *g)
 }
 
 /*
- * Make one connection to g and accept it, waiting for it with poll(2)
- * (its handshake completes in the netisr thread).  Returns the member
- * that accepted it and stores the CPU that completed its handshake.
+ * Make one connection to g, over loopback or from g's client, and accept
+ * it, waiting for it with poll(2) (its handshake completes in the netisr
+ * thread, or the epair's task thread).  Returns the member that accepted
+ * it and stores the CPU that completed its handshake.
  */
 static int
 lb_connect(struct lbgroup *g, int *hcpu)
 {
-	struct pollfd pfd[MAXMEMBERS];
+	struct pollfd pfd[MAXMEMBERS + 1];
+	uint16_t port;
 	int as, cs, i, n;
 
-	cs = socket(g->domain, SOCK_STREAM, 0);
-	ATF_REQUIRE(cs >= 0);
-	ATF_REQUIRE_MSG(connect(cs, (struct sockaddr *)&g->addr,
-	    g->addr.ss_len) == 0, "connect: %s", strerror(errno));
+	cs = -1;
+	if (g->client != NULL) {
+		port = htons(lb_port(&g->addr));
+		ATF_REQUIRE_MSG(write(g->client->wfd, &port, sizeof(port)) ==
+		    sizeof(port), "the client is gone: %s", strerror(errno));
+	} else {
+		cs = socket(g->domain, SOCK_STREAM, 0);
+		ATF_REQUIRE(cs >= 0);
+		ATF_REQUIRE_MSG(connect(cs, (struct sockaddr *)&g->addr,
+		    g->addr.ss_len) == 0, "connect: %s", strerror(errno));
+	}
 	for (i = n = 0; i < g->n; i++) {
 		pfd[n].fd = g->sds[i];
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	if (g->client != NULL) {
+		pfd[n].fd = g->client->rfd;
 		pfd[n].events = POLLIN;
 		pfd[n++].revents = 0;
 	}
@@ -310,10 +342,13 @@ lb_connect(struct lbgroup *g, int *hcpu)
 	for (i = 0; i < g->n; i++)
 		if ((as = accept(g->sds[i], NULL, NULL)) >= 0)
 			break;
+	ATF_REQUIRE_MSG(i < g->n || g->client == NULL ||
+	    pfd[n - 1].revents == 0, "the client exited");
 	ATF_REQUIRE_MSG(i < g->n, "accept: %s", strerror(errno));
 	*hcpu = lb_getcpu(as);
 	ATF_REQUIRE(close(as) == 0);
-	ATF_REQUIRE(close(cs) == 0);
+	if (cs >= 0)
+		ATF_REQUIRE(close(cs) == 0);
 	return (i);
 }
 
@@ -745,24 +780,161 @@ lb_countof(const struct lbview *v, int cpu, const u_int *what)
 }
 
 /*
- * Every handshake after the group's first accept(2) is counted once, on
- * the CPU that completed it.  The window is an hour, so none rolls.
+ * The client's side of lb_epair_client(), in the child: make its VNET,
+ * tell the parent its jail ID, wait for the epair's b side and give it an
+ * address, then make one connection for each port read, closing the last
+ * one first.  Exits 0 at EOF.
+ */
+static void __dead2
+lb_client_main(struct lbclient *c, int wfd, int rfd)
+{
+	struct iovec iov[2];
+	struct sockaddr_in to;
+	char cmd[128];
+	uint16_t port;
+	int cs, jid, vnet;
+	char b;
+
+	vnet = JAIL_SYS_NEW;
+	iov[0].iov_base = __DECONST(char *, "vnet");
+	iov[0].iov_len = sizeof("vnet");
+	iov[1].iov_base = &vnet;
+	iov[1].iov_len = sizeof(vnet);
+	jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
+	if (jid < 0 || write(wfd, &jid, sizeof(jid)) != sizeof(jid) ||
+	    read(rfd, &b, 1) != 1)
+		_exit(1);
+	c->ifname[strlen(c->ifname) - 1] = 'b';
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s inet 192.0.2.2/24 up",
+	    c->ifname);
+	if (system(cmd) != 0)
+		_exit(2);
+	memcpy(&to, &c->addr, sizeof(to));
+	cs = -1;
+	while (read(rfd, &port, sizeof(port)) == sizeof(port)) {
+		if (cs >= 0)
+			(void)close(cs);
+		to.sin_port = port;
+		if ((cs = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+		    connect(cs, (struct sockaddr *)&to, sizeof(to)) != 0)
+			_exit(3);
+	}
+	_exit(0);
+}
+
+/*
+ * Start c: an epair(4) whose a side is 192.0.2.1 in this VNET (after
+ * lb_setup()), and a child in a VNET jail of its own (one level down)
+ * holding the b side, as 192.0.2.2, which connects for lb_connect().
+ * Skips without epair(4).  Make it before the groups it connects to, so
+ * that the child holds none of their sockets.
+ */
+static void
+lb_epair_client(struct lbclient *c)
+{
+	struct sockaddr_in *sin;
+	char cmd[128];
+	FILE *fp;
+	size_t len;
+	int c2p[2], jid, p2c[2];
+	char b;
+
+	if (modfind("if_epair") < 0)
+		atf_tc_skip("no epair(4)");
+	memset(c, 0, sizeof(*c));
+	ATF_REQUIRE((fp = popen("/sbin/ifconfig epair create", "r")) != NULL);
+	ATF_REQUIRE(fgets(c->ifname, sizeof(c->ifname), fp) != NULL);
+	ATF_REQUIRE(pclose(fp) == 0);
+	c->ifname[strcspn(c->ifname, "\n")] = '\0';
+	len = strlen(c->ifname);
+	ATF_REQUIRE(len > 1 && c->ifname[len - 1] == 'a');
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s inet 192.0.2.1/24 up",
+	    c->ifname);
+	ATF_REQUIRE(system(cmd) == 0);
+	sin = (struct sockaddr_in *)&c->addr;
+	sin->sin_len = sizeof(*sin);
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = htonl(0xc0000201);
+
+	ATF_REQUIRE(pipe(c2p) == 0 && pipe(p2c) == 0);
+	ATF_REQUIRE(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
+	c->pid = fork();
+	ATF_REQUIRE(c->pid >= 0);
+	if (c->pid == 0) {
+		/* Hold only the ends it uses, or it never reads EOF. */
+		(void)close(c2p[0]);
+		(void)close(p2c[1]);
+		lb_client_main(c, c2p[1], p2c[0]);
+	}
+	/* So that a client that dies is read as EOF, not waited for. */
+	ATF_REQUIRE(close(c2p[1]) == 0 && close(p2c[0]) == 0);
+	c->rfd = c2p[0];
+	c->wfd = p2c[1];
+	ATF_REQUIRE_MSG(read(c->rfd, &jid, sizeof(jid)) == sizeof(jid),
+	    "the client could not make its VNET jail");
+	c->ifname[len - 1] = 'b';
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s vnet %d", c->ifname,
+	    jid);
+	c->ifname[len - 1] = 'a';
+	ATF_REQUIRE(system(cmd) == 0);
+	b = 0;
+	ATF_REQUIRE(write(c->wfd, &b, 1) == 1);
+}
+
+/* A group as lb_group() makes it, on c's address and connected to by c. */
+static void
+lb_epair_group(struct lbgroup *g, struct lbclient *c, int n,
+    const int *tags)
+{
+	int i;
+
+	memset(g, 0, sizeof(*g));
+	g->domain = AF_INET;
+	g->addr = c->addr;
+	g->client = c;
+	for (i = 0; i < n; i++)
+		(void)lb_join(g, tags != NULL ? tags[i] : NOCPU, true);
+}
+
+/* Stop c, which must not have failed, and destroy its epair. */
+static void
+lb_client_done(struct lbclient *c)
+{
+	char cmd[128];
+	int status;
+
+	ATF_REQUIRE(close(c->wfd) == 0);
+	ATF_REQUIRE(waitpid(c->pid, &status, 0) == c->pid);
+	ATF_REQUIRE_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "client status %#x", status);
+	ATF_REQUIRE(close(c->rfd) == 0);
+	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s destroy", c->ifname);
+	(void)system(cmd);
+}
+
+/*
+ * Every handshake over the epair after the group's first accept(2) is
+ * counted once, on the CPU that completed it.  The window is an hour, so
+ * none rolls.
  */
 ATF_TC(learn_counting);
 ATF_TC_HEAD(learn_counting, tc)
 {
 
 	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
 ATF_TC_BODY(learn_counting, tc)
 {
+	struct lbclient c;
 	struct lbgroup g;
 	struct lbview v;
 	u_int seen[MAXCPUS], total;
 	int hcpu, i;
 
-	lb_setup(2, 3600 * 1000);
-	lb_group(&g, AF_INET, 2, NULL);
+	lb_setup(1, 3600 * 1000);
+	lb_epair_client(&c);
+	lb_epair_group(&g, &c, 2, NULL);
 	(void)lb_connect(&g, &hcpu);	/* Allocates the learning state. */
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.learning);
@@ -783,6 +955,7 @@ ATF_TC_BODY(learn_counting, tc)
 	}
 	ATF_REQUIRE_EQ(total, 200u);
 	lb_close(&g);
+	lb_client_done(&c);
 }
 
 /*
@@ -794,17 +967,20 @@ ATF_TC_HEAD(learned_map, tc)
 {
 
 	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
 ATF_TC_BODY(learned_map, tc)
 {
+	struct lbclient c;
 	struct lbgroup g;
 	struct lbview v;
 	uint64_t total, want;
 	int cpus[2], i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_setup(2, 1);
-	lb_group(&g, AF_INET, n, cpus);
+	lb_setup(1, 1);
+	lb_epair_client(&c);
+	lb_epair_group(&g, &c, n, cpus);
 	lb_until_rolls(&g, &v, 2);
 	for (i = 0, total = 0; i < v.ncount; i++)
 		total += v.sum[i];
@@ -827,6 +1003,7 @@ ATF_TC_BODY(learned_map, tc)
 		    v.sum[i], (uintmax_t)total);
 	}
 	lb_close(&g);
+	lb_client_done(&c);
 }
 
 /*
@@ -839,17 +1016,20 @@ ATF_TC_HEAD(capture, tc)
 {
 
 	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
 ATF_TC_BODY(capture, tc)
 {
+	struct lbclient c;
 	struct lbgroup g;
 	struct lbview v;
 	int cpus[2], hcpu, i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_setup(2, 1);
+	lb_setup(1, 1);
+	lb_epair_client(&c);
 	lb_bind(cpus[0]);
-	lb_group(&g, AF_INET, 1, NULL);
+	lb_epair_group(&g, &c, 1, NULL);
 	(void)lb_connect(&g, &hcpu);
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.learned[0] && v.tag[0] == cpus[0]);
@@ -867,12 +1047,13 @@ ATF_TC_BODY(capture, tc)
 	ATF_REQUIRE(!v.learned[0] && v.tag[0] == cpus[0]);
 	ATF_REQUIRE_EQ(lb_getcpu(g.sds[0]), cpus[0]);
 	lb_close(&g);
+	lb_client_done(&c);
 }
 
 /*
  * Over loopback with learning on (1), nothing is counted, and a group
  * whose only tag was learned has no map: a learned tag never stands in for
- * a receiving CPU.
+ * a receiving CPU.  No value of learn counts loopback: it is 0 or 1.
  */
 ATF_TC(learn_not_loopback);
 ATF_TC_HEAD(learn_not_loopback, tc)
@@ -882,12 +1063,24 @@ ATF_TC_HEAD(learn_not_loopback, tc)
 }
 ATF_TC_BODY(learn_not_loopback, tc)
 {
+	static const int bad[] = { 2, -1, INT_MAX };
 	struct lbgroup g;
 	struct lbview v;
-	int cpus[1];
+	size_t len;
+	int cpus[1], i, val;
 
 	(void)lb_cpus(cpus, 1);
 	lb_setup(1, 1);
+	for (i = 0; i < (int)nitems(bad); i++) {
+		ATF_REQUIRE_ERRNO(EINVAL, sysctlbyname(
+		    "net.inet.tcp.reuseport_lb.learn", NULL, NULL, &bad[i],
+		    sizeof(bad[i])) == -1);
+		len = sizeof(val);
+		ATF_REQUIRE(sysctlbyname("net.inet.tcp.reuseport_lb.learn",
+		    &val, &len, NULL, 0) == 0);
+		ATF_REQUIRE_EQ_MSG(val, 1, "learn=%d left learn %d", bad[i],
+		    val);
+	}
 	lb_bind(cpus[0]);
 	lb_group(&g, AF_INET, 2, NULL);
 	lb_until_rolls(&g, &v, 2);
@@ -907,23 +1100,27 @@ ATF_TC_HEAD(learning_off, tc)
 {
 
 	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
 ATF_TC_BODY(learning_off, tc)
 {
+	struct lbclient c;
 	struct lbgroup g, h;
 	struct lbview v;
 	u_int total;
 	int cpus[1], hcpu, i;
 
 	/*
-	 * Learning from handshakes not on loopback: nothing counted, no map,
-	 * so the hash feeds both members of g and both learn a tag.
+	 * Learning from the handshakes over the epair: both members of g,
+	 * selected by the hash and then by a map dealt from the counts, and
+	 * h's, learn a tag.
 	 */
 	(void)lb_cpus(cpus, 1);
 	lb_setup(1, 1);
+	lb_epair_client(&c);
 	lb_bind(cpus[0]);
-	lb_group(&g, AF_INET, 2, NULL);
-	lb_group(&h, AF_INET, 1, NULL);
+	lb_epair_group(&g, &c, 2, NULL);
+	lb_epair_group(&h, &c, 1, NULL);
 	for (i = 0; i < 1000 && lb_view(&g, &v) &&
 	    !(v.learned[0] && v.learned[1]); i++)
 		(void)lb_connect(&g, &hcpu);
@@ -932,9 +1129,8 @@ ATF_TC_BODY(learning_off, tc)
 	(void)lb_connect(&h, &hcpu);
 	ATF_REQUIRE(lb_view(&h, &v));
 	ATF_REQUIRE(v.learning && v.learned[0]);
-	/* One member of g set by the application; counts from loopback too. */
+	/* One member of g set by the application. */
 	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], cpus[0]), 0);
-	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", 2);
 	ATF_REQUIRE(lb_view(&g, &v));
 	lb_until_rolls(&g, &v, v.rolls + 2);
 	ATF_REQUIRE(v.ncount > 0);
@@ -959,6 +1155,7 @@ ATF_TC_BODY(learning_off, tc)
 		    v.rxslots[i]);
 	lb_close(&h);
 	lb_close(&g);
+	lb_client_done(&c);
 }
 
 /*
@@ -1024,99 +1221,23 @@ ATF_TC_HEAD(count_unhashed, tc)
 }
 ATF_TC_BODY(count_unhashed, tc)
 {
-	struct iovec iov[2];
+	struct lbclient c;
 	struct lbgroup g;
 	struct lbview v;
-	struct sockaddr_in *sin;
-	struct pollfd pfd;
-	char cmd[128], ifname[IFNAMSIZ];
-	FILE *fp;
-	pid_t pid;
 	u_int total;
-	int as, c2p[2], cpu, cs, i, jid, n, p2c[2], status, vnet;
-	char b;
+	int cpu, hcpu, i, n;
 
 	n = 20;
 	lb_setup(0, 3600 * 1000);
-	if (modfind("if_epair") < 0)
-		atf_tc_skip("no epair(4)");
-	ATF_REQUIRE((fp = popen("/sbin/ifconfig epair create", "r")) != NULL);
-	ATF_REQUIRE(fgets(ifname, sizeof(ifname), fp) != NULL);
-	ATF_REQUIRE(pclose(fp) == 0);
-	ifname[strcspn(ifname, "\n")] = '\0';
-	ATF_REQUIRE(strlen(ifname) > 1 && ifname[strlen(ifname) - 1] == 'a');
-	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s inet 192.0.2.1/24 up",
-	    ifname);
-	ATF_REQUIRE(system(cmd) == 0);
+	lb_epair_client(&c);
 
 	/* One member, tagged: every handshake is its. */
-	memset(&g, 0, sizeof(g));
-	g.domain = AF_INET;
-	sin = (struct sockaddr_in *)&g.addr;
-	sin->sin_len = sizeof(*sin);
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = htonl(0xc0000201);
 	(void)lb_cpus(&cpu, 1);
-	(void)lb_join(&g, cpu, true);
-
-	/* The client: a VNET jail of its own, holding the epair's b side. */
-	ATF_REQUIRE(pipe(c2p) == 0 && pipe(p2c) == 0);
-	ATF_REQUIRE(signal(SIGPIPE, SIG_IGN) != SIG_ERR);
-	pid = fork();
-	ATF_REQUIRE(pid >= 0);
-	if (pid == 0) {
-		/* Hold only the ends it uses, or it never reads EOF. */
-		(void)close(c2p[0]);
-		(void)close(p2c[1]);
-		vnet = JAIL_SYS_NEW;
-		iov[0].iov_base = __DECONST(char *, "vnet");
-		iov[0].iov_len = sizeof("vnet");
-		iov[1].iov_base = &vnet;
-		iov[1].iov_len = sizeof(vnet);
-		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
-		if (jid < 0 ||
-		    write(c2p[1], &jid, sizeof(jid)) != sizeof(jid) ||
-		    read(p2c[0], &b, 1) != 1)
-			_exit(1);
-		ifname[strlen(ifname) - 1] = 'b';
-		snprintf(cmd, sizeof(cmd),
-		    "/sbin/ifconfig %s inet 192.0.2.2/24 up", ifname);
-		if (system(cmd) != 0)
-			_exit(2);
-		/* One connection for every byte, each after the last accept. */
-		while (read(p2c[0], &b, 1) == 1) {
-			if ((cs = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
-			    connect(cs, (struct sockaddr *)&g.addr,
-			    g.addr.ss_len) != 0)
-				_exit(3);
-			(void)close(cs);
-		}
-		_exit(0);
-	}
-	/* So that a client that dies is read as EOF, not waited for. */
-	ATF_REQUIRE(close(c2p[1]) == 0 && close(p2c[0]) == 0);
-	ATF_REQUIRE_MSG(read(c2p[0], &jid, sizeof(jid)) == sizeof(jid),
-	    "the client could not make its VNET jail");
-	ifname[strlen(ifname) - 1] = 'b';
-	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s vnet %d", ifname, jid);
-	ATF_REQUIRE(system(cmd) == 0);
-	b = 0;
-	ATF_REQUIRE(write(p2c[1], &b, 1) == 1);
+	lb_epair_group(&g, &c, 1, &cpu);
 
 	/* The first accept makes the learning state; n - 1 are counted. */
-	for (i = 0; i < n; i++) {
-		ATF_REQUIRE(write(p2c[1], &b, 1) == 1);
-		pfd.fd = g.sds[0];
-		pfd.events = POLLIN;
-		ATF_REQUIRE_MSG(poll(&pfd, 1, 30 * 1000) == 1,
-		    "no connection %d over the epair", i);
-		ATF_REQUIRE((as = accept(g.sds[0], NULL, NULL)) >= 0);
-		ATF_REQUIRE(close(as) == 0);
-	}
-	ATF_REQUIRE(close(p2c[1]) == 0);
-	ATF_REQUIRE(waitpid(pid, &status, 0) == pid);
-	ATF_REQUIRE_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "client status %#x", status);
+	for (i = 0; i < n; i++)
+		ATF_REQUIRE_EQ(lb_connect(&g, &hcpu), 0);
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.learning);
 	for (i = 0, total = 0; i < v.ncount; i++)
@@ -1124,9 +1245,7 @@ ATF_TC_BODY(count_unhashed, tc)
 	ATF_REQUIRE_MSG(total == (u_int)n - 1, "%u of %d handshakes over "
 	    "the epair counted", total, n - 1);
 	lb_close(&g);
-	ifname[strlen(ifname) - 1] = 'a';
-	snprintf(cmd, sizeof(cmd), "/sbin/ifconfig %s destroy", ifname);
-	(void)system(cmd);
+	lb_client_done(&c);
 }
 
 /*
@@ -1140,9 +1259,11 @@ ATF_TC_HEAD(tags_outnumber_rx, tc)
 {
 
 	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
 ATF_TC_BODY(tags_outnumber_rx, tc)
 {
+	struct lbclient c;
 	struct lbgroup g;
 	struct lbview v;
 	u_int hits[MAXMEMBERS];
@@ -1151,9 +1272,10 @@ ATF_TC_BODY(tags_outnumber_rx, tc)
 	n = lb_cpus(cpus, 8);
 	if (n < 2)
 		atf_tc_skip("needs two CPUs");
-	lb_setup(2, 1);
+	lb_setup(1, 1);
+	lb_epair_client(&c);
 	lb_bind(cpus[0]);
-	lb_group(&g, AF_INET, n, cpus);
+	lb_epair_group(&g, &c, n, cpus);
 	lb_until_rolls(&g, &v, 2);
 	for (i = 0, idle = 0; i < n; i++)
 		if (lb_countof(&v, cpus[i], v.sum) == 0)
@@ -1167,6 +1289,7 @@ ATF_TC_BODY(tags_outnumber_rx, tc)
 		ATF_REQUIRE_MSG(hits[i] > 0, "the member tagged %d was never "
 		    "selected in %d connections", g.tags[i], 64 * n);
 	lb_close(&g);
+	lb_client_done(&c);
 }
 
 ATF_TP_ADD_TCS(tp)

@@ -1,10 +1,11 @@
 """The test kernel's configuration: its text and where it goes in a tree.
 
 ``RXL`` = GENERIC + INVARIANTS, INVARIANT_SUPPORT, WITNESS (a -STABLE
-GENERIC carries none of them) + ``device epair`` (the ATF case
-count_unhashed connects over an epair(4), which GENERIC does not have and
-a NO_MODULES build cannot load), written into ``sys/amd64/conf/RXL`` of the
-tree before each build (never committed).
+GENERIC carries none of them) + ``device epair`` (the ATF cases that count
+handshakes, count_unhashed and the learning cases, connect over an
+epair(4), since nothing is learned from loopback; GENERIC does not have it
+and a NO_MODULES build cannot load it), written into ``sys/amd64/conf/RXL``
+of the tree before each build (never committed).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_kernconf_text():
     assert "ident\tRXL" in lines
     for opt in ("INVARIANTS", "INVARIANT_SUPPORT", "WITNESS"):
         assert f"options \t{opt}" in lines
-    # count_unhashed (tests/atf) needs epair(4) built in: RXL is NO_MODULES.
+    # The counting cases (tests/atf) need epair(4) built in: RXL is NO_MODULES.
     assert "device \tepair" in lines
     assert text.endswith("\n")
     with pytest.raises(ValueError):
