@@ -182,12 +182,15 @@ def validate(cfg: GuestConfig) -> None:
         raise QemuConfigError(
             f"numa_nodes={cfg.numa_nodes} does not divide sockets={cfg.sockets}")
     nodes = max(cfg.numa_nodes, 1)
-    if cfg.memory_mib < 128 * nodes:
+    m = cfg.memory_mib
+    if m < 128 * nodes:  # the per-node share is what is below, not the total
+        share = (f"{m} MiB over {nodes} NUMA nodes is {m / nodes:g} MiB per node, below"
+                 if nodes > 1 else f"{m} MiB (one NUMA node) is below")
+        raise QemuConfigError(f"memory_mib={m}: {share} 128 MiB per NUMA node (at least "
+                              f"{128 * nodes} MiB)")
+    if cfg.numa_nodes and m % nodes:
         raise QemuConfigError(
-            f"memory_mib={cfg.memory_mib} is below 128 MiB per NUMA node ({nodes} nodes)")
-    if cfg.numa_nodes and cfg.memory_mib % nodes:
-        raise QemuConfigError(
-            f"memory_mib={cfg.memory_mib} does not split evenly over {nodes} NUMA nodes")
+            f"memory_mib={m}: {m} MiB does not split evenly over {nodes} NUMA nodes")
     if cfg.accel not in ACCELS:
         raise QemuConfigError(f"accel must be one of {ACCELS}, got {cfg.accel!r}")
     if not cfg.nics and not cfg.mgmt_nic and cfg.hostfwd:

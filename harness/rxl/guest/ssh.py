@@ -188,8 +188,12 @@ def check_host(text: str) -> str:
         if scope and (ip.version != 6 or not re.fullmatch(r"[A-Za-z0-9]{1,15}", scope)):
             raise TargetError(f"{shown}: an IPv6 scope is an interface name (fe80::1%em0)")
         return f"{ip}%{scope}" if scope else str(ip)
-    if inner is not None or "%" in text:
+    if ":" in candidate:  # only an IPv6 address holds ':' (a port is parse_url's)
         raise TargetError(f"{shown}: not an IPv6 address")
+    if inner is not None or "%" in text or "[" in text or "]" in text:
+        raise TargetError(f"{shown}: not a host name or IP address (brackets hold an IPv6 "
+                          "address, [fe80::1], and '%' begins its scope, fe80::1%em0; a "
+                          "host name is letters, digits, '-' and '.')")
     # A fully qualified name may end in the root's dot (localhost.), as ssh takes it.
     name = text[:-1] if text.endswith(".") and len(text) > 1 else text
     labels = name.split(".")
@@ -204,6 +208,9 @@ def check_host(text: str) -> str:
 
 def check_user(text: str) -> str:
     """``text`` if it is a login name (:data:`_USER`), else TargetError."""
+    if text == "":
+        raise TargetError("the user is empty: give a login name (letters, digits, '_', "
+                          "'.', '-', not starting with '-', at most 32)")
     if not isinstance(text, str) or not _USER.fullmatch(text):
         raise TargetError(f"{show(text, 40)}: not a login name (letters, digits, '_', '.', "
                           "'-', not starting with '-', at most 32)")

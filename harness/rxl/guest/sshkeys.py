@@ -19,6 +19,7 @@ import base64
 import hashlib
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Callable, List, Optional
 
@@ -68,6 +69,33 @@ class KeyFileError(DataError):
     missing = False
 
 
+#: Largest private key file read, bytes: an OpenSSH RSA 16384-bit key is some 12 KiB.
+MAX_KEY_BYTES = 1 << 20
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, for a message."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "another kind of file"
+
+
+def _key_file_error(path: str, exc: OSError) -> "KeyFileError":
+    """The one-line error for a key file that cannot be looked at or read: a
+    symlink loop or dangling link is said to be one, not missing (no key is
+    made there); a missing file is marked ``missing``."""
+    why = link_reason(path)
+    if why:
+        return KeyFileError(f"{show(path)}: {why}")
+    if isinstance(exc, FileNotFoundError):
+        err = KeyFileError(f"{show(path)}: no such key file")
+        err.missing = True
+        return err
+    return KeyFileError(f"{show(path)}: {os_reason(exc)}")
+
+
 def private_key_line(path: str) -> str:
     """The public line (``TYPE BASE64``) of the private key file ``path``,
     read with ``cryptography`` (OpenSSH or PEM; Ed25519, ECDSA or RSA).
@@ -85,19 +113,23 @@ def private_key_line(path: str) -> str:
     p = Path(path)
     if p.is_dir():
         raise KeyFileError(f"{show(path)}: is a directory, not a private key file")
+    # Looked at (stat, links followed) before it is opened: a FIFO would block the
+    # open for ever, /dev/zero never ends.
     try:
-        data = p.read_bytes()
+        st = os.stat(p)
     except OSError as exc:
-        # a symlink loop or dangling link is said to be one, not missing: no key
-        # is made there (it is the target's, and a harness key's path is checked)
-        why = link_reason(path)
-        if why:
-            raise KeyFileError(f"{show(path)}: {why}") from None
-        if isinstance(exc, FileNotFoundError):
-            err = KeyFileError(f"{show(path)}: no such key file")
-            err.missing = True
-            raise err from None
-        raise KeyFileError(f"{show(path)}: {os_reason(exc)}") from None
+        raise _key_file_error(path, exc) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise KeyFileError(f"{show(path)}: {_kind(st.st_mode)}, not a regular file, no "
+                           "private key")
+    if st.st_size > MAX_KEY_BYTES:
+        raise KeyFileError(f"{show(path)}: {st.st_size} bytes, over the {MAX_KEY_BYTES} "
+                           "of any private key file: no private key")
+    try:
+        with open(p, "rb") as f:
+            data = f.read(MAX_KEY_BYTES + 1)
+    except OSError as exc:
+        raise _key_file_error(path, exc) from None
     key = None
     for load in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
         try:
