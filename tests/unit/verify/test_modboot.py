@@ -2,11 +2,12 @@
 verdict rule, and its place in the dry run of both bases."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from fakefreebsd import version_files
+from fakefreebsd import kernel_bytes, version_files
 from rxl.cli.main import main
 from rxl.guest.protocol import MARK
 from rxl.verify import modboot, parse
@@ -69,6 +70,9 @@ def test_rc_lines_refuse_words_the_shell_would_split():
 def test_dry_run_plans_the_module_boot_on_either_base(fake_tree, tmp_path, major,  # noqa: F811
                                                       clang):
     version_files(fake_tree, major)
+    # the pristine kernel is of the tree's release (rxl run refuses another's)
+    v = f"FreeBSD {major}.0-RELEASE #0: Thu Dec  3 00:00:00 UTC 2026".encode()
+    Path(PK(tmp_path)[1]).write_bytes(kernel_bytes(tail=b"\0@(#)" + v + b"\n\0" + v + b"\n"))
     args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
             str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
             "--transport", "serial", "--modules", *PK(tmp_path)]
