@@ -99,7 +99,7 @@ def render_rc(label: str, programs: Sequence[str], *,
               setup_lo: bool = True, cwd: str = "/",
               path: str = "/sbin:/bin:/usr/sbin:/usr/bin", sshd_lines: Sequence[str] = (),
               hold: bool = False, atf_vars: Sequence[Tuple[str, str]] = (),
-              host_after: bool = True) -> str:
+              host_after: bool = True, atf_lines: Sequence[str] = ()) -> str:
     """Text of the guest's ``/etc/rc``.
 
     ``programs``: guest paths of ATF test programs, run case by case.
@@ -107,6 +107,9 @@ def render_rc(label: str, programs: Sequence[str], *,
     lo0 (the bare guest has no rc.d; a running machine has it already).
     ``cwd``: directory the cases run in; ``path``: the script's PATH;
     ``sshd_lines``: shell lines after lo0 (rxl.guest.sshguest.rc_lines);
+    ``atf_lines``: shell lines run first inside ``ATF BEGIN``..``ATF END``
+    (cases of the caller's own, rxl.verify.modboot.rc_lines: the parser
+    counts LIST and CASE lines only there);
     ``hold``: stay up after the end marker (for SSH) instead of powering off.
     ``atf_vars``: (name, value) ATF configuration variables given to every
     case as ``-v name=value`` (e.g. ``("churn_seconds", "200")``).
@@ -127,7 +130,8 @@ def render_rc(label: str, programs: Sequence[str], *,
     return _env().get_template("rc.j2").render(
         label=label, programs=list(programs), case_timeout=case_timeout,
         sysctls=list(sysctls), poweroff=poweroff, mark=MARK, setup_lo=setup_lo, cwd=cwd,
-        path=path, sshd_lines=list(sshd_lines), hold=hold, wake=CASE_WAKE,
+        path=path, sshd_lines=list(sshd_lines), atf_lines=list(atf_lines), hold=hold,
+        wake=CASE_WAKE,
         atf_args="".join(f" -v {n}={v}" for n, v in atf_vars),
         host_before=host_sysctl_snapshot("before"),
         host_after=host_sysctl_snapshot("after") if host_after else "")

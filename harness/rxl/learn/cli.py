@@ -65,7 +65,7 @@ from rxl.cli.options import (INT_MAX, SMP, CInteger, FiniteFloat, check_distinct
                              check_input, check_no_repeats)
 from rxl.cli.surface import command
 from rxl.decide.topology import TOPOLOGY
-from rxl.errors import BadOption, DataError, UsageError
+from rxl.errors import BadOption, DataError, UsageError, show
 from rxl.guest import targets
 from rxl.learn import groups, metrics, plan, request, session, wakeups
 from rxl.learn.metrics import analyze_log
@@ -137,6 +137,16 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
         raise BadOption(f"{spec} is a {t.kind} target: rxl learn boots its own QEMU guest "
                         "(a kind: qemu target)", "--target")
     return t.shape
+
+
+def _analyze_saved(path, topo_spec):
+    """A saved ``--log`` analysed (rxl.learn.metrics.analyze_log); one it cannot
+    read (``/proc/self/mem``: EIO) is refused naming ``--log``, never taken for
+    an output that could not be written (rxl.cli.surface's OUTPUT_ERRNOS)."""
+    try:
+        return analyze_log(path, topo_spec)
+    except OSError as exc:
+        raise BadOption(f"{show(path)}: {exc.strerror or exc}", "--log") from None
 
 
 @command("learn")
@@ -269,7 +279,7 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
             for p in logs:
                 check_input(p, "--log")
             check_distinct_inputs(logs, "--log")
-            analyses = [analyze_log(p, topo_spec) for p in logs]
+            analyses = [_analyze_saved(p, topo_spec) for p in logs]
             first = {}  # run label -> the log it was first found in
             for a in analyses:  # input that is not what --log takes: exit 2, one line
                 if not a["runs"]:

@@ -18,7 +18,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rxl.cli.options import read_input
 from rxl.decide import cpugroup, distance, model, outcomes, topology
-from rxl.errors import BadOption, show
+from rxl.errors import BadOption, DataError, show
+from rxl.guest.protocol import MARK
 from rxl.learn import groups
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
 from rxl.learn.results import Count, RunSummary, parse_learn
@@ -479,6 +480,23 @@ def log_cpus(runs: Mapping[str, RunSummary], rxq: Sequence[int]) -> Dict[int, st
     return out
 
 
+#: learnd's keys that hold a CPU id (-1: none; rxl.learn.results).
+CPU_KEYS = ("cpu", "wcpu", "hcpu")
+_CPU_KV_RE = re.compile(r"(?<!\S)(" + "|".join(CPU_KEYS) + r")=([0-9]+)(?!\S)")
+
+
+def _no_cpu_id(lines: Sequence[str]) -> Optional[Tuple[int, str, str, str]]:
+    """The first LEARN line (its number from 1, key, value, line) whose CPU is
+    a number at or past :data:`rxl.verify.parse.CPU_MAXSIZE`: no CPU id of any
+    topology; None when there is none."""
+    for n, line in enumerate(lines, 1):
+        if line.startswith(MARK) and " LEARN " in line[:len(MARK) + 8]:
+            for key, value in _CPU_KV_RE.findall(line):
+                if len(value) > 4 or int(value) >= parse.CPU_MAXSIZE:
+                    return n, key, value, line.rstrip("\r\n")
+    return None
+
+
 def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = None) -> dict:
     """Parse one console log: console result, learn runs, topology, metrics.
 
@@ -491,6 +509,11 @@ def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = 
     read, rxl.errors.DataError when it is larger than a console log is.
     """
     text = read_input(path, "a console log of rxl learn").splitlines()
+    bad = _no_cpu_id(text)
+    if bad:  # no topology has it: --topology cannot help
+        n, key, value, line = bad
+        raise DataError(f"{show(path)} line {n}: {key}={show(value, 24)} is no CPU id (0 to "
+                        f"{parse.CPU_MAXSIZE - 1}): {show(line, 160)}")
     con = parse.parse_console(text)
     runs = parse_learn(text)
     errors: List[str] = []
@@ -518,11 +541,11 @@ def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = 
         topo = topology.load("qemu-2s")
     if not topo_override:
         lack = {c: why for c, why in log_cpus(runs, rxq).items() if not topo.has_cpu(c)}
-        if lack:
+        if lack:  # the input does not fit, as with --topology: exit 2 either way
             cpu = min(lack)
-            errors.append(f"{path}: the topology {topo.name} has no CPU {cpu} ({lack[cpu]}"
-                          f"{f'; {len(lack) - 1} more' if len(lack) > 1 else ''}): "
-                          "give the guest's with --topology")
+            raise DataError(f"{show(path)}: the topology {topo.name} has no CPU {cpu} "
+                            f"({lack[cpu]}{f'; {len(lack) - 1} more' if len(lack) > 1 else ''}"
+                            "): give the guest's with --topology")
     metrics = []
     for label, run in runs.items():
         if not run.complete:

@@ -40,7 +40,7 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
-from rxl.cli.options import EmptyIsNone, check_input, read_input
+from rxl.cli.options import EmptyIsNone, check_input, read_input, read_limited
 from rxl.cli.surface import command
 from rxl.errors import BadOption, DataError, HostError, RxlError, show
 from rxl.guest import targets
@@ -421,7 +421,7 @@ def parse_cmd(log, as_json):
     """
     check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
     try:
-        runs = parse.parse_runs(read_input(log).splitlines())
+        runs = parse.parse_runs(parse.decode(read_limited(log, "a console log")).splitlines())
     except OSError as exc:
         raise DataError(f"{show(log)}: {exc.strerror}") from None
     first = runs[0]

@@ -50,7 +50,8 @@ CASES = ("kldload", "nic")
 
 
 def rc_lines(kld: str, nic: str, mark: str = MARK) -> List[str]:
-    """The rc's shell lines of the module boot: list both cases, then
+    """The rc's shell lines of the module boot (run inside its ATF block,
+    :func:`render_rc`): list both cases, then
     ``kldload <kld>`` (``modules:kldload`` passes on exit 0, else fails with
     kldload's message and kldstat's list) and ``ifconfig -l`` holding ``nic``
     (``modules:nic``). Raises ValueError for a word that is not plain."""
@@ -71,6 +72,13 @@ def rc_lines(kld: str, nic: str, mark: str = MARK) -> List[str]:
         f'*) rc=1; res="failed: no {nic} among the interfaces: $ifs" ;; esac',
         f'echo "{mark} CASE {p} nic rc=$rc t=0 $res"',
     ]
+
+
+def render_rc(nic_driver: str) -> str:
+    """The module boot's ``/etc/rc``: :func:`rc_lines` inside the rc's ATF
+    block, where the console parser counts LIST and CASE lines."""
+    return image.render_rc(LABEL, [], atf_lines=rc_lines(tree_modules.NIC_KLD,
+                                                         f"{nic_driver}0"))
 
 
 def _series_files() -> List[str]:
@@ -124,8 +132,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
                                programs=progs, libs=libs, tests={},
                                loader_rc=image.render_loader_rc({}, modules=[
                                    Path(kos[m]).stem for m in tree_modules.ROOT_MODULES]),
-                               rc=image.render_rc(LABEL, [], sshd_lines=rc_lines(
-                                   tree_modules.NIC_KLD, f"{nic_driver}0")))
+                               rc=render_rc(nic_driver))
         image.stage_root(root, acts)
         argv = qemu.build_argv(guest_config(root, req), firmware=qemu.find_ovmf())
     except (RxlError, ValueError, OSError) as exc:

@@ -27,7 +27,10 @@ Rules (the report's trust depends on them):
     truncated log, or one holding only an end marker, never passes);
   * an ``ATF BEGIN`` without its ``ATF END`` -> ``crashed``;
   * a line no single run prints -> ``damaged``, the line named: a second
-    ``CASE`` or ``LIST`` line for one case, a sentinel after the ``END``
+    ``CASE`` or ``LIST`` line for one case, a ``LIST`` or ``CASE`` line
+    outside ``ATF BEGIN``..``ATF END``, an ``ATF END`` with no ``ATF
+    BEGIN``, a second ``TOPOLOGY`` block (the first is kept), a second
+    ``SYSCTL`` of one name with another value (the first is kept), a sentinel after the ``END``
     line (the rc's own ``NOTE`` lines excepted; a ``BEGIN`` there is a
     second run, which :func:`parse_runs` splits off), an rx queue whose
     CPU is no CPU id (0 to :data:`CPU_MAXSIZE` - 1), no CPU of the run's
@@ -200,11 +203,21 @@ def _printable(text: str) -> str:
     """``text`` from the log with every control character escaped (``\\x1b``,
     ``\\x07``, ``\\t``: an OSC or CSI sequence in a panic message must not
     reach the terminal that shows the report) and non-ASCII as
-    backslash escapes: one line of printable ASCII."""
+    backslash escapes, a byte that was not UTF-8 (its surrogate escape,
+    :func:`decode`) as ``\\xNN``: one line of printable ASCII, whatever
+    stdout's encoding."""
     if text.isascii() and text.isprintable():
         return text
     return "".join(c if c.isprintable() and c.isascii() else
+                   f"\\x{ord(c) - 0xdc00:02x}" if "\udc80" <= c <= "\udcff" else
                    c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def decode(data: bytes) -> str:
+    """A console log's bytes as text: UTF-8, a byte that is not UTF-8 kept as
+    its surrogate escape, so that :func:`_printable` shows it as ``\\xNN``
+    (as :func:`rxl.errors.show` does), not as U+FFFD."""
+    return data.decode("utf-8", errors="surrogateescape")
 
 
 def _quote(line: str) -> str:
@@ -294,7 +307,7 @@ class _Reader:
         self.listed: Dict[Tuple[str, str], int] = {}    # case -> its LIST line
         self.reported: Dict[Tuple[str, str], Tuple[CaseResult, int]] = {}
         self.rxq_at: Dict[str, int] = {}
-        self.in_topo = self.atf_open = False
+        self.in_topo = self.atf_open = self.topo_extra = False
         self.topo: List[str] = []
         self.damaged = 0
 
@@ -308,6 +321,15 @@ class _Reader:
         every run: named, never counted into the run that follows."""
         self.damage(n, f"{word} before any BEGIN: a line outside every run, not "
                        f"counted: {_quote(line)}")
+
+    def outside_atf(self, n: int, word: str, line: str) -> None:
+        """Line ``n``, a LIST or CASE line, is outside ``ATF BEGIN``..``ATF END``,
+        where the rc prints none: named, never counted (a case there passed
+        no test run)."""
+        where = (f"after ATF END (line {self.at['atf end']})" if "atf end" in self.at
+                 else "before ATF BEGIN" if "atf" not in self.at else "outside ATF BEGIN..END")
+        self.damage(n, f"a {word} line {where}, outside the tests: not counted: "
+                       f"{_quote(line)}")
 
     def rxq(self, n: int, name: str, value: str, line: str) -> None:
         cpu = _cpu_id(value)
@@ -327,7 +349,11 @@ class _Reader:
         if not line.startswith(MARK):
             self.kernel(line, n)
         if self.in_topo:
-            if line.startswith(MARK + " TOPOLOGY END"):
+            if line.startswith(MARK + " TOPOLOGY END") and self.topo_extra:
+                self.in_topo = self.topo_extra = False  # a second block: left out
+            elif self.topo_extra:
+                pass
+            elif line.startswith(MARK + " TOPOLOGY END"):
                 r.topology_xml = "\n".join(self.topo).strip()
                 self.in_topo = False
                 if not r.topology_xml:
@@ -403,8 +429,14 @@ class _Reader:
             r.end_seen = True
             self.at.setdefault("end", n)
         elif body == "TOPOLOGY BEGIN":
-            self.topo.clear()
-            self.at["topology"] = n
+            if "topology" in self.at:
+                # the rc prints one block: a second must not replace the first
+                self.damage(n, f"a second TOPOLOGY BEGIN (the first at line "
+                               f"{self.at['topology']}): not counted")
+                self.topo_extra = True
+            else:
+                self.topo.clear()
+                self.at["topology"] = n
             self.in_topo = True
         elif body.startswith("SYSCTL "):
             name, sep, value = body[len("SYSCTL "):].partition(":")
@@ -416,22 +448,31 @@ class _Reader:
                                f"{_quote(line)}")
             elif m:
                 self.rxq(n, name, value, line)
-            else:
+            elif name in r.sysctls and r.sysctls[name] != _printable(value):
+                self.damage(n, f"SYSCTL {name} is {_quote(value)!r} here, "
+                               f"{r.sysctls[name]!r} at line {self.at[f'sysctl {name}']}: "
+                               "not counted")
+            elif name not in r.sysctls:
                 r.sysctls[name] = _printable(value)
                 self.at[f"sysctl {name}"] = n
         elif body.startswith("LIST "):
             parts = body.split()
             if len(parts) != 3:
                 r.notes.append(f"line {n}: malformed LIST line: {_quote(line)}")
-            elif (parts[1], parts[2]) in self.listed:
-                self.damage(n, f"a second LIST line for {parts[1]} {parts[2]} (the first at "
-                               f"line {self.listed[(parts[1], parts[2])]}): not counted")
-            else:
-                self.listed[(parts[1], parts[2])] = n
+            elif not self.atf_open:
+                self.outside_atf(n, "LIST", line)
+            elif (_printable(parts[1]), _printable(parts[2])) in self.listed:
+                key = (_printable(parts[1]), _printable(parts[2]))
+                self.damage(n, f"a second LIST line for {key[0]} {key[1]} (the first at "
+                               f"line {self.listed[key]}): not counted")
+            else:  # printable, as the CASE line's names are (_case_from_line)
+                self.listed[(_printable(parts[1]), _printable(parts[2]))] = n
         elif body.startswith("CASE "):
             c = _case_from_line(body)
             if c is None:
                 r.notes.append(f"line {n}: malformed CASE line: {_quote(line)}")
+            elif not self.atf_open:
+                self.outside_atf(n, "CASE", line)
             elif (c.prog, c.case) in self.reported:
                 self.damage(n, f"a second CASE line for {c.prog} {c.case} (the first at line "
                                f"{self.reported[(c.prog, c.case)][1]}): not counted")
@@ -450,6 +491,10 @@ class _Reader:
                 self.at["atf"] = n
             self.atf_open = True
         elif body == "ATF END":
+            if not self.atf_open:
+                self.damage(n, "an ATF END without its ATF BEGIN" if "atf" not in self.at
+                            else f"a second ATF END (the first at line {self.at['atf end']})")
+            self.at.setdefault("atf end", n)
             self.atf_open = False
         elif body.startswith("NOTE "):
             r.notes.append(_quote(body[len("NOTE "):]))
@@ -459,7 +504,7 @@ class _Reader:
     def finish(self, n: int) -> RunResult:
         """The run after its last line, ``n`` (0: none): topology, cases, outcome."""
         r = self.r
-        if self.in_topo:
+        if self.in_topo and not self.topo_extra:
             r.notes.append(f"line {self.at['topology']}: topology block not closed (log "
                            "truncated inside it)")
             r.topology_xml = "\n".join(self.topo).strip()
@@ -595,9 +640,9 @@ def parse_runs(lines: Sequence[str]) -> List[RunResult]:
 
 
 def parse_file(path: str) -> RunResult:
-    """Read a saved console log (bytes decoded as UTF-8, errors replaced) and parse it.
+    """Read a saved console log (bytes decoded by :func:`decode`) and parse it.
 
     Raises FileNotFoundError / OSError from open().
     """
-    with open(path, "r", encoding="utf-8", errors="replace", newline="") as fh:
-        return parse_console(fh.read().splitlines())
+    with open(path, "rb") as fh:
+        return parse_console(decode(fh.read()).splitlines())

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from rxl.decide.cpugroup import FLAG_NAMES, Group
+from rxl.errors import counted
 from rxl.verify import placement
 from rxl.verify.parse import CaseResult, RunResult
 
@@ -268,7 +269,7 @@ def table(runs: Mapping[str, RunResult], verdict_: Optional[Verdict] = None,
         if key in shown:
             continue
         shown.add(key)
-        out += [f"Guest topology ({label}): {len(r.sockets)} top-level groups "
+        out += [f"Guest topology ({label}): {counted(len(r.sockets), 'top-level group')} "
                 + " | ".join(",".join(map(str, s)) for s in r.sockets)]
         out += _topo_lines(r.topology) + [""]
 

@@ -96,8 +96,9 @@ def test_a_bad_topology_block_damages_the_run(xml):
 
 def test_numbers_too_long_for_their_field_are_notes():
     digits = "9" * 5000
-    r = _run("==RXL== LIST /p a", f"==RXL== CASE /p a rc={digits} t=1 passed",
-             f"dev.em.0.iflib.rxq0.cpu: {digits}", f"==RXL== SYSCTL dev.em.0.iflib.rxq1.cpu: {digits}")
+    r = _run("==RXL== ATF BEGIN", "==RXL== LIST /p a", f"==RXL== CASE /p a rc={digits} t=1 passed",
+             f"dev.em.0.iflib.rxq0.cpu: {digits}", f"==RXL== SYSCTL dev.em.0.iflib.rxq1.cpu: {digits}",
+             "==RXL== ATF END")
     assert [c.status for c in r.cases] == ["crashed"]      # its CASE line is unreadable
     assert r.rxq == {}
     assert any("malformed CASE" in n for n in r.notes)
@@ -152,14 +153,14 @@ def test_a_reboot_mid_run_is_never_completed():
 
 
 def test_a_panic_mid_case_crashes_the_rest():
-    r = _run("==RXL== LIST /p a", "==RXL== LIST /p b", "==RXL== CASE /p a rc=0 t=1 passed",
-             "panic: page fault", "KDB: enter: panic")
+    r = _run("==RXL== ATF BEGIN", "==RXL== LIST /p a", "==RXL== LIST /p b",
+             "==RXL== CASE /p a rc=0 t=1 passed", "panic: page fault", "KDB: enter: panic")
     assert r.outcome == "panic"
     assert [c.status for c in r.cases] == ["passed", "crashed"]
 
 
 def test_watch_keeps_the_log_of_a_guest_that_reboots_or_panics_mid_case(tmp_path):
-    head = (b"==RXL== BEGIN patched\n==RXL== LIST /p a\n==RXL== LIST /p b\n"
+    head = (b"==RXL== BEGIN patched\n==RXL== ATF BEGIN\n==RXL== LIST /p a\n==RXL== LIST /p b\n"
             b"==RXL== CASE /p a rc=0 t=3 passed\n")
     clock = Clock()
     log = tmp_path / "reboot.log"

@@ -25,7 +25,8 @@ def _boot(tmp_path, kld_rc: int, ifaces: str) -> parse.RunResult:
     for name, body in stubs.items():
         (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
         (bin_ / name).chmod(0o755)
-    script = "\n".join([f'echo "{MARK} BEGIN modules"', *modboot.rc_lines("if_em", "igb0"),
+    script = "\n".join([f'echo "{MARK} BEGIN modules"', f'echo "{MARK} ATF BEGIN"',
+                        *modboot.rc_lines("if_em", "igb0"), f'echo "{MARK} ATF END"',
                         f'echo "{MARK} END modules"'])
     out = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
                          env={"PATH": f"{bin_}:/usr/bin:/bin"}).stdout
@@ -99,3 +100,12 @@ def test_modules_is_the_own_guest_s(tmp_path):
                                     "--dry-run", "--out", str(tmp_path / "o")])
     assert res.exit_code == 2 and "--modules" in res.output
 
+
+
+def test_the_module_boot_lists_its_cases_inside_the_atf_block():
+    """Issue 27 (tenth pass, 2): the parser counts LIST and CASE lines only
+    between ATF BEGIN and ATF END; the module boot's were before ATF BEGIN."""
+    lines = modboot.render_rc("igb").splitlines()
+    begin, end = lines.index('echo "$M ATF BEGIN"'), lines.index('echo "$M ATF END"')
+    at = [i for i, line in enumerate(lines) if f"{MARK} LIST " in line or f"{MARK} CASE " in line]
+    assert len(at) == 4 and all(begin < i < end for i in at), (begin, at, end)

@@ -215,9 +215,10 @@ def with_modules(tmp_path, monkeypatch):
                 met.wait()
             log = str(Path(req_.out) / "console-modules.log")
             Path(log).write_text("\n".join([
-                "==RXL== BEGIN modules", "==RXL== LIST modules kldload",
+                "==RXL== BEGIN modules", "==RXL== ATF BEGIN", "==RXL== LIST modules kldload",
                 "==RXL== LIST modules nic", "==RXL== CASE modules kldload rc=0 t=0 passed",
-                "==RXL== CASE modules nic rc=0 t=0 passed", "==RXL== END"]) + "\n")
+                "==RXL== CASE modules nic rc=0 t=0 passed", "==RXL== ATF END",
+                "==RXL== END"]) + "\n")
             st_.logs["modules"] = log
             st_.runs["modules"] = parse.parse_file(log)
             if fail:
