@@ -109,8 +109,12 @@ def test_sigint_while_blocked_on_a_fifo_is_one_line_exit_130(args, tmp_path):
     import time
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
+    # A shell without job control starts background commands with SIGINT
+    # ignored, and Python then keeps it ignored: a suite run under `nohup ... &`
+    # hung here. The child gets the default disposition, as a terminal's has.
     p = subprocess.Popen(RXL + [a.format(fifo=fifo) for a in args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     writer, deadline = None, time.monotonic() + 60
     try:
         while writer is None:  # the reader has it open once a writer can open
