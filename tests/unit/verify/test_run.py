@@ -677,3 +677,60 @@ def test_a_named_shape_refuses_memory_and_the_default_is_not_refused(tmp_path, m
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path), "--check-only",
                                     "--target", "guest-2l3"])
     assert "Invalid value for '--memory'" not in res.output
+
+
+# ------------------------------------------------- QEMU 7.2's fallback shape
+def test_e1000e_fallback_argv_and_the_refusal_of_the_default_on_qemu_72(
+        fake_tree, tmp_path, monkeypatch):
+    """Issue 25: on Debian 12's own QEMU (7.2, no igb) the default guest is refused
+    before anything runs, in one line naming what to do (rxl doctor --install, or
+    --target guest-e1000e); guest-e1000e's SSH boots are exactly the argv recorded on
+    QEMU 7.2.22 (docs/results/guest-numa.md): 2 sockets x 2 dies x 2 cores x 2
+    threads = 16 vCPUs, 8 per NUMA node and 512 MiB each, the e1000e on pcie.0 (no
+    pxb-pcie: no _PXM), the SSH NIC virtio-net, no -no-reboot."""
+    import shlex
+    from rxl.guest import qemu
+    from rxl.guest.qemu import OVMF_CANDIDATES
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (7, 2))
+    monkeypatch.setattr(qemu, "find_ovmf", lambda *a: OVMF_CANDIDATES[0])
+    out, g = tmp_path / "out", tmp_path / "g"
+    base = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+            str(out), "--guest-dir", str(g), "--transport", "ssh", *PK(tmp_path)]
+    res = CliRunner().invoke(main, base)
+    assert res.exit_code == 1
+    assert res.stderr == (
+        "Error: the guest needs QEMU >= 8.0 (its igb NIC); this host has 7.2: run `rxl "
+        "doctor --install` (on Debian 12 it adds bookworm-backports' QEMU 10), or pick a "
+        "shape for this QEMU: --target guest-e1000e\n")
+    assert not out.exists() and not g.exists() and not (tmp_path / "w").exists()
+    res = CliRunner().invoke(main, base + ["--target", "guest-e1000e", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("qemu-system-x86_64 ")]
+    assert len(lines) == 3
+    ports = [int(re.search(r"hostfwd=tcp:127\.0\.0\.1:(\d+)-:22", ln).group(1))
+             for ln in lines]
+    assert len(set(ports)) == 3
+    got = {re.search(r"serial-(\w+)\.log", ln).group(1): ln for ln in lines}
+    assert sorted(got) == ["patched", "pristine", "spread"]
+    for label, line in got.items():
+        port = re.search(r"hostfwd=tcp:127\.0\.0\.1:(\d+)-:22", line).group(1)
+        assert shlex.split(line) == [
+            "qemu-system-x86_64", "-machine", "q35,accel=tcg",
+            "-cpu", "Skylake-Server,level=0xd,-avx2",
+            "-smp", "16,sockets=2,dies=2,cores=2,threads=2", "-m", "1024M",
+            "-object", "memory-backend-ram,id=ram0,size=512M",
+            "-numa", "node,nodeid=0,cpus=0-7,memdev=ram0",
+            "-object", "memory-backend-ram,id=ram1,size=512M",
+            "-numa", "node,nodeid=1,cpus=8-15,memdev=ram1",
+            "-drive", f"if=pflash,format=raw,readonly=on,file={OVMF_CANDIDATES[0]}",
+            "-nodefaults", "-nographic", "-vga", "none", "-monitor", "none",
+            "-serial", f"file:{out}/serial-{label}.log",
+            "-drive", f"if=none,id=root,format=raw,file=fat:{g}/out/{label},snapshot=on",
+            "-device", "ide-hd,drive=root,bus=ide.0",
+            "-netdev", "user,id=net0", "-device", "e1000e,netdev=net0",
+            "-netdev", f"user,id=net1,hostfwd=tcp:127.0.0.1:{port}-:22",
+            "-device", "virtio-net-pci,netdev=net1"]
+    # commit 1's tunable on em0, the NIC under test
+    assert "tunables {'dev.em.0.iflib.core_spread': '1'}" in res.stdout
+    assert not g.exists()
