@@ -30,6 +30,7 @@ them ("1 member", "2 members").
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 #: Messages quote at most this many characters of user input.
@@ -79,12 +80,22 @@ def counted(n: int, noun: str, plural: Optional[str] = None) -> str:
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
 
 
+#: A file name's byte that is not UTF-8 as ``repr`` writes it (``'caf\\udce9'``:
+#: click's own messages quote values with repr, as does ``{value!r}``): the
+#: surrogate's escape after an even number of backslashes (repr doubles a
+#: backslash given, so one given before ``udce9`` is never taken for it).
+_REPR_SURROGATE = re.compile(r"(?<!\\)((?:\\\\)*)\\udc([89a-f][0-9a-f])")
+
+
 def message(text: str, limit: int) -> str:
     """A whole message for its one line, whose values :func:`show` escaped
     already: characters still unprintable (a value given without ``show``)
     escaped, backslashes left as they are (doubling them showed each escape
-    twice: ``caf\\\\udce9.log``, ``'A\\\\nB'``); cut to ``limit``."""
-    return _escaped(text, limit, backslash=False)
+    twice: ``caf\\\\udce9.log``, ``'A\\\\nB'``); a byte that is not UTF-8
+    written by ``repr`` (``\\udce9``: click's messages, ``{value!r}``) written as
+    :func:`show` writes it, ``\\xe9``, so that every message names such a
+    path alike; cut to ``limit``."""
+    return _escaped(_REPR_SURROGATE.sub(r"\1\\x\2", text), limit, backslash=False)
 
 
 class RxlError(Exception):

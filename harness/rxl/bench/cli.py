@@ -19,7 +19,7 @@ from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
-from rxl.cli.options import InputFile, check_out_file
+from rxl.cli.options import DIRECTORY, FILE, InputFile, PathOf, check_out_file
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
@@ -207,12 +207,12 @@ def _parsed(fn):
                    "nodes), e.g. 0:0,1:1 to exercise two ranges.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON document instead of the tables.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True),
+@click.option("--plot", type=PathOf(file_only=True, writable=True),
               default=None, help="Write per-worker shares to this PNG "
                                  "(needs matplotlib).")
-@click.option("--raw-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--raw-dir", type=DIRECTORY, default=None,
               help="Also keep each run's server JSON in this directory.")
-@click.option("--build-dir", type=click.Path(file_okay=False), default=None,
+@click.option("--build-dir", type=DIRECTORY, default=None,
               help="Where to cache the compiled server "
                    "(default $RXL_BUILD_DIR/bench or build/bench).")
 @click.option("--cc", default=None,
@@ -406,7 +406,7 @@ def kcount_group() -> None:
 @click.option("--inner", multiple=True, default=kcount.INNER, show_default=True,
               help="Functions whose frames are counted inside it (repeatable); "
                    "the outer's marks are added.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", required=True, type=FILE,
               help="Trace file (JSON).")
 @click.option("--only-syn", is_flag=True,
               help="With --outer tcp_input: step only segments with SYN set and ACK clear.")
@@ -465,7 +465,7 @@ def analyze(traces, mark, as_json):
               metavar="CASE VARIANT FILE",
               help=f"A trace of CASE ({', '.join(kcount.CASES)}) on VARIANT "
                    f"({', '.join(kcount.VARIANTS)}); repeatable.")
-@click.option("--out", type=click.Path(dir_okay=False),
+@click.option("--out", type=FILE,
               help="Write the JSON here (default: stdout).")
 def table(traces, out):
     """The kernel cost table's JSON: {case: {variant: {instructions, locks, atomics}}}.

@@ -258,10 +258,8 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     # what a dry run would plan with is checked first: the plan is of a run that can start
     tree_build.check_kernel_file(kernel)
     for path, opt in ((src, "--src"), (objdir, "--objdir")):
-        if not Path(path).is_dir():
-            raise BadOption(f"{show(path)}: " + ("a file, not a directory"
-                                                 if Path(path).exists() else
-                                                 missing(path, "directory")), opt)
+        if not Path(path).is_dir():  # missing, a loop, or said to be what it is
+            raise BadOption(f"{show(path)}: {missing(path, 'directory')}", opt)
     check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)

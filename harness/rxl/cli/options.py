@@ -275,13 +275,51 @@ def link_reason(path) -> Optional[str]:
     return why if link == Path(os.path.abspath(path)) else f"{show(str(link))} is {why}"
 
 
+#: What stat(2) says a path is, as a message names it ("/dev/zero: a character
+#: device, not a directory"): the one wording of a path of the wrong kind.
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISREG, "a file"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is, in a message's words: "a
+    directory", "a file" (a regular one), "a character device", "a block
+    device", "a FIFO", "a socket"."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a file of no known kind"
+
+
+def not_a(mode: int, noun: str) -> str:
+    """``<what mode is>, not a <noun>``: "a character device, not a
+    directory"; a ``noun`` "file" is "a regular file"."""
+    return f"{file_kind(mode)}, not a {'regular file' if noun == 'file' else noun}"
+
+
 def missing(path, noun: str = "file") -> str:
-    """What an input ``path`` that is not there is, in a message's words: a
-    symlink loop or a dangling link at it or on its way (:func:`link_reason`:
-    Path.exists() and stat(2) call both missing), else "no such ``noun``"
-    (a file, directory, kernel). The one wording of every input check's
-    missing path: an option's file or directory, an argument, a key file."""
-    return link_reason(path) or f"no such {noun}"
+    """Why an input ``path`` is no ``noun`` (a file, directory, kernel), in a
+    message's words, for a check that found it is not one: a symlink loop or
+    a dangling link at it or on its way (:func:`link_reason`: Path.exists()
+    and stat(2) call both missing); a path that is there but of another kind
+    said to be what it is (:func:`not_a`: "/dev/zero: a character device, not
+    a directory", not "no such directory"); else "no such ``noun``". The one
+    wording of every input check's path that is not what it should be: an
+    option's file or directory, an argument, a key file."""
+    why = link_reason(path)
+    if why:
+        return why
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return f"no such {noun}"
+    except OSError as exc:  # unreadable on its way, a name too long
+        return os_reason(exc)
+    want = stat.S_ISDIR if noun == "directory" else stat.S_ISREG
+    if want(st.st_mode):  # it is one after all: not for want of a kind
+        return f"no such {noun}"
+    return not_a(st.st_mode, noun)
 
 
 def _work_name() -> str:
@@ -313,8 +351,8 @@ def check_work_root() -> None:
         raise UsageError(f"{name}: {why}")
     try:
         if root.exists() and not root.is_dir():
-            raise UsageError(f"{name}: not a directory (where object trees, logs, "
-                             "guests and the targets file are kept)")
+            raise UsageError(f"{name}: {not_a(root.stat().st_mode, 'directory')} (where "
+                             "object trees, logs, guests and the targets file are kept)")
         anc = paths.existing_ancestor(root)
     except OSError as exc:  # a component unreadable, a name too long
         raise UsageError(f"{name}: {exc.strerror}") from None
@@ -337,8 +375,8 @@ def check_out_dir(path: str, option: str = "--out") -> None:
     if why:
         raise BadOption(f"{show(path)}: {why}", option)
     if p.exists():
-        if not p.is_dir():
-            raise BadOption(f"{show(path)}: a file, not a directory", option)
+        if not p.is_dir():  # a FIFO or a device is said to be one, not "a file"
+            raise BadOption(f"{show(path)}: {not_a(p.stat().st_mode, 'directory')}", option)
         anc = p
     else:
         anc = paths.existing_ancestor(p)
@@ -385,14 +423,22 @@ def check_out_file(path: str, option: str = "--out") -> None:
 def check_lock_file(path: str, option: str = "--lock") -> None:
     """Refuse a flock(1) lock file that cannot be made or opened: flock makes
     the file, not its directory (a missing directory fails the first command
-    of the run, after the plan), and a directory is no lock file. BadOption
-    naming ``option``; changes nothing."""
+    of the run, after the plan), and only a regular file is a lock file (a
+    directory; a FIFO, whose open blocks flock(1) for ever; a device or a
+    socket, shared with what else uses it: each said to be what it is).
+    BadOption naming ``option``; changes nothing."""
     p = Path(os.path.abspath(path))
     why = link_reason(p)
     if why:
         raise BadOption(f"{show(path)}: {why}", option)
-    if p.is_dir():
-        raise BadOption(f"{show(path)}: a directory, not a lock file", option)
+    try:
+        st = os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None  # flock(1) makes it; its directory is checked below
+    except OSError as exc:
+        raise BadOption(f"{show(path)}: {os_reason(exc)}", option) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise BadOption(f"{show(path)}: {file_kind(st.st_mode)}, not a lock file", option)
     if not p.parent.is_dir():
         raise BadOption(f"{show(path)}: its directory {show(str(p.parent))} does not exist "
                         "(flock(1) makes the lock file, not its directory)", option)
@@ -443,6 +489,47 @@ class InputFile(click.ParamType):
         except BadOption as exc:
             self.fail(exc.message, param, ctx)
         return value
+
+
+class PathOf(click.ParamType):
+    """A path option's value (returned as given) that must be a directory
+    (``dir_only``) or must not be one (``file_only``) when it is there; one
+    that is not there is left to the command's own check (an input's
+    :func:`missing`, an output's :func:`check_out_dir`). ``writable``: one
+    that is there must be writable. Replaces ``click.Path(file_okay=False)``
+    and ``click.Path(dir_okay=False)``, whose messages wrote a byte of the
+    name that is not UTF-8 as U+FFFD (``Directory 'caf\ufffd.bin' is a
+    file.``) and let a FIFO or a device through as a directory: the path is
+    shown by :func:`rxl.errors.show` (``caf\\xe9.bin``, as every other
+    message has it) and said to be what it is (:func:`not_a`)."""
+
+    name = "path"
+
+    def __init__(self, *, dir_only: bool = False, file_only: bool = False,
+                 writable: bool = False):
+        assert dir_only != file_only
+        self.dir_only, self.writable = dir_only, writable
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):  # a default that is a Path
+            value = os.fspath(value)
+        try:
+            st = os.stat(value)
+        except OSError:
+            return value  # not there, a loop: the command says which
+        if self.dir_only and not stat.S_ISDIR(st.st_mode):
+            self.fail(f"{show(value)}: {not_a(st.st_mode, 'directory')}", param, ctx)
+        if not self.dir_only and stat.S_ISDIR(st.st_mode):
+            self.fail(f"{show(value)}: is a directory, not a file", param, ctx)
+        if self.writable and not os.access(value, os.W_OK):
+            self.fail(f"{show(value)}: not writable", param, ctx)
+        return value
+
+
+#: A directory option's type (``--src``, ``--objdir``, ``--patches``).
+DIRECTORY = PathOf(dir_only=True)
+#: A file option's type (``--lock``, ``--log``, ``--out FILE``).
+FILE = PathOf(file_only=True)
 
 
 def check_input(path: str, what: str = "LOG") -> None:

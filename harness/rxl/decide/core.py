@@ -27,7 +27,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import cffi
 
 from rxl import paths
-from rxl.cli.options import link_reason
+from rxl.cli.options import link_reason, not_a
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
 from rxl.errors import HostError, UsageError, counted, show
@@ -109,8 +109,8 @@ def build_dir() -> Path:
     if why:
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: {why}")
     if p.exists() and not p.is_dir():
-        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: a file, not a directory (where "
-                         "the C cores are built)")
+        raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: {not_a(p.stat().st_mode, 'directory')} "
+                         "(where the C cores are built)")
     anc = paths.existing_ancestor(p)
     if not anc.is_dir():
         raise UsageError(f"{BUILD_DIR_ENV} {show(env)}: cannot be created, {anc} is a file")

@@ -159,9 +159,8 @@ def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tupl
         tree_build.check_kernel_file(kernel)
     except BadOption as exc:
         return "--kernel", exc.message
-    why = options.link_reason(src)  # a loop or dangling link, not "no tree"
-    if why:
-        return "--src", f"{src}: {why}"
+    if not Path(src).is_dir():  # missing, a loop, a device: said to be which, not "no tree"
+        return "--src", f"{src}: {options.missing(src, 'directory')}"
     if not (Path(src) / "tools/build/make.py").is_file():
         return "--src", f"{src}: not a FreeBSD source tree (no tools/build/make.py)"
     missing = sshworld.ssh_world_outputs(src).missing()

@@ -61,7 +61,7 @@ import click
 
 from rxl import paths
 from rxl.cli.groups import refuse_given
-from rxl.cli.options import (INT_MAX, SMP, CInteger, FiniteFloat, check_distinct_inputs,
+from rxl.cli.options import (FILE, INT_MAX, SMP, CInteger, FiniteFloat, check_distinct_inputs,
                              check_input, check_no_repeats)
 from rxl.cli.surface import command
 from rxl.decide.topology import TOPOLOGY
@@ -205,7 +205,7 @@ def _analyze_saved(path, topo_spec):
                    "[default: the guest's topology_spec].")
 @click.option("--memory", "memory_mib", default=None, type=int,
               help="Guest MiB [default: the shape's; 2048 for guest].")
-@click.option("--log", "logs", multiple=True, type=click.Path(dir_okay=False),
+@click.option("--log", "logs", multiple=True, type=FILE,
               help="Analyse a saved console log instead of booting (repeatable).")
 @click.option("--tunable", "tunables", multiple=True,
               help="Extra loader tunable NAME=VALUE for every boot (repeatable).")

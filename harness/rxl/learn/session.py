@@ -145,10 +145,8 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     src, objdir, guest_dir = (os.path.abspath(p) for p in (req.src, req.objdir, req.guest_dir))
     out = os.path.abspath(req.out or str(Path(paths.LOGS) /
                                          time.strftime("learn-%Y%m%d-%H%M%S")))
-    if not Path(src).exists():
+    if not Path(src).is_dir():  # missing, a loop, or said to be what it is
         raise LearnUsage(f"--src {src}: {missing(src, 'directory')}")
-    if not Path(src).is_dir():
-        raise LearnUsage(f"--src {src}: not a directory")
     if not (Path(src) / "sys").is_dir():
         raise LearnUsage(f"--src {src}: not a FreeBSD source tree (no sys/)")
     try:  # learnd's compiler and the world's build are the release's: never guessed

@@ -183,10 +183,8 @@ def check_tree_dir(src: str, option: str = "--src") -> None:
     (no ``sys/amd64/conf``, where the test kernel's config goes).
     """
     p = Path(src)
-    if not p.exists():
+    if not p.is_dir():  # missing, a loop, or said to be what it is
         raise TreeError(f"{option} {src}: {missing(p, 'directory')}")
-    if not p.is_dir():
-        raise TreeError(f"{option} {src}: not a directory")
     if not (p / MAKE_PY).is_file() or not (p / "sys").is_dir():
         raise TreeError(f"{option} {src}: not a FreeBSD source tree (no {MAKE_PY} or sys/)")
     if not (p / "sys/amd64/conf").is_dir():

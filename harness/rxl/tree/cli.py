@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from rxl import paths
-from rxl.cli.options import EmptyIsNone, check_lock_file, check_out_dir, missing
+from rxl.cli.options import (DIRECTORY, FILE, EmptyIsNone, check_lock_file, check_out_dir,
+                             missing)
 from rxl.cli.surface import command, group
 from rxl.errors import SourceError, UsageError
 from rxl.tree import build as tree_build
@@ -83,37 +84,40 @@ def series():
 
 #: Options several series commands share, defined once.
 patches_option = click.option("--patches", "patches_dir", default=str(PROJECT / "patches"),
-                              show_default=True, type=click.Path(file_okay=False))
+                              show_default=True, type=DIRECTORY)
 project_option = click.option("--project", default=str(PROJECT), show_default=True,
-                              type=click.Path(file_okay=False))
-tree_option = click.option("--src", required=True, type=click.Path(file_okay=False))
+                              type=DIRECTORY)
+tree_option = click.option("--src", required=True, type=DIRECTORY)
 branch_option = click.option("--branch", default=tree_series.DEFAULT_BRANCH, show_default=True)
 
 
 def _lock(lock):
-    """The --lock given, else the shared build lock if it exists."""
-    if lock is None and Path(paths.LOCK).exists():
+    """The --lock given, else the shared build lock if it is there; either
+    checked (rxl.cli.options.check_lock_file: a FIFO there blocked flock(1)
+    for ever, a symlink loop was taken as no lock)."""
+    if lock is None and os.path.lexists(paths.LOCK):
         lock = paths.LOCK
-    elif lock is not None:
+    if lock is not None:
         check_lock_file(lock)
     return Path(lock) if lock else None
 
 
 @series.command("apply")
-@click.option("--src", required=True, type=click.Path(file_okay=False),
+@click.option("--src", required=True, type=DIRECTORY,
               help="FreeBSD source tree (a git work tree holding the base).")
 @click.option("--branch", default=tree_series.DEFAULT_BRANCH, show_default=True,
               help="Branch to create at the base.")
 @patches_option
-@click.option("--lock", default=None, type=click.Path(dir_okay=False),
+@click.option("--lock", default=None, type=FILE,
               help="Hold this flock(1) lock around checkout and am "
                    "(default: $RXL_WORK/build.lock if it exists).")
 def apply_cmd(src, branch, patches_dir, lock):
     """Branch from patches/BASE and git am the series."""
+    lock = _lock(lock)
     src, patches = _git_top(src), _patches(patches_dir, series=True)
     try:
         tree_series.apply_series(src, patches, branch=branch,
-                       lock=_lock(lock), echo=click.echo)
+                       lock=lock, echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))
 
@@ -148,7 +152,7 @@ def export_cmd(src, branch, patches_dir, author):
 
 
 @series.command("check")
-@click.option("--src", default=None, type=click.Path(file_okay=False),
+@click.option("--src", default=None, type=DIRECTORY,
               help="Tree with the series applied: also run mandoc -Tlint "
                    "and checkstyle9.pl.")
 @project_option
@@ -213,24 +217,25 @@ def _problems(rep) -> None:
 @tree_option
 @branch_option
 @project_option
-@click.option("--lock", default=None, type=click.Path(dir_okay=False),
+@click.option("--lock", default=None, type=FILE,
               help="flock(1) lock around the rebase (default: "
                    "$RXL_WORK/build.lock if it exists).")
 def sync_cmd(src, branch, project, lock):
     """Fold changed sys/ and tests/atf/ files into the commits adding them."""
+    lock = _lock(lock)
     src, project = _git_top(src), _project(project, base=True)
     try:
         tree_series.sync_project_files(src, project, branch=branch,
-                             lock=_lock(lock), echo=click.echo)
+                             lock=lock, echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
         _fail(str(e))
 
 
 @command("build")
-@click.option("--src", required=True, type=click.Path(file_okay=False),
+@click.option("--src", required=True, type=DIRECTORY,
               help="FreeBSD source tree.")
 @click.option("--objdir", default=tree_build.DEFAULT_OBJDIR, show_default=True,
-              type=click.Path(file_okay=False), help="MAKEOBJDIRPREFIX.")
+              type=DIRECTORY, help="MAKEOBJDIRPREFIX.")
 @click.option("--kernconf", default=None,
               help="Kernel config [default: RXL, or MINIMAL with --modules]; RXL (GENERIC + "
                    "INVARIANTS, INVARIANT_SUPPORT, WITNESS; device epair) is written "
@@ -239,7 +244,7 @@ def sync_cmd(src, branch, project, lock):
               help="Build the kernel with the modules a module boot needs (iflib, em and "
                    "what the series touches; MODULES_OVERRIDE) and check that they link.")
 @click.option("--logdir", default=paths.LOGS, show_default=True,
-              type=click.Path(file_okay=False),
+              type=DIRECTORY,
               help="Full log of each stage goes here.")
 @click.option("--jobs", "-j", default=tree_build.DEFAULT_JOBS, show_default=True,
               type=click.IntRange(1, 256))
@@ -257,8 +262,13 @@ def build(src, objdir, kernconf, with_modules, logdir, jobs, lock, clean, dry_ru
         raise click.BadParameter(f"{src}: not a FreeBSD source tree (no tools/build/make.py)",
                                  param_hint="'--src'")
     lock = lock or None
-    if lock is not None and lock != tree_build.DEFAULT_LOCK:  # the default's is the cache's
+    # the default's directory is made with the cache's; the default is checked
+    # once it is there (a FIFO there would block flock(1) for ever)
+    if lock is not None and (lock != tree_build.DEFAULT_LOCK or os.path.lexists(lock)):
         check_lock_file(lock)
+    # the object directory is checked as run checks it (dry run too): a FIFO,
+    # a device or a symlink loop there passed and the plan was printed
+    check_out_dir(objdir, "--objdir")
     if kernconf is None:
         kernconf = tree_modules.MODULE_KERNCONF if with_modules else tree_build.DEFAULT_KERNCONF
     check_kernconf(src, kernconf)

@@ -51,8 +51,8 @@ def check_test_source(name: str, source: str) -> None:
     where = f"{name}={show(source)}"
     p = Path(source)
     if not p.is_file():
-        raise BadOption(f"{where}: " + ("not a regular file (a C source)" if p.exists()
-                                        else missing(p)), "--test")
+        raise BadOption(f"{where}: {missing(p)}" + (" (a C source)" if p.exists() else ""),
+                        "--test")
     if p.suffix != ".c":
         raise BadOption(f"{where}: not a C source (NAME=PATH.c: the build compiles "
                         "it as C)", "--test")

@@ -49,8 +49,8 @@ def programs_in(directory: str) -> Dict[str, Path]:
     if not d.exists():
         raise BadOption(f"{show(directory)}: {missing(d, 'directory')}", "--programs")
     if not d.is_dir():
-        raise BadOption(f"{show(directory)}: not a directory (the test programs' "
-                        "directory)", "--programs")
+        raise BadOption(f"{show(directory)}: {missing(d, 'directory')} (the test "
+                        "programs' directory)", "--programs")
     try:
         found = {p.name: p for p in sorted(d.iterdir())
                  if p.is_file() and os.access(p, os.X_OK)}

@@ -71,7 +71,7 @@ def test_an_atf_dir_that_is_a_file_is_not_a_directory(work):
     f = work / "f"
     f.write_text("x")
     assert _error(["run", "--check-only", "--atf-dir", f]) == (
-        f"Error: Invalid value for '--atf-dir': {f}: not a directory ('' for no series tests)")
+        f"Error: Invalid value for '--atf-dir': {f}: a file, not a directory ('' for no series tests)")
 
 
 @pytest.mark.parametrize("make,words", [("missing", "no such directory"),

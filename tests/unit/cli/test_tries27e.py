@@ -31,10 +31,10 @@ def test_a_work_root_that_is_no_directory_is_refused_by_every_command(path, kind
     file") and exited 0; a regular file likewise.  Refused up front, as a
     relative RXL_WORK and a file as RXL_BUILD_DIR are."""
     (work / "f").write_text("a file\n")
-    value, why = {"device": ("/dev/null", "not a directory (where object trees, logs, "
-                             "guests and the targets file are kept)"),
-                  "file": (str(work / "f"), "not a directory (where object trees, logs, "
-                           "guests and the targets file are kept)"),
+    value, why = {"device": ("/dev/null", "a character device, not a directory (where "
+                             "object trees, logs, guests and the targets file are kept)"),
+                  "file": (str(work / "f"), "a file, not a directory (where object trees, "
+                           "logs, guests and the targets file are kept)"),
                   "under-a-file": (str(work / "f" / "w"),
                                    f"cannot be created, {work / 'f'} is not a directory")}[kind]
     monkeypatch.setenv("RXL_WORK", value)

@@ -58,7 +58,7 @@ def test_up_checks_its_options_before_any_work(tmp_path, monkeypatch):
             (["--kernel", str(tmp_path / "nokernel")], "--kernel", "no such kernel"),
             (["--kernel", str(tmp_path / "empty")], "--kernel", "an empty file, no kernel"),
             (["--kernel", str(tmp_path)], "--kernel", "not a regular file, no kernel"),
-            (["--src", str(tmp_path / "nosrc")], "--src", "not a FreeBSD source tree"),
+            (["--src", str(tmp_path / "nosrc")], "--src", "nosrc: no such directory"),
             (["--kyua"], "--kyua", "only with --build"),
             ([], "--src", "add --build")):
         for dry in ([], ["--dry-run"]):

@@ -193,9 +193,10 @@ def test_build_cli_objdir_under_a_file_is_one_line(tmp_path):
     res = CliRunner().invoke(build, ["--src", str(src), "--objdir",
                                      str(tmp_path / "file/x"), "--logdir",
                                      str(tmp_path / "logs"), "--lock", ""])
-    assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+    # refused before anything, as run refuses it (check_out_dir): bad input, exit 2
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
     (line,) = res.output.strip().splitlines()
-    assert "object directory" in line and "cannot create it" in line
+    assert "'--objdir'" in line and f"cannot be created, {tmp_path / 'file'} is a file" in line
     assert not (src / "sys/amd64/conf/RXL").exists()   # nothing written
 
 

@@ -149,7 +149,7 @@ def test_a_project_without_patches_is_a_usage_error(tmp_path, cmd, project):
     line = _one_error(cp, 2)
     assert line.startswith("Error: Invalid value for '--project': ") and "Errno" not in line
     assert {"absent": "no such directory", "empty": "no patches/ directory",
-            "file": "is a file"}[project] in line
+            "file": "a file, not a directory"}[project] in line
     assert cp.stdout == ""
 
 
