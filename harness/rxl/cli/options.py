@@ -416,8 +416,25 @@ def check_out_file(path: str, option: str = "--out") -> None:
         raise BadOption(f"{show(path)}: {why}", option)
     if p.is_dir():
         raise BadOption(f"{show(path)}: a directory, not a file", option)
+    try:
+        st = os.stat(p)
+    except OSError:
+        st = None
+    # A FIFO blocks the writer's open for ever, a socket cannot be opened and
+    # a device is shared; only /dev/null (output thrown away) is taken.
+    if st is not None and not stat.S_ISREG(st.st_mode) and not _is_devnull(st):
+        raise BadOption(f"{show(path)}: {not_a(st.st_mode, 'file')}", option)
     if not p.parent.is_dir():
         raise BadOption(f"{show(path)}: its directory does not exist", option)
+
+
+def _is_devnull(st: os.stat_result) -> bool:
+    """``st`` is /dev/null's (the same device node)."""
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == null.st_rdev
 
 
 def check_lock_file(path: str, option: str = "--lock") -> None:
@@ -544,6 +561,8 @@ def check_input(path: str, what: str = "LOG") -> None:
     st = stat_input(path, what)
     if stat.S_ISDIR(st.st_mode):
         raise BadOption(f"{show(path)}: is a directory, not a file", what)
+    if stat.S_ISSOCK(st.st_mode):  # open(2) fails with ENXIO, "No such device or address"
+        raise BadOption(f"{show(path)}: {not_a(st.st_mode, 'file')}", what)
     if not os.access(path, os.R_OK):
         raise BadOption(f"{show(path)}: not readable", what)
 
@@ -563,8 +582,15 @@ def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
     ``what`` the input should be) for more than ``limit`` bytes, and with
     ``text`` at the first NUL byte or bytes that are not UTF-8, so a device
     such as /dev/zero ends at once. OSError when it cannot be read."""
-    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     name = "-" if path == "-" else show(path)
+    if path != "-":
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = 0  # open() says why
+        if stat.S_ISSOCK(mode):  # open(2): ENXIO, "No such device or address"
+            raise DataError(f"{name}: {not_a(mode, 'file')}: not {what}")
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     decoder = codecs.getincrementaldecoder("utf-8")()
     parts = []
     size = 0

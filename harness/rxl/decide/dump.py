@@ -37,7 +37,7 @@ import sys
 from typing import List, Optional, Tuple
 from xml.parsers import expat
 
-from rxl.cli.options import link_reason, os_reason
+from rxl.cli.options import file_kind, link_reason, os_reason
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
 from rxl.errors import counted
@@ -114,6 +114,8 @@ def read_source(spec: str) -> Tuple[str, str]:
         if stat.S_ISDIR(mode):
             raise TopologyError(f"{spec}: is a directory, not a topology "
                                 "dump")
+        if stat.S_ISSOCK(mode):  # open(2): ENXIO, "No such device or address"
+            raise TopologyError(f"{spec}: {file_kind(mode)}, not a topology dump")
         try:
             with open(spec, encoding="utf-8") as f:
                 data = f.read(MAX_BYTES + 1)

@@ -183,6 +183,9 @@ def validate(cfg: GuestConfig) -> None:
             f"numa_nodes={cfg.numa_nodes} does not divide sockets={cfg.sockets}")
     nodes = max(cfg.numa_nodes, 1)
     m = cfg.memory_mib
+    if m < 1:  # no share to speak of ("-0.5 MiB per node")
+        raise QemuConfigError(f"memory_mib={m}: {m} MiB: not a memory size, below "
+                              f"128 MiB per NUMA node (at least {128 * nodes} MiB)")
     if m < 128 * nodes:  # the per-node share is what is below, not the total
         share = (f"{m} MiB over {nodes} NUMA nodes is {m / nodes:g} MiB per node, below"
                  if nodes > 1 else f"{m} MiB (one NUMA node) is below")

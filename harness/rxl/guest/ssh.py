@@ -185,7 +185,10 @@ def check_host(text: str) -> str:
     if ip is not None:
         if inner is not None and ip.version != 6:
             raise TargetError(f"{shown}: brackets hold an IPv6 address, not {ip}")
-        if scope and (ip.version != 6 or not re.fullmatch(r"[A-Za-z0-9]{1,15}", scope)):
+        # An empty scope ("fe80::1%") is refused too: ipaddress refuses it, and
+        # dropping the '%' would aim at another address than the one given.
+        if "%" in candidate and (ip.version != 6
+                                 or not re.fullmatch(r"[A-Za-z0-9]{1,15}", scope)):
             raise TargetError(f"{shown}: an IPv6 scope is an interface name (fe80::1%em0)")
         return f"{ip}%{scope}" if scope else str(ip)
     if ":" in candidate:  # only an IPv6 address holds ':' (a port is parse_url's)

@@ -291,6 +291,8 @@ def check(req: LearnRequest) -> Checked:
         # The same checks the boot makes, before any build or checkout.
         qemu.validate(cfg)
     except qemu.QemuConfigError as exc:
+        if str(exc).startswith("memory_mib="):  # "memory_mib=M: why", why names M
+            raise BadOption(str(exc).partition(": ")[2], "--memory") from None
         raise LearnUsage(f"guest ({shape.vcpus} vCPUs, --memory {shape.memory_mib}): "
                          f"{exc}") from None
     check_guest(shape.vcpus, shape.memory_mib)
