@@ -407,19 +407,20 @@ def check_out_dir(path: str, option: str = "--out") -> None:
 def check_out_file(path: str, option: str = "--out") -> None:
     """Refuse an output file that cannot be written, before anything runs: a
     symlink loop or dangling link at it or on its way (:func:`link_reason`;
-    Path.resolve() raised RuntimeError at a loop), a directory, or a
-    directory that does not exist. BadOption naming ``option``; changes
+    Path.resolve() raised RuntimeError at a loop), a directory, a FIFO, a
+    socket or a device other than /dev/null (each said to be what it is), or
+    a directory that does not exist. BadOption naming ``option``; changes
     nothing."""
     p = Path(os.path.abspath(path))
     why = link_reason(p)
     if why:
         raise BadOption(f"{show(path)}: {why}", option)
-    if p.is_dir():
-        raise BadOption(f"{show(path)}: a directory, not a file", option)
     try:
         st = os.stat(p)
     except OSError:
         st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise BadOption(f"{show(path)}: a directory, not a file", option)
     # A FIFO blocks the writer's open for ever, a socket cannot be opened and
     # a device is shared; only /dev/null (output thrown away) is taken.
     if st is not None and not stat.S_ISREG(st.st_mode) and not _is_devnull(st):

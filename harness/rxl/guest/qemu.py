@@ -91,6 +91,15 @@ class QemuConfigError(DataError):
     """A guest configuration that cannot produce a valid QEMU command line."""
 
 
+class QemuMemoryError(QemuConfigError):
+    """A ``memory_mib`` the guest cannot have. ``str()`` is ``memory_mib=M:
+    why``; ``why`` alone names M, for a command to say of its ``--memory``."""
+
+    def __init__(self, mib: int, why: str):
+        super().__init__(f"memory_mib={mib}: {why}")
+        self.why = why
+
+
 @dataclass(frozen=True)
 class GuestConfig:
     """One guest, as QEMU should build it.
@@ -184,16 +193,15 @@ def validate(cfg: GuestConfig) -> None:
     nodes = max(cfg.numa_nodes, 1)
     m = cfg.memory_mib
     if m < 1:  # no share to speak of ("-0.5 MiB per node")
-        raise QemuConfigError(f"memory_mib={m}: {m} MiB: not a memory size, below "
-                              f"128 MiB per NUMA node (at least {128 * nodes} MiB)")
+        raise QemuMemoryError(m, f"{m} MiB: not a memory size, below 128 MiB per "
+                                 f"NUMA node (at least {128 * nodes} MiB)")
     if m < 128 * nodes:  # the per-node share is what is below, not the total
         share = (f"{m} MiB over {nodes} NUMA nodes is {m / nodes:g} MiB per node, below"
                  if nodes > 1 else f"{m} MiB (one NUMA node) is below")
-        raise QemuConfigError(f"memory_mib={m}: {share} 128 MiB per NUMA node (at least "
-                              f"{128 * nodes} MiB)")
+        raise QemuMemoryError(m, f"{share} 128 MiB per NUMA node (at least "
+                                 f"{128 * nodes} MiB)")
     if cfg.numa_nodes and m % nodes:
-        raise QemuConfigError(
-            f"memory_mib={m}: {m} MiB does not split evenly over {nodes} NUMA nodes")
+        raise QemuMemoryError(m, f"{m} MiB does not split evenly over {nodes} NUMA nodes")
     if cfg.accel not in ACCELS:
         raise QemuConfigError(f"accel must be one of {ACCELS}, got {cfg.accel!r}")
     if not cfg.nics and not cfg.mgmt_nic and cfg.hostfwd:

@@ -290,9 +290,9 @@ def check(req: LearnRequest) -> Checked:
     try:
         # The same checks the boot makes, before any build or checkout.
         qemu.validate(cfg)
+    except qemu.QemuMemoryError as exc:
+        raise BadOption(exc.why, "--memory") from None
     except qemu.QemuConfigError as exc:
-        if str(exc).startswith("memory_mib="):  # "memory_mib=M: why", why names M
-            raise BadOption(str(exc).partition(": ")[2], "--memory") from None
         raise LearnUsage(f"guest ({shape.vcpus} vCPUs, --memory {shape.memory_mib}): "
                          f"{exc}") from None
     check_guest(shape.vcpus, shape.memory_mib)

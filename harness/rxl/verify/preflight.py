@@ -97,9 +97,9 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         # configuration is checked here.
         cfg = guest_config(root, req)
         qemu.validate(cfg)
+    except qemu.QemuMemoryError as exc:
+        raise BadOption(exc.why, "--memory") from None
     except qemu.QemuConfigError as exc:
-        if str(exc).startswith("memory_mib="):  # "memory_mib=M: why", why names M
-            raise BadOption(str(exc).partition(": ")[2], "--memory") from None
         raise DataError(f"guest configuration: {exc}") from None
     check_guest(cfg.vcpus, req.memory_mib)
     if req.target is None and not req.dry_run and not check_only:
