@@ -66,11 +66,12 @@ def test_parse_reads_stdin_fifo_and_refuses_a_directory(tmp_path):
     data = open(log, "rb").read()
     r = _run("parse", "-", input=data)
     assert r.exit_code == 0 and "so_reuseport_lb_test:basic_ipv4" in r.output
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    writer = subprocess.Popen(["sh", "-c", f"cat {log} > {fifo}"])
-    r = _run("parse", str(fifo))
+    rfd, wfd = os.pipe()  # what <(...) hands over: /dev/fd/N, an anonymous pipe
+    writer = subprocess.Popen(["cat", log], stdout=wfd)
+    os.close(wfd)
+    r = _run("parse", f"/dev/fd/{rfd}")
     writer.wait()
+    os.close(rfd)
     assert r.exit_code == 0 and "basic_ipv4" in r.output
     r = _run("parse", str(tmp_path))
     assert r.exit_code == 2 and "is a directory" in r.output
@@ -215,11 +216,11 @@ def test_inspect_reads_stdin_and_a_fifo_and_refuses_a_directory(tmp_path):
     line = "group port 80 af inet members 0 gen 5 map 0 dirty 0 rebuilds 3 allocfail 0\n"
     r = _run("inspect", "-", input=line)
     assert r.exit_code == 0 and "port 80 (inet)" in r.output, r.output
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    writer = subprocess.Popen(["sh", "-c", f"printf '{line}' > {fifo}"])
-    r = _run("inspect", str(fifo))
-    writer.wait()
+    rfd, wfd = os.pipe()  # what <(...) hands over: /dev/fd/N, an anonymous pipe
+    os.write(wfd, line.encode())
+    os.close(wfd)
+    r = _run("inspect", f"/dev/fd/{rfd}")
+    os.close(rfd)
     assert r.exit_code == 0 and "port 80 (inet)" in r.output, r.output
     r = _run("inspect", str(tmp_path))
     assert r.exit_code == 2 and "is a directory" in r.output

@@ -310,10 +310,11 @@ CC = Union[str, Sequence[str]]
 
 def cc_words(cc: Optional[CC] = None) -> List[str]:
     """The compiler as argv words: ``--cc`` split like ``$CC`` is (shell
-    words, so ``"ccache cc"`` works), defaulting to ``$CC``, then ``cc``.
-    Raises BenchError on an empty or unbalanced value."""
+    words, so ``"ccache cc"`` works), defaulting to ``$CC``, then ``cc``
+    (a blank ``$CC`` is unset, as the C cores' build takes it). Raises
+    BenchError on an empty or unbalanced value."""
     if cc is None:
-        cc = os.environ.get("CC") or "cc"
+        cc = os.environ.get("CC", "") if os.environ.get("CC", "").strip() else "cc"
     if not isinstance(cc, str):
         return list(cc)
     try:

@@ -19,11 +19,12 @@ from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
-from rxl.cli.options import DIRECTORY, FILE, InputFile, PathOf, check_out_file
+from rxl.cli.options import (DIRECTORY, FILE, InputFile, PathOf, check_out_file,
+                             program_reason)
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
-from rxl.errors import BadOption, UsageError
+from rxl.errors import BadOption, UsageError, show
 from rxl.learn.request import LearnUsage, name_values
 from rxl.tree import build as tree_build
 
@@ -381,10 +382,31 @@ def _accept_request(setups, workers, connections, spacing_ms, repetitions, works
             if os.environ.get("RXL_BUILD_DIR") else "build directory")
     accept.check_dir(bdir, what, create=not dry_run)
     return accept_run.Request(setups=setups, cfgs=cfgs, repetitions=repetitions,
-                      build_dir=bdir, cc=accept.cc_words(cc),
+                      build_dir=bdir, cc=_compiler(cc),
                       raw_dir=Path(raw_dir) if raw_dir else None,
                       dry_run=dry_run, quiet=as_json, topology=topo,
                       numa_map=numa_map)
+
+
+def _compiler(cc):
+    """``--cc`` (else ``$CC``, else ``cc``) as argv words (accept.cc_words),
+    its first word checked to be a program (options.program_reason), dry run
+    or not: a device, a directory, a missing path or a name not on PATH was
+    printed into a dry run's plan (exit 0) and failed a run's compile (exit
+    1). A usage error naming ``--cc``, or ``CC`` when it came from there; the
+    built-in ``cc`` is this host's tool (rxl doctor), left to the build."""
+    words = accept.cc_words(cc)
+    value = cc if cc is not None else os.environ.get("CC", "")
+    if not value.strip():
+        return words
+    why = program_reason(words[0], "compiler")
+    if why is None:
+        return words
+    said = f"{show(value)}: " + (why if value.strip() == words[0] else
+                                 f"{show(words[0])}: {why}")
+    if cc is not None:
+        raise BadOption(said, "--cc")
+    raise UsageError(f"CC {said} (bench accept's compiler when --cc is not given)")
 
 
 @group("kcount")

@@ -12,8 +12,9 @@ nothing (:func:`check_work_root`: a UsageError naming ``RXL_WORK``):
 :func:`check_out_dir` (an output directory that can be made: no
 file, symlink loop or dangling link on its way; :func:`link_reason`, the
 work root's too), :func:`check_out_file` (an output file's),
-:func:`check_input` (a readable input: a file, ``-`` for stdin, a FIFO
-such as ``<(...)``; a directory is said to be one),
+:func:`check_input` (a readable input: a file, ``-`` for stdin, the pipe
+of ``<(...)``; a directory, a socket or a named FIFO is said to be one:
+:func:`stream_reason`), :func:`program_reason` (a program that can be run),
 :func:`check_guest` (a guest QEMU would boot).  Messages quote input
 through :func:`rxl.errors.show` (escaped, cut).
 
@@ -32,6 +33,7 @@ import errno
 import math
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -550,20 +552,94 @@ DIRECTORY = PathOf(dir_only=True)
 FILE = PathOf(file_only=True)
 
 
+#: st_dev of an anonymous pipe, once :func:`_pipe_dev` has made one.
+_PIPE_DEV: Optional[int] = None
+
+
+def _pipe_dev() -> Optional[int]:
+    """The st_dev of an anonymous pipe on this system (Linux: pipefs; FreeBSD:
+    one device for every pipe), or None when none can be made."""
+    global _PIPE_DEV
+    if _PIPE_DEV is None:
+        try:
+            r, w = os.pipe()
+        except OSError:
+            return None
+        try:
+            _PIPE_DEV = os.fstat(r).st_dev
+        finally:
+            os.close(r)
+            os.close(w)
+    return _PIPE_DEV
+
+
+def named_fifo(st: os.stat_result) -> bool:
+    """``st`` is a FIFO on a file system (mkfifo(1)), whose open(2) for
+    reading waits until a writer opens it, for ever if none comes; not the
+    anonymous pipe a shell's ``<(...)`` hands over as ``/dev/fd/N`` (or a
+    pipe on stdin), whose open never waits (its writer is there, or was)."""
+    return stat.S_ISFIFO(st.st_mode) and st.st_dev != _pipe_dev()
+
+
+def stream_reason(st: os.stat_result, noun: str = "file") -> Optional[str]:
+    """Why an input of ``st`` is not read, before it is opened, or None: a
+    socket (open(2) fails with ENXIO, "No such device or address") or a named
+    FIFO (:func:`named_fifo`: the open would block for ever with no writer),
+    each said to be what it is (:func:`not_a`; ``noun`` what the input should
+    be). A directory is left to the caller's own words. The one such check of
+    every reader of an input file: :func:`check_input`, :func:`read_limited`,
+    a ``--topology`` dump (rxl.decide.dump.read_source)."""
+    if stat.S_ISSOCK(st.st_mode):
+        return not_a(st.st_mode, noun)
+    if named_fifo(st):
+        return (f"{not_a(st.st_mode, noun)} (its open waits for a writer; give a file, - "
+                "or <(...))")
+    return None
+
+
+def program_reason(word: str, noun: str = "program") -> Optional[str]:
+    """Why ``word`` (the first word of a command, as ``--cc`` or ``$CC``
+    give one) names no program that can be run, or None. A word with a
+    ``/`` is a path: a symlink loop or dangling link (:func:`link_reason`),
+    missing ("no such file"), not a regular file (:func:`not_a`: "a
+    character device, not a compiler"), not executable; a bare name is
+    looked up on ``$PATH`` as execvp(3) would (shutil.which: an executable
+    file there), else "not found on PATH"."""
+    if os.sep not in word:
+        return None if shutil.which(word) else "not found on PATH"
+    why = link_reason(word)
+    if why:
+        return why
+    try:
+        st = os.stat(word)
+    except (FileNotFoundError, NotADirectoryError):
+        return "no such file"
+    except OSError as exc:
+        return os_reason(exc)
+    if not stat.S_ISREG(st.st_mode):
+        return not_a(st.st_mode, noun)
+    if not os.access(word, os.X_OK):
+        return "not executable"
+    return None
+
+
 def check_input(path: str, what: str = "LOG") -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 
-    A FIFO (``<(...)``) or character device passes; a directory is "is a
-    directory", a missing path "no such file". ``what``: the option (``--log``)
-    or argument (``LOG``) it was given as.
+    The pipe of ``<(...)`` or a character device passes; a directory is "is
+    a directory", a socket or a named FIFO said to be one
+    (:func:`stream_reason`: a FIFO's open would wait for a writer for ever),
+    a missing path "no such file". ``what``: the option (``--log``) or
+    argument (``LOG``) it was given as.
     """
     if path == "-":
         return
     st = stat_input(path, what)
     if stat.S_ISDIR(st.st_mode):
         raise BadOption(f"{show(path)}: is a directory, not a file", what)
-    if stat.S_ISSOCK(st.st_mode):  # open(2) fails with ENXIO, "No such device or address"
-        raise BadOption(f"{show(path)}: {not_a(st.st_mode, 'file')}", what)
+    why = stream_reason(st)
+    if why:
+        raise BadOption(f"{show(path)}: {why}", what)
     if not os.access(path, os.R_OK):
         raise BadOption(f"{show(path)}: not readable", what)
 
@@ -578,19 +654,21 @@ _CHUNK = 1 << 20
 
 def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
                  text: bool = False) -> bytes:
-    """At most ``limit`` bytes of ``path`` (``-``: stdin; FIFOs and devices
-    work), read in chunks. Raises rxl.errors.DataError (one line naming
-    ``what`` the input should be) for more than ``limit`` bytes, and with
-    ``text`` at the first NUL byte or bytes that are not UTF-8, so a device
-    such as /dev/zero ends at once. OSError when it cannot be read."""
+    """At most ``limit`` bytes of ``path`` (``-``: stdin; the pipe of
+    ``<(...)`` and devices work), read in chunks. Raises rxl.errors.DataError
+    (one line naming ``what`` the input should be) for a socket or a named
+    FIFO, before it is opened (:func:`stream_reason`), for more than
+    ``limit`` bytes, and with ``text`` at the first NUL byte or bytes that
+    are not UTF-8, so a device such as /dev/zero ends at once. OSError when
+    it cannot be read."""
     name = "-" if path == "-" else show(path)
     if path != "-":
         try:
-            mode = os.stat(path).st_mode
+            why = stream_reason(os.stat(path))
         except OSError:
-            mode = 0  # open() says why
-        if stat.S_ISSOCK(mode):  # open(2): ENXIO, "No such device or address"
-            raise DataError(f"{name}: {not_a(mode, 'file')}: not {what}")
+            why = None  # open() says why
+        if why:
+            raise DataError(f"{name}: {why}: not {what}")
     stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     decoder = codecs.getincrementaldecoder("utf-8")()
     parts = []
@@ -618,6 +696,6 @@ def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
 
 
 def read_input(path: str, what: str = "a console log", limit: int = INPUT_MAX) -> str:
-    """The text of ``path`` (``-``: stdin; FIFOs work), at most ``limit`` bytes
+    """The text of ``path`` (``-``: stdin; the pipe of ``<(...)``), at most ``limit`` bytes
     (:func:`read_limited`), UTF-8 with replacement."""
     return read_limited(path, what, limit).decode("utf-8", errors="replace")

@@ -25,7 +25,7 @@ IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
 LBGROUP_MAX = 256
 TOPOLOGY_HELP = ("Built-in name, LxCxT, or a kern.sched.topology_spec dump "
-                 "(file, FIFO such as <(ssh host sysctl -n "
+                 "(file, a pipe such as <(ssh host sysctl -n "
                  "kern.sched.topology_spec), or - for stdin).")
 
 

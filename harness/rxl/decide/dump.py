@@ -14,8 +14,10 @@ it as it comes:
   the dump, prompt lines (:data:`_PROMPT`).  Any other text there is
   refused naming its line, since a parser accounts for every line;
 * a missing final ``</groups>``; tabs, spaces or no indentation at all;
-* ``-`` for stdin and pipes or FIFOs (``--topology <(ssh host sysctl -n
-  kern.sched.topology_spec)``), not only regular files.
+* ``-`` for stdin and pipes (``--topology <(ssh host sysctl -n
+  kern.sched.topology_spec)``), not only regular files; a named FIFO is
+  refused before it is opened (with no writer its open blocks for ever:
+  rxl.cli.options.stream_reason).
 
 Everything else is refused with :class:`TopologyError` and a one-line
 message that names the line of the damage in the input as given: a dump
@@ -37,7 +39,7 @@ import sys
 from typing import List, Optional, Tuple
 from xml.parsers import expat
 
-from rxl.cli.options import file_kind, link_reason, os_reason
+from rxl.cli.options import link_reason, os_reason, stream_reason
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
 from rxl.errors import counted
@@ -84,11 +86,12 @@ def _stray(text: str, first_line: int, before: bool) -> Optional[int]:
 
 
 def read_source(spec: str) -> Tuple[str, str]:
-    """The text of ``spec``: ``-`` (stdin), or a path to a regular file, a
-    FIFO or a character device.  Returns ``(text, name)``.
+    """The text of ``spec``: ``-`` (stdin), or a path to a regular file, the
+    pipe of ``<(...)`` or a character device.  Returns ``(text, name)``.
 
-    Raises TopologyError for a missing or unreadable path, a file that is
-    not UTF-8 text or is larger than :data:`MAX_BYTES`.
+    Raises TopologyError for a missing or unreadable path, a directory, a
+    socket or a named FIFO (never opened), a file that is not UTF-8 text or
+    is larger than :data:`MAX_BYTES`.
     """
     if spec == "-":
         name = "<stdin>"
@@ -106,16 +109,17 @@ def read_source(spec: str) -> Tuple[str, str]:
                 raise TopologyError(f"{name}: not text (not UTF-8)") from None
     else:
         try:
-            mode = os.stat(spec).st_mode
+            st = os.stat(spec)
         except OSError as e:
             raise TopologyError(f"{spec}: {link_reason(spec) or os_reason(e)} (a topology "
                                 "file holds sysctl -n "
                                 "kern.sched.topology_spec output)")
-        if stat.S_ISDIR(mode):
+        if stat.S_ISDIR(st.st_mode):
             raise TopologyError(f"{spec}: is a directory, not a topology "
                                 "dump")
-        if stat.S_ISSOCK(mode):  # open(2): ENXIO, "No such device or address"
-            raise TopologyError(f"{spec}: {file_kind(mode)}, not a topology dump")
+        why = stream_reason(st, "topology dump")  # a socket; a named FIFO blocks open(2)
+        if why:
+            raise TopologyError(f"{spec}: {why}")
         try:
             with open(spec, encoding="utf-8") as f:
                 data = f.read(MAX_BYTES + 1)

@@ -12,7 +12,7 @@ Sources of topologies:
   take ascending blocks;
 * ``"LxCxT"`` (for example ``"2x4x2"``): ``L`` L3 groups of ``C`` cores of
   ``T`` threads, numbered the same way;
-* a file, FIFO or stdin (``-``) holding ``sysctl -n
+* a file, the pipe of ``<(...)`` or stdin (``-``) holding ``sysctl -n
   kern.sched.topology_spec`` (the XML that
   ``sysctl_kern_sched_topology_spec_internal()`` in sys/kern/sched_ule.c
   prints), as people paste it: read by :mod:`rxl.decide.dump`.
@@ -89,7 +89,7 @@ _SPEC = re.compile(r"^([0-9]{1,20})x([0-9]{1,20})x([0-9]{1,20})\Z")
 
 def load(spec: str) -> Topology:
     """Resolve a built-in name, an ``LxCxT`` string, ``-`` (stdin) or a
-    path (a file or FIFO holding a kern.sched.topology_spec dump, read by
+    path (a file or the pipe of ``<(...)`` holding a kern.sched.topology_spec dump, read by
     :mod:`rxl.decide.dump`).
 
     Raises TopologyError naming what was wrong.
@@ -169,7 +169,7 @@ def domain_cpus(topo: Topology, domain: int) -> List[int]:
 
 class TopologyOption(Text):
     """``--topology``: a built-in name, ``LxCxT``, a kern.sched.topology_spec
-    dump (file, FIFO) or ``-`` (stdin), loaded once by :func:`load` -> its
+    dump (file, the pipe of ``<(...)``) or ``-`` (stdin), loaded once by :func:`load` -> its
     Topology.  A name it does not know or a dump it cannot read is a usage
     error naming the option (stdin is read here, once: every use of the
     option gets this Topology)."""

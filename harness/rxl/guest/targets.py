@@ -562,8 +562,11 @@ def load(path: Optional[str] = None) -> Targets:
     A missing default file is an empty set of targets; a missing file given
     explicitly, a symlink loop or dangling link (either), a directory, more than :data:`MAX_BYTES`, bytes that are not
     UTF-8 (or hold NUL bytes), unreadable YAML (also nested past Python's
-    recursion limit), an alias, or invalid contents raise TargetsError. A
-    FIFO (``<(...)``) is read like a file.
+    recursion limit), an alias, or invalid contents raise TargetsError. The
+    pipe of ``<(...)`` is read like a file; a socket or a named FIFO is
+    refused before it is opened (rxl.cli.options.read_limited). An empty
+    file is the empty set of targets, as a file of comments only is (the
+    same YAML document) and as a missing default file is.
     """
     p = Path(path) if path else default_path()
     try:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import email.header
 import email.utils
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from rxl.cli.options import file_kind
 from rxl.errors import SourceError, show
 
 #: Where the series puts the project's ATF tests in a FreeBSD tree.
@@ -418,10 +421,12 @@ def parse_base(text: str) -> Base:
 
 def read_base(patches_dir: Path) -> Base:
     """``patches_dir/BASE`` read and parsed (:func:`parse_base`). Raises
-    :class:`SeriesError` naming the file in words: missing, not a file, not
-    readable, not UTF-8 text, or malformed."""
+    :class:`SeriesError` naming the file in words: missing, not a file (a
+    FIFO, whose open would wait for a writer, or a device: never opened),
+    not readable, not UTF-8 text, or malformed."""
     path = Path(patches_dir) / "BASE"
     try:
+        check_regular(path, "the series' BASE file")
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SeriesError(f"{show(patches_dir)}: no BASE file (not the series' patches/)") \
@@ -438,6 +443,19 @@ def read_base(patches_dir: Path) -> Base:
         raise SeriesError(f"{show(path)}: {str(exc).removeprefix('BASE: ')}") from None
 
 
+def check_regular(path: Path, noun: str) -> None:
+    """Raise :class:`SeriesError` when ``path`` is there but no regular file:
+    a FIFO (its open waits for a writer, for ever with none), a device (/dev/zero
+    reads for ever), a socket; said to be what it is, before it is opened. A
+    directory is left to the caller's words; a missing path to its open."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise SeriesError(f"{show(path)}: {file_kind(mode)}, not {noun}")
+
+
 def patch_files(patches_dir: Path) -> list[Path]:
     """The series' patch files, in order (``NNNN-*.patch``)."""
     return sorted(p for p in Path(patches_dir).glob("*.patch")
@@ -451,6 +469,7 @@ def load_series(patches_dir: Path) -> list[Patch]:
         raise SeriesError(f"{patches_dir}: no NNNN-*.patch files")
     out = []
     for p in files:
+        check_regular(p, "a patch file")
         try:
             text = p.read_text(errors="replace")
         except OSError as exc:

@@ -98,6 +98,10 @@ def read_guest_patches(directory: Path = GUEST_PATCHES) -> List[GuestPatch]:
     """
     out = []
     for p in sorted(Path(directory).glob("*.patch")):
+        try:
+            tree_patch.check_regular(p, "a patch file")  # a FIFO would block the read for ever
+        except tree_patch.SeriesError as exc:
+            raise RigError(f"guest patch {exc}") from None
         data = p.read_bytes()
         try:
             parsed = tree_patch.parse_patch(data.decode("utf-8", errors="replace"), p.name)

@@ -408,7 +408,7 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
 @click.argument("log")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the table.")
 def parse_cmd(log, as_json):
-    """Re-read a saved guest console LOG (a file, - for stdin, or a FIFO) and print its results.
+    """Re-read a saved guest console LOG (a file, - for stdin, or a pipe: <(...)) and print its results.
 
     A log of several runs one after another (cat patched.log pristine.log)
     shows each under its label (--json: a list of runs); two runs of one
@@ -419,7 +419,7 @@ def parse_cmd(log, as_json):
     each run that did not pass and why; exit 2 for a LOG with no ==RXL== BEGIN or END line and no
     panic or WITNESS line: not a console log.
     """
-    check_input(log, "LOG")  # a file, - (stdin) or a FIFO such as <(...)
+    check_input(log, "LOG")  # a file, - (stdin) or the pipe of <(...); no named FIFO
     try:
         runs = parse.parse_runs(parse.decode(read_limited(log, "a console log")).splitlines())
     except OSError as exc:
@@ -476,7 +476,8 @@ def inspect_cmd(source, as_json):
     """Read net.inet.tcp.reuseport_lb.groups from SOURCE (a dump of the
     sysctl, or a console log holding one) and show each group's members,
     receiving CPUs, window counts and map ranges (docs/design.md).
-    SOURCE may be - (stdin) or a FIFO, e.g. <(ssh host sysctl -n ...).
+    SOURCE may be - (stdin) or a pipe, e.g. <(ssh host sysctl -n ...); an
+    empty one (no bytes) is refused: the sysctl prints a line even for no group.
     A line of the view that cannot be read is an error naming it; other
     lines are counted on stderr."""
     check_input(source, "SOURCE")
@@ -484,6 +485,9 @@ def inspect_cmd(source, as_json):
         text = read_input(source, "a groups view or a console log", inspect.MAX_BYTES)
     except OSError as exc:
         raise DataError(f"{show(source)}: {exc.strerror}") from None
+    if not text:  # sysctl(8) ends even an empty string with a newline: no dump
+        raise DataError(f"{show(source)}: empty (no bytes): not a groups view or a console "
+                        f"log ({inspect.EMPTY_WHY})")
     groups, skipped = inspect.read(text.splitlines())
     if skipped:
         click.echo(f"{show(source)}: {skipped} other line{'s' * (skipped > 1)} (not the "

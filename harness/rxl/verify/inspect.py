@@ -32,7 +32,9 @@ members' slots adding up to it), else :class:`InspectError` names its line
 number and its own group.  Other lines (a console log around the dump, a
 prompt) are not the view; :func:`read` counts them, and a text with such
 lines and no line of a view at all is refused (a JUnit file, a log of
-something else).
+something else).  Blank lines alone are the view of no group (the kernel
+lists every group, with a map or not); ``rxl inspect`` refuses an input of
+no bytes, which no ``sysctl -n`` prints (:data:`EMPTY_WHY`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ U32_MAX = (1 << 32) - 1
 MEMBERS_MAX = 256
 #: Slots every member is owed in a map: LBDEAL_SLOTS (sys/netinet/in_pcblb_deal.h).
 SLOTS_PER_MEMBER = 16
+#: Why an input of no bytes is no view: the kernel lists every group (map or
+#: none), so with no group the view is an empty string, and ``sysctl -n``
+#: prints a newline after a string even when it is empty (sbin/sysctl/sysctl.c:
+#: show_var(), then parse()'s putchar). Zero bytes are a command that printed
+#: nothing: an unknown oid (a kernel without the series), a failed ssh.
+EMPTY_WHY = "sysctl -n net.inet.tcp.reuseport_lb.groups prints a line even for no group"
+#: What :func:`render` says of a view of no group (blank lines only).
+NO_GROUP = "no load-balancing group (the view is empty)"
 #: The first words of the view's lines.
 KINDS = ("group", "learn", "rx", "member", "cpu")
 
@@ -354,4 +364,4 @@ def render(groups: List[Group]) -> str:
             dealt = f"  dealt on {g.rx_sum[cpu]}" if cpu in g.rx_sum else ""
             lines.append(f"  cpu {cpu:4}  handshakes {prev:>8} + {now:>8}{dealt}  "
                          f"slots {n:4} at {off}")
-    return "\n".join(lines) if lines else "no group with a map, a tag or learning"
+    return "\n".join(lines) if lines else NO_GROUP

@@ -205,5 +205,6 @@ def test_a_compiler_that_is_a_loop_is_one_error_line(links):
     """bench accept --cc LOOP ended in OSError with no Error: line (exit 1)."""
     cc = links / "loop1"
     r = _run(["bench", "accept", "--cc", cc, "--build-dir", links / "b"])
-    assert r.exit_code == 1 and r.stderr.splitlines() == [f"Error: compiler '{cc}': {LOOP}"], \
+    assert r.exit_code == 2 and r.stderr.splitlines() == [
+        f"Error: Invalid value for '--cc': {cc}: {LOOP}"], \
         (r.exit_code, r.output, r.exception)

@@ -62,8 +62,15 @@ def test_out_dir_under_a_file_is_refused_before_anything(tmp_path):
 def test_inputs_stdin_fifo_directory_missing(tmp_path):
     C.check_input("-")
     fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    C.check_input(str(fifo))
+    os.mkfifo(fifo)  # a named FIFO's open waits for a writer: refused (issue 27)
+    with pytest.raises(BadOption, match="a FIFO, not a regular file"):
+        C.check_input(str(fifo))
+    r, w = os.pipe()  # the pipe of <(...) passes
+    try:
+        C.check_input(f"/dev/fd/{r}")
+    finally:
+        os.close(r)
+        os.close(w)
     with pytest.raises(BadOption, match="is a directory"):
         C.check_input(str(tmp_path))
     with pytest.raises(BadOption, match="no such file"):

@@ -107,29 +107,31 @@ def test_sigint_while_blocked_on_a_fifo_is_one_line_exit_130(args, tmp_path):
     import errno
     import signal
     import time
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
+    # The pipe of <(...) (a named FIFO is refused before it is opened): its
+    # writer stays open here and sends nothing, so the child blocks in read(2).
+    rfd, writer = os.pipe()
+    fifo = f"/dev/fd/{rfd}"
     # A shell without job control starts background commands with SIGINT
     # ignored, and Python then keeps it ignored: a suite run under `nohup ... &`
     # hung here. The child gets the default disposition, as a terminal's has.
     p = subprocess.Popen(RXL + [a.format(fifo=fifo) for a in args], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True,
+                         stderr=subprocess.PIPE, text=True, pass_fds=(rfd,),
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    writer, deadline = None, time.monotonic() + 60
+    os.close(rfd)
     try:
-        while writer is None:  # the reader has it open once a writer can open
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError as exc:
-                assert exc.errno == errno.ENXIO and time.monotonic() < deadline
-                assert p.poll() is None, p.communicate()
-                time.sleep(0.05)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(f"/proc/{p.pid}/fd/{rfd}") or not any(
+                os.readlink(f"/proc/{p.pid}/fd/{fd}").startswith("pipe:")
+                for fd in os.listdir(f"/proc/{p.pid}/fd") if fd not in ("0", "1", "2")
+                and fd != str(rfd)):
+            # the child has opened /dev/fd/N again (a second fd on the pipe)
+            assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+            time.sleep(0.05)
         time.sleep(0.3)  # past open(2), into read(2)
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=60)
     finally:
-        if writer is not None:
-            os.close(writer)
+        os.close(writer)
         if p.poll() is None:
             p.kill()
     assert (p.returncode, out, err) == (130, "", "Error: interrupted\n")

@@ -90,11 +90,17 @@ def test_an_endless_input_ends(args, tmp_path, monkeypatch):
 def test_a_targets_fifo_is_read(tmp_path):
     import os
     import threading
-    fifo = tmp_path / "t.fifo"
-    os.mkfifo(fifo)
-    threading.Thread(target=lambda: fifo.write_text("targets:\n  b: {kind: box, host: h}\n"),
-                     daemon=True).start()
-    assert T.load(str(fifo)).get("b").host == "h"
+    rfd, wfd = os.pipe()  # what <(...) hands over: /dev/fd/N, an anonymous pipe
+
+    def writer():
+        with os.fdopen(wfd, "w") as f:
+            f.write("targets:\n  b: {kind: box, host: h}\n")
+
+    threading.Thread(target=writer, daemon=True).start()
+    try:
+        assert T.load(f"/dev/fd/{rfd}").get("b").host == "h"
+    finally:
+        os.close(rfd)
 
 
 def test_bench_accept_repetitions_are_capped_and_a_dry_run_ends(tmp_path):
