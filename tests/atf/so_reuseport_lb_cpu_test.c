@@ -419,6 +419,19 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 	return (found);
 }
 
+/*
+ * Accept one connection to g, whose accept(2) deals the map if a change
+ * dropped it (the hash selects until then), and read g's view into v.
+ */
+static void
+lb_dealt(struct lbgroup *g, struct lbview *v)
+{
+	int hcpu;
+
+	(void)lb_connect(g, &hcpu);
+	ATF_REQUIRE(lb_view(g, v));
+}
+
 /* Slots the view's map has cpu supply. */
 static u_int
 lb_rxslots(const struct lbview *v, int cpu)
@@ -446,7 +459,7 @@ lb_steering(int domain)
 
 	n = lb_cpus(cpus, MAXMEMBERS);
 	lb_group(&g, domain, n, cpus);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, (u_int)n);
 	ATF_REQUIRE_EQ(v.nslots, 16u * n);
 	for (i = 0; i < n; i++) {
@@ -586,7 +599,7 @@ ATF_TC_BODY(untagged_share, tc)
 	tags[1] = cpus[0];
 	tags[2] = NOCPU;
 	lb_group(&g, AF_INET, 3, tags);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.nslots, 48u);
 	ATF_REQUIRE_EQ(v.nrx, 1);
 	ATF_REQUIRE_EQ(v.rxcpu[0], cpus[0]);
@@ -621,7 +634,7 @@ ATF_TC_BODY(duplicates, tc)
 	tags[0] = tags[1] = cpus[0];
 	tags[2] = cpus[1];
 	lb_group(&g, AF_INET, 3, tags);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.nslots, 48u);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 24u);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[1]), 24u);
@@ -629,9 +642,9 @@ ATF_TC_BODY(duplicates, tc)
 }
 
 /*
- * Members leave and join: the map is dealt again at once, from the
- * members that listen.  Each CPU still tagged supplies its own member's
- * 16 slots, so its handshakes go to that member.
+ * Members leave and join: the next accept(2) deals the map again, from
+ * the members that listen.  Each CPU still tagged supplies its own
+ * member's 16 slots, so its handshakes go to that member.
  */
 ATF_TC(join_leave);
 ATF_TC_HEAD(join_leave, tc)
@@ -649,13 +662,13 @@ ATF_TC_BODY(join_leave, tc)
 	if ((n = lb_cpus(cpus, 8)) < 2)
 		atf_tc_skip("needs two CPUs");
 	lb_group(&g, AF_INET, n, cpus);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.nslots, 16u * n);
 
 	/* The first member leaves: its CPU no longer supplies anything. */
 	ATF_REQUIRE(close(g.sds[0]) == 0);
 	g.sds[0] = -1;
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, (u_int)n - 1);
 	ATF_REQUIRE_EQ(v.nslots, 16u * (n - 1));
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 0u);
@@ -671,15 +684,15 @@ ATF_TC_BODY(join_leave, tc)
 
 	/* A member tagged with that CPU joins and listens. */
 	(void)lb_join(&g, cpus[0], true);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, (u_int)n);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 16u);
 	lb_close(&g);
 }
 
 /*
- * A member that has not called listen(2) yet is not dealt in; listen(2)
- * deals it.
+ * A member that has not called listen(2) yet is not dealt in; after
+ * listen(2), the next accept(2) deals it in.
  */
 ATF_TC(listen_late);
 ATF_TC_HEAD(listen_late, tc)
@@ -697,11 +710,11 @@ ATF_TC_BODY(listen_late, tc)
 	n = lb_cpus(cpus, 2);
 	lb_group(&g, AF_INET, 1, cpus);
 	m = lb_join(&g, cpus[n - 1], false);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, 1u);
 	ATF_REQUIRE_EQ(v.nslots, 16u);
 	ATF_REQUIRE(listen(g.sds[m], 128) == 0);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, 2u);
 	ATF_REQUIRE_EQ(v.nslots, 32u);
 	lb_close(&g);
@@ -728,7 +741,7 @@ ATF_TC_BODY(full_group, tc)
 	for (i = 0; i < MAXMEMBERS; i++)
 		tags[i] = cpus[i % n];
 	lb_group(&g, AF_INET, MAXMEMBERS, tags);
-	ATF_REQUIRE(lb_view(&g, &v));
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.members, (u_int)MAXMEMBERS);
 	ATF_REQUIRE_EQ(v.nslots, 16u * MAXMEMBERS);
 	for (i = 0; i < 64; i++) {
@@ -738,6 +751,46 @@ ATF_TC_BODY(full_group, tc)
 		    "handshake on CPU %d accepted by the member of CPU %d",
 		    hcpu, g.tags[m]);
 	}
+	lb_close(&g);
+}
+
+/*
+ * A change drops the map and deals nothing: the hash selects until the
+ * first accept(2) after it, which deals once, from the tags as they are
+ * then.  A loop of tag changes with no accept(2) between deals nothing.
+ */
+ATF_TC(deal_at_accept);
+ATF_TC_HEAD(deal_at_accept, tc)
+{
+
+	lb_head(tc);
+}
+ATF_TC_BODY(deal_at_accept, tc)
+{
+	struct lbgroup g;
+	struct lbview v;
+	int cpus[2], i;
+
+	lb_setup(0, 0);
+	if (lb_cpus(cpus, 2) < 2)
+		atf_tc_skip("needs two CPUs");
+	lb_group(&g, AF_INET, 2, cpus);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_EQ(v.members, 2u);
+	ATF_REQUIRE_EQ_MSG(v.nslots, 0u, "a map dealt before any accept(2)");
+	lb_dealt(&g, &v);
+	ATF_REQUIRE_EQ(v.nslots, 32u);
+	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 16u);
+
+	for (i = 0; i < 1000; i++)
+		ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], cpus[i % 2]), 0);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(v.tag[0] == cpus[1] && v.tag[1] == cpus[1]);
+	ATF_REQUIRE_EQ_MSG(v.nslots, 0u, "a map dealt by a tag change");
+	lb_dealt(&g, &v);
+	ATF_REQUIRE_EQ(v.nslots, 32u);
+	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 0u);
+	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[1]), 32u);
 	lb_close(&g);
 }
 
@@ -1141,7 +1194,10 @@ ATF_TC_BODY(learning_off, tc)
 	ATF_REQUIRE(!v.learning);
 	ATF_REQUIRE(!v.learned[0]);
 	ATF_REQUIRE_EQ(v.nslots, 0u);
+	/* g's learned map is gone at once; the next accept(2) deals it. */
 	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_EQ(v.nslots, 0u);
+	lb_dealt(&g, &v);
 	ATF_REQUIRE_MSG(v.learning, "a group with a set tag lost its counts");
 	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
 	ATF_REQUIRE((v.tag[0] == cpus[0] && v.tag[1] == NOCPU) ||
@@ -1303,6 +1359,7 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, join_leave);
 	ATF_TP_ADD_TC(tp, listen_late);
 	ATF_TP_ADD_TC(tp, full_group);
+	ATF_TP_ADD_TC(tp, deal_at_accept);
 	ATF_TP_ADD_TC(tp, learn_counting);
 	ATF_TP_ADD_TC(tp, learned_map);
 	ATF_TP_ADD_TC(tp, capture);

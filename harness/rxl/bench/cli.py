@@ -576,9 +576,10 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
               type=click.IntRange(0, 2**31 - 1),
               help="setsockopt(TCP_REUSPORT_LB_CPU) calls (0: time the creation only).")
 @click.option("--change", is_flag=True,
-              help="Real tag changes: member k alternates between two CPUs, every call "
-                   "rebuilds (target: one rebuild per call); default: the tag it has "
-                   "(target: 0 rebuilds).")
+              help="Real tag changes: member k alternates between two CPUs, so every "
+                   "call changes the group's deal inputs (the series drops the map and "
+                   "deals at the group's next accept(2)); default: the tag it has "
+                   "(no change).")
 @click.option("--untagged", is_flag=True,
               help="Create the members untagged (the pristine baseline; needs --calls 0).")
 @click.option("--create-reps", default=lbsetsock.CREATE_REPS, show_default=True,
@@ -619,6 +620,9 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, create_reps, m
         click.echo(f"creation of {c['members']} {'tagged' if c['tagged'] else 'untagged'} "
                    f"members: p50 {c['p50_ns']} ns over {c['reps']}, "
                    f"{c['nvcsw']} voluntary context switches")
+        if "total_p50_ns" in c:
+            click.echo(f"first connection after it: p50 {c['first_p50_ns']} ns; creation "
+                       f"and first connection: p50 {c['total_p50_ns']} ns")
     if v.get("calls"):
         reb = ("not counted by this kernel's groups view"
                if v["rebuilds_ok"] is None else

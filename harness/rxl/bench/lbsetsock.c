@@ -9,7 +9,11 @@
  * closing the group between repetitions.  It reports the median time of
  * one group's creation and the voluntary context switches the process
  * made meanwhile (getrusage ru_nvcsw: a syscall that slept shows there).
- * A pristine kernel, untagged (-u), gives the baseline.
+ * After each creation it also times the group's first connection over
+ * loopback, connect(2) to the accept(2) that returns it (first_ns): the
+ * series deals a changed group's map at that accept(2), so the creation
+ * alone would leave the deal out.  A pristine kernel, untagged (-u),
+ * gives the baseline.
  *
  * Then, with -c C > 0, a child process sets member tags C times in all
  * (member k % N at call k), as an unprivileged user (-U uid, default
@@ -18,10 +22,11 @@
  * loopback.  Without -a every call sets the tag the member has (no
  * change: the kernel must not rebuild); with -a each call changes it,
  * member k alternating between k % ncpu and (k + 1) % ncpu, so every
- * call rebuilds the group's map.  The group's rebuild count (the
- * `rebuilds` of its line in net.inet.tcp.reuseport_lb.groups, read by
- * the parent, which is root) is read before and after, where the view
- * has one (-1 where it does not).
+ * call changes the group's deal inputs (the series drops the map then,
+ * and deals it at the group's next accept(2)).  The group's rebuild
+ * count (the `rebuilds` of its line in net.inet.tcp.reuseport_lb.groups,
+ * read by the parent, which is root) is read before and after, where the
+ * view has one (-1 where it does not).
  *
  * The bystander is timed in three conditions: idle, beside the loop, and
  * beside a control loop that makes as many setsockopt(2) calls of another
@@ -36,7 +41,7 @@
  * Output, sentinel lines on stdout (the guest's console):
  *
  *   ==RXL== LBSET CREATE members=<n> tagged=<0|1> reps=<k> p50_ns=<ns>
- *       min_ns=<ns> nvcsw=<n> tagerr=<n>
+ *       min_ns=<ns> nvcsw=<n> tagerr=<n> first_p50_ns=<ns> total_p50_ns=<ns>
  *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n>
  *       blocks=<P> change=<0|1> uid=<uid>
  *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (only with the view)
@@ -54,6 +59,7 @@
 
 #include <sys/types.h>
 #include <sys/cpuset.h>
+#include <sys/poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/sysctl.h>
@@ -200,6 +206,54 @@ bystander_once(int ls, in_port_t port)
 		return (0);
 	}
 	a = accept(ls, NULL, NULL);
+	t1 = now_ns();
+	close(c);
+	if (a < 0)
+		return (0);
+	close(a);
+	return (t1 - t0);
+}
+
+/*
+ * The first connection to the group fds[0..n-1] on port: connect(2) and
+ * the accept(2), on whichever member the kernel selected, in ns; 0 on
+ * error or after 30 s.
+ */
+static uint64_t
+group_first(const int *fds, int n, in_port_t port)
+{
+	struct pollfd pfd[MAXMEMBERS];
+	struct sockaddr_in sin;
+	struct linger lg;
+	uint64_t t0, t1;
+	int a, c, i;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_len = sizeof(sin);
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0)
+		return (0);
+	lg.l_onoff = 1;
+	lg.l_linger = 0;
+	(void)setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	t0 = now_ns();
+	if (connect(c, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
+		close(c);
+		return (0);
+	}
+	for (i = 0; i < n; i++) {
+		pfd[i].fd = fds[i];
+		pfd[i].events = POLLIN;
+		pfd[i].revents = 0;
+	}
+	a = -1;
+	if (poll(pfd, n, 30 * 1000) > 0)
+		for (i = 0; i < n && a < 0; i++)
+			if (pfd[i].revents & POLLIN)
+				a = accept(fds[i], NULL, NULL);
 	t1 = now_ns();
 	close(c);
 	if (a < 0)
@@ -372,7 +426,7 @@ int
 main(int argc, char **argv)
 {
 	static uint64_t lat[3][MAXLAT];
-	static uint64_t made[MAXREPS];
+	static uint64_t made[MAXREPS], firsts[MAXREPS], totals[MAXREPS];
 	static int fds[MAXMEMBERS];
 	struct pool pools[3] = {
 		{ "idle", lat[0], 0, 0, 0, 0 },
@@ -381,7 +435,7 @@ main(int argc, char **argv)
 	};
 	struct loop lp;
 	struct rusage ru0, ru1;
-	long calls, done, before, after, slice;
+	long calls, done, before, after, nvcsw, slice;
 	int b, blocks, ch, i, j, k, n, reps, rounds, ncpu, tagerr, bcpu, bs;
 	int untagged;
 	in_port_t port;
@@ -429,22 +483,37 @@ main(int argc, char **argv)
 	}
 	pin(bcpu);
 
-	/* Creation, reps times; the last group stays for the loop. */
-	getrusage(RUSAGE_SELF, &ru0);
+	/*
+	 * Creation, reps times, each followed by the group's first
+	 * connection (outside the context switch count: its accept(2)
+	 * waits for the handshake); the last group stays for the loop.
+	 */
+	nvcsw = 0;
 	for (i = 0; i < reps; i++) {
+		getrusage(RUSAGE_SELF, &ru0);
 		if (make_group(fds, n, port, ncpu, untagged, &tagerr,
 		    &made[i]) != 0)
 			return (1);
+		getrusage(RUSAGE_SELF, &ru1);
+		nvcsw += ru1.ru_nvcsw - ru0.ru_nvcsw;
+		if ((firsts[i] = group_first(fds, n, port)) == 0) {
+			fprintf(stderr, "lbsetsock: first connection: %s\n",
+			    strerror(errno));
+			return (1);
+		}
+		totals[i] = made[i] + firsts[i];
 		if (i + 1 < reps)
 			for (j = 0; j < n; j++)
 				close(fds[j]);
 	}
-	getrusage(RUSAGE_SELF, &ru1);
 	qsort(made, reps, sizeof(made[0]), cmp64);
+	qsort(firsts, reps, sizeof(firsts[0]), cmp64);
+	qsort(totals, reps, sizeof(totals[0]), cmp64);
 	printf("%s CREATE members=%d tagged=%d reps=%d p50_ns=%ju min_ns=%ju "
-	    "nvcsw=%ld tagerr=%d\n", MARK, n, !untagged, reps,
-	    (uintmax_t)made[reps / 2], (uintmax_t)made[0],
-	    ru1.ru_nvcsw - ru0.ru_nvcsw, tagerr);
+	    "nvcsw=%ld tagerr=%d first_p50_ns=%ju total_p50_ns=%ju\n", MARK, n,
+	    !untagged, reps, (uintmax_t)made[reps / 2], (uintmax_t)made[0],
+	    nvcsw, tagerr, (uintmax_t)firsts[reps / 2],
+	    (uintmax_t)totals[reps / 2]);
 	if (calls == 0) {
 		printf("%s DONE\n", MARK);
 		return (0);

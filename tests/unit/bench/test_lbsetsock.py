@@ -190,6 +190,27 @@ def test_create_verdict_against_pristine():
         L.create_verdict(_create(), L.parse([f"{M} DONE"]))
 
 
+def _create_first(tagged=1, p50=900000, first=300000):
+    return L.parse([f"{M} CREATE members=256 tagged={tagged} reps=20 p50_ns={p50} "
+                    f"min_ns={p50} nvcsw=0 tagerr=0 first_p50_ns={first} "
+                    f"total_p50_ns={p50 + first}", f"{M} DONE"])
+
+
+def test_create_verdict_counts_the_first_connection_where_the_series_deals():
+    # Creation alone within 1.1x, but a first accept(2) that deals for 0.4 ms
+    # puts creation plus it at (1.0 + 0.7) / (1.0 + 0.3) = 1.308x: not met.
+    v = L.create_verdict(_create_first(p50=1000000, first=700000),
+                         _create_first(tagged=0, p50=1000000, first=300000))
+    assert v["ratio"] == 1.0 and v["ratio_ok"]
+    assert v["total_ratio"] == 1.308 and v["total_ratio_ok"] is False
+    assert v["patched_total_p50_ns"] == 1700000 and v["pristine_total_p50_ns"] == 1300000
+    v = L.create_verdict(_create_first(p50=1000000, first=310000),
+                         _create_first(tagged=0, p50=1000000, first=300000))
+    assert v["total_ratio"] == round(1310000 / 1300000, 3) and v["total_ratio_ok"]
+    # A run from a program without the field (older console logs): no total.
+    assert "total_ratio" not in L.create_verdict(_create(), _create_first(tagged=0))
+
+
 def test_program_args():
     assert L.program_args() == ["-n", "256", "-k", "20", "-c", "1000000", "-r", "2000",
                                 "-P", "10", "-U", "65534"]
