@@ -181,7 +181,7 @@ SERIES = "so_reuseport_lb_cpu_test"
 SERIES_CASES = re.findall(
     r"ATF_TP_ADD_TC\(tp, (\w+)\)",
     (Path(__file__).resolve().parents[3] / "tests" / "atf" / f"{SERIES}.c").read_text())
-assert len(SERIES_CASES) == 16, SERIES_CASES
+assert len(SERIES_CASES) == 17, SERIES_CASES
 BASE = "so_reuseport_lb_test"
 BASE_CASES = [f"case{i}" for i in range(10)]
 
