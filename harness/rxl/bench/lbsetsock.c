@@ -179,14 +179,17 @@ fail:
 	return (-1);
 }
 
-/* One connect(2) to the bystander plus its accept(2), in ns; 0 on error. */
-static uint64_t
-bystander_once(int ls, in_port_t port)
+/*
+ * A socket connected to 127.0.0.1:port, closing with a RST (so no
+ * TIME_WAIT piles up over the rounds), and in *t0 the time just before
+ * connect(2); -1 on error.
+ */
+static int
+connect_rst(in_port_t port, uint64_t *t0)
 {
 	struct sockaddr_in sin;
 	struct linger lg;
-	uint64_t t0, t1;
-	int a, c;
+	int c;
 
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_len = sizeof(sin);
@@ -195,16 +198,27 @@ bystander_once(int ls, in_port_t port)
 	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	c = socket(AF_INET, SOCK_STREAM, 0);
 	if (c < 0)
-		return (0);
-	/* Close with a RST, so no TIME_WAIT piles up over the rounds. */
+		return (-1);
 	lg.l_onoff = 1;
 	lg.l_linger = 0;
 	(void)setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	t0 = now_ns();
+	*t0 = now_ns();
 	if (connect(c, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
 		close(c);
-		return (0);
+		return (-1);
 	}
+	return (c);
+}
+
+/* One connect(2) to the bystander plus its accept(2), in ns; 0 on error. */
+static uint64_t
+bystander_once(int ls, in_port_t port)
+{
+	uint64_t t0, t1;
+	int a, c;
+
+	if ((c = connect_rst(port, &t0)) < 0)
+		return (0);
 	a = accept(ls, NULL, NULL);
 	t1 = now_ns();
 	close(c);
@@ -223,27 +237,11 @@ static uint64_t
 group_first(const int *fds, int n, in_port_t port)
 {
 	struct pollfd pfd[MAXMEMBERS];
-	struct sockaddr_in sin;
-	struct linger lg;
 	uint64_t t0, t1;
 	int a, c, i;
 
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_len = sizeof(sin);
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons(port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	c = socket(AF_INET, SOCK_STREAM, 0);
-	if (c < 0)
+	if ((c = connect_rst(port, &t0)) < 0)
 		return (0);
-	lg.l_onoff = 1;
-	lg.l_linger = 0;
-	(void)setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-	t0 = now_ns();
-	if (connect(c, (struct sockaddr *)&sin, sizeof(sin)) != 0) {
-		close(c);
-		return (0);
-	}
 	for (i = 0; i < n; i++) {
 		pfd[i].fd = fds[i];
 		pfd[i].events = POLLIN;
