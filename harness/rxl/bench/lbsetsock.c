@@ -44,7 +44,7 @@
  *       min_ns=<ns> nvcsw=<n> tagerr=<n> first_p50_ns=<ns> total_p50_ns=<ns>
  *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n>
  *       blocks=<P> change=<0|1> uid=<uid>
- *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (only with the view)
+ *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (-1 without the count)
  *   ==RXL== LBSET LAT <idle|control|loop> n=<k> p50_ns=<ns> p90_ns=<ns>
  *       p99_ns=<ns>
  *   ==RXL== LBSET LOOP calls=<c> errors=<n> elapsed_ns=<ns>
@@ -567,9 +567,7 @@ main(int argc, char **argv)
 	    pools[2].calls, pools[2].errors, (uintmax_t)pools[2].elapsed);
 	printf("%s CONTROL calls=%ld errors=%ld elapsed_ns=%ju\n", MARK,
 	    pools[1].calls, pools[1].errors, (uintmax_t)pools[1].elapsed);
-	if (before >= 0 && after >= 0)
-		printf("%s REBUILDS before=%ld after=%ld\n", MARK, before,
-		    after);
+	printf("%s REBUILDS before=%ld after=%ld\n", MARK, before, after);
 	printf("%s DONE\n", MARK);
 	return (0);
 }
