@@ -53,9 +53,31 @@ NIC_KLD = "if_em"
 #: neither ``options MSDOSFS`` nor ``GEOM_PART_MBR`` (its g_part core is
 #: ``standard`` in sys/conf/files); the loader loads these before the kernel starts
 #: (a first module boot without them stopped at ``mountroot>``, 2026-12-03).
-#: Directories under sys/modules, in load order (the loader loads the .ko files
+#: Directories under sys/modules, in load order (:func:`root_modules` adds the
+#: disk's when the config lacks it, :data:`DISK_MODULES`; the loader loads the .ko files
 #: their build leaves: :func:`module_path`).
 ROOT_MODULES: Tuple[str, ...] = ("msdosfs", "geom/geom_part/geom_part_mbr")
+#: What the root disk needs when the kernel config lacks it: (the config's ``device``,
+#: the directory under sys/modules that builds it), in load order. The guest's root is
+#: an ``ide-hd`` on q35's ICH9 AHCI controller (rxl.guest.qemu: ``bus=ide.0``, FreeBSD's
+#: ``ada0``, :data:`rxl.guest.image.ROOTDEV`), so it needs ahci(4) and CAM with its
+#: ada(4) driver. ``scbus`` is CAM's device (sys/conf/files: ``cam/cam.c optional
+#: scbus``); sys/modules/cam/Makefile (14.0 and 15.0) builds ``cam.ko`` with
+#: ``ata_da.c``, ada(4), inside it, so there is no ada module to load;
+#: sys/modules/ahci builds ``ahci.ko``, whose ahci.c says ``MODULE_DEPEND(ahci, cam, 1,
+#: 1, 1)``: cam first. 15.0's amd64 MINIMAL has ``device ahci`` and ``scbus`` (and
+#: ``da``, which builds ata_da.c too); 14.0's has neither, and its module boot stopped
+#: at ``mountroot>`` with no driver on the SATA controller (2026-12-07, issue 24).
+DISK_MODULES: Tuple[Tuple[str, str], ...] = (("scbus", "cam"), ("ahci", "ahci"))
+#: Where config(8) looks for a config's ``include``s and its DEFAULTS, relative to the
+#: tree: it runs in ``sys/<machine>/conf`` (Makefile.inc1's ``cd ${KRNLCONFDIR};
+#: config``), reads ``DEFAULTS`` there first (usr.sbin/config/main.cc), and opens an
+#: include by its name there, then, a name not starting with ``.`` or ``/``, as
+#: ``../../conf/<name>`` (lang.l's ``include()``), i.e. sys/conf.
+KERNCONF_DEFAULTS = "DEFAULTS"
+_CONF_MAX_DEPTH = 16
+_CONF_COMMENT = re.compile(r"#[^\n]*")
+_CONF_WORD = re.compile(r'"[^"\n]*"|[^\s,;"]+|,')
 
 #: The amd64 kernel linker's relocation code, and the header numbering the types.
 ELF_MACHDEP = "sys/amd64/amd64/elf_machdep.c"
@@ -80,6 +102,83 @@ class ModuleError(HostError):
 
 class ModuleLinkError(SourceError):
     """A built module would not load: missing, or needing a symbol nothing defines."""
+
+
+def _conf_statements(text: str) -> List[List[str]]:
+    """The statements of a kernel config text, each a list of words (commas dropped,
+    quotes removed), as config(8)'s lexer (usr.sbin/config/lang.l) splits them: ``#``
+    starts a comment to the end of the line; a newline or ``;`` ends a statement, but
+    a newline before a blank or tab continues it."""
+    text = _CONF_COMMENT.sub("", text)
+    out: List[List[str]] = []
+    for chunk in re.split(r"\n(?![ \t])|;", text):
+        words = [w.strip('"') for w in _CONF_WORD.findall(chunk) if w != ","]
+        if words:
+            out.append(words)
+    return out
+
+
+def kernconf_devices(src: str, kernconf: str = MODULE_KERNCONF,
+                     machine: str = "amd64") -> List[str]:
+    """The ``device``s (sorted) the kernel config ``kernconf`` of the tree ``src``
+    gives config(8): ``sys/<machine>/conf/DEFAULTS`` when there, then the config,
+    each ``include`` read where it stands (found as :data:`KERNCONF_DEFAULTS`'s comment
+    says), ``device``/``devices`` adding names, ``nodevice``/``nodevices`` removing
+    them. Raises ModuleError when the config or an include cannot be read, or
+    includes nest deeper than 16 (a loop)."""
+    confdir = Path(src) / "sys" / machine / "conf"
+    have: Dict[str, None] = {}
+
+    def find(name: str) -> Optional[Path]:
+        for cand in ([confdir / name] + ([confdir / "../../conf" / name]
+                                         if not name.startswith((".", "/")) else [])):
+            if cand.is_file():
+                return cand
+        return None
+
+    def read(path: Path, depth: int, shown: str) -> None:
+        if depth > _CONF_MAX_DEPTH:
+            raise ModuleError(f"{path}: includes nest deeper than {_CONF_MAX_DEPTH} "
+                              "(a loop?): the devices of the kernel config are not known")
+        try:
+            text = path.read_text(errors="replace")
+        except OSError as exc:
+            raise ModuleError(f"{shown}: cannot read it ({exc.strerror}): the devices "
+                              "of the kernel config are not known") from None
+        for words in _conf_statements(text):
+            key, rest = words[0], words[1:]
+            if key == "include" and rest:
+                inc = find(rest[0])
+                if inc is None:
+                    raise ModuleError(f"{path}: include {rest[0]}: not in {confdir} or "
+                                      f"{confdir.parent.parent / 'conf'}: the devices of "
+                                      "the kernel config are not known")
+                read(inc, depth + 1, str(inc))
+            elif key in ("device", "devices"):
+                have.update(dict.fromkeys(rest))
+            elif key in ("nodevice", "nodevices"):
+                for d in rest:
+                    have.pop(d, None)
+
+    defaults = confdir / KERNCONF_DEFAULTS
+    if defaults.is_file():
+        read(defaults, 0, str(defaults))
+    read(confdir / kernconf, 0, str(confdir / kernconf))
+    return sorted(have)
+
+
+def root_modules(src: str, kernconf: str = MODULE_KERNCONF) -> List[str]:
+    """The directories under sys/modules (``geom/geom_part/geom_part_mbr``) a module
+    boot of the tree ``src``'s ``kernconf`` must build and the loader load for the
+    guest's root, in load order: :data:`ROOT_MODULES` (the FAT file system and the
+    MBR slice), then each of :data:`DISK_MODULES` whose device the config (with its
+    DEFAULTS and includes: :func:`kernconf_devices`) lacks: ``cam`` without ``device
+    scbus``, ``ahci`` without ``device ahci``. For 14.0's MINIMAL ``["msdosfs",
+    "geom/geom_part/geom_part_mbr", "cam", "ahci"]``, for 15.0's the first two.
+    Decided by reading the config, not by the release. Raises ModuleError as
+    :func:`kernconf_devices` does."""
+    devices = set(kernconf_devices(src, kernconf))
+    return list(ROOT_MODULES) + [mod for dev, mod in DISK_MODULES if dev not in devices]
 
 
 def module_makefile(name: str) -> str:

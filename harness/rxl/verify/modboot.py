@@ -16,8 +16,9 @@ console serves both):
    (the 14 base's clang 16) without the stack protector
    (:data:`rxl.tree.build.NO_SSP_MAKE_VARS`);
 2. stage a console root: the run's userland, the MINIMAL kernel, the modules in
-   ``/boot/kernel`` (the loader loads the root's msdosfs and geom_part_mbr,
-   :data:`rxl.tree.modules.ROOT_MODULES`, which MINIMAL lacks), and an rc whose
+   ``/boot/kernel`` (the loader loads what the root needs and MINIMAL lacks,
+   :func:`rxl.tree.modules.root_modules`: msdosfs and geom_part_mbr, and, when the
+   tree's MINIMAL has no ``device ahci`` (14.0's), cam and ahci), and an rc whose
    only cases are this boot's two (:func:`rc_lines`): ``modules:kldload``
    (``kldload if_em`` exits 0) and ``modules:nic`` (``ifconfig -l`` then lists
    the guest NIC's first interface, ``igb0`` or ``em0`` by the guest's shape);
@@ -93,9 +94,19 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
     ``guest_config(root, req)``: the own guest's QEMU config of a root;
     ``nic_driver``: its NIC's driver (``igb``). Raises StageFailed naming the log."""
     src, objdir = st.src, req.objdir
-    mods = tree_modules.build_list(src, _series_files())
-    mods += [m for m in tree_modules.ROOT_MODULES if m not in mods]
     kconf = tree_modules.MODULE_KERNCONF
+    unread = []
+    try:
+        root_mods = tree_modules.root_modules(src, kconf)
+    except tree_modules.ModuleError as exc:
+        if not req.dry_run:
+            raise StageFailed(f"modules: {exc}") from None
+        # a dry run of a tree not there yet (the base before its fetch)
+        root_mods = list(tree_modules.ROOT_MODULES)
+        unread = [f"# root disk: {exc}; cam and ahci are added when {kconf} lacks "
+                  "device scbus and device ahci"]
+    mods = tree_modules.build_list(src, _series_files())
+    mods += [m for m in root_mods if m not in mods]
     stages = tree_build.plan_stages(src, objdir, kernconf=kconf, toolchain=False,
                                     modules=mods)
     cmds = tree_build.shell_lines(stages)
@@ -108,7 +119,9 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         ssp = ([f"# WITHOUT_SSP: {tree_build.NO_SSP_WHY}"]
                if all(f"{k}={v}" in stages[-1].argv
                       for k, v in tree_build.NO_SSP_MAKE_VARS.items()) else [])
-        cmds += ssp + [f"# link check: nm of {', '.join(mods)} against {kconf}'s kernel.full, "
+        cmds += ssp + unread + [f"# loader loads {', '.join(root_mods)} before the kernel "
+                                "starts (the root's file system, slice and disk)",
+                                f"# link check: nm of {', '.join(mods)} against {kconf}'s kernel.full, "
                        f"their relocation types against {tree_modules.ELF_MACHDEP}'s",
                        f"# root {root}: the userland, {kernel}, the modules in /boot/kernel; "
                        f"the rc runs kldload {tree_modules.NIC_KLD} and looks for "
@@ -131,7 +144,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         acts = image.plan_root(loader_efi=str(st.world.loader_efi), kernel=kernel,
                                programs=progs, libs=libs, tests={},
                                loader_rc=image.render_loader_rc({}, modules=[
-                                   Path(kos[m]).stem for m in tree_modules.ROOT_MODULES]),
+                                   Path(kos[m]).stem for m in root_mods]),
                                rc=render_rc(nic_driver))
         image.stage_root(root, acts)
         argv = qemu.build_argv(guest_config(root, req), firmware=qemu.find_ovmf())

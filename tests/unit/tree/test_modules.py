@@ -256,3 +256,70 @@ def test_check_modules_refuses_a_relocation_kldload_would_refuse(tmp_path):
     assert B.check_modules(src, obj, "MINIMAL", ["msdosfs"], echo=said.append) == \
         {"msdosfs": str(ko)}
     assert "every relocation type one the kernel linker applies" in said[-1]
+
+
+# ------------------------------------------------------------- the root disk (issue 24)
+#: The disk lines of 15.0's amd64 MINIMAL (lines 149-156), and a 14.0-like MINIMAL
+#: without them; DEFAULTS as both trees' (GEOM_PART_MBR, no disk devices).
+DISK_LINES = ("# ATA controllers\ndevice\t\tahci\t\t\t# AHCI-compatible SATA controllers\n\n"
+              "# CAM\ndevice\t\tscbus\t\t\t# SCSI bus (required for ATA/SCSI)\n"
+              "device\t\tda\t\t\t# Direct Access (disks)\n")
+MINIMAL_14 = ("cpu\t\tHAMMER\nident\t\tMINIMAL\noptions \tSCHED_ULE\n"
+              "device\t\tvirtio\t\t\t# Generic VirtIO bus (required)\ndevice\t\tvtnet\n")
+
+
+def _conf(tmp_path, files):
+    conf = tmp_path / "sys/amd64/conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "sys/conf").mkdir(exist_ok=True)
+    (conf / "DEFAULTS").write_text("machine\t\tamd64\ndevice\t\tisa\noptions \tGEOM_PART_MBR\n")
+    for rel, text in files.items():
+        (tmp_path / rel).write_text(text)
+    return str(tmp_path)
+
+
+def test_a_minimal_without_ahci_gets_cam_then_ahci(tmp_path):
+    src = _conf(tmp_path, {"sys/amd64/conf/MINIMAL": MINIMAL_14})
+    assert M.kernconf_devices(src) == ["isa", "virtio", "vtnet"]     # DEFAULTS' too
+    assert M.root_modules(src) == ["msdosfs", "geom/geom_part/geom_part_mbr", "cam", "ahci"]
+
+
+def test_a_minimal_with_ahci_and_scbus_gets_only_the_fat_root_s(tmp_path):
+    src = _conf(tmp_path, {"sys/amd64/conf/MINIMAL": MINIMAL_14 + DISK_LINES})
+    assert {"ahci", "scbus", "da"} <= set(M.kernconf_devices(src))
+    assert M.root_modules(src) == list(M.ROOT_MODULES) == ["msdosfs",
+                                                           "geom/geom_part/geom_part_mbr"]
+
+
+def test_each_disk_module_is_decided_by_its_own_device(tmp_path):
+    # CAM in the kernel, no ahci: only ahci.ko (a cam.ko would be a second CAM)
+    src = _conf(tmp_path, {"sys/amd64/conf/MINIMAL": MINIMAL_14 + "device scbus, da\n"})
+    assert M.root_modules(src)[2:] == ["ahci"]
+
+
+def test_includes_are_followed_as_config_8_finds_them(tmp_path):
+    # MINIMAL-DEBUG's shape: `include MINIMAL` (sys/amd64/conf), `include "std.debug"`
+    # (found as ../../conf/std.debug: sys/conf), a comment, `;`, a continuation line
+    src = _conf(tmp_path, {
+        "sys/amd64/conf/MINIMAL": MINIMAL_14,
+        "sys/conf/std.disk": "device ahci ; device\tscbus # CAM\n",
+        "sys/amd64/conf/WITH": 'include MINIMAL\ninclude "std.disk"\nident WITH\n',
+        "sys/amd64/conf/CONT": "include MINIMAL\ndevice\tada,\n\tahci\ndevice scbus\n",
+        "sys/amd64/conf/WITHOUT": 'include WITH\nnodevice\tahci\n# device ahci\n'})
+    assert M.root_modules(src, "WITH") == list(M.ROOT_MODULES)
+    assert {"ada", "ahci", "scbus"} <= set(M.kernconf_devices(src, "CONT"))
+    assert M.root_modules(src, "CONT") == list(M.ROOT_MODULES)
+    assert M.root_modules(src, "WITHOUT") == list(M.ROOT_MODULES) + ["ahci"]
+    assert "ahci" not in M.kernconf_devices(src, "WITHOUT")
+
+
+def test_a_config_that_cannot_be_read_says_which(tmp_path):
+    src = _conf(tmp_path, {"sys/amd64/conf/LOOP": "include LOOP\n",
+                           "sys/amd64/conf/GONE": "include NOSUCH\n"})
+    with pytest.raises(M.ModuleError, match=r"conf/MINIMAL: cannot read it"):
+        M.root_modules(src)
+    with pytest.raises(M.ModuleError, match=r"include NOSUCH: not in"):
+        M.root_modules(src, "GONE")
+    with pytest.raises(M.ModuleError, match=r"deeper than 16"):
+        M.root_modules(src, "LOOP")
+

@@ -109,3 +109,97 @@ def test_the_module_boot_lists_its_cases_inside_the_atf_block():
     begin, end = lines.index('echo "$M ATF BEGIN"'), lines.index('echo "$M ATF END"')
     at = [i for i, line in enumerate(lines) if f"{MARK} LIST " in line or f"{MARK} CASE " in line]
     assert len(at) == 4 and all(begin < i < end for i in at), (begin, at, end)
+
+
+#: 15.0's amd64 MINIMAL's disk lines (149-156); 14.0's MINIMAL has none of them.
+DISK_LINES = "device\t\tahci\t\t\t# AHCI-compatible SATA controllers\ndevice\t\tscbus\ndevice da\n"
+
+
+@pytest.mark.parametrize("disk", [False, True])
+def test_dry_run_loads_cam_and_ahci_when_minimal_lacks_them(fake_tree, tmp_path,  # noqa: F811
+                                                           disk):
+    """Issue 24: 14.0's MINIMAL has no ahci(4) and no CAM, so its module boot found no
+    ada0 and stopped at mountroot>; the plan builds and loads cam then ahci for such a
+    config (read, includes and all), and not for one with them (15.0's)."""
+    version_files(fake_tree, 14)
+    v = b"FreeBSD 14.0-RELEASE #0: Thu Dec  3 00:00:00 UTC 2026"
+    Path(PK(tmp_path)[1]).write_bytes(kernel_bytes(tail=b"\0@(#)" + v + b"\n\0" + v + b"\n"))
+    conf = fake_tree / "sys/amd64/conf"
+    (conf / "MINIMAL").write_text("cpu HAMMER\nident MINIMAL\ndevice virtio\ninclude std.disk\n")
+    (fake_tree / "sys/conf/std.disk").write_text(DISK_LINES if disk else "device vtnet\n")
+    args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
+            "--transport", "serial", "--modules", *PK(tmp_path)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    root = "msdosfs, geom/geom_part/geom_part_mbr"
+    if disk:
+        assert "'MODULES_OVERRIDE=iflib em msdosfs geom/geom_part/geom_part_mbr' " in res.output
+        assert f"# loader loads {root} before the kernel starts" in res.output
+        assert "cam" not in res.output.split("MODULES_OVERRIDE=")[1].split("'")[0]
+    else:
+        assert ("'MODULES_OVERRIDE=iflib em msdosfs geom/geom_part/geom_part_mbr cam ahci' "
+                in res.output)
+        assert f"# loader loads {root}, cam, ahci before the kernel starts" in res.output
+        assert "nm of iflib, em, msdosfs, geom/geom_part/geom_part_mbr, cam, ahci" in res.output
+    assert "# root disk:" not in res.output       # the config was read
+
+
+def test_dry_run_of_a_tree_without_minimal_says_the_disk_is_decided_later(
+        fake_tree, tmp_path):  # noqa: F811
+    args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+            str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
+            "--transport", "serial", "--modules", *PK(tmp_path)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "# root disk: " in res.output and "conf/MINIMAL: cannot read it" in res.output
+    assert "cam and ahci are added when MINIMAL lacks device scbus and device ahci" in res.output
+
+
+def test_the_loader_loads_the_root_modules_in_order_cam_before_ahci(tmp_path, monkeypatch):
+    """The real stage's loader.rc: the kernel, then msdosfs, geom_part_mbr, cam, ahci
+    (ahci.c: MODULE_DEPEND(ahci, cam)), from a 14-like MINIMAL; the build and the boot
+    are stubbed, the staged root is real."""
+    from types import SimpleNamespace
+    from rxl.guest import console, image
+    from rxl.tree import build as tree_build
+    src = tmp_path / "src"
+    (src / "sys/amd64/conf").mkdir(parents=True)
+    (src / "sys/amd64/conf/MINIMAL").write_text("ident MINIMAL\ndevice virtio\n")
+    kos = {m: str(tmp_path / "ko" / f"{m.rsplit('/', 1)[-1]}.ko")
+           for m in ("iflib", "em", "msdosfs", "geom/geom_part/geom_part_mbr", "cam", "ahci")}
+    kos["em"] = str(tmp_path / "ko/if_em.ko")
+    built = []
+
+    def build_kernel(src_, objdir, kernconf, modules, **kw):
+        built.append(list(modules))
+        return [SimpleNamespace(extra={"modules": {m: kos[m] for m in modules}})]
+    staged = {}
+    monkeypatch.setattr(tree_build, "build_kernel", build_kernel)
+    monkeypatch.setattr(image, "resolve_libs", lambda progs, sysroot: {})
+    monkeypatch.setattr(image, "stage_root",
+                        lambda root, acts: staged.update({a.dest: a for a in acts}))
+    monkeypatch.setattr(modboot.qemu, "build_argv", lambda cfg, firmware: ["qemu"])
+    monkeypatch.setattr(modboot.qemu, "find_ovmf", lambda: "/ovmf")
+
+    class Stop(Exception):
+        pass
+
+    def watch(*a, **kw):
+        raise Stop
+    monkeypatch.setattr(console, "watch", watch)
+    monkeypatch.setattr(modboot, "_series_files", lambda: [])
+    req = SimpleNamespace(objdir=str(tmp_path / "obj"), out=str(tmp_path / "out"),
+                          dry_run=False)
+    st = SimpleNamespace(src=str(src), stage_dir=tmp_path / "stage", logs={}, runs={},
+                         echo=lambda s: None,
+                         world=SimpleNamespace(programs={}, sysroot=tmp_path,
+                                               loader_efi=tmp_path / "loader.efi"))
+    with pytest.raises(Stop):
+        modboot.stage(req, st, lambda root, r: None, "igb")
+    assert built == [["iflib", "em", "msdosfs", "geom/geom_part/geom_part_mbr", "cam", "ahci"]]
+    rc = staged["boot/loader.rc"].data
+    loads = [ln for ln in rc.splitlines() if ln.startswith("load ")]
+    assert loads == ["load /boot/kernel/kernel", "load /boot/kernel/msdosfs.ko",
+                     "load /boot/kernel/geom_part_mbr.ko", "load /boot/kernel/cam.ko",
+                     "load /boot/kernel/ahci.ko"]
