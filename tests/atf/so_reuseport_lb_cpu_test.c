@@ -98,6 +98,7 @@ struct lbgroup {
 struct lbview {
 	u_int	members;
 	u_int	nslots;
+	u_int	deal;			/* 1: a deal is pending */
 	int	tag[MAXMEMBERS];	/* NOCPU for none */
 	bool	learned[MAXMEMBERS];
 	int	nrx;
@@ -358,7 +359,7 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 {
 	char *buf, *line, *next, af[8], kind[16], tag[16];
 	size_t len, size;
-	u_int a, b, c, m, port, want;
+	u_int a, b, c, d, m, port, want;
 	int k;
 	bool found;
 
@@ -380,8 +381,8 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 	for (line = buf; line != NULL && *line != '\0'; line = next) {
 		if ((next = strchr(line, '\n')) != NULL)
 			*next++ = '\0';
-		if (sscanf(line, "group port %u af %7s members %u map %u",
-		    &port, af, &a, &b) == 4) {
+		if (sscanf(line, "group port %u af %7s members %u map %u "
+		    "deal %u", &port, af, &a, &b, &d) == 5) {
 			if (found)
 				break;
 			found = port == want && strcmp(af,
@@ -389,6 +390,7 @@ lb_view(const struct lbgroup *g, struct lbview *v)
 			if (found) {
 				v->members = a;
 				v->nslots = b;
+				v->deal = d;
 			}
 		} else if (found && (k = sscanf(line, "member %u tag %15s %15s",
 		    &m, tag, kind)) >= 2 && m < MAXMEMBERS) {
@@ -778,8 +780,10 @@ ATF_TC_BODY(deal_at_accept, tc)
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE_EQ(v.members, 2u);
 	ATF_REQUIRE_EQ_MSG(v.nslots, 0u, "a map dealt before any accept(2)");
+	ATF_REQUIRE_EQ(v.deal, 1u);
 	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.nslots, 32u);
+	ATF_REQUIRE_EQ(v.deal, 0u);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 16u);
 
 	for (i = 0; i < 1000; i++)
@@ -787,10 +791,18 @@ ATF_TC_BODY(deal_at_accept, tc)
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.tag[0] == cpus[1] && v.tag[1] == cpus[1]);
 	ATF_REQUIRE_EQ_MSG(v.nslots, 0u, "a map dealt by a tag change");
+	ATF_REQUIRE_EQ(v.deal, 1u);
 	lb_dealt(&g, &v);
 	ATF_REQUIRE_EQ(v.nslots, 32u);
+	ATF_REQUIRE_EQ(v.deal, 0u);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[0]), 0u);
 	ATF_REQUIRE_EQ(lb_rxslots(&v, cpus[1]), 32u);
+
+	/* Untagged again: no map, and nothing left for an accept(2) to do. */
+	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], NOCPU), 0);
+	ATF_REQUIRE_EQ(lb_setcpu(g.sds[1], NOCPU), 0);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(v.nslots == 0 && v.deal == 0);
 	lb_close(&g);
 }
 
@@ -1087,6 +1099,8 @@ ATF_TC_BODY(capture, tc)
 	ATF_REQUIRE(lb_view(&g, &v));
 	ATF_REQUIRE(v.learned[0] && v.tag[0] == cpus[0]);
 	ATF_REQUIRE_EQ(lb_getcpu(g.sds[0]), NOCPU);	/* Not set. */
+	/* Nothing counted yet: no map, and no deal left for each accept(2). */
+	ATF_REQUIRE(v.nslots == 0 && v.deal == 0);
 	lb_bind(cpus[n - 1]);
 	for (i = 0; i < 100000 && lb_view(&g, &v) && v.tag[0] != cpus[n - 1];
 	    i++)
@@ -1140,6 +1154,8 @@ ATF_TC_BODY(learn_not_loopback, tc)
 	ATF_REQUIRE_EQ(v.ncount, 0);
 	ATF_REQUIRE(v.learned[0] || v.learned[1]);
 	ATF_REQUIRE_EQ(v.nslots, 0u);
+	ATF_REQUIRE_EQ_MSG(v.deal, 0u, "a group that cannot be dealt is dealt "
+	    "at every accept(2)");
 	lb_close(&g);
 }
 
@@ -1237,7 +1253,7 @@ ATF_TC_BODY(tagged_counts, tc)
 	tags[0] = cpus[0];
 	tags[1] = NOCPU;
 	lb_group(&g, AF_INET, 2, tags);
-	/* The first accept on the tagged member makes the state. */
+	/* The first accept of the tagged group makes the state. */
 	for (i = 0; i < 100 && lb_view(&g, &v) && !v.learning; i++)
 		(void)lb_connect(&g, &hcpu);
 	ATF_REQUIRE_MSG(v.learning, "no learning state after %d connections "
