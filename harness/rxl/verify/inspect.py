@@ -6,7 +6,7 @@ The format is the one ``in_pcblb_report()`` (sys/netinet/in_pcblb.c of the
 line per CPU with a count, then a ``member`` line per member (0, 1, ... in
 order) and a ``cpu`` line per CPU that supplies slots (ascending)::
 
-    group port 8080 af inet members 2 map 32
+    group port 8080 af inet members 2 map 32 deal 0
     learn window_ms 10000 age_ms 4210 rolls 7
     rx 0 last 6756 cur 3301 sum 13000
     member 0 tag 0 learned
@@ -18,6 +18,8 @@ A member line gives no slot count: every member of a map has
 one.  The 15 view printed it before (``member 1 tag none - slots 16``,
 ``member 0 tag 0 learned slots 16``); those lines are read too, and their
 counts checked against the map.
+``deal D`` is 1 while the group waits for an accept(2) to deal it (a
+member marked ``INP_LB_DEAL``); views from before it have no ``deal``.
 Before the deal counters were dropped, the 15 view's group line ended in
 ``rebuilds R nomap F``; such lines are read too.
 The 14 series' view (``group ... gen G map N dirty D rebuilds R allocfail
@@ -69,7 +71,7 @@ KINDS = ("group", "learn", "rx", "member", "cpu")
 _N = r"([0-9]{1,10})"
 _GROUP = {
     15: re.compile(rf"group port {_N} af (inet6?) members {_N} map {_N}"
-                   rf"(?: rebuilds {_N} nomap {_N})?"),
+                   rf"(?: deal ([01]))?(?: rebuilds {_N} nomap {_N})?"),
     14: re.compile(rf"group port {_N} af (inet6?) members {_N} gen {_N} map {_N} "
                    rf"dirty ([01]) rebuilds {_N} allocfail {_N}"),
 }
@@ -109,8 +111,10 @@ class Group:
     ``rx_sum`` to the deal's input fixed at the last roll (15 only);
     ``ranges`` a CPU to its (offset, slots) in the map; ``window_ms`` is
     None without learning state.  ``view``: 15 or 14; ``rebuilds`` and
-    ``nomap`` (15, None in a view without them) or ``gen``, ``dirty``,
-    ``allocfail`` (14); ``line``: the group line's number."""
+    ``nomap`` (15, None in a view without them) or ``gen``, ``allocfail``
+    (14); ``dirty``: a deal pending at the next accept(2) (15's ``deal``)
+    or a rebuild pending (14's ``dirty``), None in a 15 view without it;
+    ``line``: the group line's number."""
 
     port: int
     af: str
@@ -234,8 +238,9 @@ def _group_line(line: str, at: str, n: int) -> Group:
         raise InspectError(f"{at}: not a group line of the groups view: {show(line, 80)}")
     v = _numbers(m, "group", at)
     if view == 15:
-        port, _, members, nslots, rebuilds, nomap = v
-        g = Group(port, m.group(2), members, nslots, rebuilds, view=15, nomap=nomap, line=n)
+        port, _, members, nslots, deal, rebuilds, nomap = v
+        g = Group(port, m.group(2), members, nslots, rebuilds, view=15, nomap=nomap,
+                  dirty=None if deal is None else deal == 1, line=n)
     else:
         port, _, members, gen, nslots, dirty, rebuilds, allocfail = v
         g = Group(port, m.group(2), members, nslots, rebuilds, view=14, gen=gen,
@@ -350,11 +355,12 @@ def render(groups: List[Group]) -> str:
         learn = (f", window {g.window_ms} ms, {counted(g.rolls, 'roll')}"
                  if g.window_ms is not None else ", no learning")
         nomem = g.nomap if g.view == 15 else g.allocfail
+        pending = ", deal pending at accept(2)" if g.view == 15 else ", rebuild pending"
         deals = (f", {counted(g.rebuilds, 'rebuild')}, {nomem} without memory"
                  if g.rebuilds is not None else "")
         lines.append(f"port {g.port} ({g.af}): {counted(g.members, 'member')}, map "
                      f"{g.map_slots or 'none'}{deals}{learn}"
-                     f"{', rebuild pending' if g.dirty else ''}")
+                     f"{pending if g.dirty else ''}")
         for m in g.member_list:
             tag = f"{m.tag} ({m.kind})" if m.tag is not None else m.kind
             lines.append(f"  member {m.index:3}  tag {tag:16} slots {m.slots}")

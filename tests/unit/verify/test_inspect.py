@@ -82,3 +82,32 @@ def test_cli_bad_input_is_one_line(tmp_path):
     r = CliRunner().invoke(main, ["inspect", str(f)])
     assert r.exit_code == 2
     assert r.output.strip().splitlines()[-1].startswith("Error:")
+
+
+# The 15 view since the deal moved to accept(2): ``deal 1`` while a group
+# waits for an accept(2) to deal it (in_pcblb_report_group(), lead39b).
+VIEW15_DEAL = """\
+group port 8080 af inet members 2 map 0 deal 1
+member 0 tag 0 explicit
+member 1 tag 2 explicit
+group port 8081 af inet members 1 map 16 deal 0
+member 0 tag 4 explicit
+cpu 4 offset 0 slots 16
+group port 8082 af inet members 1 map 0
+member 0 tag none
+"""
+
+
+def test_the_15_view_reads_deal_pending():
+    a, b, c = ins.parse(VIEW15_DEAL.splitlines())
+    assert (a.dirty, b.dirty, c.dirty) == (True, False, None)
+    text = ins.render([a, b, c])
+    assert text.count("deal pending at accept(2)") == 1
+    assert "rebuild pending" not in text
+
+
+@pytest.mark.parametrize("tail", ["deal 2", "deal -1", "deal", "deal 1 deal 0"])
+def test_a_deal_field_other_than_0_or_1_is_refused(tail):
+    bad = f"group port 8080 af inet members 1 map 0 {tail}\nmember 0 tag none\n"
+    with pytest.raises(ins.InspectError, match="line 1"):
+        ins.parse(bad.splitlines())
