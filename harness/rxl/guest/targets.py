@@ -412,6 +412,12 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
                 errs.append(f"{where}.key: must be a path to a private key, got "
                             f"{as_written(d, 'key', key)}")
             else:
+                user_of = re.match(r"~([^/]+)", key)
+                if user_of and os.path.expanduser(user_of.group(0)) == user_of.group(0):
+                    # expanduser leaves an unknown ~user as it is: a relative
+                    # path under the file's directory would be a guess
+                    errs.append(f"{where}.key: {show(user_of.group(0), 40)}: no such user")
+                    continue
                 key = os.path.expanduser(key)
                 if not os.path.isabs(key):
                     key = str(Path(path).parent / key)
@@ -448,8 +454,54 @@ class Written(dict):
         self.value_text: Dict[Any, str] = {}
 
 
+#: An integer as a targets file takes one: decimal digits, a sign at most.
+#: YAML 1.1 (PyYAML) also reads ``026`` as octal 22, ``22:22`` as
+#: sexagesimal 1342, ``0b10110`` as binary and ``2_222`` as 2222: a reader
+#: of the file sees another number than the harness would use.
+_DECIMAL = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_INT_TAG = "tag:yaml.org,2002:int"
+
+
+@dataclass(frozen=True)
+class NotDecimal:
+    """A plain scalar YAML 1.1 reads as an integer written in another form
+    than decimal digits: no integer to the checks (they refuse it, naming
+    the key path), ``text`` as written, ``value`` what YAML would make of it."""
+
+    text: str
+    value: int
+
+    @property
+    def form(self) -> str:
+        t = self.text.lstrip("+-")
+        if ":" in t:
+            return "sexagesimal (base 60)"
+        if "_" in t:
+            return "underscored"
+        if t.startswith("0b"):
+            return "binary"
+        if t.startswith("0x"):
+            return "hexadecimal"
+        return "octal"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _construct_int(loader, node):
+    """YAML's int tag, decimal digits only (:data:`_DECIMAL`); any other form
+    a :class:`NotDecimal`, which no integer check takes."""
+    text = loader.construct_scalar(node)
+    value = yaml.SafeLoader.construct_yaml_int(loader, node)
+    if isinstance(text, str) and _DECIMAL.fullmatch(text):
+        return value
+    return NotDecimal(str(text), value)
+
+
 def _yaml_kind(v: Any) -> str:
     """What YAML made of a plain scalar that is not a string."""
+    if isinstance(v, NotDecimal):
+        return f"{v.value} from its {v.form} form; write decimal digits"
     if isinstance(v, bool):
         return "a boolean"
     if isinstance(v, (int, float)):
@@ -546,6 +598,7 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
         return out
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    Loader.add_constructor(_INT_TAG, _construct_int)
     loader = Loader(text)
     try:
         doc = loader.get_single_data()

@@ -516,6 +516,10 @@ def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = 
                         f"{parse.CPU_MAXSIZE - 1}): {show(line, 160)}")
     con = parse.parse_console(text)
     runs = parse_learn(text)
+    for label, run in runs.items():  # two runs of one label would be merged into one
+        if len(run.begins) > 1:
+            raise DataError(f"{show(path)} line {run.begins[1]}: a second run labelled "
+                            f"{show(label, 80)} (the first began at line {run.begins[0]})")
     errors: List[str] = []
     warnings: List[str] = []
     if not runs:
@@ -551,6 +555,9 @@ def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = 
         if not run.complete:
             errors.append(f"{path}: run {label}: no DONE line (learnd did not finish)")
             continue
+        if run.damage:  # its numbers would be reported as if the run were whole
+            errors += [f"{path}: run {label} damaged: {d}" for d in run.damage]
+            continue
         try:
             m = analyze(run, topo, rxq)
         except LearnError as exc:
@@ -566,6 +573,7 @@ def analyze_log(path: str, topo_override: Union[cpugroup.Topology, str, None] = 
             "sysctls": {**con.sysctls, **con.rxq},
             "runs": {lbl: {"info": r.info, "sets": r.sets, "sysctls": r.sysctls,
                            "done": r.done, "ftypes": r.ftypes, "notes": r.notes,
+                           "damage": r.damage,
                            "workers": r.workers}
                      for lbl, r in runs.items()},
             "views": {lbl: groups.views(r.views) for lbl, r in runs.items() if r.views},

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from rxl.errors import counted
 from rxl.guest.protocol import MARK
 from rxl.learn.plan import LearnError
 
@@ -45,6 +46,15 @@ class RunSummary:
     sysctls: Dict[str, str] = field(default_factory=dict)
     rc: Optional[int] = None
     notes: List[str] = field(default_factory=list)
+    #: Why the run's numbers cannot be taken as they are (learnd exited
+    #: non-zero, no END line, a DONE value that is no number, a pin list or
+    #: a C line that contradicts the run's own lines), each naming its line:
+    #: rxl.learn.metrics.analyze_log fails the run on any.
+    damage: List[str] = field(default_factory=list)
+    #: Line (from 1) of each BEGIN of this label: two are two runs of one label.
+    begins: List[int] = field(default_factory=list)
+    #: Line of the first RUN, DONE and END line of this label.
+    first_at: Dict[str, int] = field(default_factory=dict)
     #: With learnd -K: (worker, foreign port, handshake CPU) per measured
     #: connection, in accept order per worker.
     conns: List[Tuple[int, int, int]] = field(default_factory=list)
@@ -98,6 +108,51 @@ def _ints(kv: Dict[str, str], keys: Sequence[str], line: str) -> Dict[str, int]:
     return {k: _int(kv[k], k, line) for k in keys}
 
 
+#: Kinds whose rest is key=value items: a key given twice is a malformed line
+#: (the last would win; the others, GL/I/K/SET/SYSCTL, carry text or items).
+_KV_KINDS = frozenset({"READY", "RUN", "W", "C", "G", "S", "SS", "FT", "DONE", "END"})
+#: DONE's values (learnd.c): two counts and how the run stopped.
+_DONE_STOPS = ("quit", "deadline")
+
+
+def _kv(kind: str, rest: str, line: str) -> Dict[str, str]:
+    pairs = _KV_RE.findall(rest)
+    kv = dict(pairs)
+    if kind in _KV_KINDS and len(kv) != len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise LearnError(f"malformed learnd line ({twice}= twice): {line[:200]}")
+    return kv
+
+
+def _check_done(r: RunSummary, kv: Dict[str, str], n: int, line: str) -> None:
+    """DONE's accepted= and elapsed_ms= are counts and stop= quit or deadline,
+    else the run is damaged (its line named)."""
+    for key in ("accepted", "elapsed_ms"):
+        try:
+            _int(kv.get(key, ""), key, line)
+        except LearnError:
+            r.damage.append(f"line {n}: DONE's {key}= is no count "
+                            f"({key}={kv.get(key, '(missing)')[:24]}): {line[:200]}")
+    if kv.get("stop") not in _DONE_STOPS:
+        r.damage.append(f"line {n}: DONE's stop= is not quit or deadline: {line[:200]}")
+
+
+def _check_run(r: RunSummary, kv: Dict[str, str], n: int, line: str) -> None:
+    """RUN's pin= is ``none`` or one CPU per worker (learn-rc gives learnd -w
+    the count of its -c list), else the run is damaged (its line named)."""
+    pin, workers = kv.get("pin", ""), kv.get("workers", "")
+    try:
+        nw = _int(workers, "workers", line)
+        pins = [] if pin == "none" else [_int(c, "pin", line) for c in pin.split(",")]
+    except LearnError:
+        r.damage.append(f"line {n}: RUN's workers= or pin= is unreadable: {line[:200]}")
+        return
+    if pins and len(pins) != nw:
+        r.damage.append(f"line {n}: RUN's pin= lists {counted(len(pins), 'CPU')} for "
+                        f"workers={nw}: {line[:200]}")
+
+
 def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     """learnd / learn-rc sentinel lines -> run label -> :class:`RunSummary`. Pure.
 
@@ -108,11 +163,16 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     and ``GL``: ``seq=<i>`` then one line of the groups view, learnd -G;
     a W line's ``tag=`` is kept as text). Other lines are ignored; a
     malformed LEARN line is kept in the run's ``notes`` (a console can
-    interleave kernel messages), never raised.
+    interleave kernel messages), never raised. What makes a run's numbers
+    untrustworthy goes in its ``damage``, naming the line: an END with rc
+    other than 0, a DONE without an END after it, a DONE value that is no
+    number, a RUN whose pin list does not match workers=, a C line whose
+    wcpu is not its pinned worker's CPU, a second RUN, DONE or END line; two
+    BEGIN lines of one label are in ``begins`` (the caller refuses them).
     """
     runs: Dict[str, RunSummary] = {}
     view_of: Dict[Tuple[str, int], Dict] = {}
-    for raw in lines:
+    for lineno, raw in enumerate(lines, 1):
         line = raw.rstrip("\r\n").replace("\r", "")
         if not line.startswith(MARK):
             continue
@@ -121,12 +181,21 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
             continue
         kind, label, rest = m.group(1), m.group(2), m.group(3).strip()
         r = runs.setdefault(label, RunSummary(label))
-        kv = dict(_KV_RE.findall(rest))
         try:
-            if kind == "READY":
+            kv = _kv(kind, rest, line)
+            if kind in ("RUN", "DONE", "END"):
+                if kind in r.first_at:  # two runs' lines under one label would be mixed
+                    r.damage.append(f"line {lineno}: a second {kind} line of run {label} "
+                                    f"(the first at line {r.first_at[kind]}): {line[:200]}")
+                    continue
+                r.first_at[kind] = lineno
+            if kind == "BEGIN":
+                r.begins.append(lineno)
+            elif kind == "READY":
                 r.ready = True
             elif kind == "RUN":
                 r.info = kv
+                _check_run(r, kv, lineno, line)
             elif kind == "W":
                 r.workers.append(_ints(kv, ("worker", "cpu", "accepts", "errors", "pinerr"), line))
                 if "tag" in kv:
@@ -150,6 +219,12 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 ph = kv.get("phase", "")
                 if ph not in ("w", "m", "q", "x"):
                     raise LearnError(f"malformed learnd line (phase): {line}")
+                w = next((w for w in r.workers if w["worker"] == v["worker"]), None)
+                if w is not None and w["cpu"] >= 0 and w["pinerr"] == 0 and \
+                        v["wcpu"] >= 0 and v["wcpu"] != w["cpu"]:
+                    r.damage.append(f"line {lineno}: wcpu={v['wcpu']} but worker "
+                                    f"{v['worker']} is pinned to CPU {w['cpu']} (its W line): "
+                                    f"{line[:200]}")
                 r.counts.append(Count(ph, v["worker"], v["wcpu"], v["hcpu"], v["q"], v["n"]))
             elif kind == "K":
                 w = _ints(kv, ("worker",), line)["worker"]
@@ -182,15 +257,26 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]
             elif kind == "DONE":
                 r.done = kv
+                _check_done(r, kv, lineno, line)
             elif kind == "SET":
                 r.sets.update(re.findall(r"(\S+)=(\S+)", rest))
             elif kind == "SYSCTL":
                 name, _, value = rest.partition(":")
                 r.sysctls[name.strip()] = value.strip()
             elif kind == "END":
-                r.rc = _int(kv["rc"], "rc", line) if "rc" in kv else None
-            elif kind != "BEGIN":
+                try:
+                    r.rc = _int(kv.get("rc", ""), "rc", line)
+                except LearnError:
+                    r.damage.append(f"line {lineno}: END without a readable rc=: {line[:200]}")
+                else:
+                    if r.rc != 0:
+                        r.damage.append(f"line {lineno}: learnd exited {r.rc}: {line[:200]}")
+            else:
                 r.notes.append(f"unknown learn line: {line}")
         except LearnError as exc:
-            r.notes.append(str(exc))
+            r.notes.append(f"line {lineno}: {exc}")
+    for r in runs.values():
+        if "DONE" in r.first_at and "END" not in r.first_at:
+            r.damage.append(f"line {r.first_at['DONE']}: a DONE line and no END line after it "
+                            "(learn-rc did not finish the run)")
     return runs

@@ -85,7 +85,8 @@ def test_cli_says_when_the_run_had_no_map(tmp_path):
 def test_learnd_lines_with_5000_digits_or_negative_counts_are_notes():
     """A 5,000-digit number raised int()'s ValueError out of parse_learn (a
     traceback under rxl learn --log); a count of -1 made 'n=-4 measured
-    connections' and exit 0. Both are now malformed lines, kept as notes."""
+    connections' and exit 0. Both are now malformed lines, kept as notes; an
+    END whose rc= is unreadable damages the run (its line named)."""
     big = "9" * 5000
     lines = [f"==RXL== LEARN K r worker=3 40000:{big}",
              f"==RXL== LEARN W r worker=0 cpu=0 accepts={big} errors=0 pinerr=0",
@@ -96,7 +97,10 @@ def test_learnd_lines_with_5000_digits_or_negative_counts_are_notes():
     run = R.parse_learn(lines)["r"]
     assert run.conns == [] and run.workers == [] and run.rc is None
     assert [c.n for c in run.counts] == [1]
-    assert len(run.notes) == 5 and all(len(n) < 300 for n in run.notes)
+    assert len(run.notes) == 4 and all(len(n) < 300 for n in run.notes)
+    assert len(run.damage) == 1 and run.damage[0].startswith("line 6: END without a readable "
+                                                              "rc=: ")
+    assert len(run.damage[0]) < 300
     assert any("K item" in n for n in run.notes)
     assert any("accepts=-1" in n for n in run.notes)
     assert any("wcpu=-2" in n for n in run.notes)

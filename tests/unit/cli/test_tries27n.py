@@ -1,0 +1,223 @@
+"""Issue 27's twelfth pass (docs/results/newcomer.md, "Twelfth pass"): the
+faults of /work/coord/nc12.md, each at its root. (A) the parsers that guessed:
+``rxl learn --log`` merged two runs of one label, reported a run whose learnd
+exited non-zero, that had no END, an unreadable DONE value, a pin list that
+did not match workers= or a C line that contradicted its W line as if it were
+whole, and let the last of a key given twice win; targets.yaml took YAML 1.1's
+octal, sexagesimal, binary and underscored integers and an unknown ``~user``
+as a relative path."""
+
+from pathlib import Path
+
+import pytest
+
+from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
+from rxl.learn import results as R
+from rxl.learn.metrics import analyze_log
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+PATCHED = DATA / "learn" / "synthetic-patched.log"
+
+
+def _log(tmp_path, edit, name="x.log"):
+    """synthetic-patched.log with ``edit(lines)`` applied; its path."""
+    lines = PATCHED.read_text().splitlines()
+    edit(lines)
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _at(lines, text):
+    """Index of the one line equal to ``text``."""
+    (i,) = [i for i, line in enumerate(lines) if line == text]
+    return i
+
+
+# ------------------------------------------ 1: two runs of one label
+
+def test_two_learn_runs_of_one_label_are_refused_naming_the_second_begin(tmp_path):
+    """1: the run learn-on.all relabelled learn-on.rxq was merged into one
+    "learn-on.rxq: n=1012 measured connections" (500 and 512), exit 0."""
+    def relabel(lines):
+        start = _at(lines, "==RXL== LEARN BEGIN learn-on.all")
+        for i in range(start, len(lines)):
+            lines[i] = lines[i].replace("learn-on.all", "learn-on.rxq")
+    p = _log(tmp_path, relabel)
+    text = p.read_text().splitlines()
+    begins = [n for n, line in enumerate(text, 1) if line == "==RXL== LEARN BEGIN learn-on.rxq"]
+    assert len(begins) == 2
+    line = _error(["learn", "--log", p])
+    assert line == (f"Error: {p} line {begins[1]}: a second run labelled learn-on.rxq "
+                    f"(the first began at line {begins[0]})")
+
+
+# ------------------------------------------ 2: runs that are not whole
+
+def _damage(tmp_path, edit):
+    a = analyze_log(str(_log(tmp_path, edit)))
+    return a, [e for e in a["errors"] if " damaged: " in e]
+
+
+def _replace(old, new):
+    def edit(lines):
+        lines[_at(lines, old)] = new
+    return edit
+
+
+def test_a_run_whose_learnd_exited_non_zero_is_damaged_naming_the_end_line(tmp_path):
+    """2: ``LEARN END learn-off.rxq rc=1`` was read (RunSummary.rc) and never
+    used: the run reported with its targets, exit 0."""
+    old = "==RXL== LEARN END learn-off.rxq rc=0"
+    n = _at(PATCHED.read_text().splitlines(), old) + 1
+    a, dmg = _damage(tmp_path, _replace(old, old[:-1] + "1"))
+    assert dmg == [f"{tmp_path / 'x.log'}: run learn-off.rxq damaged: line {n}: learnd "
+                   f"exited 1: {old[:-1]}1"]
+    assert "learn-off.rxq" not in [m.label for m in a["metrics"]]
+    assert sorted(m.label for m in a["metrics"]) == ["learn-on.all", "learn-on.rxq"]
+
+
+def test_a_run_whose_learnd_exited_non_zero_fails_rxl_learn(tmp_path):
+    p = _log(tmp_path, _replace("==RXL== LEARN END learn-off.rxq rc=0",
+                                "==RXL== LEARN END learn-off.rxq rc=1"))
+    r = _run(["learn", "--log", p])
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[-1].startswith(
+        f"Error: {p}: run learn-off.rxq damaged: line 65: learnd exited 1: ")
+
+
+def test_a_run_without_its_end_line_is_damaged_naming_its_done_line(tmp_path):
+    lines = PATCHED.read_text().splitlines()
+    done = _at(lines, "==RXL== LEARN DONE learn-off.rxq accepted=1091 elapsed_ms=61234 "
+                      "stop=quit") + 1
+    _, dmg = _damage(tmp_path, lambda ls: ls.remove("==RXL== LEARN END learn-off.rxq rc=0"))
+    assert dmg == [f"{tmp_path / 'x.log'}: run learn-off.rxq damaged: line {done}: a DONE "
+                   "line and no END line after it (learn-rc did not finish the run)"]
+
+
+@pytest.mark.parametrize("done, word", [
+    ("accepted=nan elapsed_ms=61234 stop=quit", "DONE's accepted= is no count (accepted=nan)"),
+    ("accepted=1091 elapsed_ms=-5 stop=quit", "DONE's elapsed_ms= is no count (elapsed_ms=-5)"),
+    ("accepted=1091 stop=quit", "DONE's elapsed_ms= is no count (elapsed_ms=(missing))"),
+    ("accepted=1091 elapsed_ms=61234 stop=maybe", "DONE's stop= is not quit or deadline")])
+def test_an_unreadable_done_value_damages_the_run_naming_the_line(tmp_path, done, word):
+    old = "==RXL== LEARN DONE learn-off.rxq accepted=1091 elapsed_ms=61234 stop=quit"
+    n = _at(PATCHED.read_text().splitlines(), old) + 1
+    new = f"==RXL== LEARN DONE learn-off.rxq {done}"
+    _, dmg = _damage(tmp_path, _replace(old, new))
+    assert dmg == [f"{tmp_path / 'x.log'}: run learn-off.rxq damaged: line {n}: {word}: {new}"]
+
+
+def test_a_pin_list_that_does_not_match_workers_damages_the_run(tmp_path):
+    old = ("==RXL== LEARN RUN learn-off.rxq workers=2 port=8080 ncpu=8 nq=2 pin=0,2 "
+           "hcpu_opt=0x1030")
+    n = _at(PATCHED.read_text().splitlines(), old) + 1
+    new = old.replace("pin=0,2", "pin=0,2,4")
+    _, dmg = _damage(tmp_path, _replace(old, new))
+    assert dmg == [f"{tmp_path / 'x.log'}: run learn-off.rxq damaged: line {n}: RUN's pin= "
+                   f"lists 3 CPUs for workers=2: {new}"]
+
+
+def test_a_c_line_whose_wcpu_contradicts_its_pinned_worker_damages_the_run(tmp_path):
+    old = "==RXL== LEARN C learn-off.rxq phase=m worker=0 wcpu=0 hcpu=0 q=0 n=128"
+    n = _at(PATCHED.read_text().splitlines(), old) + 1
+    new = old.replace("wcpu=0", "wcpu=5")
+    _, dmg = _damage(tmp_path, _replace(old, new))
+    assert dmg == [f"{tmp_path / 'x.log'}: run learn-off.rxq damaged: line {n}: wcpu=5 but "
+                   f"worker 0 is pinned to CPU 0 (its W line): {new}"]
+
+
+def test_an_unpinned_or_unpinnable_worker_may_accept_anywhere():
+    """wcpu is checked only against a worker pinned without error."""
+    lines = ["==RXL== LEARN BEGIN r",
+             "==RXL== LEARN W r worker=0 cpu=-1 accepts=1 errors=0 pinerr=0",
+             "==RXL== LEARN C r phase=m worker=0 wcpu=3 hcpu=0 q=0 n=1",
+             "==RXL== LEARN W r worker=1 cpu=2 accepts=1 errors=0 pinerr=22",
+             "==RXL== LEARN C r phase=m worker=1 wcpu=3 hcpu=0 q=0 n=1",
+             "==RXL== LEARN DONE r accepted=2 elapsed_ms=1 stop=deadline",
+             "==RXL== LEARN END r rc=0"]
+    r = R.parse_learn(lines)["r"]
+    assert r.damage == [] and r.notes == [] and [c.n for c in r.counts] == [1, 1]
+
+
+def test_the_recorded_and_synthetic_logs_have_no_damage():
+    """Every whole run of tests/data/learn is undamaged (the checks are not
+    stricter than learnd and learn-rc are)."""
+    for p in sorted((DATA / "learn").glob("*.log")):
+        runs = R.parse_learn(p.read_text().splitlines())
+        assert runs and all(r.damage == [] for r in runs.values()), p
+
+
+# ------------------------------------------ 3: a key given twice
+
+def test_a_learn_line_that_names_a_key_twice_is_malformed_and_named():
+    """3: ``worker=0 worker=1``: dict() kept the last, the count went to
+    worker 1 (shares 24.4%/75.6%), no note."""
+    lines = ["==RXL== LEARN BEGIN r",
+             "==RXL== LEARN W r worker=0 cpu=0 accepts=1 errors=0 pinerr=0",
+             "==RXL== LEARN W r worker=1 cpu=2 accepts=1 errors=0 pinerr=0",
+             "==RXL== LEARN C r phase=m worker=0 worker=1 wcpu=0 hcpu=0 q=0 n=128",
+             "==RXL== LEARN C r phase=m worker=1 wcpu=2 hcpu=0 q=0 n=5"]
+    r = R.parse_learn(lines)["r"]
+    assert [(c.worker, c.n) for c in r.counts] == [(1, 5)]
+    assert r.notes == [f"line 4: malformed learnd line (worker= twice): {lines[3]}"]
+
+
+def test_a_groups_view_line_may_repeat_a_key():
+    """GL lines carry the sysctl's text, not key=value items."""
+    lines = ["==RXL== LEARN G r seq=0 t_ms=1 phase=m err=0 x=0:0:0:1",
+             "==RXL== LEARN GL r seq=0 a=1 a=2"]
+    r = R.parse_learn(lines)["r"]
+    assert r.notes == [] and r.views[0]["lines"] == ["a=1 a=2"]
+
+
+# ------------------------------------------ 6, 7: targets.yaml integers and ~user
+
+@pytest.mark.parametrize("written, read", [
+    ("026", "22 from its octal form"), ("22:22", "1342 from its sexagesimal (base 60) form"),
+    ("1:30", "90 from its sexagesimal (base 60) form"), ("0b10110", "22 from its binary form"),
+    ("2_222", "2222 from its underscored form"), ("0x16", "22 from its hexadecimal form")])
+def test_a_port_that_is_not_decimal_digits_is_refused_with_its_key_path(work, written, read):
+    """6: ``port: 026`` was ssh://root@h.example:22 (octal), ``22:22`` :1342."""
+    t = work / "t.yaml"
+    t.write_text(f"targets: {{b: {{kind: box, host: h.example, port: {written}}}}}\n")
+    r = _run(["targets", "--targets", t])
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[-1] == f"Error: {t}: 1 mistake (listed above)"
+    assert (f"{t}: targets.b.port: must be an integer in 1..65535, got {written} (YAML reads "
+            f"{read}; write decimal digits)") in r.output.splitlines()
+
+
+def test_a_shape_number_that_is_not_decimal_digits_is_refused(work):
+    t = work / "t.yaml"
+    t.write_text("shapes: {s: {memory_mib: 34:08}}\n")
+    r = _run(["targets", "--targets", t])
+    assert r.exit_code == 2
+    assert (
+        f"{t}: shapes.s.memory_mib: must be an integer >= 1, got 34:08 (YAML reads 2048 from "
+        "its sexagesimal (base 60) form; write decimal digits)") in r.output.splitlines()
+
+
+@pytest.mark.parametrize("written, port", [("22", 22), ("+22", 22), ("65535", 65535)])
+def test_a_decimal_port_is_taken(work, written, port):
+    from rxl.guest import targets
+    t = work / "t.yaml"
+    t.write_text(f"targets: {{b: {{kind: box, host: h.example, port: {written}}}}}\n")
+    assert targets.load(str(t)).targets["b"].port == port
+
+
+def test_a_key_under_an_unknown_user_is_no_such_user(work):
+    """7: ``key: ~nosuchuser/k`` became t/~nosuchuser/k, exit 0."""
+    t = work / "t.yaml"
+    t.write_text("targets: {b: {kind: box, host: h.example, key: ~nosuchuser27n/k}}\n")
+    r = _run(["targets", "--targets", t])
+    assert r.exit_code == 2
+    assert r.stderr.splitlines()[-1] == f"Error: {t}: 1 mistake (listed above)"
+    assert f"{t}: targets.b.key: ~nosuchuser27n: no such user" in r.output.splitlines()
+
+
+def test_a_key_under_a_known_user_is_that_users(work):
+    from rxl.guest import targets
+    t = work / "t.yaml"
+    t.write_text("targets: {b: {kind: box, host: h.example, key: ~root/k}}\n")
+    assert targets.load(str(t)).targets["b"].key == str(Path("~root").expanduser() / "k")
