@@ -20,7 +20,9 @@ neither iflib nor em(4), in 14 and 15), only the modules named
 
 :func:`undefined_symbols` then does what the kernel linker would do at
 ``kldload``, before any boot: every undefined symbol of each module (``nm -u``)
-must be defined by the kernel (``kernel.full``) or by a module loaded before it.
+must be defined by the kernel (``kernel.full``) or by a module loaded before it,
+but for a linker set's ``__start_``/``__stop_`` symbols of the module's own
+sections, which the kernel linker binds itself (:func:`link_set_symbols`).
 :func:`unhandled_relocations` then checks what that cannot see: amd64 modules are
 ``ld -r`` objects (sys/conf/kmod.mk), relocated by the kernel's own linker
 (sys/kern/link_elf_obj.c, sys/amd64/amd64/elf_machdep.c's
@@ -89,6 +91,10 @@ _RELOC_FUNC = re.compile(r"^elf_reloc_internal\(.*?^}", re.M | re.S)
 _CASE = re.compile(r"\bcase\s+(R_X86_64_\w+)\s*:")
 _RELOC_DEFINE = re.compile(r"^#define\s+(R_X86_64_\w+)\s+(\d+)\b", re.M)
 SHT_RELA, SHT_REL = 4, 9
+SHT_NOBITS = 8
+#: Section types link_elf_obj.c lists in a module's progtab (elf_common.h's numbers):
+#: SHT_PROGBITS, SHT_NOBITS, SHT_X86_64_UNWIND, SHT_INIT_ARRAY, SHT_FINI_ARRAY.
+LOADED_SECTION_TYPES: Tuple[int, ...] = (1, 8, 0x70000001, 14, 15)
 SHF_ALLOC = 0x2
 
 _PATH_LINE = re.compile(r"^\.PATH:(.*)$", re.M)
@@ -288,11 +294,23 @@ def unresolved(kernel_defined: Iterable[str],
 
 def undefined_symbols(kernel_full: str, kos: Sequence[str]) -> Dict[str, List[str]]:
     """The symbols each module of ``kos`` (paths, load order) needs and nothing loaded
-    before it has: ``{ko path: [symbols]}``, empty when all link. Raises ModuleError
-    when nm is missing or a file cannot be read."""
+    before it has: ``{ko path: [symbols]}``, empty when all link; a linker set's
+    ``__start_``/``__stop_`` symbol of the module's own section is bound by the kernel
+    linker (:func:`link_set_symbols`; cam.ko has four). Raises ModuleError when nm is
+    missing or a file cannot be read or parsed."""
     nm = _nm()
     kdef = symbols(kernel_full, undefined=False, nm=nm)
-    rows = [(ko, symbols(ko, False, nm), symbols(ko, True, nm)) for ko in kos]
+    rows = []
+    for ko in kos:
+        undef = symbols(ko, True, nm)
+        try:
+            secs = loaded_sections(Path(ko).read_bytes())
+        except OSError as exc:
+            raise ModuleError(f"{ko}: cannot read it ({exc.strerror})") from None
+        except ModuleError as exc:
+            raise ModuleError(f"{ko}: {exc}") from None
+        own = set(link_set_symbols(undef, secs))
+        rows.append((ko, symbols(ko, False, nm), [u for u in undef if u not in own]))
     return unresolved(kdef, rows)
 
 
@@ -335,13 +353,10 @@ def tree_relocations(src: str) -> Tuple[Dict[int, str], Dict[int, str]]:
     return kernel_relocations(*texts), relocation_names(texts[1])
 
 
-def relocations(data: bytes) -> List[Tuple[int, str]]:
-    """(type, symbol name) of every relocation in the ``SHT_RELA`` and ``SHT_REL``
-    sections of an ELF64 little-endian object (a module) that apply to a section the
-    kernel loads (``SHF_ALLOC``: link_elf_obj.c skips the others, the debug
-    sections' among them); the name is ``""`` for symbol 0 or a section symbol
-    without one. Pure. Raises ModuleError for bytes that
-    are no such ELF file or whose tables run past its end."""
+def _section_table(data: bytes):
+    """(the section headers as tuples of Elf64_Shdr's fields, a function giving
+    section i's bytes, a function making the ModuleError of a reason) of an ELF64
+    little-endian file. Raises ModuleError for bytes that are no such file."""
     def bad(why: str) -> ModuleError:
         return ModuleError(f"not an ELF64 little-endian object: {why}")
     if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
@@ -357,10 +372,55 @@ def relocations(data: bytes) -> List[Tuple[int, str]]:
         if not 0 <= i < len(shdrs):
             raise bad(f"section index {i} out of range")
         off, size = shdrs[i][4], shdrs[i][5]
+        if shdrs[i][1] == SHT_NOBITS:
+            return b""
         if off + size > len(data):
             raise bad(f"section {i} past the end")
         return data[off:off + size]
+    return shdrs, section, bad
 
+
+def loaded_sections(data: bytes) -> List[str]:
+    """Names of the sections of an ELF64 little-endian object (a module) that the
+    kernel linker loads and lists (its ``progtab``: sys/kern/link_elf_obj.c's
+    link_elf_load_file, 14.0 and 15.0): :data:`LOADED_SECTION_TYPES` with
+    ``SHF_ALLOC`` and a size, in section order. Pure. Raises ModuleError as
+    :func:`relocations` does."""
+    shdrs, section, bad = _section_table(data)
+    shstrndx, = struct.unpack_from("<H", data, 0x3E)
+    names = section(shstrndx) if shdrs else b""
+    out = []
+    for sh in shdrs:
+        if sh[1] in LOADED_SECTION_TYPES and sh[2] & SHF_ALLOC and sh[5]:
+            end = names.find(b"\0", sh[0])
+            out.append(names[sh[0]:end if end >= 0 else None].decode("ascii", "replace"))
+    return out
+
+
+def link_set_symbols(undefined: Iterable[str], sections: Iterable[str]) -> List[str]:
+    """Those of a module's ``undefined`` symbols the kernel linker binds to the
+    module's own sections (``sections``: :func:`loaded_sections`), sorted: an
+    undefined ``__start_<s>`` or ``__stop_<s>`` whose ``<s>`` is a loaded section of
+    the module (a linker set's ``set_<name>``: ``SET_FOREACH`` in cam's
+    cam_xpt.c) gets that section's start or end (link_elf_obj.c's
+    link_elf_fix_link_set, before any other lookup). Pure."""
+    have = set(sections)
+    out = []
+    for sym in undefined:
+        for prefix in ("__start_", "__stop_"):
+            if sym.startswith(prefix) and sym[len(prefix):] in have:
+                out.append(sym)
+    return sorted(out)
+
+
+def relocations(data: bytes) -> List[Tuple[int, str]]:
+    """(type, symbol name) of every relocation in the ``SHT_RELA`` and ``SHT_REL``
+    sections of an ELF64 little-endian object (a module) that apply to a section the
+    kernel loads (``SHF_ALLOC``: link_elf_obj.c skips the others, the debug
+    sections' among them); the name is ``""`` for symbol 0 or a section symbol
+    without one. Pure. Raises ModuleError for bytes that
+    are no such ELF file or whose tables run past its end."""
+    shdrs, section, bad = _section_table(data)
     out: List[Tuple[int, str]] = []
     for i, sh in enumerate(shdrs):
         sh_type, sh_link, sh_info, entsize = sh[1], sh[6], sh[7], sh[9]

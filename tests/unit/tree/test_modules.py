@@ -96,6 +96,40 @@ def test_undefined_symbols_reads_real_objects(tmp_path):
         M.symbols(str(tmp_path / "absent.o"), undefined=True)
 
 
+def test_link_set_bounds_of_the_module_s_own_sections_are_the_kernel_linker_s():
+    """link_elf_fix_link_set binds an undefined __start_<s>/__stop_<s> to the
+    module's own loaded section <s>; one without that section stays undefined."""
+    undef = ["__start_set_cam_xpt_proto_set", "__stop_set_cam_xpt_proto_set",
+             "__start_set_other", "__start_", "xpt_bus_register"]
+    assert M.link_set_symbols(undef, [".text", "set_cam_xpt_proto_set"]) == [
+        "__start_set_cam_xpt_proto_set", "__stop_set_cam_xpt_proto_set"]
+    assert M.link_set_symbols(undef, []) == []
+
+
+@pytest.mark.skipif(not shutil.which("cc") or not shutil.which("nm"), reason="needs cc and nm")
+def test_undefined_symbols_lets_the_module_s_own_linker_sets_through(tmp_path):
+    """Issue 24: the 14 cam.ko (SET_FOREACH over set_cam_xpt_proto_set) needs its own
+    sets' __start_/__stop_ symbols, which nm lists as undefined; the kernel linker
+    binds them (a first check refused cam.ko, 2026-12-07). A set the module has no
+    section for, and a debug (non-SHF_ALLOC) section, do not count."""
+    (tmp_path / "k.c").write_text("int kfunc(void) { return 1; }\n")
+    (tmp_path / "m.c").write_text(
+        'static int a __attribute__((section("set_foo"), used)) = 1;\n'
+        '__asm__(".section set_dbg,\\"\\",@progbits\\n.long 0\\n.text");\n'
+        "extern int __start_set_foo[], __stop_set_foo[], __start_set_bar[];\n"
+        "extern int __start_set_dbg[];\n"
+        "int mfunc(void) { return (int)(__stop_set_foo - __start_set_foo) +\n"
+        "    (int)(long)__start_set_bar + (int)(long)__start_set_dbg + kfunc(); }\n")
+    for n in ("k", "m"):
+        subprocess.run(["cc", "-c", "-o", str(tmp_path / f"{n}.o"), str(tmp_path / f"{n}.c")],
+                       check=True)
+    m = str(tmp_path / "m.o")
+    secs = M.loaded_sections(open(m, "rb").read())
+    assert "set_foo" in secs and ".text" in secs and "set_dbg" not in secs
+    assert M.undefined_symbols(str(tmp_path / "k.o"), [m]) == {
+        m: ["__start_set_bar", "__start_set_dbg"]}
+
+
 def test_a_14_kernel_with_modules_is_built_without_the_stack_protector(tmp_path):
     """Issue 24: clang 16 (the 14 base's) reaches __stack_chk_guard through the GOT,
     R_X86_64_REX_GOTPCRELX (42) stays in every module (ld -r) and 14's kernel
