@@ -24,7 +24,7 @@ from rxl.cli.options import (DIRECTORY, FILE, InputFile, PathOf, check_out_file,
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
-from rxl.errors import BadOption, UsageError, show
+from rxl.errors import BadOption, UsageError, counted, show
 from rxl.learn.request import LearnUsage, name_values
 from rxl.tree import build as tree_build
 
@@ -516,6 +516,25 @@ def table(traces, out):
         click.echo(text, nl=False)
 
 
+def _marked_pcs(doc: dict, mark: str) -> list:
+    """Every pc of the samples of ``doc`` that entered ``mark``."""
+    return [p for i in kcount.marked(doc, mark)[mark] for p in doc["samples"][i]["pc"]]
+
+
+def _symbols(kernel: str, option: str, trace: str, pcs):
+    """The symbolizer of ``kernel`` (rxl.bench.kcount.kernel_symbols: the one
+    kernel check, record's), refusing a trace with an address no text symbol
+    of it holds: the trace was recorded on another kernel."""
+    name = kcount.symbolizer(kcount.kernel_symbols(kernel, option))
+    lost = sorted({int(p) & ((1 << 64) - 1) for p in pcs if name(int(p) & ((1 << 64) - 1)) == "?"})
+    if lost:
+        raise kcount.KcountError(
+            f"{trace}: {counted(len(lost), 'address', 'addresses')} of the trace "
+            f"({lost[0]:#x}{' ...' if len(lost) > 1 else ''}) in no text symbol of "
+            f"{show(kernel)}: not the kernel it was recorded on")
+    return name
+
+
 @kcount_group.command("sites")
 @click.argument("trace", type=InputFile())
 @click.option("--kernel", required=True, type=InputFile(),
@@ -530,8 +549,8 @@ def sites_cmd(trace, kernel, mark):
                                  "before locks and atomics were counted); record it again")
     mark = kcount.default_mark(doc, mark)
     i = kcount.median_sample(doc, mark)
-    got = kcount.sites(doc["samples"][i], doc["asm"],
-                       kcount.symbolizer(kcount.kernel_symbols(kernel)))
+    name = _symbols(kernel, "--kernel", doc["path"], doc["samples"][i]["pc"])
+    got = kcount.sites(doc["samples"][i], doc["asm"], name)
     click.echo(f"{trace}: sample {i + 1} (median of the calls entering {mark})")
     for f, (a, lk) in got.items():
         click.echo(f"  {f:36} atomics {a:3}  locks {lk:3}")
@@ -557,8 +576,10 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
     if mark not in kcount.marked(db, given):  # without --mark: OTHER's own marks
         raise kcount.KcountError(f"{db['path']}: no complete sample entered {mark} (the "
                                  f"mark read in {da['path']}); give --mark FUNCTION")
-    a = kcount.self_counts(da, mark, kcount.symbolizer(kcount.kernel_symbols(base_kernel)))
-    b = kcount.self_counts(db, mark, kcount.symbolizer(kcount.kernel_symbols(other_kernel)))
+    a = kcount.self_counts(da, mark, _symbols(base_kernel, "BASE_KERNEL", da["path"],
+                                              _marked_pcs(da, mark)))
+    b = kcount.self_counts(db, mark, _symbols(other_kernel, "OTHER_KERNEL", db["path"],
+                                              _marked_pcs(db, mark)))
     rows = kcount.self_diff(a, b)
     click.echo(f"{'function':36} {'base':>7} {'other':>7} {'delta':>7}  ({mark})")
     for f, x, y in rows[:top]:
@@ -603,8 +624,9 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, create_reps, m
     members, then CALLS setsockopt(TCP_REUSPORT_LB_CPU) by an unprivileged
     process (unchanged tags, or --change), its rebuilds and a bystander's
     connect+accept latency against idle (target <= 1.2x). Compare the creation
-    with a pristine kernel's run with --untagged --calls 0. Hold
-    /work/cache/build.lock around it."""
+    with a pristine kernel's run with --untagged --calls 0. It reads the
+    tree's world and boots: hold the build lock around it (flock
+    $RXL_WORK/build.lock, the lock rxl build takes)."""
     args = lbsetsock.program_args(members=members, calls=calls, rounds=rounds,
                                   blocks=blocks, change=change, untagged=untagged,
                                   create_reps=create_reps)  # BadOption naming the option

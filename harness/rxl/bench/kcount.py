@@ -722,8 +722,13 @@ def median_sample(doc: dict, mark: str) -> int:
     return next(i for i in idx if samples[i].total == med)
 
 
-def kernel_symbols(kernel: str) -> str:
-    """``nm -P`` of ``kernel`` (what :func:`symbolizer` reads). Raises KcountError."""
+def kernel_symbols(kernel: str, option: str = "--kernel") -> str:
+    """``nm -P`` of ``kernel`` (what :func:`symbolizer` reads), after the one
+    check of a kernel file (rxl.tree.build.check_kernel_file, as record's:
+    BadOption naming ``option`` for an empty file, a program, a PIE...).
+    Raises KcountError when nm fails."""
+    from rxl.tree import build as tree_build  # rxl.tree imports nothing of bench
+    tree_build.check_kernel_file(kernel, option)
     r = subprocess.run(["nm", "-P", kernel], capture_output=True, text=True)
     if r.returncode:
         raise KcountError(f"nm -P {kernel}: {r.stderr.strip()}")

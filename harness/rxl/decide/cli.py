@@ -19,7 +19,7 @@ from rxl.cli.options import check_no_repeats, decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
-from rxl.errors import UsageError
+from rxl.errors import UsageError, counted
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -194,7 +194,7 @@ def spread(ctx, topo, intr_cpus, queues, domain, core_offsets, mode, no_spread, 
     for opt, text in (("--domain", domain), ("--core-offset", core_offsets)):
         if text is not None and len(lists[opt]) != n:
             raise click.BadParameter(
-                f"{len(lists[opt])} values for the {n} device{'s' if n > 1 else ''} of "
+                f"{counted(len(lists[opt]), 'value')} for the {counted(n, 'device')} of "
                 f"--queues {queues}: give one per device ('-' for unset)",
                 param_hint=f"'{opt}'")
     devices, meta = [], []

@@ -31,6 +31,7 @@ from rxl.cli.options import Text, missing
 from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
                                  CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
+from rxl.errors import counted
 
 
 def regular(name: str, l3_groups: int, cores: int, threads: int,
@@ -163,7 +164,7 @@ def domain_cpus(topo: Topology, domain: int) -> List[int]:
     groups = sorted(doms.values())
     if not 0 <= domain < len(groups):
         raise TopologyError(f"--domain {domain}: topology {topo.name} has "
-                            f"{len(groups)} NUMA domain(s)")
+                            f"{counted(len(groups), 'NUMA domain')}")
     return groups[domain]
 
 

@@ -20,7 +20,7 @@ from rxl.cli.groups import refuse_given
 from rxl.cli.options import EmptyIsNone, InputFile
 from rxl.cli.surface import command, group
 from rxl.decide.cpugroup import CPU_MAXSIZE
-from rxl.errors import BadOption, RxlError, UsageError, show
+from rxl.errors import BadOption, RxlError, UsageError, counted, show
 from rxl.guest import bhyve, sshkeys, targets
 from rxl.guest import up as guest_up
 from rxl.tree import sshworld
@@ -164,9 +164,10 @@ def targets_cmd(ctx, path, show_key):
     for t in ts.targets.values():
         if t.kind == "qemu":
             s = t.shape
-            where = (f"own QEMU guest: {s.sockets} sockets x {s.dies} dies x {s.cores} cores x "
-                     f"{s.threads} threads, {s.numa_nodes} NUMA nodes, {s.memory_mib} MiB, "
-                     f"{s.nic}")
+            where = (f"own QEMU guest: {counted(s.sockets, 'socket')} x "
+                     f"{counted(s.dies, 'die')} x {counted(s.cores, 'core')} x "
+                     f"{counted(s.threads, 'thread')}, {counted(s.numa_nodes, 'NUMA node')}, "
+                     f"{s.memory_mib} MiB, {s.nic}")
         else:
             where = f"{t.kind}: {t.ssh_target().url}"
             if t.key:

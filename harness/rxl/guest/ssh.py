@@ -72,7 +72,7 @@ BOOT_ID_COMMAND = "sysctl -n kern.boottime"
 REBOOT_COMMAND = "shutdown -r now"
 
 _URL = re.compile(r"ssh://(?:(?P<user>[^@/\[\]]*)@)?(?P<host>\[[^\]]*\]|[^@/:\[\]]*)"
-                  r"(?::(?P<port>[0-9]{1,5}))?/?")
+                  r"(?::(?P<port>[0-9]{1,5}))?")
 #: One label of a host name (RFC 1123): letters, digits and '-', not at either end.
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 #: A login name: what FreeBSD's pw(8) takes, not starting with '-' (it would be
@@ -169,6 +169,8 @@ def check_host(text: str) -> str:
     and '-' not at either end, the last not all digits, a trailing '.' of a
     fully qualified name allowed); nothing else, so no
     option (``-oProxyCommand=...``), query, path or shell word gets through.
+    A multicast, unspecified (0.0.0.0, ::) or the limited broadcast address
+    is refused: no host answers SSH there.
     Returns the host as :class:`SSHTarget` holds it: an address in its
     canonical form (brackets dropped), a name as given.
     """
@@ -190,6 +192,12 @@ def check_host(text: str) -> str:
         if "%" in candidate and (ip.version != 6
                                  or not re.fullmatch(r"[A-Za-z0-9]{1,15}", scope)):
             raise TargetError(f"{shown}: an IPv6 scope is an interface name (fe80::1%em0)")
+        what = ("a multicast address" if ip.is_multicast else
+                "the unspecified address" if ip.is_unspecified else
+                "the broadcast address" if ip == ipaddress.IPv4Address("255.255.255.255")
+                else None)
+        if what:  # no SSH peer has one: the run would fail when it connects
+            raise TargetError(f"{shown}: {what}, not a host")
         return f"{ip}%{scope}" if scope else str(ip)
     if ":" in candidate:  # only an IPv6 address holds ':' (a port is parse_url's)
         raise TargetError(f"{shown}: not an IPv6 address")
@@ -225,10 +233,13 @@ def parse_url(url: str, *, default_user: str = "root", key: Optional[str] = None
 
     The host is :func:`check_host`'s (a name or an IP literal, IPv6 in
     brackets), the user :func:`check_user`'s, the port 1-65535; nothing else
-    (no query, fragment or path). Raises :class:`TargetError` with a
+    (no query, fragment or path, not even a trailing '/'; no blank or newline
+    around it). Raises :class:`TargetError` with a
     one-line reason.
     """
-    m = _URL.fullmatch(url.strip()) if isinstance(url, str) else None
+    # fullmatch of the text as given: no blank, newline or '/' around it is
+    # dropped (a plan line would print it, and ssh would be handed another value)
+    m = _URL.fullmatch(url) if isinstance(url, str) else None
     if not m:
         raise TargetError(f"{show(url, 80)}: not an ssh://[user@]host[:port] address")
     port = int(m.group("port") or 22)

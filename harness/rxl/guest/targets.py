@@ -45,7 +45,7 @@ import yaml
 
 from rxl import paths
 from rxl.cli.options import link_reason, os_reason, read_limited
-from rxl.errors import DataError, show
+from rxl.errors import DataError, counted, show
 from rxl.guest import qemu
 from rxl.guest.qemu import NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
@@ -263,7 +263,7 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
         return None
     if s.nic_domain is not None and s.nic_domain >= s.numa_nodes:
         errs.append(f"{where}.nic_domain: {s.nic_domain} is not one of the shape's "
-                    f"{s.numa_nodes} NUMA nodes (null: no _PXM)")
+                    f"{counted(s.numa_nodes, 'NUMA node')} (null: no _PXM)")
         return None
     nodes = max(s.numa_nodes, 1)
     if s.memory_mib < 128 * nodes or s.memory_mib % nodes:

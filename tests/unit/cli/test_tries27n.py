@@ -221,3 +221,153 @@ def test_a_key_under_a_known_user_is_that_users(work):
     t = work / "t.yaml"
     t.write_text("targets: {b: {kind: box, host: h.example, key: ~root/k}}\n")
     assert targets.load(str(t)).targets["b"].key == str(Path("~root").expanduser() / "k")
+
+
+# ------------------------------------------ 4, 5: sites and diff check --kernel as record does
+
+def _good_trace(work):
+    """A trace of kern_accept4 (soaccept inside it, a lock cmpxchg in it)."""
+    import json
+    a, b = 0xFFFFFFFF80A00000, 0xFFFFFFFF80B00000
+    doc = {"outer": "kern_accept4", "entries": {"kern_accept4": hex(a), "soaccept": hex(b)},
+           "asm": {hex(a): "push %rbp", hex(a + 4): "call 0x0",
+                   hex(b): "lock cmpxchg %rcx,(%rdx)", hex(b + 4): "ret", hex(a + 8): "ret"},
+           "samples": [{"pc": [a, a + 4, b, b + 4, a + 8], "sp": [4096, 4096, 4088, 4088, 4096],
+                        "complete": True}] * 3}
+    p = work / "good.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def _kernels(work):
+    from fakefreebsd import kernel_bytes
+    (work / "empty").write_bytes(b"")
+    (work / "pie").write_bytes(kernel_bytes(etype=3, osabi=0))
+    return work / "empty", work / "pie"
+
+
+def _record_line(kernel, work):
+    """What kcount record says of ``kernel``: the words sites and diff must say."""
+    line = _error(["kcount", "record", "--kernel", kernel, "--out", work / "o.json",
+                   "--dry-run"])
+    head = "Error: Invalid value for '--kernel': "
+    assert line.startswith(head), line
+    return line[len(head):]
+
+
+@pytest.mark.parametrize("which", ["empty", "pie"])
+def test_sites_and_diff_refuse_a_kernel_as_record_does(work, which):
+    """4: ``sites --kernel /bin/ls`` printed the atomics under '?', diff its
+    table, exit 0; 5: an empty file was "Error: nm -P empty:" (nm's empty
+    stderr)."""
+    t = _good_trace(work)
+    k = dict(zip(("empty", "pie"), _kernels(work)))[which]
+    why = _record_line(k, work)
+    if which == "empty":
+        assert why == f"{k}: an empty file, no kernel"
+    else:
+        assert why.startswith(f"{k}: an ELF 64-bit LSB shared object") and \
+            why.endswith("not a FreeBSD amd64 kernel (an ELF64 x86-64 executable, OS/ABI "
+                         "FreeBSD or its brand note)")
+    assert _error(["kcount", "sites", t, "--kernel", k]) == \
+        f"Error: Invalid value for '--kernel': {why}"
+    assert _error(["kcount", "diff", t, k, t, t]) == f"Error: Invalid value for BASE_KERNEL: {why}"
+
+
+def test_a_trace_address_in_no_symbol_of_the_kernel_is_named(work, monkeypatch):
+    """4: an address below every text symbol was counted under function '?'."""
+    from fakefreebsd import kernel_bytes
+    from rxl.bench import kcount
+    k = work / "kernel"
+    k.write_bytes(kernel_bytes())
+    t = _good_trace(work)
+    monkeypatch.setattr(kcount, "kernel_symbols",
+                        lambda kernel, option="--kernel": "soaccept T ffffffff80b00000 10\n")
+    want = (f"Error: {t}: 3 addresses of the trace (0xffffffff80a00000 ...) in no text symbol "
+            f"of {k}: not the kernel it was recorded on")
+    assert _error(["kcount", "sites", t, "--kernel", k]) == want
+    assert _error(["kcount", "diff", t, k, t, k]) == want
+    monkeypatch.setattr(kcount, "kernel_symbols",
+                        lambda kernel, option="--kernel": "kern_accept4 T ffffffff80a00000 40\n"
+                                                          "soaccept T ffffffff80b00000 10\n")
+    r = _run(["kcount", "sites", t, "--kernel", k])
+    assert r.exit_code == 0 and "  soaccept" in r.stdout and "?" not in r.stdout
+
+
+# ------------------------------------------ 10, 11: --target as given, and no host there
+
+@pytest.mark.parametrize("url", ["ssh://root@h.example\n", "ssh://root@h.example:22\n",
+                                 "ssh://root@h.example:22/", "ssh://root@h.example/",
+                                 "ssh://root@h.example ", " ssh://root@h.example"])
+def test_a_target_with_anything_around_it_is_refused(url):
+    """10: a trailing newline (stripped before the match) or '/' passed
+    --check-only; the dry-run plan printed the newline."""
+    from rxl.guest.ssh import TargetError, parse_url
+    with pytest.raises(TargetError):
+        parse_url(url)
+    for mode in ("--check-only", "--dry-run"):
+        line = _error(["run", mode, "--target", url])
+        assert line.startswith("Error: Invalid value for '--target': "), line
+
+
+@pytest.mark.parametrize("host, what", [
+    ("224.0.0.1", "a multicast address"), ("[ff02::1]", "a multicast address"),
+    ("255.255.255.255", "the broadcast address"), ("0.0.0.0", "the unspecified address"),
+    ("[::]", "the unspecified address")])
+def test_a_target_that_no_host_can_answer_is_refused(host, what):
+    """11: multicast, broadcast and unspecified addresses passed --check-only;
+    the run failed when it connected, after the programs' world build."""
+    url = f"ssh://root@{host}"
+    assert _error(["run", "--check-only", "--target", url]) == (
+        f"Error: Invalid value for '--target': {url}: {host}: {what}, not a host")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.0.0.255", "[::1]", "[fe80::1%em0]",
+                                  "h.example"])
+def test_a_target_host_that_can_answer_is_taken(host):
+    from rxl.guest.ssh import parse_url
+    assert parse_url(f"ssh://root@{host}:2222").port == 2222
+
+
+def test_a_targets_file_host_is_checked_the_same_way(work):
+    t = work / "t.yaml"
+    t.write_text("targets: {b: {kind: box, host: 224.0.0.1}}\n")
+    r = _run(["targets", "--targets", t])
+    assert r.exit_code == 2
+    assert f"{t}: targets.b.host: 224.0.0.1: a multicast address, not a host" in \
+        r.output.splitlines()
+
+
+# ------------------------------------------ 8, 9, 12: words
+
+def test_a_shape_of_one_counts_in_the_singular(work):
+    """8: "1 sockets x 1 dies x 2 cores x 2 threads, 1 NUMA nodes"."""
+    t = work / "t.yaml"
+    t.write_text("targets: {g: {kind: qemu, sockets: 1, dies: 1, cores: 2, threads: 1, "
+                 "numa_nodes: 1, memory_mib: 2048}}\n")
+    r = _run(["targets", "--targets", t])
+    assert r.exit_code == 0, r.output
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("g ")]
+    assert line.split(None, 1)[1] == ("own QEMU guest: 1 socket x 1 die x 2 cores x 1 thread, "
+                                      "1 NUMA node, 2048 MiB, igb")
+
+
+def test_spread_counts_values_and_domains_in_the_singular():
+    """9: "1 values for the 2 devices"; "has 1 NUMA domain(s)"."""
+    assert _error(["spread", "--topology", "2x4x2", "--intr-cpus", "0-7", "--queues", "2,2",
+                   "--domain", "0"]) == ("Error: Invalid value for '--domain': 1 value for "
+                                         "the 2 devices of --queues 2,2: give one per device "
+                                         "('-' for unset)")
+    line = _error(["spread", "--topology", "2x4x2", "--intr-cpus", "0-7", "--queues", "2",
+                   "--domain", "5"])
+    assert line.endswith("--domain 5: topology 2x4x2 has 1 NUMA domain"), line
+
+
+def test_kcount_setsockopt_help_names_the_lock_under_rxl_work():
+    """12: the help ended "Hold /work/cache/build.lock around it.", a path of
+    the developers' machine."""
+    r = _run(["kcount", "setsockopt", "--help"])
+    assert r.exit_code == 0
+    text = " ".join(r.stdout.split())
+    assert "/work/cache" not in text
+    assert "hold the build lock around it (flock $RXL_WORK/build.lock" in text

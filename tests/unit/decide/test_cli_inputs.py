@@ -94,8 +94,8 @@ def test_per_device_values_go_to_their_device():
 @pytest.mark.parametrize("args,opt,line", [
     (["--queues", "2", "--domain", "0,0"], "--domain", "2 values for the 1 device"),
     (["--queues", "2", "--core-offset", "1,2"], "--core-offset", "2 values for the 1 device"),
-    (["--queues", "2,2", "--domain", "0"], "--domain", "1 values for the 2 devices"),
-    (["--queues", "2,2", "--core-offset", "1"], "--core-offset", "1 values for the 2 devices"),
+    (["--queues", "2,2", "--domain", "0"], "--domain", "1 value for the 2 devices"),
+    (["--queues", "2,2", "--core-offset", "1"], "--core-offset", "1 value for the 2 devices"),
 ])
 def test_the_devices_are_the_queues_numbers(args, opt, line):
     """--queues 2 --domain 0,0 printed a second device --queues never asked for;
