@@ -234,8 +234,13 @@ def main(log: str, label: str, topo: cpugroup.Topology) -> None:
     if label not in runs:
         raise BadOption(f"{show(label)}: no run of {show(log)} (its runs: "
                         f"{', '.join(sorted(runs))})", "--label")
+    run = runs[label]
+    if len(run.begins) > 1:  # as rxl learn --log: two runs' connections would be mixed
+        raise DataError(f"{show(log)} line {run.begins[1]}: a second run labelled "
+                        f"{show(label, 80)} (the first began at line {run.begins[0]})")
+    if run.damage:
+        raise DataError(f"{show(log)}: run {show(label, 80)} damaged: {run.damage[0]}")
     try:
-        run = runs[label]
         if not run.conns:
             raise PortsError(f"{log}: run {label} has no LEARN K lines "
                              "(run rxl learn with --per-connection)")

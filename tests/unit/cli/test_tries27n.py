@@ -148,6 +148,25 @@ def test_the_recorded_and_synthetic_logs_have_no_damage():
         assert runs and all(r.damage == [] for r in runs.values()), p
 
 
+def test_the_ports_tool_refuses_what_learn_refuses(tmp_path):
+    """rxl.learn.ports reads the same parser: a merged or damaged run is
+    refused there too, not recomputed."""
+    from click.testing import CliRunner
+    from rxl.learn import ports as P
+    log = tmp_path / "c.log"
+    log.write_text("==RXL== LEARN BEGIN r\n==RXL== LEARN K r worker=0 40000:0\n"
+                   "==RXL== LEARN BEGIN r\n")
+    res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"Error: {log} line 3: a second run labelled r (the "
+                                       "first began at line 1)"]
+    log.write_text("==RXL== LEARN K r worker=0 40000:0\n==RXL== LEARN END r rc=124\n")
+    res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [f"Error: {log}: run r damaged: line 2: learnd exited "
+                                       "124: ==RXL== LEARN END r rc=124"]
+
+
 # ------------------------------------------ 3: a key given twice
 
 def test_a_learn_line_that_names_a_key_twice_is_malformed_and_named():

@@ -66,7 +66,8 @@ def test_k_lines_parse_and_bad_items_are_notes():
 
 def test_cli_without_k_lines_is_one_line(tmp_path):
     log = tmp_path / "c.log"
-    log.write_text("==RXL== LEARN DONE r accepted=0 elapsed_ms=1 stop=quit\n")
+    log.write_text("==RXL== LEARN DONE r accepted=0 elapsed_ms=1 stop=quit\n"
+                   "==RXL== LEARN END r rc=0\n")
     res = CliRunner().invoke(P.main, [str(log), "--label", "r"])
     assert res.exit_code == 2 and "--per-connection" in res.output
     res = CliRunner().invoke(P.main, [str(log), "--label", "nope"])
