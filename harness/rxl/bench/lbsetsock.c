@@ -210,22 +210,33 @@ connect_rst(in_port_t port, uint64_t *t0)
 	return (c);
 }
 
-/* One connect(2) to the bystander plus its accept(2), in ns; 0 on error. */
+/*
+ * The end of a timed connection: the time since t0 in ns (taken before the
+ * closes), or 0 when the accept(2) gave no socket a; closes c and a.
+ */
 static uint64_t
-bystander_once(int ls, in_port_t port)
+conn_done(int c, int a, uint64_t t0)
 {
-	uint64_t t0, t1;
-	int a, c;
+	uint64_t t1;
 
-	if ((c = connect_rst(port, &t0)) < 0)
-		return (0);
-	a = accept(ls, NULL, NULL);
 	t1 = now_ns();
 	close(c);
 	if (a < 0)
 		return (0);
 	close(a);
 	return (t1 - t0);
+}
+
+/* One connect(2) to the bystander plus its accept(2), in ns; 0 on error. */
+static uint64_t
+bystander_once(int ls, in_port_t port)
+{
+	uint64_t t0;
+	int c;
+
+	if ((c = connect_rst(port, &t0)) < 0)
+		return (0);
+	return (conn_done(c, accept(ls, NULL, NULL), t0));
 }
 
 /*
@@ -237,7 +248,7 @@ static uint64_t
 group_first(const int *fds, int n, in_port_t port)
 {
 	struct pollfd pfd[MAXMEMBERS];
-	uint64_t t0, t1;
+	uint64_t t0;
 	int a, c, i;
 
 	if ((c = connect_rst(port, &t0)) < 0)
@@ -252,12 +263,7 @@ group_first(const int *fds, int n, in_port_t port)
 		for (i = 0; i < n && a < 0; i++)
 			if (pfd[i].revents & POLLIN)
 				a = accept(fds[i], NULL, NULL);
-	t1 = now_ns();
-	close(c);
-	if (a < 0)
-		return (0);
-	close(a);
-	return (t1 - t0);
+	return (conn_done(c, a, t0));
 }
 
 static int
