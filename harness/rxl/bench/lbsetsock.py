@@ -259,7 +259,8 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     root/, console.log and result.json under ``out``.
 
     ``kernel``: the series' kernel to boot; ``src`` / ``objdir``: the tree
-    whose world (loader, /bin/sh, sysctl, ifconfig) the root takes;
+    whose world (loader, /bin/sh, sysctl, ifconfig) the root takes (the
+    kernel must be of its release: rxl.tree.build.check_kernel_release);
     ``tunables``: loader tunables for the boot (e.g. net.isr.bindthreads).  With
     ``dry_run`` prints the compiler and QEMU command lines and returns {}.
     Returns the run's CREATE values under ``"create"`` and, when it had a
@@ -272,6 +273,7 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
     for path, opt in ((src, "--src"), (objdir, "--objdir")):
         if not Path(path).is_dir():  # missing, a loop, or said to be what it is
             raise BadOption(f"{show(path)}: {missing(path, 'directory')}", opt)
+    tree_build.check_kernel_release(kernel, "--kernel", src)  # rxl run's: src's world boots it
     check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)

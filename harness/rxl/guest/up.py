@@ -152,7 +152,9 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
 def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tuple[str, str]]:
     """What ``rxl guest up`` refuses before any work, as (option, one-line reason),
     or None: a kernel that is missing, not a file or empty, a --src that is not a FreeBSD tree, --kyua without
-    --build, and (without --build) a tree whose sshd userland is not built."""
+    --build, a kernel of another release than the tree's (rxl run's check:
+    rxl.tree.build.check_kernel_release; the guest boots it with the tree's
+    userland), and (without --build) a tree whose sshd userland is not built."""
     if kyua and not build:
         return "--kyua", "only with --build (kyua is built into the sshd userland)"
     try:
@@ -163,6 +165,10 @@ def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tupl
         return "--src", f"{src}: {options.missing(src, 'directory')}"
     if not (Path(src) / "tools/build/make.py").is_file():
         return "--src", f"{src}: not a FreeBSD source tree (no tools/build/make.py)"
+    try:  # booted with the tree's sshd userland and test programs: rxl run's check
+        tree_build.check_kernel_release(kernel, "--kernel", src)
+    except BadOption as exc:
+        return "--kernel", exc.message
     missing = sshworld.ssh_world_outputs(src).missing()
     if missing and not build:
         return "--src", (f"no sshd userland for {src} in {sshworld.default_objdir()} "

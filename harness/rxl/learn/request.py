@@ -217,7 +217,9 @@ def check_deadline(deadline_s: int, phases: Sequence[plan.Phase],
 def check(req: LearnRequest) -> Checked:
     """Refuse, before any build or checkout, what the boots would refuse later,
     also (not in a dry run, nor with ``--log``) a shape the installed QEMU cannot
-    run (rxl.verify.ownguest.check_qemu).
+    run (rxl.verify.ownguest.check_qemu).  A given kernel is checked as rxl run
+    checks it: a kernel file of --src's release (rxl.tree.build:
+    check_kernel_release), and --pristine-kernel not --kernel (check_kernel_pair).
 
     Bounds: --warmup and --measured over plan.MIN_PHASE_S and at most
     :data:`MAX_PHASE_S` seconds; --min-conns 0..:data:`MAX_MIN_CONNS`;
@@ -318,6 +320,11 @@ def check(req: LearnRequest) -> Checked:
             raise BadOption(f"no run boots the {variant} kernel: --config "
                             f"{', '.join(req.configs or plan.DEFAULT_CONFIGS)}", option)
         tree_build.check_kernel_file(kernel, option)  # the one check: rxl run's, guest up's
+        tree_build.check_kernel_release(kernel, option, req.src)  # with --src's world
+    if req.kernel and req.pristine_kernel:
+        tree_build.check_kernel_pair(req.kernel, req.pristine_kernel,
+                                     "learn's pristine runs would boot the series' kernel "
+                                     "and the report would compare that kernel with itself")
     if req.nic_reinit < 0:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:

@@ -30,6 +30,7 @@ Facts this module relies on, and where they come from:
 
 from __future__ import annotations
 
+import filecmp
 import mmap
 import os
 import re
@@ -45,11 +46,13 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 from rxl import paths
 from rxl.cli.options import missing
 from rxl.errors import BadOption, HostError, show
+from rxl.tree import base as tree_base
 from rxl.tree import elf as tree_elf
 from rxl.tree import modules as tree_modules
 from rxl.tree import snapshot
 from rxl.tree import version as tree_version
 from rxl.tree.kernconf import kernconf_path, write_kernconf
+from rxl.tree.patch import SeriesError, parse_base
 from rxl.tree.progress import StageBar
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -599,6 +602,89 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
     if version is None:  # a FreeBSD program, or a kernel's header alone
         raise BadOption(f"{show(kernel)}: {info.describe()}; it holds "
                         f"{tree_elf.NO_VERSION}: not a FreeBSD kernel", option)
+
+
+#: A kernel version string's ``TYPE RELEASE`` (sys/conf/newvers.sh: ``FreeBSD
+#: 15.0-RELEASE``, ``FreeBSD 15.0-CURRENT``, a rebranding's ``Irid 0.0.2-ALPHA``).
+_KERNEL_RELEASE = re.compile(r"(\S+) ([0-9]+)\.([0-9]+)(?:\.[0-9]+)*-")
+
+
+def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
+    """Refuse a kernel (checked by :func:`check_kernel_file`) of another
+    release than the tree's: ``--src``'s param.h when it reads, else
+    patches/BASE's ``__FreeBSD_version``; the run boots it with that tree's
+    userland and test programs.  A ``FreeBSD N.M-...`` version string must say
+    the tree's N.M; a rebranding's (``Irid 0.0.2-ALPHA``, no FreeBSD release)
+    is compared with newvers.sh's TYPE and REVISION when ``--src`` gives them,
+    else taken as it is.  The one check for every command that boots a given
+    kernel with a tree's userland: rxl run, rxl learn (rxl.learn.request.check),
+    rxl guest up (rxl.guest.up.check_up), rxl kcount setsockopt
+    (rxl.bench.lbsetsock.run).  Raises BadOption naming both releases."""
+    p = Path(kernel)
+    try:
+        with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            version = tree_elf.kernel_version(data)
+    except (OSError, ValueError):
+        return  # check_kernel_file read it a moment ago; it says what went wrong
+    m = _KERNEL_RELEASE.match(version or "")
+    if m is None:
+        return
+    tree = None
+    if src:
+        try:
+            tree = tree_version.read_version(src)
+        except tree_version.VersionError:
+            tree = None  # --src's own check says what is wrong with it
+    if tree is not None:
+        fv, where = tree.freebsd_version, f"--src {show(src)}"
+    else:
+        try:
+            fv = int(parse_base((tree_base.REPO_PATCHES / "BASE").read_text()).freebsd_version)
+        except (OSError, ValueError, SeriesError):
+            return  # the series stage refuses a missing BASE
+        where = "patches/BASE"
+    want = f"{fv // 100000}.{(fv // 1000) % 100}"
+    said = f"{show(kernel)}: a {m.group(1)} {m.group(2)}.{m.group(3)} kernel ({show(version, 60)})"
+    if m.group(1) == "FreeBSD":
+        if f"{int(m.group(2))}.{int(m.group(3))}" != want:
+            raise BadOption(f"{said}, but {where} is FreeBSD {want} (__FreeBSD_version "
+                            f"{fv}): the run boots it with that release's userland and "
+                            "test programs; give a kernel built from the tree", opt)
+    elif tree is not None and tree.rebranded and tree.revision:
+        if m.group(1) != tree.type or not version.startswith(f"{tree.type} {tree.revision}-"):
+            raise BadOption(f"{said}, but {where} is {tree.type} {tree.revision} (FreeBSD "
+                            f"{want}): the run boots it with that tree's userland and test "
+                            "programs; give a kernel built from the tree", opt)
+
+
+def check_kernel_pair(kernel: str, pristine: str, why: str) -> None:
+    """Refuse a ``--pristine-kernel`` that is ``--kernel`` (both checked by
+    :func:`check_kernel_file`): the same file (a link) or a byte-identical
+    copy (:func:`_same_kernel`). ``why``: what the command would do with it
+    (rxl run's verdict, rxl learn's report). Raises BadOption naming
+    --pristine-kernel."""
+    if not _same_kernel(kernel, pristine):
+        return
+    same = "" if os.path.abspath(kernel) == os.path.abspath(pristine) \
+        else f" ({show(kernel)})"
+    what = "the same file as" if os.path.samefile(kernel, pristine) \
+        else "a byte-identical copy of"
+    raise BadOption(f"{show(pristine)}: {what} --kernel{same}: {why}; give the base's "
+                    "kernel", "--pristine-kernel")
+
+
+def _same_kernel(kernel: str, pristine: str) -> bool:
+    """True if the two kernel files (paths already checked as kernels) are
+    one file (the same inode: a link) or hold the same bytes (a copy):
+    sizes first, then the contents, compared in chunks.  Either way the
+    pristine boot would run the patched kernel.  Raises BadOption if one
+    cannot be read."""
+    if os.path.samefile(kernel, pristine):
+        return True
+    try:
+        return filecmp.cmp(kernel, pristine, shallow=False)
+    except OSError as exc:
+        raise BadOption(f"{show(pristine)}: {exc.strerror}", "--pristine-kernel") from None
 
 
 def check_modules(src: PathLike, objdir: PathLike, kernconf: str, modules: Sequence[str],

@@ -9,8 +9,6 @@ the kernels and trees given, and ``--src`` itself (rxl.tree.base.classify).
 
 from __future__ import annotations
 
-import filecmp
-import mmap
 import os
 import re
 import shutil
@@ -26,8 +24,7 @@ from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
 from rxl.tree import version as tree_version
 from rxl.tree import world as tree_world
-from rxl.tree import elf as tree_elf
-from rxl.tree.patch import SeriesError, parse_base
+from rxl.tree.patch import parse_base
 from rxl.verify.ownguest import check_qemu, guest_config
 from rxl.verify.request import RunRequest
 from rxl.verify.target import programs_in
@@ -127,16 +124,12 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         if kernel:  # the one check of a kernel to boot, its version string too (what
             # --install-kernel's plan reads), for the own guest and a target alike
             tree_build.check_kernel_file(kernel, opt)
-            check_kernel_release(kernel, opt, req.src)
-    if req.kernel and req.pristine_kernel and _same_kernel(req.kernel, req.pristine_kernel):
-        same = "" if os.path.abspath(req.kernel) == os.path.abspath(req.pristine_kernel) \
-            else f" ({show(req.kernel)})"
-        what = "the same file as" if os.path.samefile(req.kernel, req.pristine_kernel) \
-            else "a byte-identical copy of"
-        raise BadOption(f"{show(req.pristine_kernel)}: {what} --kernel{same}: the "
-                        "run boots the patched and the pristine kernel to compare them, and "
-                        "the series' cases would pass on both (the verdict would be FAIL); "
-                        "give the base's kernel", "--pristine-kernel")
+            tree_build.check_kernel_release(kernel, opt, req.src)
+    if req.kernel and req.pristine_kernel:
+        tree_build.check_kernel_pair(req.kernel, req.pristine_kernel,
+                                     "the run boots the patched and the pristine kernel to "
+                                     "compare them, and the series' cases would pass on both "
+                                     "(the verdict would be FAIL)")
     if req.pristine_src:
         try:
             tree_base.check_tree_dir(req.pristine_src, "--pristine-src")
@@ -267,70 +260,6 @@ _WORKDIR_CHARS = re.compile(r"[A-Za-z0-9._/-]+")
 #: Where a work directory may be: the directories for temporary files every
 #: FreeBSD machine has (hier(7)), whose contents nothing else depends on.
 WORKDIR_PARENTS = ("/tmp", "/var/tmp")
-#: A kernel version string's ``TYPE RELEASE`` (sys/conf/newvers.sh: ``FreeBSD
-#: 15.0-RELEASE``, ``FreeBSD 15.0-CURRENT``, a rebranding's ``Irid 0.0.2-ALPHA``).
-_KERNEL_RELEASE = re.compile(r"(\S+) ([0-9]+)\.([0-9]+)(?:\.[0-9]+)*-")
-
-
-def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
-    """Refuse a kernel (checked by rxl.tree.build.check_kernel_file) of another
-    release than the tree's: ``--src``'s param.h when it reads, else
-    patches/BASE's ``__FreeBSD_version``; the run boots it with that tree's
-    userland and test programs.  A ``FreeBSD N.M-...`` version string must say
-    the tree's N.M; a rebranding's (``Irid 0.0.2-ALPHA``, no FreeBSD release)
-    is compared with newvers.sh's TYPE and REVISION when ``--src`` gives them,
-    else taken as it is.  Raises BadOption naming both releases."""
-    p = Path(kernel)
-    try:
-        with open(p, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            version = tree_elf.kernel_version(data)
-    except (OSError, ValueError):
-        return  # check_kernel_file read it a moment ago; it says what went wrong
-    m = _KERNEL_RELEASE.match(version or "")
-    if m is None:
-        return
-    tree = None
-    if src:
-        try:
-            tree = tree_version.read_version(src)
-        except tree_version.VersionError:
-            tree = None  # --src's own check says what is wrong with it
-    if tree is not None:
-        fv, where = tree.freebsd_version, f"--src {show(src)}"
-    else:
-        try:
-            fv = int(parse_base((tree_base.REPO_PATCHES / "BASE").read_text()).freebsd_version)
-        except (OSError, ValueError, SeriesError):
-            return  # the series stage refuses a missing BASE
-        where = "patches/BASE"
-    want = f"{fv // 100000}.{(fv // 1000) % 100}"
-    said = f"{show(kernel)}: a {m.group(1)} {m.group(2)}.{m.group(3)} kernel ({show(version, 60)})"
-    if m.group(1) == "FreeBSD":
-        if f"{int(m.group(2))}.{int(m.group(3))}" != want:
-            raise BadOption(f"{said}, but {where} is FreeBSD {want} (__FreeBSD_version "
-                            f"{fv}): the run boots it with that release's userland and "
-                            "test programs; give a kernel built from the tree", opt)
-    elif tree is not None and tree.rebranded and tree.revision:
-        if m.group(1) != tree.type or not version.startswith(f"{tree.type} {tree.revision}-"):
-            raise BadOption(f"{said}, but {where} is {tree.type} {tree.revision} (FreeBSD "
-                            f"{want}): the run boots it with that tree's userland and test "
-                            "programs; give a kernel built from the tree", opt)
-
-
-def _same_kernel(kernel: str, pristine: str) -> bool:
-    """True if the two kernel files (paths already checked as kernels) are
-    one file (the same inode: a link) or hold the same bytes (a copy):
-    sizes first, then the contents, compared in chunks.  Either way the
-    pristine boot would run the patched kernel.  Raises BadOption if one
-    cannot be read."""
-    if os.path.samefile(kernel, pristine):
-        return True
-    try:
-        return filecmp.cmp(kernel, pristine, shallow=False)
-    except OSError as exc:
-        raise BadOption(f"{show(pristine)}: {exc.strerror}", "--pristine-kernel") from None
-
-
 #: FreeBSD's longest file name and path, the NUL included (sys/sys/syslimits.h).
 NAME_MAX, PATH_MAX = 255, 1024
 

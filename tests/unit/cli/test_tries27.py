@@ -144,7 +144,7 @@ def test_bench_and_learn_dry_runs_print_their_plan_as_json_with_json(work, kerne
     src = work / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
-    version_files(src)
+    version_files(src, major=15)
     args = ["learn", "--src", str(src), "--objdir", str(work / "o"), "--guest-dir",
             str(work / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb_learn", "--config", "learn-on"]

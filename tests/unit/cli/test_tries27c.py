@@ -51,7 +51,7 @@ def learn(work):
     src = work / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
-    version_files(src)  # a tree that says its release
+    version_files(src, major=15)  # a tree that says its release
     return ["learn", "--src", src, "--objdir", work / "o", "--guest-dir", work / "g",
             "--out", work / "out", "--dry-run", "--learn-sysctl", "a.b",
             "--config", "learn-on"]

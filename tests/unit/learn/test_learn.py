@@ -437,7 +437,7 @@ def test_cli_dry_run_prints_commands(tmp_path, kernel_file):
     src = tmp_path / "src"
     (src / "sys/netinet").mkdir(parents=True)
     (src / "sys/netinet/tcp.h").write_text("#define\tTCP_REUSPORT_LB_CPU\t1027\n")
-    version_files(src)  # a tree that says its release (rxl.tree.version)
+    version_files(src, major=15)  # a tree that says its release (rxl.tree.version)
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
                                     "--guest-dir", str(tmp_path / "g"), "--dry-run",
                                     "--kernel", str(kernel_file),
@@ -505,7 +505,7 @@ def test_learnd_over_loopback(tmp_path):
 
 def test_cli_dry_run_overrides(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
-    version_files(tmp_path)
+    version_files(tmp_path, major=15)
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run",
                                     "--kernel", str(kernel_file),
                                     "--config", "learn-on", "--learn-sysctl", "net.inet.tcp.x",
@@ -571,7 +571,7 @@ def test_single_thread_rewrites_the_accelerator():
 
 def test_cli_smp_option(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
-    version_files(tmp_path)
+    version_files(tmp_path, major=15)
     res = CliRunner().invoke(main, ["learn", "--src", str(tmp_path), "--dry-run", "--config",
                                     "learn-on", "--learn-sysctl", "a.b", "--smp", "2,1,2",
                                     "--kernel", str(kernel_file)])
@@ -657,7 +657,7 @@ def test_cli_dry_run_refuses_what_the_run_would(tmp_path, kernel_file):
     """A tree without commit 3 and an impossible guest fail the dry run too."""
     src = tmp_path / "src"
     (src / "sys/sys").mkdir(parents=True)
-    version_files(src)
+    version_files(src, major=15)
     base = ["learn", "--src", str(src), "--objdir", str(tmp_path / "o"),
             "--guest-dir", str(tmp_path / "g"), "--dry-run", "--kernel", str(kernel_file),
             "--config", "learn-on"]
@@ -784,7 +784,7 @@ def test_kernels_rxl_runs_or_rig_without_the_em_patch(tmp_path, monkeypatch):
 
 def test_cli_target_names_the_guest_shape(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
-    version_files(tmp_path)
+    version_files(tmp_path, major=15)
     base = ["learn", "--src", str(tmp_path), "--dry-run", "--config", "learn-on",
             "--learn-sysctl", "a.b", "--kernel", str(kernel_file)]
     res = CliRunner().invoke(main, base)

@@ -225,7 +225,7 @@ def test_socket_options_from_tree_and_overrides(tmp_path, kernel_file):
     (tmp_path / "sys/netinet").mkdir(parents=True)
     (tmp_path / "sys/netinet/tcp.h").write_text(
         "#define\tTCP_REUSPORT_LB_CPU\t1027\t/* set/get lbgroup CPU tag */\n")
-    version_files(tmp_path)
+    version_files(tmp_path, major=15)
     src = str(tmp_path)
     assert L.socket_options(src, {}) == {"TCP_REUSPORT_LB_CPU": 1027}
     assert L.socket_options(src, {"TCP_REUSPORT_LB_CPU": "0x500"})["TCP_REUSPORT_LB_CPU"] == 0x500

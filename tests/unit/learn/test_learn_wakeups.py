@@ -262,7 +262,7 @@ def test_check_refuses_more_connections_than_files(tmp_path, monkeypatch):
 
 def test_cli_dry_run_and_refusals(tmp_path, kernel_file):
     (tmp_path / "sys").mkdir()
-    version_files(tmp_path)
+    version_files(tmp_path, major=15)
     base = ["learn", "--src", str(tmp_path), "--dry-run", "--kernel", str(kernel_file),
             "--learn-sysctl", "net.inet.tcp.reuseport_lb.learn", "--lb-cpu-opt", "1027",
             "--workers", "rxq"]

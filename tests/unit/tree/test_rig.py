@@ -147,11 +147,11 @@ def _git(d, *args):
     subprocess.run(["git", "-C", str(d), *args], check=True, capture_output=True)
 
 
-def _repo(tmp_path):
+def _repo(tmp_path, major=14):
     src = tmp_path / "src"
     (src / "sys/dev").mkdir(parents=True)
     (src / "sys/dev/x.c").write_text("int x;\n")
-    version_files(src)
+    version_files(src, major)
     (src / "README").write_text("r\n")
     _git(tmp_path, "init", "-q", str(src))
     _git(src, "add", "-A")
@@ -200,7 +200,7 @@ def test_tree_commits_errors(tmp_path):
 
 @needs_git
 def test_cli_dirty_tree_fails_in_one_line(tmp_path, kernel_file):
-    src = _repo(tmp_path)
+    src = _repo(tmp_path, major=15)  # kernel_file's release: --kernel is booted with it
     (src / "sys/dev/x.c").write_text("int y;\n")
     res = CliRunner().invoke(main, ["learn", "--src", str(src), "--guest-dir",
                                     str(tmp_path / "g"), "--objdir", str(tmp_path / "o"),
