@@ -166,8 +166,9 @@ lb_setup(int learn, int window_ms)
 		iov[3].iov_base = &max;
 		iov[3].iov_len = sizeof(max);
 		jid = jail_set(iov, nitems(iov), JAIL_CREATE | JAIL_ATTACH);
-		ATF_REQUIRE_MSG(jid >= 0, "jail_set(vnet): %s",
-		    strerror(errno));
+		/* A jail without children.max cannot make one. */
+		if (jid < 0)
+			atf_tc_skip("no VNET jail here: %s", strerror(errno));
 	}
 	ATF_REQUIRE(system("/sbin/ifconfig lo0 inet 127.0.0.1/8 up") == 0);
 	if (window_ms != 0)
