@@ -46,6 +46,14 @@ Rules (the report's trust depends on them):
     they are, and the rc sees only the last line) is rebuilt from the
     console lines since the previous sentinel: from the last one that
     starts with a result word, joined with `` / `` (:func:`_whole_result`);
+  * a sentinel that a kernel message cut in two (the rc's write of
+    ``==RXL== CASE mod``, the kernel's ``igb0: link state changed to DOWN``
+    and its newline, then the rc's ``ules kldload rc=0 ...``: userland's
+    console output and the kernel's printf share the serial line byte by
+    byte) is read rejoined, with a note naming both lines and the message,
+    when exactly one cut leaves a device message (:data:`_KMSG_RE`) and
+    rejoins a line that reads as a sentinel while the cut one does not
+    (:func:`_spliced`); the message is still read for panics;
   * nothing raises: an unreadable line (a number too long for the field, a
     stray token) and a topology block the topology parser refuses
     (:func:`rxl.decide.topology.parse_spec`) become ``notes``;
@@ -62,7 +70,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from typing import Deque, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rxl.cli.options import SYSCTL_NAME
 from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
@@ -250,6 +258,54 @@ def _case_from_line(body: str) -> Optional[CaseResult]:
                       int(secs))
 
 
+#: A kernel message as the console prints it: a device's or a subsystem's
+#: name, a colon and its text ("igb0: link state changed to DOWN",
+#: "uhub0: 2 ports with 2 removable"): what :func:`_spliced` may cut out.
+_KMSG_RE = re.compile(r"[a-z][a-z0-9_.]{0,31}: \S.*")
+#: Sentinels read whole or noted, never mended: the rc prints many, and
+#: :func:`_sentinel_reads` does not judge them.
+_UNMENDED = ("SYSCTL ", "TOPOLOGY ", "NOTE ")
+#: Longest sentinel line :func:`_spliced` tries to mend (its cuts are tried
+#: one by one): the rc's lines are far shorter.
+_SPLICE_MAX = 1024
+
+
+def _sentinel_reads(line: str) -> bool:
+    """Whether ``line`` is a whole LIST, CASE, END, BEGIN or ATF sentinel."""
+    body = line[len(MARK):].strip()
+    if body.startswith("CASE "):
+        return _case_from_line(body) is not None
+    if body.startswith("LIST "):
+        return len(body.split()) == 3
+    if body in ("ATF BEGIN", "ATF END"):
+        return True
+    word, _, label = body.partition(" ")
+    return word in ("BEGIN", "END") and _LABEL_RE.fullmatch(label) is not None
+
+
+def _spliced(line: str, nxt: str,
+             expected: Callable[[str], bool]) -> Optional[Tuple[str, str]]:
+    """``(rejoined sentinel, kernel message)`` when the sentinel ``line`` was
+    cut in two by a kernel message (``MARK + a + message``, then ``b`` on the
+    next line, ``nxt``): ``line`` does not read as a sentinel
+    (:func:`_sentinel_reads`), ``nxt`` is no sentinel, and exactly one cut
+    leaves a :data:`_KMSG_RE` message after ``a`` and makes ``MARK + a + b``
+    a sentinel the run expects there (``expected``: a CASE line for a case
+    listed and not yet reported, the END of the run's label). None
+    otherwise: no cut, or more than one ("CASE m" + "odigb0: ..." and "CASE
+    mod" + "igb0: ..." both leave a device message; only one names a listed
+    case)."""
+    if not line.startswith(MARK) or len(line) > _SPLICE_MAX or not nxt.strip() or \
+            nxt.startswith(MARK) or _sentinel_reads(line):
+        return None
+    found = []
+    for i in range(len(MARK) + 1, len(line)):
+        if _KMSG_RE.fullmatch(line[i:]) and _sentinel_reads(line[:i] + nxt) and \
+                expected(line[:i] + nxt):
+            found.append((line[:i] + nxt, line[i:]))
+    return found[0] if len(found) == 1 else None
+
+
 def _unread_result(body: str) -> Optional[str]:
     """Why a CASE line's result is counted ``broken`` though it is not an
     ATF ``broken`` result (a word no ATF result starts with, or one its exit
@@ -385,6 +441,23 @@ class _Reader:
                            f"{self.at['end']}): not counted: {_quote(line)}")
             return
         self.sentinel(body, line, n)
+
+    def expects(self, line: str) -> bool:
+        """Whether the sentinel ``line`` is one this run still expects: a CASE
+        line of a listed case with no CASE line yet, the END of its label, an
+        ATF BEGIN or ATF END where one belongs (for :func:`_spliced`)."""
+        body = line[len(MARK):].strip()
+        if body.startswith("CASE "):
+            c = _case_from_line(body)
+            return c is not None and self.atf_open and (c.prog, c.case) in self.listed \
+                and (c.prog, c.case) not in self.reported
+        if body == "ATF BEGIN":
+            return self.r.begin_seen and "atf" not in self.at
+        if body == "ATF END":
+            return self.atf_open
+        word, _, label = body.partition(" ")
+        return word == "END" and self.r.begin_seen and not self.r.end_seen and \
+            show(label) == self.r.label
 
     def kernel(self, line: str, n: int) -> None:
         """A console line that is no sentinel: panics, WITNESS, a second boot."""
@@ -586,8 +659,29 @@ def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
     r = reader.r
     since: Deque[str] = deque(maxlen=RESULT_LINES)
     n = first_line - 1
-    for n, raw in enumerate(lines, first_line):
+    it = iter(lines)
+    ahead: Optional[str] = None
+    while True:
+        raw = next(it, None) if ahead is None else ahead
+        ahead = None
+        if raw is None:
+            break
+        n += 1
+        at = n
         line = raw.rstrip("\r\n").replace("\r", "")
+        if line.startswith(MARK) and not _sentinel_reads(line) and \
+                not line[len(MARK):].lstrip().startswith(_UNMENDED):
+            ahead = next(it, None)
+            cut = _spliced(line, ahead.rstrip("\r\n").replace("\r", ""),
+                           reader.expects) if ahead is not None else None
+            if cut is not None:
+                # the kernel's line is a console line like any other (a panic)
+                reader.kernel(cut[1], n)
+                r.notes.append(f"line {n}: a kernel message cut this sentinel in two "
+                               f"({_quote(cut[1])}); read with line {n + 1} as "
+                               f"{_quote(cut[0])}")
+                line, ahead = cut[0], None
+                n += 1
         if line.strip():
             r.last_line = _printable(line)
         if not line.startswith(MARK):
@@ -597,9 +691,9 @@ def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
             line_in = _whole_result(line, list(since)) if reader.atf_open else line
             since.clear()
         try:
-            reader.line(line_in, n)
+            reader.line(line_in, at)
         except (ValueError, OverflowError) as exc:
-            r.notes.append(f"line {n}: unreadable line ({exc.__class__.__name__}): "
+            r.notes.append(f"line {at}: unreadable line ({exc.__class__.__name__}): "
                            f"{_quote(line)}")
     return reader.finish(n)
 
