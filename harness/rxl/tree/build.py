@@ -629,20 +629,10 @@ def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
     m = _KERNEL_RELEASE.match(version or "")
     if m is None:
         return
-    tree = None
-    if src:
-        try:
-            tree = tree_version.read_version(src)
-        except tree_version.VersionError:
-            tree = None  # --src's own check says what is wrong with it
-    if tree is not None:
-        fv, where = tree.freebsd_version, f"--src {show(src)}"
-    else:
-        try:
-            fv = int(parse_base((tree_base.REPO_PATCHES / "BASE").read_text()).freebsd_version)
-        except (OSError, ValueError, SeriesError):
-            return  # the series stage refuses a missing BASE
-        where = "patches/BASE"
+    said_tree = _run_release(src)
+    if said_tree is None:
+        return  # the series stage refuses a missing BASE
+    tree, fv, where = said_tree
     want = f"{fv // 100000}.{(fv // 1000) % 100}"
     said = f"{show(kernel)}: a {m.group(1)} {m.group(2)}.{m.group(3)} kernel ({show(version, 60)})"
     if m.group(1) == "FreeBSD":
@@ -655,6 +645,53 @@ def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
             raise BadOption(f"{said}, but {where} is {tree.type} {tree.revision} (FreeBSD "
                             f"{want}): the run boots it with that tree's userland and test "
                             "programs; give a kernel built from the tree", opt)
+
+
+def _run_release(src: Optional[str]):
+    """The release a run's userland and test programs are built from: ``(tree,
+    __FreeBSD_version, where)``, ``tree`` --src's :class:`rxl.tree.version.TreeVersion`
+    when its param.h reads (else None and patches/BASE's version), ``where``
+    naming the one used (``--src SRC``, ``patches/BASE``); None when neither
+    says (the series stage refuses a missing BASE)."""
+    tree = None
+    if src:
+        try:
+            tree = tree_version.read_version(src)
+        except tree_version.VersionError:
+            tree = None  # --src's own check says what is wrong with it
+    if tree is not None:
+        return tree, tree.freebsd_version, f"--src {show(src)}"
+    try:
+        fv = int(parse_base((tree_base.REPO_PATCHES / "BASE").read_text()).freebsd_version)
+    except (OSError, ValueError, SeriesError):
+        return None
+    return None, fv, "patches/BASE"
+
+
+def check_tree_release(tree: str, opt: str, src: Optional[str]) -> None:
+    """Refuse a tree (checked by rxl.tree.base.check_tree_dir) whose kernel is
+    built and booted with another tree's userland (``--pristine-src``) when
+    its param.h names another release (N.M of ``__FreeBSD_version``) than
+    that userland's: ``--src``'s when it reads, else patches/BASE's, as
+    :func:`check_kernel_release` compares a given kernel; or when it names
+    none (:func:`rxl.tree.version.read_version`), since its release picks the
+    compiler that builds it.  Raises BadOption naming both releases."""
+    try:
+        v = tree_version.read_version(tree)
+    except tree_version.VersionError as exc:
+        raise BadOption(f"{show(tree)}: the tree says no release ({exc}), and its "
+                        "kernel is booted with the run's userland", opt) from None
+    said = _run_release(src)
+    if said is None:
+        return
+    _, fv, where = said
+    want = f"{fv // 100000}.{(fv // 1000) % 100}"
+    if v.release != want:
+        raise BadOption(f"{show(tree)}: a FreeBSD {v.release} tree (__FreeBSD_version "
+                        f"{v.freebsd_version}), but {where} is FreeBSD {want} "
+                        f"(__FreeBSD_version {fv}): the run boots the kernel built from it "
+                        "with that release's userland and test programs; give the base's "
+                        "tree", opt)
 
 
 def check_kernel_pair(kernel: str, pristine: str, why: str) -> None:

@@ -373,8 +373,10 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
         else:
             b = parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
             says = (f"no --src: the base {b.commit[:12]} will be fetched from "
-                    f"{tree_base.base_url(b.repository, base_url)} into {req.work}, the "
-                    "series applied in a work clone" + (CHECKED_TARGET if ssh_target else ""))
+                    f"{tree_base.base_url(b.repository, base_url)} into {req.work}" +
+                    (", the series applied in a work clone" if req.series else
+                     f", the series not applied; {CHECKED['as-is']}") +
+                    (CHECKED_TARGET if ssh_target else ""))
         if as_json:
             click.echo(json.dumps({"check_only": True, "src": req.src, "src_kind": kind,
                                    "target": req.target.url if req.target else None,

@@ -70,7 +70,8 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     otherwise fail only after the builds: the guest (--memory, at most the host's
     RAM), --out/--guest-dir/--objdir where a file is in the way, --case-timeout,
     --test sources, names given to --new-program, --kernel, --pristine-kernel (not
-    the same file as --kernel) and --pristine-src, --src (rxl.tree.base.classify:
+    the same file as --kernel) and --pristine-src (a tree of the run's release:
+    rxl.tree.build.check_tree_release), --src (rxl.tree.base.classify:
     no such directory, not a FreeBSD tree, the base commit missing, a plain tree
     without a pristine kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
     --workdir (:func:`check_workdir`, the own guest's and a target's); with an
@@ -135,6 +136,7 @@ def check_request(req: RunRequest, *, ssh: bool = True,
             tree_base.check_tree_dir(req.pristine_src, "--pristine-src")
         except tree_base.TreeError as exc:
             raise BadOption(str(exc).partition(" ")[2], "--pristine-src") from None
+        tree_build.check_tree_release(req.pristine_src, "--pristine-src", req.src)
     if req.target is not None or ssh:
         check_keys(req)
     # the own guest runs the tests in --workdir as a target does: one check
