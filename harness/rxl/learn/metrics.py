@@ -228,6 +228,11 @@ def analyze(run: RunSummary, topo: cpugroup.Topology, rxq: Sequence[int], *,
     source = ("getsockopt" if known == n else "queue" if qknown == n
               else "single-queue" if len(rxq) == 1 else "none")
     notes: List[str] = list(run.notes)
+    for w, (at, _) in zip(run.workers, run.lines_of.get("W", [])):
+        if w["pinerr"] != 0 and w["cpu"] >= 0:  # learnd's pin_self failed: it ran unpinned
+            notes.append(f"line {at}: worker {w['worker']} could not be pinned to CPU "
+                         f"{w['cpu']} (pinerr={w['pinerr']}): it ran where the scheduler "
+                         f"put it, and its share is shown under CPU {w['cpu']}")
     if source == "none":
         notes.append(f"handshake CPU known for {known}/{n} connections by getsockopt, "
                      f"{qknown}/{n} by queue: co-location not measurable")
@@ -463,7 +468,8 @@ def table(metrics: Sequence[RunMetrics], *, topo_name: str = "",
 
 def log_cpus(runs: Mapping[str, RunSummary], rxq: Sequence[int]) -> Dict[int, str]:
     """Every CPU a learn log names -> where it is first named: an rx queue's
-    CPU (``dev.<nic>.iflib.rxqN.cpu``), a worker's pin, a connection's worker
+    CPU (``dev.<nic>.iflib.rxqN.cpu``), a worker's pin (its W line, RUN's
+    pin=), a connection's worker
     or handshake CPU (-1, unknown or unpinned, is none)."""
     out: Dict[int, str] = {}
     for q, cpu in enumerate(rxq):
@@ -472,6 +478,10 @@ def log_cpus(runs: Mapping[str, RunSummary], rxq: Sequence[int]) -> Dict[int, st
         for w, cpu in enumerate(run.pins):
             if cpu >= 0:
                 out.setdefault(cpu, f"run {label}'s worker {w} is pinned there")
+        pin = run.info.get("pin", "none")
+        for w, cpu in enumerate(pin.split(",") if pin != "none" else []):
+            if cpu.isascii() and cpu.isdigit():  # rxl.learn.results damages the others
+                out.setdefault(int(cpu), f"run {label}'s RUN line pins worker {w} there")
         for c in run.counts:
             if c.wcpu >= 0:
                 out.setdefault(c.wcpu, f"run {label}'s worker {c.worker} accepted there")

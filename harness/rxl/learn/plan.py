@@ -73,6 +73,9 @@ HASHPROP = 0x80
 #: CPU (learnd -T): the deal with explicit tags, dealt from the tags alone
 #: (tcp.4: "each CPU named by a tag counts as receiving an equal share").
 CONFIGS = ("pristine", "learn-off", "tagged", "learn-on", "learn-spread")
+#: The value each configuration's runs give the learning sysctl (learn-rc's SET
+#: line says it), None: left alone (the pristine kernel has none).
+LEARNING = {"pristine": None, "learn-off": 0, "tagged": 0, "learn-on": 1, "learn-spread": 1}
 #: The configurations of a run that names none (the learning table's: all but tagged).
 DEFAULT_CONFIGS = ("pristine", "learn-off", "learn-on", "learn-spread")
 #: Configurations whose listeners are tagged (learnd -T).
@@ -250,18 +253,20 @@ def plan_boots(configs: Sequence[str] = DEFAULT_CONFIGS,
     ws = [w for w in WORKER_SETS if w in worker_sets]
     boots: List[BootPlan] = []
     reps = [0] if repetitions == 1 else list(range(1, repetitions + 1))
-    main_runs = [RunPlan(c, w, 1 if c == "learn-on" else 0, k)
+    main_runs = [RunPlan(c, w, LEARNING[c], k)
                  for c in ("learn-off", "tagged", "learn-on") if c in configs for w in ws
                  for k in reps]
     if main_runs:
         boots.append(BootPlan("patched", "patched", (), tuple(main_runs)))
     if "learn-spread" in configs:
         boots.append(BootPlan("spread", "patched", ((spread_tunable(driver), SPREAD_VALUE),),
-                              tuple(RunPlan("learn-spread", w, 1, k) for w in reversed(ws)
+                              tuple(RunPlan("learn-spread", w, LEARNING["learn-spread"], k)
+                                    for w in reversed(ws)
                                     for k in reps)))
     if "pristine" in configs:
         boots.append(BootPlan("pristine", "pristine", (),
-                              tuple(RunPlan("pristine", w, None, k) for w in ws
+                              tuple(RunPlan("pristine", w, LEARNING["pristine"], k)
+                                    for w in ws
                                     for k in reps)))
     return boots
 

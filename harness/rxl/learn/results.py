@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rxl.errors import counted
 from rxl.guest.protocol import MARK
-from rxl.learn.plan import LearnError
+from rxl.learn.plan import LEARNING, LearnError, config_of
 
 _LEARN_RE = re.compile(r"^LEARN (\w+) (\S+)(.*)$")
 _KV_RE = re.compile(r"(\w+)=(\S+)")
@@ -55,6 +55,13 @@ class RunSummary:
     begins: List[int] = field(default_factory=list)
     #: Line of the first RUN, DONE and END line of this label.
     first_at: Dict[str, int] = field(default_factory=dict)
+    #: Per kind (W, C, READY, SET, ...), each line read without a note: its
+    #: number (from 1) and text; W's and C's run parallel to ``workers`` and
+    #: ``counts`` (the checks across lines name them: :func:`_check_lines`).
+    lines_of: Dict[str, List[Tuple[int, str]]] = field(default_factory=dict)
+    #: Lines of this label kept as notes (malformed): what a sum that does not
+    #: add up may be missing.
+    unread: List[int] = field(default_factory=list)
     #: With learnd -K: (worker, foreign port, handshake CPU) per measured
     #: connection, in accept order per worker.
     conns: List[Tuple[int, int, int]] = field(default_factory=list)
@@ -138,6 +145,19 @@ def _check_done(r: RunSummary, kv: Dict[str, str], n: int, line: str) -> None:
         r.damage.append(f"line {n}: DONE's stop= is not quit or deadline: {line[:200]}")
 
 
+#: What each RUN value is (learnd.c: -P 1..65535, sysconf's online CPUs, -Q).
+_RANGE = {"port": "TCP port (1 to 65535)", "ncpu": "count of CPUs (1 or more)",
+          "nq": "count of receive queues"}
+
+
+def _count_or_none(text: str, key: str) -> Optional[int]:
+    """:func:`_int` of ``text``, None where it raises."""
+    try:
+        return _int(text, key, "")
+    except LearnError:
+        return None
+
+
 def _check_run(r: RunSummary, kv: Dict[str, str], n: int, line: str) -> None:
     """RUN's pin= is ``none`` or one CPU per worker (learn-rc gives learnd -w
     the count of its -c list), else the run is damaged (its line named)."""
@@ -151,6 +171,18 @@ def _check_run(r: RunSummary, kv: Dict[str, str], n: int, line: str) -> None:
     if pins and len(pins) != nw:
         r.damage.append(f"line {n}: RUN's pin= lists {counted(len(pins), 'CPU')} for "
                         f"workers={nw}: {line[:200]}")
+    for key, low, high in (("port", 1, 65535), ("ncpu", 1, None), ("nq", 0, None)):
+        v = _count_or_none(kv.get(key, ""), key)
+        if v is None or v < low or (high is not None and v > high):
+            r.damage.append(f"line {n}: RUN's {key}= is no {_RANGE[key]} "
+                            f"({key}={kv.get(key, '(missing)')[:24]}): {line[:200]}")
+        elif key == "ncpu" and any(c >= v for c in pins):
+            r.damage.append(f"line {n}: RUN's pin= names CPU {max(pins)}, but ncpu={v} "
+                            f"(the guest's CPUs are 0 to {v - 1}): {line[:200]}")
+    for key in ("hcpu_opt", "tag_opt"):
+        if key in kv and not re.fullmatch(r"0x[0-9a-f]{1,16}", kv[key]):
+            r.damage.append(f"line {n}: RUN's {key}= is no hex number (learnd prints "
+                            f"0x%lx): {line[:200]}")
 
 
 def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
@@ -167,8 +199,11 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     untrustworthy goes in its ``damage``, naming the line: an END with rc
     other than 0, a DONE without an END after it, a DONE value that is no
     number, a RUN whose pin list does not match workers=, a C line whose
-    wcpu is not its pinned worker's CPU, a second RUN, DONE or END line; two
-    BEGIN lines of one label are in ``begins`` (the caller refuses them).
+    wcpu is not its pinned worker's CPU, a second RUN, DONE or END line, any
+    line of the run after its END, a SET line whose value is not the one the
+    run's configuration sets (:func:`_check_set`), lines that contradict each
+    other (:func:`_check_lines`); two BEGIN lines of one label are in
+    ``begins`` (the caller refuses them).
     """
     runs: Dict[str, RunSummary] = {}
     view_of: Dict[Tuple[str, int], Dict] = {}
@@ -181,6 +216,10 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
             continue
         kind, label, rest = m.group(1), m.group(2), m.group(3).strip()
         r = runs.setdefault(label, RunSummary(label))
+        if "END" in r.first_at and kind != "BEGIN":  # a BEGIN starts a second run (refused)
+            r.damage.append(f"line {lineno}: a {kind} line of run {label} after its END "
+                            f"(line {r.first_at['END']}: learn-rc's last): {line[:200]}")
+            continue
         try:
             kv = _kv(kind, rest, line)
             if kind in ("RUN", "DONE", "END"):
@@ -254,12 +293,19 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 counts[name] = _int(n[2:], "n", line)
             elif kind == "FT":
                 v = _ints(kv, ("ftype", "n"), line)
-                r.ftypes.setdefault(kv.get("phase", "?"), {})[v["ftype"]] = v["n"]
+                by_type = r.ftypes.setdefault(kv.get("phase", "?"), {})
+                if v["ftype"] in by_type:  # learnd prints each (phase, ftype) once
+                    raise LearnError(f"malformed learnd line (a second FT of phase "
+                                     f"{kv.get('phase', '?')[:8]} ftype {v['ftype']}): "
+                                     f"{line[:200]}")
+                by_type[v["ftype"]] = v["n"]
             elif kind == "DONE":
                 r.done = kv
                 _check_done(r, kv, lineno, line)
             elif kind == "SET":
-                r.sets.update(re.findall(r"(\S+)=(\S+)", rest))
+                pairs = re.findall(r"(\S+)=(\S+)", rest)
+                r.sets.update(pairs)
+                _check_set(r, pairs, lineno, line)
             elif kind == "SYSCTL":
                 name, _, value = rest.partition(":")
                 r.sysctls[name.strip()] = value.strip()
@@ -273,10 +319,137 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                         r.damage.append(f"line {lineno}: learnd exited {r.rc}: {line[:200]}")
             else:
                 r.notes.append(f"unknown learn line: {line}")
+                continue
+            r.lines_of.setdefault(kind, []).append((lineno, line))
         except LearnError as exc:
             r.notes.append(f"line {lineno}: {exc}")
+            r.unread.append(lineno)
     for r in runs.values():
         if "DONE" in r.first_at and "END" not in r.first_at:
             r.damage.append(f"line {r.first_at['DONE']}: a DONE line and no END line after it "
                             "(learn-rc did not finish the run)")
+        _check_lines(r)
+        r.damage.sort(key=lambda d: int(d.split(":", 1)[0].split()[1]))  # "line N: ..."
     return runs
+
+
+def _check_set(r: RunSummary, pairs: Sequence[Tuple[str, str]], n: int, line: str) -> None:
+    """learn-rc's SET line says the learning sysctl's value after it set it to the
+    run's configuration's (rxl.learn.plan.LEARNING: learn-off and tagged 0,
+    learn-on and learn-spread 1; a pristine run sets nothing): another value, or
+    ``missing`` (it could not be set), damages the run, which is then not what its
+    label says. A label of no configuration is not checked."""
+    try:
+        config, _ = config_of(r.label)
+    except LearnError:
+        return  # analyze refuses the label itself
+    want = LEARNING[config]
+    for name, value in pairs:
+        if want is None:
+            r.damage.append(f"line {n}: a {config} run sets no sysctl, but this line "
+                            f"sets {name}: {line[:200]}")
+        elif value != str(want):
+            r.damage.append(f"line {n}: {name}={value[:24]}, but a {config} run sets it "
+                            f"to {want}: {line[:200]}")
+
+
+def _check_lines(r: RunSummary) -> None:
+    """What learnd prints about one run agrees with itself (learnd.c main): READY
+    and RUN give the same workers= and port=; one W line per worker, in worker
+    order, with the CPU RUN's pin= gives it (cpus[w], -1 with pin=none) and
+    accepts= the sum of its C lines' n= (every connection it counts it also
+    accepts); a C line's worker one of RUN's, its q= -1 or below RUN's nq= (the
+    queue rx_queue() picks); per phase the FT lines' n= adding up to the C
+    lines' (each connection is counted in both); DONE's accepted= the sum of the
+    W lines' accepts= (the sums only for a run with its DONE line, printed after
+    them all); a K line's worker one of RUN's, its foreign ports 1 to 65535 and
+    handshake CPUs below RUN's ncpu=. Whatever contradicts goes in ``damage``, naming its line."""
+    run_at = r.first_at.get("RUN")
+    info = r.info if run_at else {}
+    nw = _count_or_none(info.get("workers", ""), "workers")
+    nq = _count_or_none(info.get("nq", ""), "nq")
+    pin = info.get("pin", "")
+    pins: Optional[List[int]] = None
+    if pin == "none":
+        pins = []
+    elif pin:
+        got = [_count_or_none(c, "pin") for c in pin.split(",")]
+        pins = got if None not in got and (nw is None or len(got) == nw) else None
+    for n, line in r.lines_of.get("READY", []):
+        kv = dict(_KV_RE.findall(line))
+        for key in ("workers", "port"):
+            if run_at and kv.get(key) != info.get(key):
+                r.damage.append(f"line {n}: READY's {key}={kv.get(key, '(missing)')[:24]}, "
+                                f"but RUN's (line {run_at}) {key}={info.get(key, '')[:24]}: "
+                                f"{line[:200]}")
+    seen: Dict[int, int] = {}
+    for pos, (w, (n, line)) in enumerate(zip(r.workers, r.lines_of.get("W", []))):
+        i = w["worker"]
+        if i in seen:
+            r.damage.append(f"line {n}: a second W line of worker {i} (the first at line "
+                            f"{seen[i]}): {line[:200]}")
+            continue
+        seen[i] = n
+        if nw is not None and i >= nw:
+            r.damage.append(f"line {n}: worker={i}, but RUN's (line {run_at}) workers={nw}: "
+                            f"{line[:200]}")
+        elif i != pos:
+            r.damage.append(f"line {n}: the W line of worker {i} where worker {pos}'s is "
+                            f"due (learnd prints them in order): {line[:200]}")
+        elif pins is not None and w["cpu"] != (pins[i] if pins else -1):
+            r.damage.append(f"line {n}: cpu={w['cpu']}, but RUN's (line {run_at}) pin={pin} "
+                            f"gives worker {i} " + (f"CPU {pins[i]}" if pins else "none (-1)")
+                            + f": {line[:200]}")
+    if nw is not None and "DONE" in r.first_at and len(seen) < nw:  # all printed by then
+        lack = [i for i in range(nw) if i not in seen]
+        r.damage.append(f"line {run_at}: RUN's workers={nw}, but no W line of "
+                        f"{counted(len(lack), 'worker')} ({', '.join(map(str, lack[:8]))})")
+    per_worker: Dict[int, int] = {}
+    per_phase: Dict[str, int] = {}
+    for c, (n, line) in zip(r.counts, r.lines_of.get("C", [])):
+        per_worker[c.worker] = per_worker.get(c.worker, 0) + c.n
+        per_phase[c.phase] = per_phase.get(c.phase, 0) + c.n
+        if nw is not None and c.worker >= nw:
+            r.damage.append(f"line {n}: worker={c.worker}, but RUN's (line {run_at}) "
+                            f"workers={nw}: {line[:200]}")
+        if nq is not None and c.q >= nq:
+            r.damage.append(f"line {n}: q={c.q}, but RUN's (line {run_at}) nq={nq} "
+                            f"(a queue is 0 to nq - 1, or -1 unknown): {line[:200]}")
+    ncpu = _count_or_none(info.get("ncpu", ""), "ncpu")
+    for n, line in r.lines_of.get("K", []):
+        kw = _count_or_none(dict(_KV_RE.findall(line)).get("worker", ""), "worker")
+        items = line.split("worker=", 1)[1].split()[1:]
+        hcpus = [int(h) for _, _, h in (it.partition(":") for it in items)]
+        ports = [int(p) for p, _, _ in (it.partition(":") for it in items)]
+        if nw is not None and kw is not None and kw >= nw:
+            r.damage.append(f"line {n}: worker={kw}, but RUN's (line {run_at}) "
+                            f"workers={nw}: {line[:200]}")
+        if any(not 1 <= p <= 65535 for p in ports):
+            bad = next(p for p in ports if not 1 <= p <= 65535)
+            r.damage.append(f"line {n}: foreign port {bad} is no TCP port (1 to 65535): "
+                            f"{line[:200]}")
+        if ncpu is not None and any(h >= ncpu for h in hcpus):
+            r.damage.append(f"line {n}: handshake CPU {max(hcpus)}, but RUN's (line "
+                            f"{run_at}) ncpu={ncpu}: {line[:200]}")
+    if "DONE" not in r.first_at:
+        return  # learnd prints DONE after all of them: a run cut short is refused as such
+    unread = (f" (line {r.unread[0]}, malformed, is not counted"
+              + (f"; {len(r.unread) - 1} more" if len(r.unread) > 1 else "") + ")"
+              if r.unread else "")
+    for w, (n, line) in zip(r.workers, r.lines_of.get("W", [])):
+        if seen.get(w["worker"]) == n and w["accepts"] != per_worker.get(w["worker"], 0):
+            r.damage.append(f"line {n}: accepts={w['accepts']}, but worker {w['worker']}'s "
+                            f"C lines count {per_worker.get(w['worker'], 0)} connections"
+                            f"{unread}: {line[:200]}")
+    for ph, by_type in r.ftypes.items():
+        if sum(by_type.values()) != per_phase.get(ph, 0):
+            at = next(n for n, ln in r.lines_of.get("FT", []) if f" phase={ph} " in ln)
+            r.damage.append(f"line {at}: phase {ph}'s FT lines count "
+                            f"{sum(by_type.values())} connections, its C lines "
+                            f"{per_phase.get(ph, 0)}{unread}")
+    done = _count_or_none(r.done.get("accepted", ""), "accepted")
+    if done is not None and r.workers:
+        total = sum(w["accepts"] for w in r.workers)
+        if done != total:
+            r.damage.append(f"line {r.first_at['DONE']}: DONE's accepted={done}, but the W "
+                            f"lines' accepts= add up to {total}{unread}")
