@@ -21,6 +21,8 @@ from rxl.cli.options import check_guest, check_out_dir, missing, read_limited
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
+from rxl.tree import modules as tree_modules
+from rxl.tree.kernconf import check_kernconf
 from rxl.tree import build as tree_build
 from rxl.tree import version as tree_version
 from rxl.tree import world as tree_world
@@ -73,7 +75,8 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     the same file as --kernel) and --pristine-src (a tree of the run's release:
     rxl.tree.build.check_tree_release), --src (rxl.tree.base.classify:
     no such directory, not a FreeBSD tree, the base commit missing, a plain tree
-    without a pristine kernel) or, without it, where the base is fetched from (:func:`check_base_url`);
+    without a pristine kernel; with --modules its MINIMAL: :func:`check_module_config`)
+    or, without it, where the base is fetched from (:func:`check_base_url`);
     --workdir (:func:`check_workdir`, the own guest's and a target's); with an
     SSH target --programs (rxl.verify.target.programs_in) and the client key; and the harness key
     whenever SSH may be used (``ssh``: not ``--transport serial``); for the
@@ -154,6 +157,7 @@ def check_request(req: RunRequest, *, ssh: bool = True,
                                          "programs' target are chosen by it")
         except (tree_base.TreeError, tree_version.VersionError) as exc:
             raise BadOption(str(exc).partition(" ")[2], "--src") from None
+        check_module_config(req)
         return "as-is"
     if req.src is None:
         if shutil.which("git") is None:
@@ -170,7 +174,17 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         raise BadOption(f"{req.src} is not a git clone, so no pristine kernel can "
                         "be built from it and the verdict would be FAIL; give "
                         "--pristine-kernel or --pristine-src, or a git clone", "--src")
+    check_module_config(req)
     return kind
+
+
+def check_module_config(req: RunRequest) -> None:
+    """With ``--modules`` and a ``--src`` tree (checked), refuse a tree without
+    the kernel config the module boot builds (rxl.tree.modules.MODULE_KERNCONF,
+    MINIMAL; the series leaves it alone), as ``rxl build --modules`` does
+    (rxl.tree.kernconf.check_kernconf). Raises BadOption naming --modules."""
+    if req.modules and req.src:
+        check_kernconf(req.src, tree_modules.MODULE_KERNCONF, "--modules")
 
 
 def target_needs_tree(req: RunRequest) -> bool:

@@ -314,3 +314,20 @@ def test_the_ports_tool_refuses_a_k_item_with_port_0(tmp_path):
     assert res.stderr.splitlines() == [
         f"Error: {log}: run learn-on.rxq damaged: line 2: foreign port 0 is no TCP port "
         "(1 to 65535): ==RXL== LEARN K learn-on.rxq worker=0 0:0"]
+
+
+# ------------------------------------------ 9: --modules and a tree without MINIMAL
+
+@pytest.mark.parametrize("mode", ["--check-only", "--dry-run"])
+def test_run_modules_refuses_a_src_without_minimal(mode, work):
+    """9: exit 0; the dry run planned KERNCONF=MINIMAL ("# root disk: ...
+    cannot read it"), which rxl build --modules refuses."""
+    t15 = _tree(work / "t15", 15)
+    before = _files(work)
+    assert _error(["run", mode, "--no-series", "--modules", "--src", t15]) == (
+        "Error: Invalid value for '--modules': MINIMAL: no such config in "
+        f"{t15}/sys/amd64/conf")
+    assert _files(work) == before
+    (t15 / "sys/amd64/conf/MINIMAL").write_text("ident MINIMAL\n")
+    r = _run(["run", "--check-only", "--no-series", "--modules", "--src", t15])
+    assert r.exit_code == 0, r.output

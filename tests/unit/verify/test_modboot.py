@@ -71,6 +71,10 @@ def test_rc_lines_refuse_words_the_shell_would_split():
 def test_dry_run_plans_the_module_boot_on_either_base(fake_tree, tmp_path, major,  # noqa: F811
                                                       clang):
     version_files(fake_tree, major)
+    # the config the module boot builds (rxl run refuses a tree without it), with the
+    # root disk's devices 15.0's MINIMAL has, so no cam or ahci module is added
+    (fake_tree / "sys/amd64/conf/MINIMAL").write_text("ident MINIMAL\ndevice ahci\n"
+                                                      "device scbus\n")
     # the pristine kernel is of the tree's release (rxl run refuses another's)
     v = f"FreeBSD {major}.0-RELEASE #0: Thu Dec  3 00:00:00 UTC 2026".encode()
     Path(PK(tmp_path)[1]).write_bytes(kernel_bytes(tail=b"\0@(#)" + v + b"\n\0" + v + b"\n"))
@@ -145,11 +149,15 @@ def test_dry_run_loads_cam_and_ahci_when_minimal_lacks_them(fake_tree, tmp_path,
     assert "# root disk:" not in res.output       # the config was read
 
 
-def test_dry_run_of_a_tree_without_minimal_says_the_disk_is_decided_later(
-        fake_tree, tmp_path):  # noqa: F811
-    args = ["run", "--src", str(fake_tree), "--objdir", str(tmp_path / "obj"), "--out",
+def test_dry_run_of_a_tree_not_fetched_yet_says_the_disk_is_decided_later(
+        tmp_path, monkeypatch):
+    """No --src: the base's MINIMAL is read once it is fetched. (A --src without
+    MINIMAL is refused: tests/unit/cli/test_tries27p.py.)"""
+    monkeypatch.setenv("RXL_WORK", str(tmp_path / "w"))
+    monkeypatch.delenv("RXL_BASE_URL", raising=False)
+    args = ["run", "--objdir", str(tmp_path / "obj"), "--out",
             str(tmp_path / "out"), "--guest-dir", str(tmp_path / "g"), "--dry-run",
-            "--transport", "serial", "--modules", *PK(tmp_path)]
+            "--transport", "serial", "--modules"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "# root disk: " in res.output and "conf/MINIMAL: cannot read it" in res.output
