@@ -278,10 +278,20 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                                          f"{line[:200]}") from None
             elif kind == "S":
                 v = _ints(kv, ("seq", "worker") + SNAP_KEYS, line)
-                r.snaps.setdefault(v.pop("seq"), {})[v.pop("worker")] = v
+                seq, worker = v.pop("seq"), v.pop("worker")
+                if worker in r.snaps.get(seq, {}):  # learnd prints each once per snapshot
+                    r.damage.append(f"line {lineno}: a second S line of snapshot {seq}'s "
+                                    f"worker {worker}: {line[:200]}")
+                    continue
+                r.snaps.setdefault(seq, {})[worker] = v
             elif kind == "SS":
                 v = _ints(kv, ("seq", "t_ms", "swtch", "intr_err"), line)
-                r.snap_sys[v.pop("seq")] = v
+                seq = v.pop("seq")
+                if seq in r.snap_sys:
+                    r.damage.append(f"line {lineno}: a second SS line of snapshot {seq}: "
+                                    f"{line[:200]}")
+                    continue
+                r.snap_sys[seq] = v
             elif kind == "I":
                 seq, n, name = (rest.split(None, 2) + ["", ""])[:3]
                 if not (seq.startswith("seq=") and n.startswith("n=") and name):
@@ -331,6 +341,45 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
         _check_lines(r)
         r.damage.sort(key=lambda d: int(d.split(":", 1)[0].split()[1]))  # "line N: ..."
     return runs
+
+
+#: Parts of an S line's count and their whole (learnd.c answer(): a request is
+#: counted in ureqs when its handshake CPU is unknown, else in xreqs when it is
+#: not the worker's; a wait that slept is counted in xwakes when its request's
+#: connection was received elsewhere).
+_SNAP_PARTS = ((("xreqs", "ureqs"), "reqs"), (("xwakes",), "slept"))
+
+
+def _check_snapshots(r: RunSummary) -> None:
+    """learnd's snapshots (S, SS lines, printed in snapshot order) agree with
+    themselves: an S line's parts no larger than their whole
+    (:data:`_SNAP_PARTS`); from one snapshot to the next each worker's counts
+    and the system's (``t_ms``, ``swtch``: vm.stats.sys.v_swtch, which counts
+    from the guest's boot, far from its 32 bits' wrap) never go back (-1, not
+    known, is not compared). A line that does is damage, naming it and the
+    line before."""
+    last: Dict[object, Tuple[int, Dict[str, int]]] = {}
+    for kind, keys in (("S", SNAP_KEYS), ("SS", ("t_ms", "swtch"))):
+        for n, line in r.lines_of.get(kind, []):
+            kv = dict(_KV_RE.findall(line))
+            v = {k: _count_or_none(kv.get(k, ""), k) for k in keys}
+            if kind == "S":
+                for parts, whole in _SNAP_PARTS:
+                    if None not in [v[p] for p in parts] + [v[whole]] and \
+                            sum(v[p] for p in parts) > v[whole]:
+                        r.damage.append(f"line {n}: {' + '.join(parts)} = "
+                                        f"{sum(v[p] for p in parts)}, more than {whole}="
+                                        f"{v[whole]} (a part of it): {line[:200]}")
+            who = (kind, kv.get("worker"))
+            if who in last:
+                at, before = last[who]
+                back = [k for k in keys if before[k] is not None and v[k] is not None and
+                        before[k] >= 0 and v[k] >= 0 and v[k] < before[k]]
+                if back:
+                    k = back[0]
+                    r.damage.append(f"line {n}: {k}={v[k]} went back from {before[k]} (line "
+                                    f"{at}, the snapshot before): {line[:200]}")
+            last[who] = (n, v)
 
 
 def _check_set(r: RunSummary, pairs: Sequence[Tuple[str, str]], n: int, line: str) -> None:
@@ -431,6 +480,7 @@ def _check_lines(r: RunSummary) -> None:
         if ncpu is not None and any(h >= ncpu for h in hcpus):
             r.damage.append(f"line {n}: handshake CPU {max(hcpus)}, but RUN's (line "
                             f"{run_at}) ncpu={ncpu}: {line[:200]}")
+    _check_snapshots(r)
     if "DONE" not in r.first_at:
         return  # learnd prints DONE after all of them: a run cut short is refused as such
     unread = (f" (line {r.unread[0]}, malformed, is not counted"

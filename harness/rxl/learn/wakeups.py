@@ -269,11 +269,13 @@ def from_runs(summaries: Mapping[str, RunSummary],
               metrics: Mapping[str, RunMetrics]) -> Tuple[List[RunWakeups], List[str]]:
     """(figures of every request run, one error line per run that has
     snapshots but cannot be read).  Runs without any snapshot are not
-    request runs and are skipped."""
+    request runs and are skipped, and so are damaged runs
+    (rxl.learn.results.RunSummary.damage: rxl.learn.metrics.analyze_log
+    reports them, and their figures would be of numbers that contradict)."""
     out: List[RunWakeups] = []
     errors: List[str] = []
     for label, r in summaries.items():
-        if not r.snaps and not r.snap_sys:
+        if (not r.snaps and not r.snap_sys) or r.damage:
             continue
         try:
             out.append(run_wakeups(r, metrics.get(label)))

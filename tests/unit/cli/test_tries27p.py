@@ -331,3 +331,51 @@ def test_run_modules_refuses_a_src_without_minimal(mode, work):
     (t15 / "sys/amd64/conf/MINIMAL").write_text("ident MINIMAL\n")
     r = _run(["run", "--check-only", "--no-series", "--modules", "--src", t15])
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------ 15: request snapshots that contradict
+
+REQS = DATA / "learn" / "requests-format.log"
+S2W0 = ("==RXL== LEARN S learn-off.rxq.r1 seq=2 worker=0 rconns=50 reqs=2000 xreqs=1000 "
+        "ureqs=0 slept=1900 xwakes=950 nvcsw=1912 nivcsw=88")
+SS2 = "==RXL== LEARN SS learn-off.rxq.r1 seq=2 t_ms=6000 swtch=9500 intr_err=0"
+
+
+def _reqs_damage(tmp_path, edit):
+    lines = REQS.read_text().splitlines()
+    edit(lines)
+    p = tmp_path / "r.log"
+    p.write_text("\n".join(lines) + "\n")
+    a = analyze_log(str(p))
+    return p, [e.split(" damaged: ", 1)[1] for e in a["errors"] if " damaged: " in e]
+
+
+def _reqs_n(text):
+    return _at(REQS.read_text().splitlines(), text) + 1
+
+
+@pytest.mark.parametrize("old,new,why,before", [
+    (SS2, SS2.replace("swtch=9500", "swtch=100"), "swtch=100 went back from 5100",
+     "==RXL== LEARN SS learn-off.rxq.r1 seq=1 t_ms=2000 swtch=5100 intr_err=0"),
+    (S2W0, S2W0.replace("nvcsw=1912", "nvcsw=5"), "nvcsw=5 went back from 12",
+     "==RXL== LEARN S learn-off.rxq.r1 seq=1 worker=0 rconns=50 reqs=0 xreqs=0 ureqs=0 "
+     "slept=0 xwakes=0 nvcsw=12 nivcsw=0"),
+    (S2W0, S2W0.replace("xreqs=1000", "xreqs=5000"),
+     "xreqs + ureqs = 5000, more than reqs=2000 (a part of it)", None),
+    (S2W0, S2W0.replace("xwakes=950", "xwakes=5000"),
+     "xwakes = 5000, more than slept=1900 (a part of it)", None)])
+def test_a_snapshot_that_contradicts_damages_the_run(tmp_path, old, new, why, before):
+    """15 (swtchback, nvcswback, xreqs-gt-reqs, xwakes-gt.log): exit 0, the
+    wakeups table printed "guest ctx sw net/1k" -1350, x-cpu req/1k 1250."""
+    p, dmg = _reqs_damage(tmp_path, _replace(old, new))
+    where = f" (line {_reqs_n(before)}, the snapshot before)" if before else ""
+    assert dmg == [f"line {_reqs_n(old)}: {why}{where}: {new}"]
+    r = _run(["learn", "--log", p])
+    assert r.exit_code == 1 and "-1350" not in r.stdout and "1250" not in r.stdout
+
+
+def test_a_repeated_s_line_damages_the_run(tmp_path):
+    """15 (dupS.log): the second copy overwrote the first without a word."""
+    _, dmg = _reqs_damage(tmp_path, lambda ls: ls.insert(_at(ls, S2W0) + 1, S2W0))
+    assert dmg == [f"line {_reqs_n(S2W0) + 1}: a second S line of snapshot 2's worker 0: "
+                   f"{S2W0}"]
