@@ -90,12 +90,18 @@ test-deep: setup core
 # SRC and the options are checked before anything is installed or built;
 # a run against an SSH target (ssh:// or a named bhyve/box target) needs what
 # --for ssh checks, not QEMU: rxl run --check-only --json says which.
+# RUN_ARGS with --check-only or --dry-run: that rxl run alone, nothing installed.
+RUN_ONLY := $(filter --check-only --dry-run,$(RUN_ARGS))
 run: setup
+ifneq ($(RUN_ONLY),)
+	$(RXL) run $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
+else
 	$(RXL) run --check-only $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
 	$(RXL) doctor --install --for $$($(RXL) run --check-only --json \
 	    $(if $(SRC),--src $(SRC)) $(RUN_ARGS) | $(PY) -c \
 	    'import json, sys; print(json.load(sys.stdin)["doctor"])')
 	$(RXL) run $(if $(SRC),--src $(SRC)) $(RUN_ARGS)
+endif
 
 doctor: setup
 	$(RXL) doctor

@@ -59,7 +59,9 @@ def test_the_targets_example_works_as_written(tmp_path, monkeypatch):
 
 
 def test_make_run_installs_what_the_checked_run_needs():
-    recipe = re.search(r"^run: setup\n((?:\t.*\n)+)", (ROOT / "Makefile").read_text(), re.M)
+    # the recipe (both branches: RUN_ARGS with --check-only/--dry-run runs that alone)
+    recipe = re.search(r"^run: setup\n(.*?)^endif$", (ROOT / "Makefile").read_text(),
+                       re.M | re.S)
     body = recipe.group(1)
     assert "--check-only --json" in body and '["doctor"]' in body
     assert "findstring ssh://" not in body

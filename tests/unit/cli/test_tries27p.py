@@ -379,3 +379,30 @@ def test_a_repeated_s_line_damages_the_run(tmp_path):
     _, dmg = _reqs_damage(tmp_path, lambda ls: ls.insert(_at(ls, S2W0) + 1, S2W0))
     assert dmg == [f"line {_reqs_n(S2W0) + 1}: a second S line of snapshot 2's worker 0: "
                    f"{S2W0}"]
+
+
+# ------------------------------------------ 10: make run RUN_ARGS=--check-only
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _make_lines(*args):
+    import subprocess
+    out = subprocess.run(["make", "-n", "-C", str(REPO), "--no-print-directory", "run",
+                          *args], capture_output=True, text=True, check=True).stdout
+    return [ln for ln in out.splitlines() if "/rxl " in ln]
+
+
+@pytest.mark.parametrize("extra", ["--check-only", "--dry-run --json"])
+def test_make_run_with_check_only_or_dry_run_runs_that_alone(extra):
+    """10: the recipe's own --check-only line came first: "--check-only given
+    twice", resp. "'--dry-run': not with --check-only"; no way through make."""
+    assert _make_lines(f"RUN_ARGS={extra}", "SRC=/x") == [
+        f".venv/bin/rxl run --src /x {extra}"]
+
+
+def test_make_run_otherwise_checks_installs_and_runs():
+    lines = _make_lines("RUN_ARGS=--memory 512", "SRC=/x")
+    assert lines[0] == ".venv/bin/rxl run --check-only --src /x --memory 512"
+    assert lines[1].startswith(".venv/bin/rxl doctor --install --for $(")
+    assert lines[2] == ".venv/bin/rxl run --src /x --memory 512"
