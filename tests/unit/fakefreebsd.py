@@ -2,6 +2,7 @@
 the tree stage (rxl.tree.base) and of rxl run with a tree that needs the series."""
 
 import struct
+import re
 import subprocess
 from pathlib import Path
 
@@ -101,6 +102,12 @@ def _series(tmp_path: Path, src: Path, base: str, text: str = "int y;\n") -> Pat
     for p in patches.glob("*.patch"):
         p.unlink()
     _git(scratch, "format-patch", "-q", "--zero-commit", "-o", str(patches), "HEAD~1")
-    (patches / "BASE").write_text(S.Base("owner/repo", base, "1400507").text())
+    # BASE records the base commit's own __FreeBSD_version (rxl series checks it)
+    param = subprocess.run(GIT + ["-C", str(src), "show", f"{base}:sys/sys/param.h"],
+                           capture_output=True, text=True)
+    fv = re.search(r"__FreeBSD_version (\d+)", param.stdout) if param.returncode == 0 \
+        else None
+    (patches / "BASE").write_text(S.Base("owner/repo", base,
+                                         fv.group(1) if fv else "1400507").text())
     subprocess.run(["rm", "-rf", str(scratch)], check=True)
     return patches

@@ -35,6 +35,7 @@ from typing import Optional
 from rxl.cli.options import missing
 from rxl.errors import BadOption, SourceError, show
 from rxl.tree.patch import ATF_DEST, SeriesError, patch_files, read_base, set_copyright
+from rxl.tree.version import PARAM_H, parse_param_h
 
 #: Default branch the series is applied on.
 DEFAULT_BRANCH = "rxl"
@@ -193,6 +194,7 @@ def check_base_commit(src: Path, base) -> None:
     it, with the fetch that brings the commit."""
     if run_git(src, "cat-file", "-e", base.commit + "^{commit}",
                check=False).returncode == 0:
+        check_base_version(src, base)
         return
     from rxl.tree.base import base_url  # rxl.tree.base imports this module
     try:
@@ -202,6 +204,22 @@ def check_base_commit(src: Path, base) -> None:
     raise BadOption(f"{src}: does not have the base commit {base.commit[:12]} "
                     f"(patches/BASE): it is in {base.repository}; fetch it (git -C {src} "
                     f"fetch {url} {base.commit}), or give a clone of that repository", "--src")
+
+
+def check_base_version(src: Path, base) -> None:
+    """Raise :class:`rxl.errors.BadOption` (``--patches``) when the base commit's
+    sys/sys/param.h in ``src`` names another ``__FreeBSD_version`` than
+    patches/BASE records: BASE's is what a dry run or --check-only plans the
+    release and the compilers from before the base is fetched (rxl.tree.version
+    .planned_version), so a wrong one would go unseen until the build. A commit
+    without a readable param.h is not compared (the tree checks say what it is)."""
+    cp = run_git(src, "show", f"{base.commit}:{PARAM_H}", check=False)
+    fv = parse_param_h(cp.stdout) if cp.returncode == 0 else None
+    if fv is not None and str(fv) != str(base.freebsd_version):
+        raise BadOption(f"BASE says __FreeBSD_version {show(base.freebsd_version, 24)}, but "
+                        f"{PARAM_H} of its commit {base.commit[:12]} in {src} says {fv}: "
+                        "the runs plan the release from BASE before the base is fetched; "
+                        "correct BASE", "--patches")
 
 
 def check_branch_name(src: Path, branch: str) -> None:

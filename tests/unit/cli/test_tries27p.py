@@ -406,3 +406,31 @@ def test_make_run_otherwise_checks_installs_and_runs():
     assert lines[0] == ".venv/bin/rxl run --check-only --src /x --memory 512"
     assert lines[1].startswith(".venv/bin/rxl doctor --install --for $(")
     assert lines[2] == ".venv/bin/rxl run --src /x --memory 512"
+
+
+# ------------------------------------------ 13: a BASE whose version is not its commit's
+
+def test_series_apply_refuses_a_base_whose_version_is_not_its_commits(tmp_path):
+    """13: BASE said 1400507, the tree at its commit 1500068: "applied 1
+    patch(es)", and the runs would plan 14.0's compilers before the fetch."""
+    import subprocess
+    from fakefreebsd import _series, _tree as git_tree
+    from rxl.tree import patch as S
+    src = tmp_path / "src"
+    base = git_tree(src, major=15)
+    patches = _series(tmp_path, src, base)
+    assert S.read_base(patches).freebsd_version == "1500068"  # the fixture reads it
+    (patches / "BASE").write_text(S.Base("owner/repo", base, "1400507").text())
+
+    def state():
+        return subprocess.run(["git", "-C", str(src), "for-each-ref"], capture_output=True,
+                              text=True).stdout + _files(src).__repr__()
+    before = state()
+    assert _error(["series", "apply", "--src", src, "--patches", patches]) == (
+        "Error: Invalid value for '--patches': BASE says __FreeBSD_version 1400507, but "
+        f"sys/sys/param.h of its commit {base[:12]} in {src} says 1500068: the runs plan "
+        "the release from BASE before the base is fetched; correct BASE")
+    assert state() == before
+    (patches / "BASE").write_text(S.Base("owner/repo", base, "1500068").text())
+    r = _run(["series", "apply", "--src", src, "--patches", patches])
+    assert r.exit_code == 0, r.output
