@@ -43,6 +43,7 @@ from rxl.cli.options import check_out_dir, missing
 from rxl.errors import BadOption, DataError, show
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
+from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
 from rxl.tree import world as tree_world
 
@@ -274,6 +275,12 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
         if not Path(path).is_dir():  # missing, a loop, or said to be what it is
             raise BadOption(f"{show(path)}: {missing(path, 'directory')}", opt)
     tree_build.check_kernel_release(kernel, "--kernel", src)  # rxl run's: src's world boots it
+    try:  # the program sets the series' TCP_REUSPORT_LB_CPU: rxl run's release check
+        tree_base.check_series_release(src, "lbsetsock sets the series' "
+                                       "TCP_REUSPORT_LB_CPU, which only its release has: "
+                                       "give a tree of the series' release")
+    except tree_base.TreeError as exc:
+        raise BadOption(str(exc).partition(" ")[2], "--src") from None
     check_out_dir(out, "--out")  # the binary, root and log are made under it
     outp = Path(out).resolve()
     wout = tree_world.world_outputs(src, objdir)

@@ -207,7 +207,8 @@ def guest():
 def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
     """Boot the guest with sshd, wait for SSH, print its ssh:// address."""
     src, kernel = os.path.abspath(src), os.path.abspath(kernel)
-    bad = guest_up.check_up(src, kernel, build=build, kyua=kyua)
+    bad = guest_up.check_up(src, kernel, build=build, kyua=kyua,
+                            series_tests=bool(atf_dir))
     if bad:
         raise click.BadParameter(bad[1], param_hint=f"'{bad[0]}'")
     extra = tree_world.series_tests(atf_dir)  # as rxl run checks it, before any plan

@@ -39,6 +39,7 @@ from rxl.cli import options
 from rxl.errors import BadOption, DataError, MachineError, show
 from rxl.guest import qemu, sshguest
 from rxl.guest.ssh import SSHError, SSHSession, SSHTarget
+from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
 from rxl.tree import kyuaworld, sshworld
 
@@ -149,12 +150,18 @@ def plan(src: str, kernel: str, *, memory_mib: int = 1024, port: int = 0,
             "argv": argv, "port": port, "log": log, "kernel": kernel}
 
 
-def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tuple[str, str]]:
+def check_up(src: str, kernel: str, *, build: bool, kyua: bool,
+             series_tests: bool = True) -> Optional[Tuple[str, str]]:
     """What ``rxl guest up`` refuses before any work, as (option, one-line reason),
     or None: a kernel that is missing, not a file or empty, a --src that is not a FreeBSD tree, --kyua without
     --build, a kernel of another release than the tree's (rxl run's check:
     rxl.tree.build.check_kernel_release; the guest boots it with the tree's
-    userland), and (without --build) a tree whose sshd userland is not built."""
+    userland), with ``series_tests`` (the series' ATF tests go in: ``--atf-dir``)
+    a tree of another release than patches/BASE's (rxl run's release check,
+    rxl.tree.base.check_series_release: the tests set TCP_REUSPORT_LB_CPU, and
+    ``rxl run --target`` takes only a target of the series' release; without
+    them any tree boots), and (without --build) a tree whose sshd userland is
+    not built."""
     if kyua and not build:
         return "--kyua", "only with --build (kyua is built into the sshd userland)"
     try:
@@ -169,6 +176,14 @@ def check_up(src: str, kernel: str, *, build: bool, kyua: bool) -> Optional[Tupl
         tree_build.check_kernel_release(kernel, "--kernel", src)
     except BadOption as exc:
         return "--kernel", exc.message
+    if series_tests:
+        try:
+            tree_base.check_series_release(
+                src, "guest up builds the series' ATF tests (TCP_REUSPORT_LB_CPU) against "
+                "it and rxl run --target takes only a target of that release: give a tree "
+                "of it, or --atf-dir '' for FreeBSD's own tests only")
+        except tree_base.TreeError as exc:
+            return "--src", str(exc).partition(" ")[2]
     missing = sshworld.ssh_world_outputs(src).missing()
     if missing and not build:
         return "--src", (f"no sshd userland for {src} in {sshworld.default_objdir()} "

@@ -30,6 +30,7 @@ from rxl.learn import drive, plan
 from rxl.learn.drive import Conductor
 from rxl.learn.metrics import analyze_log
 from rxl.learn.request import Checked, LearnFailed, LearnRequest, LearnUsage
+from rxl.tree import base as tree_base
 from rxl.tree import build as tree_build
 from rxl.tree import rig
 from rxl.tree import version as tree_version
@@ -133,7 +134,9 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
     Raises LearnUsage (exit 2) for a ``--src`` that is no directory, has no
     ``sys/``, or says no release (rxl.tree.version.read_version: no
     ``__FreeBSD_version`` in ``sys/sys/param.h``), which would leave learnd's
-    compiler and the world's build to a guess.
+    compiler and the world's build to a guess, or says another release than
+    patches/BASE's (rxl.tree.base.check_series_release, rxl run's check: learnd
+    sets the series' TCP_REUSPORT_LB_CPU, which a 14.0 tree's tcp.h lacks).
 
     Kernels not given: without a rig change for the NIC (every shape but an
     e1000e under QEMU 7.2, rxl.guest.qemu.needs_rig_patch) the patched kernel
@@ -153,6 +156,12 @@ def prepare(req: LearnRequest, chk: Checked) -> Setup:
         tree_version.require_release(src, "learnd's compiler and the world's build are "
                                      "chosen by it")
     except tree_version.VersionError as exc:
+        raise LearnUsage(str(exc)) from None
+    try:  # learnd and the kernels are the series': a tree of another release has neither
+        tree_base.check_series_release(src, "learn runs the series' learnd "
+                                       "(TCP_REUSPORT_LB_CPU) and kernels with its world: "
+                                       "give a tree of the series' release")
+    except tree_base.TreeError as exc:
         raise LearnUsage(str(exc)) from None
     kernels = {"patched": os.path.abspath(req.kernel) if req.kernel else None,
                "pristine": os.path.abspath(req.pristine_kernel) if req.pristine_kernel else None}

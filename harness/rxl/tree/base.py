@@ -230,6 +230,38 @@ def classify(src: str, patches_dir: Optional[Path] = None) -> str:
     return SrcKind.BASE
 
 
+def _other_release(v: Optional[tree_version.TreeVersion], base: tree_patch.Base) -> str:
+    """How a tree of version ``v`` (None: it says none) is not of the release
+    ``patches/BASE`` names (its ``__FreeBSD_version``'s major), as :func:`classify`
+    says it: ``FreeBSD 14.0 (1400507), not of the series' release``; "" when it is."""
+    try:
+        want = int(base.freebsd_version) // 100000
+    except ValueError:
+        want = None
+    if v is not None and want is not None and v.major == want:
+        return ""
+    return (f"FreeBSD {v.release} ({v.freebsd_version}), not of the series' release"
+            if v else "of no version it says (sys/sys/param.h)")
+
+
+def check_series_release(src: str, why: str, patches_dir: Optional[Path] = None) -> None:
+    """Refuse a ``--src`` that says a release other than the one ``patches/BASE``
+    names (:func:`classify`'s release check, for commands that take a tree without
+    classifying it: ``rxl learn``, ``rxl kcount setsockopt``, ``rxl guest up`` with
+    the series' tests): :class:`TreeError`
+    ``--src SRC: the tree is FreeBSD 14.0 (1400507), not of the series' release
+    (patches/BASE: __FreeBSD_version 1500068); WHY``. A tree that says no release
+    is left to the command's own check (learn requires one; rxl.tree.version)."""
+    v = tree_version.version_or_none(src)
+    if v is None:
+        return
+    base = tree_patch.read_base(Path(patches_dir or REPO_PATCHES))
+    said = _other_release(v, base)
+    if said:
+        raise TreeError(f"--src {src}: the tree is {said} (patches/BASE: "
+                        f"__FreeBSD_version {base.freebsd_version}); {why}")
+
+
 def _own_history(src: str, base: tree_patch.Base, patches_dir: Path) -> str:
     """:func:`classify` of a git tree without the base commit: of the base's release
     (``__FreeBSD_version`` major, rxl.tree.version) and carrying the series, or taking
@@ -237,13 +269,8 @@ def _own_history(src: str, base: tree_patch.Base, patches_dir: Path) -> str:
     fetch = (f"fetch it (git -C {src} fetch {base_url(base.repository)} {base.commit}), "
              "or run without --src to fetch the base")
     v = tree_version.version_or_none(src)
-    try:
-        want = int(base.freebsd_version) // 100000
-    except ValueError:
-        want = None
-    if v is None or want is None or v.major != want:
-        said = (f"FreeBSD {v.release} ({v.freebsd_version}), not of the series' release"
-                if v else "of no version it says (sys/sys/param.h)")
+    said = _other_release(v, base)
+    if said:
         raise TreeError(f"--src {src} does not have the base commit {base.commit[:12]} "
                         f"(patches/BASE): it is in {base.repository}; the tree is {said}; "
                         f"{fetch}")

@@ -223,7 +223,7 @@ def test_cli_dry_run_plans_rig_kernels_and_runs_nothing(tmp_path, monkeypatch):
     """QEMU 7.2's e1000e (the fallback shape): the rig applies patches/guest/."""
     from rxl.guest import qemu
     monkeypatch.setattr(qemu, "installed_version", lambda binary="x", run=None: (7, 2))
-    src = _repo(tmp_path)
+    src = _repo(tmp_path, major=15)  # the series' release (rxl learn refuses another)
     head = _head(src)
     g = tmp_path / "g"
     e1000e = ["--target", "guest-e1000e"]
