@@ -35,3 +35,9 @@ def error_line(args, code=2, quiet_stdout=True):
     (line,) = r.stderr.splitlines()
     assert line.startswith("Error: "), line
     return line
+
+
+def files(root):
+    """Every path under ``root``, relative and sorted: compared before and after
+    a refused command, which must change nothing."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))

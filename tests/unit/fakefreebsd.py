@@ -72,6 +72,20 @@ def version_files(path: Path, major: int = 14, **over) -> None:
         f'#define LLVM_REVISION "llvmorg-{v["llvm"]}-0-g6009708b4367"\n')
 
 
+def plain_tree(path: Path, major: int = 0, kernconf: str = "") -> Path:
+    """A directory that passes for a FreeBSD amd64 source tree (tools/build/make.py,
+    sys/amd64/conf/), not a git clone: with :func:`version_files` of ``major``
+    (0: none) and a ``kernconf`` file of that name (empty: none). Returns path."""
+    (path / "tools/build").mkdir(parents=True)
+    (path / "tools/build/make.py").write_text("# make.py\n")
+    (path / "sys/amd64/conf").mkdir(parents=True)
+    if kernconf:
+        (path / "sys/amd64/conf" / kernconf).write_text(f"ident {kernconf}\n")
+    if major:
+        version_files(path, major=major)
+    return path
+
+
 def _tree(path: Path, salt: str = "", major: int = 0) -> str:
     """A FreeBSD-shaped git repo at ``path``; returns its base commit. ``major`` 14 or
     15: with that base's version files (:func:`version_files`)."""

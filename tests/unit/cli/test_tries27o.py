@@ -11,16 +11,12 @@ import shutil
 
 import pytest
 
-from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
-from fakefreebsd import kernel_bytes, version_files
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import kernel_bytes, plain_tree
 
 #: A 14.0 kernel's newvers.sh version string (version[], rxl.tree.elf.kernel_version).
 V14 = "FreeBSD 14.0-RELEASE #1 def: Mon Nov 30 2026"
 SYSCTL = "net.inet.tcp.reuseport_lb.learn"
-
-
-def _files(work):
-    return sorted(str(p.relative_to(work)) for p in work.rglob("*"))
 
 
 @pytest.fixture
@@ -34,10 +30,7 @@ def kern14(work):
 def fsrc(work):
     """A 15.0 tree (the rebranded base's version files, __FreeBSD_version 1500068)
     that passes for a FreeBSD tree (tools/build/make.py), and an objdir."""
-    src = work / "fsrc"
-    (src / "tools/build").mkdir(parents=True)
-    (src / "tools/build/make.py").write_text("# make.py\n")
-    version_files(src, major=15)
+    src = plain_tree(work / "fsrc", 15)
     (work / "adir").mkdir()
     return src
 

@@ -13,27 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
-from fakefreebsd import version_files
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import plain_tree as _tree
 from rxl.learn import results as R
 from rxl.learn.metrics import analyze_log
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 PATCHED = DATA / "learn" / "synthetic-patched.log"
-
-
-def _files(root):
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
-
-
-def _tree(root, major):
-    """A FreeBSD-shaped tree of the ``major`` base's release (not a git clone)."""
-    (root / "tools/build").mkdir(parents=True)
-    (root / "tools/build/make.py").write_text("# make.py\n")
-    (root / "sys/amd64/conf").mkdir(parents=True)
-    if major:
-        version_files(root, major)
-    return root
 
 
 # ------------------------------------------ 1: --pristine-src of another release

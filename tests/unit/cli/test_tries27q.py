@@ -10,8 +10,8 @@ Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
 
 import pytest
 
-from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
-from fakefreebsd import kernel_bytes, version_files
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import kernel_bytes, plain_tree
 
 V14 = "FreeBSD 14.0-RELEASE #1 def: Mon Nov 30 2026"
 V14B = "FreeBSD 14.0-RELEASE #2 ghi: Tue Dec  1 2026"
@@ -21,35 +21,21 @@ OTHER = ("the tree is FreeBSD 14.0 (1400507), not of the series' release "
          "(patches/BASE: __FreeBSD_version 1500068)")
 
 
-def _files(work):
-    return sorted(str(p.relative_to(work)) for p in work.rglob("*"))
-
-
 def _kernel(path, version):
     path.write_bytes(kernel_bytes(tail=f"\0@(#){version}\n\0{version}\n".encode()))
-    return path
-
-
-def _fake_tree(path, major):
-    """A tree that passes for a FreeBSD amd64 tree of ``major`` (not a git clone)."""
-    (path / "tools/build").mkdir(parents=True)
-    (path / "tools/build/make.py").write_text("# make.py\n")
-    (path / "sys/amd64/conf").mkdir(parents=True)
-    (path / "sys/amd64/conf/GENERIC").write_text("ident GENERIC\n")
-    version_files(path, major=major)
     return path
 
 
 @pytest.fixture
 def t14(work):
     (work / "adir").mkdir()
-    return _fake_tree(work / "t14", 14)
+    return plain_tree(work / "t14", 14, "GENERIC")
 
 
 @pytest.fixture
 def t15(work):
     (work / "adir").mkdir(exist_ok=True)
-    return _fake_tree(work / "t15", 15)
+    return plain_tree(work / "t15", 15, "GENERIC")
 
 
 @pytest.fixture
