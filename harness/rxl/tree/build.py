@@ -46,13 +46,11 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 from rxl import paths
 from rxl.cli.options import missing
 from rxl.errors import BadOption, HostError, show
-from rxl.tree import base as tree_base
 from rxl.tree import elf as tree_elf
 from rxl.tree import modules as tree_modules
 from rxl.tree import snapshot
 from rxl.tree import version as tree_version
 from rxl.tree.kernconf import kernconf_path, write_kernconf
-from rxl.tree.patch import SeriesError, parse_base
 from rxl.tree.progress import StageBar
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -632,15 +630,15 @@ def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
     said_tree = _run_release(src)
     if said_tree is None:
         return  # the series stage refuses a missing BASE
-    tree, fv, where = said_tree
-    want = f"{fv // 100000}.{(fv // 1000) % 100}"
+    tree, where = said_tree
+    fv, want = tree.freebsd_version, tree.release
     said = f"{show(kernel)}: a {m.group(1)} {m.group(2)}.{m.group(3)} kernel ({show(version, 60)})"
     if m.group(1) == "FreeBSD":
         if f"{int(m.group(2))}.{int(m.group(3))}" != want:
             raise BadOption(f"{said}, but {where} is FreeBSD {want} (__FreeBSD_version "
                             f"{fv}): the run boots it with that release's userland and "
                             "test programs; give a kernel built from the tree", opt)
-    elif tree is not None and tree.rebranded and tree.revision:
+    elif tree.rebranded and tree.revision:
         if m.group(1) != tree.type or not version.startswith(f"{tree.type} {tree.revision}-"):
             raise BadOption(f"{said}, but {where} is {tree.type} {tree.revision} (FreeBSD "
                             f"{want}): the run boots it with that tree's userland and test "
@@ -648,24 +646,17 @@ def check_kernel_release(kernel: str, opt: str, src: Optional[str]) -> None:
 
 
 def _run_release(src: Optional[str]):
-    """The release a run's userland and test programs are built from: ``(tree,
-    __FreeBSD_version, where)``, ``tree`` --src's :class:`rxl.tree.version.TreeVersion`
-    when its param.h reads (else None and patches/BASE's version), ``where``
-    naming the one used (``--src SRC``, ``patches/BASE``); None when neither
-    says (the series stage refuses a missing BASE)."""
-    tree = None
-    if src:
-        try:
-            tree = tree_version.read_version(src)
-        except tree_version.VersionError:
-            tree = None  # --src's own check says what is wrong with it
+    """The release a run's userland and test programs are built from, and where
+    it is said: ``(version, "--src SRC")`` when --src's param.h reads
+    (:func:`rxl.tree.version.version_or_none`; else --src's own check says what
+    is wrong with it), else ``(version, "patches/BASE")``
+    (:func:`rxl.tree.version.base_version`, a plain FreeBSD release); None when
+    neither says (the series stage refuses a missing BASE)."""
+    tree = tree_version.version_or_none(src) if src else None
     if tree is not None:
-        return tree, tree.freebsd_version, f"--src {show(src)}"
-    try:
-        fv = int(parse_base((tree_base.REPO_PATCHES / "BASE").read_text()).freebsd_version)
-    except (OSError, ValueError, SeriesError):
-        return None
-    return None, fv, "patches/BASE"
+        return tree, f"--src {show(src)}"
+    base = tree_version.base_version()
+    return None if base is None else (base, "patches/BASE")
 
 
 def check_tree_release(tree: str, opt: str, src: Optional[str]) -> None:
@@ -684,8 +675,8 @@ def check_tree_release(tree: str, opt: str, src: Optional[str]) -> None:
     said = _run_release(src)
     if said is None:
         return
-    _, fv, where = said
-    want = f"{fv // 100000}.{(fv // 1000) % 100}"
+    run, where = said
+    fv, want = run.freebsd_version, run.release
     if v.release != want:
         raise BadOption(f"{show(tree)}: a FreeBSD {v.release} tree (__FreeBSD_version "
                         f"{v.freebsd_version}), but {where} is FreeBSD {want} "
