@@ -291,7 +291,10 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         raise TargetsError([f"{path}: must be a mapping with 'targets:' (and 'shapes:')"],
                            path)
     _unknown("", doc, ("shapes", "targets"), errs)
-    shapes = doc.get("shapes") or {}
+    # None (``shapes:`` with nothing under it) is no shapes; a list, a number or
+    # a string is the wrong type even when empty or zero (``[] or {}`` hid it)
+    shapes = doc.get("shapes")
+    shapes = {} if shapes is None else shapes
     if not isinstance(shapes, dict):
         errs.append("shapes: must be a mapping of name -> shape")
         shapes = {}
@@ -309,7 +312,8 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         s = _check_shape(where, d, errs)
         if s is not None:
             out.shapes[str(name)] = s
-    targets = doc.get("targets") or {}
+    targets = doc.get("targets")
+    targets = {} if targets is None else targets
     if not isinstance(targets, dict):
         errs.append("targets: must be a mapping of name -> target")
         targets = {}

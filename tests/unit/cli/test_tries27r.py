@@ -1,0 +1,63 @@
+"""Issue 27's thirteenth pass (/work/coord/nc13.md), its "Questionable, not
+counted" items that are faults against the README's contract (bad input: one
+``Error:`` line, exit 2, nothing changed; an option that cannot apply refused
+naming both; an input file that is not what it should be is exit 2):
+
+- a targets file's ``targets:`` or ``shapes:`` of the wrong type (``[]``, ``0``,
+  ``''``) was taken as empty (``[] or {}``);
+- ``rxl learn --requests`` (and ``--deadline``, ``--groups-every``) past what
+  learnd takes (``-d`` 1..86400 s, ``-G`` 100..3600000 ms) was planned, and
+  learnd would exit in the guest after the builds and the boot;
+- ``rxl run --no-series --spread`` was silently moot (no spread boot);
+- a read-only ``git status`` of ``--src`` rewrote its .git/index (stat data
+  refreshed), and --src is never written;
+- ``rxl deal --members`` of a 21-digit CPU called it "malformed";
+- ``python -m rxl.decide.core --help`` built the library;
+- a failed ``git am`` of ``rxl series apply`` left the user's checkout on the
+  new branch (the message did not say so) and a retry refused the branch;
+- ``rxl kcount analyze T T`` printed T once;
+- a kcount trace whose stack pointer rises above the entry's (no call record
+  writes) was read as a call.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import _series, _tree as git_tree, kernel_bytes, plain_tree
+
+SYSCTL = "net.inet.tcp.reuseport_lb.learn"
+
+
+# ----------------------------------------------------------- targets file types
+
+@pytest.mark.parametrize("text,key,what", [
+    ("targets: []\n", "targets", "name -> target"),
+    ("targets: 0\n", "targets", "name -> target"),
+    ("targets: ''\n", "targets", "name -> target"),
+    ("targets: false\n", "targets", "name -> target"),
+    ("shapes: []\n", "shapes", "name -> shape"),
+    ("shapes: 0\n", "shapes", "name -> shape"),
+])
+def test_a_targets_file_of_the_wrong_type_is_refused(text, key, what, work):
+    """A list, a number or a string where a mapping belongs was taken as none."""
+    f = work / "t.yaml"
+    f.write_text(text)
+    r = _run(["targets", "--targets", f])
+    assert r.exit_code == 2, r.output
+    assert f"{f}: {key}: must be a mapping of {what}" in r.stdout
+    assert r.stderr.splitlines() == [f"Error: {f}: 1 mistake (listed above)"]
+
+
+@pytest.mark.parametrize("text", ["", "\n", "targets:\n", "shapes:\ntargets:\n"])
+def test_an_empty_targets_file_is_still_no_targets(text, work):
+    """An empty file, or a key with nothing under it, is the empty set (load's
+    docstring): the built-in targets only."""
+    f = work / "t.yaml"
+    f.write_text(text)
+    r = _run(["targets", "--targets", f])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[-1].startswith("guest-2l3 ")
