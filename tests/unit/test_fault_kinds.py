@@ -151,7 +151,7 @@ def test_a_malformed_target_url_is_a_usage_error(url, why, tmp_path, monkeypatch
     (["--min-conns", "-1"], "--min-conns must be 0..20000"),
     (["--warmup", "5"], "--warmup 5: a phase must be longer than the two 10 s"),
     (["--concurrency", "0"], "--concurrency must be >= 1"),
-    (["--groups-every", "-1"], "--groups-every must be 0 or >= 0.1 s"),
+    (["--groups-every", "-1"], "--groups-every must be 0 or 0.1..3600 s"),
     (["--deadline", "-1"], "--deadline must be >= 1 s"),
     (["--nic-reinit", "-1"], "--nic-reinit must be >= 0"),
     (["--tunable", "x"], "--tunable 'x': expected NAME=VALUE"),
@@ -182,14 +182,18 @@ BIG = "9" * 5000
 
 
 @pytest.mark.parametrize("args, why", [
-    (["deal", "--topology", "2x4x2", "--members", BIG], "malformed member"),
+    # a number, out of range (nc13: a 23-digit CPU was a "malformed member")
+    (["deal", "--topology", "2x4x2", "--members", BIG],
+     "--members: CPU 999999999999999999999999... (4976 more characters) is not in "
+     "topology 2x4x2"),
     (["deal", "--topology", "2x4x2", "--members", "0", "--counts", f"0:{BIG}"],
-     "malformed --counts item"),
+     "--counts: count 999999999999999999999999... (4976 more characters) does not fit"),
     (["deal", "--topology", f"{BIG}x1x1", "--members", "0"], "unknown topology"),
     (["spread", "--topology", "2x4x2", "--intr-cpus", f"0-{BIG}", "--queues", "1"],
      "malformed --intr-cpus item"),
     (["outcomes", "--topology", "2x4x2", "--workers", "0", "--rx-cpus", "0",
-      "--rx-counts", f"0:{BIG}"], "malformed --rx-counts item"),
+      "--rx-counts", f"0:{BIG}"], "--rx-counts: count 999999999999999999999999... "
+     "(4976 more characters) does not fit 32 bits"),
 ])
 def test_a_5000_digit_number_is_a_malformed_value(args, why):
     """Python refuses int() of 4,300 digits or more: the message was its own

@@ -46,6 +46,13 @@ MAX_REPETITIONS = 1000
 #: Largest --min-conns: the measured phase stops at plan.plan_phases'
 #: ``max_conns`` attempts (20000), so a larger minimum can never be met.
 MAX_MIN_CONNS = 20000
+#: Longest deadline learnd takes (-d), s: learnd.c main's ``num(optarg, 1,
+#: 86400, "deadline_s")``, which exits 2 in the guest for more, after the
+#: builds and the boot.
+MAX_DEADLINE_S = 86400
+#: Longest interval between copies of the groups view learnd takes (-G), s:
+#: learnd.c's ``num(optarg, 100, 3600000, ...)`` in ms.
+MAX_GROUPS_EVERY_S = 3600
 
 
 def _open_files() -> int:
@@ -282,8 +289,9 @@ def check(req: LearnRequest) -> Checked:
                "SYN retries and time the queue, not the deal" if most == plan.LISTEN_BACKLOG
                else f"this process may open {_open_files()} files (ulimit -n), {FD_MARGIN} "
                     "of them for other uses") + ")", "--concurrency")
-    if req.groups_every != 0 and not req.groups_every >= 0.1:
-        raise LearnUsage(f"--groups-every must be 0 or >= 0.1 s, got {req.groups_every:g}")
+    if req.groups_every != 0 and not 0.1 <= req.groups_every <= MAX_GROUPS_EVERY_S:
+        raise LearnUsage(f"--groups-every must be 0 or 0.1..{MAX_GROUPS_EVERY_S} s (learnd "
+                         f"-G), got {req.groups_every:g}")
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
     if requests is not None and not any(n == IDLESPINS for n, _ in gsys):
         gsys.insert(0, (IDLESPINS, "0"))
@@ -329,6 +337,18 @@ def check(req: LearnRequest) -> Checked:
         raise LearnUsage(f"--nic-reinit must be >= 0, got {req.nic_reinit}")
     if req.deadline_s is not None and req.deadline_s < 1:
         raise LearnUsage(f"--deadline must be >= 1 s, got {req.deadline_s}")
+    if req.deadline_s is not None and req.deadline_s > MAX_DEADLINE_S:
+        raise LearnUsage(f"--deadline {show(req.deadline_s, 24)}: learnd takes at most "
+                         f"{MAX_DEADLINE_S} s (its -d)")
     if req.deadline_s is not None:
         check_deadline(req.deadline_s, phases, requests)
+    elif requests is not None and \
+            plan.run_deadline_s(phases, requests=requests) > MAX_DEADLINE_S:
+        # the default deadline allows for every request at plan.MIN_REQUEST_RATE
+        raise LearnUsage(
+            f"--requests {requests.requests} on --connections {requests.connections}, "
+            f"--idle {requests.idle_s:g} s: a run's deadline would be "
+            f"{plan.run_deadline_s(phases, requests=requests)} s (every phase at its "
+            f"longest + 120 s, the requests at {plan.MIN_REQUEST_RATE:g}/s), more than "
+            f"learnd's {MAX_DEADLINE_S} s (its -d): give fewer requests or connections")
     return Checked(phases, boots, gsys, extra_tun, shape, requests)

@@ -245,7 +245,7 @@ def test_socket_options_from_tree_and_overrides(tmp_path, kernel_file):
     bad = CliRunner().invoke(main, ["learn", "--src", src, "--dry-run",
                                     "--kernel", str(kernel_file),
                                     "--groups-every", "0.01"])
-    assert bad.exit_code != 0 and "--groups-every must be 0 or >= 0.1" in bad.output
+    assert bad.exit_code != 0 and "--groups-every must be 0 or 0.1..3600 s" in bad.output
 
 
 # ------------------------------------------------- learnd -G over loopback
