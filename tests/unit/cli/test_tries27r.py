@@ -119,3 +119,15 @@ def test_learn_refuses_a_groups_interval_learnd_does_not_take(t15, kernel_file, 
     r = _run(_learn(work, t15, kernel_file, "--groups-every", "3600"))
     assert r.exit_code == 0, r.output
     assert "groups view every 3600 s" in r.stdout
+
+
+# ------------------------------------------------------ run --no-series --spread
+
+@pytest.mark.parametrize("mode", ["--check-only", "--dry-run"])
+@pytest.mark.parametrize("flag", ["--spread", "--no-spread"])
+def test_run_no_series_refuses_spread(mode, flag, t15):
+    """--no-series boots no spread kernel (spread=spread and not no_series), yet an
+    explicit --spread was taken while --tests-on-spread was refused."""
+    assert _error(["run", mode, "--no-series", flag, "--src", t15]) == (
+        f"Error: Invalid value for '{flag}': not with --no-series: the tree is built "
+        "and booted as it is, alone")
