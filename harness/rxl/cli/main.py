@@ -5,6 +5,8 @@ the package and print); this module only gathers them under one group,
 whose error surface is :mod:`rxl.cli.surface`'s.
 """
 
+import os
+
 import click
 
 from rxl.bench.cli import bench, kcount_group
@@ -28,6 +30,11 @@ def main():
     bad option value) and 1 for a failure at run time; --json changes only
     what a successful command prints.
     """
+    # git's optional locks off for every git the commands start: a read-only
+    # query (git status, git diff) of a --src would otherwise rewrite that
+    # tree's .git/index to refresh stat data of files touched since, and --src
+    # is never written (README); git am, commit and checkout still lock.
+    os.environ["GIT_OPTIONAL_LOCKS"] = "0"
     check_work_root()  # RXL_WORK relative, not a directory, under a file
     core.build_dir()  # RXL_BUILD_DIR relative, a file: refused as RXL_WORK is
 

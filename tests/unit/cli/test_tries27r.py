@@ -131,3 +131,33 @@ def test_run_no_series_refuses_spread(mode, flag, t15):
     assert _error(["run", mode, "--no-series", flag, "--src", t15]) == (
         f"Error: Invalid value for '{flag}': not with --no-series: the tree is built "
         "and booted as it is, alone")
+
+
+# --------------------------------------------------- --src's .git/index unwritten
+
+def _index(tree):
+    st = os.stat(tree / ".git" / "index")
+    return (tree / ".git" / "index").read_bytes(), st.st_mtime_ns
+
+
+def test_a_read_only_git_status_of_src_leaves_its_index(work, monkeypatch):
+    """learn's rig kernels ask ``git status`` of --src (rxl.tree.rig.dirty_sys),
+    which refreshed the stat data of a file touched since the index was written
+    and rewrote .git/index (nc13 try 509: a fresh tree's racy entries)."""
+    monkeypatch.delenv("GIT_OPTIONAL_LOCKS", raising=False)
+    src = work / "src"
+    git_tree(src, major=15)
+    (work / "adir").mkdir()
+    f = src / "sys/kern/kern_x.c"
+    os.utime(f, ns=(os.stat(f).st_atime_ns, os.stat(f).st_mtime_ns + 10 ** 10))
+    before = _index(src)
+    r = _run(["learn", "--dry-run", "--src", src, "--objdir", work / "adir",
+              "--guest-dir", work / "g", "--learn-sysctl", SYSCTL, "--lb-cpu-opt", "1027"])
+    assert r.exit_code == 2, r.output  # the fake tree lacks patches/BASE's commit
+    assert "does not have the base commit" in r.stderr
+    assert _index(src) == before
+    # git itself would have: the same query, optional locks on
+    env = {k: v for k, v in os.environ.items() if k != "GIT_OPTIONAL_LOCKS"}
+    subprocess.run(["git", "-C", str(src), "status", "--porcelain"], env=env,
+                   capture_output=True, check=True)
+    assert _index(src) != before
