@@ -19,7 +19,7 @@ from rxl.cli.options import check_no_repeats, decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
-from rxl.errors import UsageError, counted
+from rxl.errors import UsageError, counted, show
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -51,6 +51,20 @@ def _friendly(fn):
     return wrapper
 
 
+#: Digits of the longest number the options read as one (2**64-1 has 20); a
+#: longer one is still a number, out of range, and said to be (not "malformed").
+_DIGITS = 20
+
+
+def _cpu(digits: str, topo: Topology, what: str) -> int:
+    """The CPU id ``digits`` (decimal); TopologyError naming ``what`` for one of
+    more than :data:`_DIGITS` digits, which no topology holds."""
+    if len(digits) > _DIGITS:
+        raise TopologyError(f"{what}: CPU {show(digits, 24)} is not in topology "
+                            f"{topo.name} (CPUs {topology.cpu_ranges(topo.cpus)})")
+    return int(digits)
+
+
 def parse_members(text: str, topo: Topology) -> List[model.Tag]:
     """``"0,1,2,9,-,5L"``: a CPU (explicit tag), ``-`` (untagged), or a CPU
     with ``L`` (a tag learned at accept(2)).  Raises TopologyError."""
@@ -60,12 +74,12 @@ def parse_members(text: str, topo: Topology) -> List[model.Tag]:
         if item == "-":
             tags.append(model.Tag())
             continue
-        m = re.fullmatch(r"([0-9]{1,20})([Ll]?)", item)
+        m = re.fullmatch(r"([0-9]+)([Ll]?)", item)
         if not m:
             raise TopologyError(f"malformed member {item!r} in {text!r}: use "
                                 "a CPU id (5: tagged), '-' (untagged) or a CPU id "
                                 "with L appended (5L: learned at accept(2))")
-        tags.append(model.Tag(int(m.group(1)), bool(m.group(2))))
+        tags.append(model.Tag(_cpu(m.group(1), topo, "--members"), bool(m.group(2))))
     topology.check_cpus(topo, [t.cpu for t in tags if t.cpu is not None],
                         "--members")
     return tags
@@ -78,14 +92,15 @@ def parse_counts(text: Optional[str], topo: Topology,
     if not text:
         return out
     for item in text.split(","):
-        m = re.fullmatch(r"\s*([0-9]{1,20})\s*:\s*([0-9]{1,20})\s*", item)
+        m = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", item)
         if not m:
             raise TopologyError(f"malformed {what} item {item!r}: use CPU:COUNT")
-        cpu, count = int(m.group(1)), int(m.group(2))
+        cpu = _cpu(m.group(1), topo, what)
+        if len(m.group(2)) > _DIGITS or int(m.group(2)) >= 1 << 32:
+            raise TopologyError(f"{what}: count {show(m.group(2), 24)} does not fit 32 bits")
+        count = int(m.group(2))
         if cpu in out:
             raise TopologyError(f"CPU {cpu} given twice in {what}")
-        if count >= 1 << 32:
-            raise TopologyError(f"{what}: count {count} does not fit 32 bits")
         out[cpu] = count
     topology.check_cpus(topo, out, what)
     return out

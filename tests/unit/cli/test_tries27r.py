@@ -161,3 +161,21 @@ def test_a_read_only_git_status_of_src_leaves_its_index(work, monkeypatch):
     subprocess.run(["git", "-C", str(src), "status", "--porcelain"], env=env,
                    capture_output=True, check=True)
     assert _index(src) != before
+
+
+# -------------------------------------------------------------- deal numbers
+
+@pytest.mark.parametrize("args,what", [
+    (["--members", "99999999999999999999999"], "--members"),
+    (["--members", "0,1", "--counts", "99999999999999999999999:1"], "--counts"),
+])
+def test_deal_says_a_long_cpu_number_is_not_in_the_topology(args, what):
+    """A 21-digit CPU id was a "malformed member"; 4294967296 was not in the topology."""
+    assert _error(["deal", "--topology", "2x2x2", *args]) == (
+        f"Error: {what}: CPU 99999999999999999999999 is not in topology 2x2x2 (CPUs 0-7)")
+
+
+def test_deal_says_a_long_count_does_not_fit():
+    assert _error(["deal", "--topology", "2x2x2", "--members", "0,1", "--counts",
+                   "0:99999999999999999999999"]) == (
+        "Error: --counts: count 99999999999999999999999 does not fit 32 bits")
