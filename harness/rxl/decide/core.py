@@ -435,6 +435,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m rxl.decide.core [--dry-run] [--check]``: build the library and
     print its path, or (``--check``) compile each core alone."""
     args = list(sys.argv[1:] if argv is None else argv)
+    other = [a for a in args if a not in ("--dry-run", "--check")]
+    if other:  # --help too: it would build the library and print its path
+        print(f"rxl: {show(other[0])}: not an argument (python -m rxl.decide.core "
+              "[--dry-run] [--check])", file=sys.stderr)
+        return 2
     try:
         build_dir()
     except UsageError as e:

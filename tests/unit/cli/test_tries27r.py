@@ -179,3 +179,20 @@ def test_deal_says_a_long_count_does_not_fit():
     assert _error(["deal", "--topology", "2x2x2", "--members", "0,1", "--counts",
                    "0:99999999999999999999999"]) == (
         "Error: --counts: count 99999999999999999999999 does not fit 32 bits")
+
+
+# ------------------------------------------------- python -m rxl.decide.core
+
+@pytest.mark.parametrize("arg", ["--help", "-h", "build"])
+def test_decide_core_refuses_an_argument_it_does_not_take(arg, tmp_path, monkeypatch, capsys):
+    """``--help`` built the library and printed its path (exit 0), as any argument."""
+    from rxl.decide import core
+    monkeypatch.setenv("RXL_BUILD_DIR", str(tmp_path / "b"))
+    monkeypatch.setenv("CC", "false")
+    monkeypatch.delenv("RXL_CORE_CC", raising=False)
+    assert core.main([arg]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [f"rxl: {arg}: not an argument (python -m "
+                                    "rxl.decide.core [--dry-run] [--check])"]
+    assert not (tmp_path / "b").exists()
