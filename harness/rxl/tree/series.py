@@ -259,8 +259,10 @@ def apply_series(src: Path, patches_dir: Path, *,
     ``--branch``); a ``src`` without the base commit (:func:`check_base_commit`:
     BadOption naming ``--src``); ``src`` not the top of a git tree, uncommitted
     changes, an ``at`` it lacks (:class:`SeriesError`).  On a failed ``git am`` the am
-    is aborted and the branch stays at the base; nothing is deleted.  Returns
-    the new HEAD.
+    is aborted, the checkout goes back to the branch (or commit) it was on and
+    the new branch, which holds nothing but the base, is deleted: a retry finds
+    the tree as it was (the message says so, or where it was left when git
+    could not go back).  Returns the new HEAD.
     """
     src = Path(src)
     ensure_git_tree(src)
@@ -286,6 +288,10 @@ def apply_series(src: Path, patches_dir: Path, *,
                           f"file(s), e.g. {dirty[0]}); commit or stash "
                           "them first")
     prepare_snapshot(src, echo)
+    # where the checkout is (a branch, else a detached commit), to go back to on failure
+    on = run_git(src, "symbolic-ref", "-q", "--short", "HEAD", check=False).stdout.strip()
+    was = on or run_git(src, "rev-parse", "--verify", "--quiet", "HEAD",
+                        check=False).stdout.strip()
     run = subprocess.run(_locked(["git", "-C", str(src), "checkout", "-q",
                                   "-b", branch, start], lock),
                          text=True, capture_output=True)
@@ -298,8 +304,20 @@ def apply_series(src: Path, patches_dir: Path, *,
         subprocess.run(_locked(["git", "-C", str(src), "am", "--abort"],
                                lock), capture_output=True)
         last = (run.stderr.strip() or run.stdout.strip()).splitlines()
-        raise SeriesError(f"git am failed ({last[0] if last else 'error'}); "
-                          f"branch {branch} left at the base")
+        said = f"git am failed ({last[0] if last else 'error'})"
+        back = bool(was) and subprocess.run(
+            _locked(["git", "-C", str(src), "checkout", "-q", was, "--"], lock),
+            capture_output=True).returncode == 0
+        if not back:
+            raise SeriesError(f"{said}; the checkout is left on branch {branch}, at the "
+                              f"base: delete it (git branch -D {branch}) before a retry")
+        gone = subprocess.run(_locked(["git", "-C", str(src), "branch", "-q", "-D", branch],
+                                      lock), capture_output=True).returncode == 0
+        raise SeriesError(f"{said}; the checkout is back on "
+                          f"{f'branch {on}' if on else f'commit {was[:12]}'}"
+                          + (f", branch {branch} deleted" if gone else
+                             f"; branch {branch} is left at the base: delete it before a "
+                             "retry"))
     head = run_git(src, "rev-parse", "HEAD").stdout.strip()
     echo(f"applied {len(files)} patch(es) on {branch} in {src}: "
          f"{start[:12]}..{head[:12]}")

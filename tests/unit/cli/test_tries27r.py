@@ -196,3 +196,48 @@ def test_decide_core_refuses_an_argument_it_does_not_take(arg, tmp_path, monkeyp
     assert out.err.splitlines() == [f"rxl: {arg}: not an argument (python -m "
                                     "rxl.decide.core [--dry-run] [--check])"]
     assert not (tmp_path / "b").exists()
+
+
+# ------------------------------------------------- series apply: a failed git am
+
+def _git(src, *args):
+    return subprocess.run(["git", "-C", str(src), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_series_apply_goes_back_after_a_failed_git_am(tmp_path):
+    """Two patches adding one file: git am fails on the second. The checkout was
+    left on the new branch rxl (from main; the message said only "branch rxl left
+    at the base"), and a retry refused: "branch rxl already exists"."""
+    src = tmp_path / "src"
+    base = git_tree(src, major=15)
+    patches = _series(tmp_path, src, base)
+    (first,) = sorted(patches.glob("*.patch"))
+    shutil.copy(first, patches / "0002-again.patch")
+    head = _git(src, "rev-parse", "HEAD")
+    for _ in range(2):  # the retry finds the tree as it was
+        line = _error(["series", "apply", "--src", src, "--patches", patches], code=1)
+        assert line.startswith("Error: git am failed (")
+        assert line.endswith("); the checkout is back on branch main, branch rxl deleted")
+        assert _git(src, "symbolic-ref", "--short", "HEAD") == "main"
+        assert _git(src, "rev-parse", "HEAD") == head
+        assert _git(src, "branch", "--list", "rxl") == ""
+        assert _git(src, "status", "--porcelain", "--untracked-files=no") == ""
+    (patches / "0002-again.patch").unlink()
+    r = _run(["series", "apply", "--src", src, "--patches", patches])
+    assert r.exit_code == 0, r.output
+    assert _git(src, "symbolic-ref", "--short", "HEAD") == "rxl"
+
+
+def test_series_apply_goes_back_to_a_detached_commit(tmp_path):
+    src = tmp_path / "src"
+    base = git_tree(src, major=15)
+    patches = _series(tmp_path, src, base)
+    (first,) = sorted(patches.glob("*.patch"))
+    shutil.copy(first, patches / "0002-again.patch")
+    _git(src, "checkout", "-q", "--detach", base)
+    line = _error(["series", "apply", "--src", src, "--patches", patches], code=1)
+    assert line.endswith(f"; the checkout is back on commit {base[:12]}, branch rxl deleted")
+    assert _git(src, "rev-parse", "HEAD") == base
+    assert subprocess.run(["git", "-C", str(src), "symbolic-ref", "-q", "HEAD"],
+                          capture_output=True).returncode == 1   # still detached
