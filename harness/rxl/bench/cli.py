@@ -19,8 +19,8 @@ from rxl.bench import accept, accept_output, accept_run, ebpf, kcount
 from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
-from rxl.cli.options import (DIRECTORY, FILE, InputFile, PathOf, check_out_file,
-                             program_reason)
+from rxl.cli.options import (DIRECTORY, FILE, InputFile, PathOf, check_distinct_inputs,
+                             check_out_file, program_reason)
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
@@ -464,6 +464,7 @@ def record(kernel, port, samples, outer, inner, out, only_syn, others_run, limit
 @click.option("--json", "as_json", is_flag=True)
 def analyze(traces, mark, as_json):
     """Instructions (locks, atomics) per function over each trace's marked calls (-: stdin)."""
+    check_distinct_inputs(traces, "TRACES")  # the rows are keyed by trace: one hid the other
     rows = {}
     for t in traces:
         doc = kcount.load(t)

@@ -227,6 +227,14 @@ def _check_sample(k: int, s: object) -> None:
         raise ValueError(f"sample {k}: no step (a recorded call enters its function)")
     if len(s["pc"]) != len(s["sp"]):
         raise ValueError(f"sample {k}: {len(s['pc'])} pcs but {len(s['sp'])} sps")
+    # record stops a sample at the outer's ret, the first step above its entry's
+    # stack pointer, and keeps no such step: a higher one is no call of the outer
+    # (the stack grows down: a callee entered above it was read as one)
+    up = next((i for i, sp in enumerate(s["sp"]) if sp > s["sp"][0]), None)
+    if up is not None:
+        raise ValueError(f"sample {k}: step {up + 1}'s stack pointer {s['sp'][up]:#x} is "
+                         f"above the entry's {s['sp'][0]:#x}: after the outer function "
+                         "returned (record ends a sample at its ret)")
     cas = s.get("cas")
     if cas is not None and not (isinstance(cas, list) and all(
             isinstance(t, list) and len(t) == 3 and all(_is_int(x) for x in t) for t in cas)):

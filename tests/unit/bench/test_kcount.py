@@ -111,7 +111,8 @@ def test_analyze_cli_refuses_stdin_twice(tmp_path):
     group = {"pc": [0x100, 0x200, 0x201, 0x101], "sp": [100, 92, 92, 100]}
     text = open(_trace(tmp_path, [group])).read()
     r = CliRunner().invoke(kcount_cmd, ["analyze", "-", "-"], input=text)
-    assert r.exit_code == 2 and "read only once" in r.output
+    # refused before stdin is read, as any input given twice (nc13: T T printed once)
+    assert r.exit_code == 2 and "-: given twice: each input once" in r.output
 
 
 @pytest.mark.parametrize("samples", [[{"a": 1}], 5, [{"pc": ["zz"], "sp": [1]}],

@@ -241,3 +241,36 @@ def test_series_apply_goes_back_to_a_detached_commit(tmp_path):
     assert _git(src, "rev-parse", "HEAD") == base
     assert subprocess.run(["git", "-C", str(src), "symbolic-ref", "-q", "HEAD"],
                           capture_output=True).returncode == 1   # still detached
+
+
+# ------------------------------------------------------------ kcount traces
+
+GOOD = ('{"outer": "in_pcblookup_mbuf", "entries": {"in_pcblookup_mbuf": "0x100", '
+        '"in_pcblookup_lbgroup": "0x200"}, "samples": [{"pc": [256, 512, 513, 257], '
+        '"sp": [100, 92, 92, 100]}]}')
+
+
+def test_kcount_analyze_refuses_a_trace_given_twice(work):
+    """It printed the trace once: its rows are keyed by trace (learn --log and
+    kcount table refuse a repeat)."""
+    t = work / "t.json"
+    t.write_text(GOOD)
+    assert _run(["kcount", "analyze", t]).stdout.splitlines()[0] == (
+        f"{t} [in_pcblookup_lbgroup]: 1 marked calls (0 others)")
+    assert _error(["kcount", "analyze", t, t]) == (
+        f"Error: Invalid value for TRACES: {t}: given twice: each input once")
+    (work / "u.json").symlink_to(t)
+    assert _error(["kcount", "analyze", t, work / "u.json"]) == (
+        f"Error: Invalid value for TRACES: {work / 'u.json'}: given twice (as {t}): "
+        "each input once")
+
+
+def test_kcount_refuses_a_stack_pointer_above_the_entry(work):
+    """nc13's fx/kc/spup.json: the callee entered at sp 108 above the outer's 100
+    (a call pushes: the stack grows down) was counted as a call, with the outer's
+    own next step in it. record ends a sample at the first step above the entry's."""
+    t = work / "spup.json"
+    t.write_text(GOOD.replace("[100, 92, 92, 100]", "[100, 108, 108, 100]"))
+    assert _error(["kcount", "analyze", t]) == (
+        f"Error: {t}: not a kcount trace: sample 1: step 2's stack pointer 0x6c is above the entry's 0x64: "
+        "after the outer function returned (record ends a sample at its ret)")
