@@ -123,6 +123,17 @@ class FiniteFloat(click.ParamType):
         return f"FiniteFloat({self.min}, {self.max})"
 
 
+def empty_reason(param) -> str:
+    """Why an empty (or blank) value of ``param`` is refused, in the words of
+    the error: "give one", and "or leave the option out" only for an option
+    that may be left out (a required one left out is click's "Missing
+    option"; an argument cannot be).  rxl.cli.surface.refuse_empty's and
+    :class:`Text`'s refusals."""
+    if isinstance(param, click.Option) and not param.required:
+        return "an empty value: give one, or leave the option out"
+    return "an empty value: give one"
+
+
 class Text(click.ParamType):
     """A text value parsed once at the command line by :meth:`parse`.
 
@@ -142,7 +153,7 @@ class Text(click.ParamType):
         if not isinstance(value, str):
             return value
         if not value.strip():
-            self.fail("an empty value: give one, or leave the option out", param, ctx)
+            self.fail(empty_reason(param), param, ctx)
         try:
             return self.parse(value)
         except (ValueError, RxlError) as exc:

@@ -36,7 +36,7 @@ import sys
 import click
 from click.core import ParameterSource
 
-from rxl.cli.options import decimal_float, decimal_int
+from rxl.cli.options import decimal_float, decimal_int, empty_reason
 from rxl.errors import BadOption, DataError, Interrupted, RxlError, message, show
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
@@ -101,9 +101,7 @@ def refuse_empty(ctx: click.Context) -> None:
             else:
                 values.append(v)
         if any(isinstance(v, str) and not v.strip() for v in values):
-            raise click.BadParameter("an empty value: give one, or leave the option out"
-                                     if isinstance(param, click.Option) else
-                                     "an empty value: give one", ctx=ctx, param=param)
+            raise click.BadParameter(empty_reason(param), ctx=ctx, param=param)
 
 
 def refuse_repeated(ctx: click.Context, order) -> None:

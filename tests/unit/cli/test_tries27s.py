@@ -1,0 +1,82 @@
+"""Issue 27's fourteenth pass (/work/coord/nc14.md), faults 1, 3, 4 and 6:
+
+1. ``--members ''`` of ``rxl deal`` (required) said "give one, or leave the
+   option out", and leaving it out is "Missing option": a required option's
+   empty value now says only "give one" (rxl.cli.options.empty_reason, for
+   rxl.cli.surface.refuse_empty and the Text types);
+3. ``rxl inspect`` called a bad rx or member line "not an rx line of the 14
+   view": each kind's refusal now shows what such a line looks like
+   (rxl.verify.inspect._not_a), saying when it is the older format its group
+   line is in;
+4. ``--src`` with sys/ but no tools/build/make.py was "no tools/build/make.py
+   or sys/": rxl.tree.base.check_tree_dir names only what is missing;
+6. ``rxl run --no-series --src T --dry-run`` said the sshd userland is built
+   for the work clone src-<base>, while the run builds T as it is
+   (rxl.verify.ownguest.run_tree now follows --no-series, and a tree of the
+   release from another history: used as it is, or cloned at its HEAD).
+
+Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
+
+import click
+import pytest
+
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from rxl.cli.main import main
+from rxl.cli.options import Text
+
+# ------------------------------------------- 1: an empty value of a required option
+
+
+def _commands(group=main, path=()):
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path + (name,))
+        else:
+            yield path + (name,), cmd
+
+
+def _text(p):
+    return (not getattr(p, "is_flag", False) and not getattr(p, "count", False)
+            and (p.type is click.STRING or isinstance(p.type, (click.Path, Text)))
+            and not getattr(p, "empty_ok", False))
+
+
+REQUIRED = [(path, p) for path, cmd in _commands() for p in cmd.params
+            if isinstance(p, click.Option) and p.required and _text(p)]
+
+
+@pytest.mark.parametrize("args, option", [
+    (["deal", "--topology", "2x4x2", "--members", ""], "--members"),
+    (["deal", "--topology", "", "--members", "0"], "--topology"),
+    (["spread", "--topology", "2x4x2", "--queues", "4", "--intr-cpus", ""], "--intr-cpus"),
+    (["outcomes", "--topology", "2x4x2", "--workers", "", "--rx-cpus", "0"], "--workers"),
+])
+def test_an_empty_required_option_is_not_told_to_be_left_out(args, option, work):
+    """1: "an empty value: give one, or leave the option out"; left out, each
+    is "Missing option"."""
+    before = _files(work)
+    assert _error(args) == f"Error: Invalid value for '{option}': an empty value: give one"
+    assert _files(work) == before
+    drop = args.index(option)
+    assert _error(args[:drop] + args[drop + 2:]) == f"Error: Missing option '{option}'."
+
+
+@pytest.mark.parametrize("path, param", REQUIRED,
+                         ids=[f"{' '.join(a)} {max(p.opts, key=len)}" for a, p in REQUIRED])
+def test_no_required_option_given_empty_says_leave_it_out(path, param, work):
+    """1, every command: the option, and every other required one, given ''."""
+    args = list(path)
+    for p in [param] + [q for at, q in REQUIRED if at == path and q is not param]:
+        args += [max(p.opts, key=len)] + [""] * max(p.nargs, 1)
+    line = _error(args)
+    assert "empty value" in line and "leave the option out" not in line, line
+
+
+def test_an_empty_optional_value_still_says_it_may_be_left_out():
+    """What is right stays: --counts may be left out (equal counts)."""
+    assert _error(["deal", "--topology", "2x4x2", "--members", "0", "--counts", ""]) == \
+        "Error: Invalid value for '--counts': an empty value: give one, or leave the option out"
+    assert _error(["learn", "--dry-run", "--smp", ""]) == (  # a Text type's
+        "Error: Invalid value for '--smp': an empty value: give one, or leave the option out")
+
+
