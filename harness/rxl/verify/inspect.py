@@ -84,6 +84,16 @@ _MEMBER = {15: re.compile(rf"member {_N} tag (?:(none)|{_N} (explicit|learned))(
            14: re.compile(rf"member {_N} tag (?:(none|hash) -|{_N} (explicit|learned)) "
                           rf"slots {_N}")}
 _CPU = re.compile(rf"cpu {_N} offset {_N} slots {_N}")
+#: What a line of each kind looks like, in the error that refuses one: by the
+#: group's format (the 15 series' or the older 14 series', read from its group
+#: line), "*" for both.
+_SHAPE = {("learn", "*"): "learn window_ms N age_ms N rolls N",
+          ("rx", 15): "rx CPU last N cur N sum N",
+          ("rx", 14): "rx CPU prev N cur N",
+          ("member", 15): "member I tag none, or member I tag CPU explicit|learned",
+          ("member", 14): "member I tag none|hash - slots N, or member I tag CPU "
+                          "explicit|learned slots N",
+          ("cpu", "*"): "cpu CPU offset N slots N"}
 
 
 class InspectError(DataError):
@@ -258,12 +268,23 @@ def _cpu(cpu: int, at: str) -> int:
     return cpu
 
 
+def _not_a(word: str, g: Group, at: str, line: str) -> InspectError:
+    """The error for a ``word`` line of group ``g`` that is not one: what such
+    a line looks like (in the older 14 series format when the group line is
+    in it) and the line."""
+    shape = _SHAPE.get((word, g.view)) or _SHAPE[(word, "*")]
+    older = ", in the older format its group line uses" \
+        if g.view == 14 and (word, 14) in _SHAPE else ""
+    a = "an" if word == "rx" else "a"  # "an rx", "a learn", "a member", "a cpu"
+    return InspectError(f"{at}: not {a} {word} line ({shape}{older}): {show(line, 80)}")
+
+
 def _group_part(g: Group, word: str, line: str, at: str) -> None:
     """One learn, rx, member or cpu line of group ``g``."""
     if word == "learn":
         m = _LEARN.fullmatch(line)
         if not m:
-            raise InspectError(f"{at}: not a learn line: {show(line, 80)}")
+            raise _not_a("learn", g, at, line)
         if g.window_ms is not None:
             raise InspectError(f"{at}: a second learn line (learn given twice)")
         if g.rx or g.member_list or g.ranges:
@@ -274,7 +295,7 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
     if word == "rx":
         m = _RX[g.view].fullmatch(line)
         if not m:
-            raise InspectError(f"{at}: not an rx line of the {g.view} view: {show(line, 80)}")
+            raise _not_a("rx", g, at, line)
         v = _numbers(m, "rx", at)
         cpu = _cpu(v[0], at)
         if g.window_ms is None:
@@ -299,8 +320,7 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         if not m and g.view == 15:
             m = _MEMBER["15-slots"].fullmatch(line)
         if not m:
-            raise InspectError(f"{at}: not a member line of the {g.view} view: "
-                               f"{show(line, 80)}")
+            raise _not_a("member", g, at, line)
         idx, none_kind, tag, kind, slots = m.groups()
         idx = int(idx)
         slots = int(slots) if slots else (SLOTS_PER_MEMBER if g.map_slots else 0)
@@ -322,7 +342,7 @@ def _group_part(g: Group, word: str, line: str, at: str) -> None:
         return
     m = _CPU.fullmatch(line)
     if not m:
-        raise InspectError(f"{at}: not a cpu line: {show(line, 80)}")
+        raise _not_a("cpu", g, at, line)
     cpu, off, n = _numbers(m, "cpu", at)
     _cpu(cpu, at)
     if cpu in g.ranges:

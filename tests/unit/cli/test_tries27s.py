@@ -17,6 +17,8 @@
 
 Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
 
+import re
+
 import click
 import pytest
 
@@ -78,5 +80,61 @@ def test_an_empty_optional_value_still_says_it_may_be_left_out():
         "Error: Invalid value for '--counts': an empty value: give one, or leave the option out"
     assert _error(["learn", "--dry-run", "--smp", ""]) == (  # a Text type's
         "Error: Invalid value for '--smp': an empty value: give one, or leave the option out")
+
+
+# ------------------------------------------------------- 3: rxl inspect's lines
+
+#: tests/unit/verify/test_inspect.py's VIEW (the 14 series' format).
+VIEW14 = """\
+login: sysctl -n net.inet.tcp.reuseport_lb.groups
+group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0
+learn window_ms 10000 age_ms 4210 rolls 7
+rx 0 prev 6756 cur 3301
+rx 4 prev 6793 cur 3350
+member 0 tag 0 learned slots 16
+member 1 tag 4 explicit slots 16
+cpu 0 offset 0 slots 16
+cpu 4 offset 16 slots 16
+"""
+#: The module doc's view (the 15 series' format).
+VIEW15 = """\
+group port 8080 af inet members 2 map 32 deal 0
+learn window_ms 10000 age_ms 4210 rolls 7
+rx 0 last 6756 cur 3301 sum 13000
+member 0 tag 0 learned
+member 1 tag none
+cpu 0 offset 0 slots 32
+"""
+AT = "group port 8080 af inet (line {})"
+OLDER = ", in the older format its group line uses"
+
+
+@pytest.mark.parametrize("view, old, new, want", [
+    (VIEW14, "rx 4 prev 6793 cur 3350", "rx 4 prev -3 cur 3350",
+     "line 5 ({at2}): not an rx line (rx CPU prev N cur N{older}): rx 4 prev -3 cur 3350"),
+    (VIEW14, "member 1 tag 4 explicit", "member 1 tag 4 telepathic",
+     "line 7 ({at2}): not a member line (member I tag none|hash - slots N, or member I tag "
+     "CPU explicit|learned slots N{older}): member 1 tag 4 telepathic slots 16"),
+    (VIEW15, "rx 0 last 6756", "rx 0 prev 6756",
+     "line 3 ({at1}): not an rx line (rx CPU last N cur N sum N): "
+     "rx 0 prev 6756 cur 3301 sum 13000"),
+    (VIEW15, "member 1 tag none", "member 1 tag nobody",
+     "line 5 ({at1}): not a member line (member I tag none, or member I tag CPU "
+     "explicit|learned): member 1 tag nobody"),
+    (VIEW15, "learn window_ms", "learn window",
+     "line 2 ({at1}): not a learn line (learn window_ms N age_ms N rolls N): "
+     "learn window 10000 age_ms 4210 rolls 7"),
+    (VIEW14, "cpu 4 offset 16", "cpu 4 offset x",
+     "line 9 ({at2}): not a cpu line (cpu CPU offset N slots N): cpu 4 offset x slots 16"),
+], ids=["rx14", "member14", "rx15", "member15", "learn", "cpu"])
+def test_a_bad_line_is_shown_what_it_should_look_like(view, old, new, want, work):
+    """3: "not an rx line of the 14 view" (and "member line of the 14 view")."""
+    f = work / "view.txt"
+    f.write_text(view.replace(old, new))
+    before = _files(work)
+    line = _error(["inspect", f])
+    assert line == "Error: " + want.format(at1=AT.format(1), at2=AT.format(2), older=OLDER)
+    assert not re.search(r"\b1[45] view\b", line)
+    assert _files(work) == before
 
 
