@@ -179,14 +179,18 @@ def check_tree_dir(src: str, option: str = "--src") -> None:
     """Raise :class:`TreeError` unless ``src`` is a directory holding a FreeBSD tree.
 
     The messages tell the cases apart: no such directory, not a directory,
-    not a FreeBSD source tree (no ``tools/build/make.py``), not one for amd64
+    not a FreeBSD source tree (no ``tools/build/make.py``, no ``sys/``: the
+    ones missing), not one for amd64
     (no ``sys/amd64/conf``, where the test kernel's config goes).
     """
     p = Path(src)
     if not p.is_dir():  # missing, a loop, or said to be what it is
         raise TreeError(f"{option} {src}: {missing(p, 'directory')}")
-    if not (p / MAKE_PY).is_file() or not (p / "sys").is_dir():
-        raise TreeError(f"{option} {src}: not a FreeBSD source tree (no {MAKE_PY} or sys/)")
+    lacks = [what for what, there in ((MAKE_PY, (p / MAKE_PY).is_file()),
+                                      ("sys/", (p / "sys").is_dir())) if not there]
+    if lacks:  # only what is missing: "no tools/build/make.py" beside a sys/
+        raise TreeError(f"{option} {src}: not a FreeBSD source tree "
+                        f"(no {' and no '.join(lacks)})")
     if not (p / "sys/amd64/conf").is_dir():
         raise TreeError(f"{option} {src}: not a FreeBSD source tree for amd64 "
                         "(no sys/amd64/conf)")

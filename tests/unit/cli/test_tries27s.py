@@ -25,6 +25,7 @@ import pytest
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
 from rxl.cli.main import main
 from rxl.cli.options import Text
+from rxl.tree import base as tree_base
 
 # ------------------------------------------- 1: an empty value of a required option
 
@@ -136,5 +137,31 @@ def test_a_bad_line_is_shown_what_it_should_look_like(view, old, new, want, work
     assert line == "Error: " + want.format(at1=AT.format(1), at2=AT.format(2), older=OLDER)
     assert not re.search(r"\b1[45] view\b", line)
     assert _files(work) == before
+
+
+# --------------------------------------------------- 4: what --src is missing
+
+@pytest.mark.parametrize("has, lacks", [
+    (("sys/sys",), "no tools/build/make.py"),
+    (("tools/build/make.py",), "no sys/"),
+    ((), "no tools/build/make.py and no sys/"),
+])
+def test_a_tree_check_names_only_what_is_missing(has, lacks, work):
+    """4: a tree with sys/ but no make.py was "no tools/build/make.py or sys/"."""
+    t = work / "t"
+    t.mkdir()
+    for rel in has:
+        if rel.endswith(".py"):
+            (t / rel).parent.mkdir(parents=True)
+            (t / rel).write_text("# make.py\n")
+        else:
+            (t / rel).mkdir(parents=True)
+    before = _files(work)
+    assert _error(["run", "--check-only", "--src", t]) == \
+        f"Error: Invalid value for '--src': {t}: not a FreeBSD source tree ({lacks})"
+    assert _files(work) == before
+    with pytest.raises(tree_base.TreeError) as e:
+        tree_base.check_tree_dir(str(t), "--pristine-src")
+    assert str(e.value) == f"--pristine-src {t}: not a FreeBSD source tree ({lacks})"
 
 

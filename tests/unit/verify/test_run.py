@@ -204,7 +204,7 @@ def test_run_not_a_tree_is_one_line_error(tmp_path):
     assert res.exit_code == 2
     assert "Invalid value for '--src'" in res.output
     assert "is not a FreeBSD source tree" not in res.output  # said once, without "is"
-    assert "not a FreeBSD source tree (no tools/build/make.py or sys/)" in res.output
+    assert "not a FreeBSD source tree (no tools/build/make.py and no sys/)" in res.output
     res = CliRunner().invoke(main, ["run", "--src", str(tmp_path / "absent"), "--dry-run"])
     assert res.exit_code == 2 and "absent: no such directory" in res.output
 
