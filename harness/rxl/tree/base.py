@@ -138,7 +138,8 @@ def _last(cp: subprocess.CompletedProcess) -> str:
     return lines[-1] if lines else f"exit {cp.returncode}"
 
 
-def _head(d: str) -> str:
+def head_commit(d: str) -> str:
+    """The full commit of ``d``'s HEAD, "" without one (not git, no commit)."""
     cp = _git(d, "rev-parse", "--verify", "--quiet", "HEAD")
     return cp.stdout.strip() if cp.returncode == 0 else ""
 
@@ -226,7 +227,7 @@ def classify(src: str, patches_dir: Optional[Path] = None) -> str:
                         "without --src to fetch it")
     if not _has_commit(src, base.commit):
         return _own_history(src, base, patches_dir)
-    head = _head(src)
+    head = head_commit(src)
     on_top = head and head != base.commit and _git(
         src, "merge-base", "--is-ancestor", base.commit, head).returncode == 0
     if on_top and all((Path(src) / f).is_file() for f in files):
@@ -296,7 +297,7 @@ def _own_history(src: str, base: tree_patch.Base, patches_dir: Path) -> str:
 def _checkout(d: str, commit: str, echo: Callable[[str], None], force: bool = False) -> None:
     """``git checkout -q [-f] --detach <commit>`` in ``d``, tolerating absent blobs."""
     cp = _git(d, "checkout", "-q", *(["-f"] if force else []), "--detach", commit)
-    if _head(d) != commit or not (Path(d) / MAKE_PY).is_file():
+    if head_commit(d) != commit or not (Path(d) / MAKE_PY).is_file():
         raise TreeError(f"checkout of {commit[:12]} in {d} failed: {_last(cp)}")
     absent = sum("unable to read sha1 file" in ln for ln in cp.stderr.splitlines())
     if absent:
@@ -326,7 +327,7 @@ def fetch_base(url: str, commit: str, dest: str, *, dry_run: bool = False,
     plan = fetch_plan(url, commit, dest)
     tree = Tree(src=dest, pristine=dest, commands=[shlex.join(a) for a in plan])
     if Path(dest).exists():
-        if _head(dest) == commit and (Path(dest) / MAKE_PY).is_file():
+        if head_commit(dest) == commit and (Path(dest) / MAKE_PY).is_file():
             tree.commands = []
             tree.how = f"base {commit[:12]} already fetched in {dest}"
             return tree
@@ -463,7 +464,7 @@ def resolve(src: Optional[str], work: str, *, base_url_override: Optional[str] =
     if kind in (SrcKind.APPLIED, SrcKind.PLAIN_APPLIED, SrcKind.OWN_APPLIED):
         return Tree(src=src, how=f"{src}: the series is applied; used as it is"), kind
     if kind == SrcKind.OWN_BASE:
-        head = _head(src)
+        head = head_commit(src)
         with _held(None if dry_run else lock, echo):
             wc = work_clone(src, os.path.join(work, f"src-{head[:12]}"), patches_dir,
                             dry_run=dry_run, echo=echo, at=head)

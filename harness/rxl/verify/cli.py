@@ -300,12 +300,14 @@ def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
                                            "shape: its memory_mib sets the guest's memory")
 
 
-def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[str]) -> Machine:
+def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[str],
+                series: bool = True) -> Machine:
     """The machine of the run interface the options ask for; ``--transport auto``
-    says which it took and why (stderr)."""
+    says which it took and why (stderr), of the tree the run builds (``series``
+    False: ``--no-series``, ``src`` as it is)."""
     if ssh_target is not None:
         return Target()
-    if ownguest.resolve(transport, src, pipeline.echo_err) == "ssh":
+    if ownguest.resolve(transport, src, pipeline.echo_err, series) == "ssh":
         return ownguest.SSHGuest()
     return ownguest.SerialGuest()
 
@@ -386,7 +388,7 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
             click.echo(says)
             click.echo("options checked: nothing run")
         return
-    machine = machine_for(ssh_target, transport, req.src)
+    machine = machine_for(ssh_target, transport, req.src, req.series)
     ok, st = pipeline.run(req, machine.stages(req))
     if dry_run:
         if as_json:

@@ -646,38 +646,52 @@ class SSHGuest(SerialGuest):
         return StageRecord("parse", "ok", detail=detail)
 
 
-def run_tree(src: Optional[str], work: Optional[str] = None) -> str:
-    """The tree a run builds from ``src`` (rxl.tree.base.resolve, without doing it):
-    ``src`` itself when it carries the series, else (no ``--src``, or a base-only
-    tree) the work clone ``<work>/src-<base commit[:12]>`` (``work`` default
-    ``$RXL_WORK``). The sshd userland is built for, and looked for under, this path."""
+def run_tree(src: Optional[str], work: Optional[str] = None, series: bool = True) -> str:
+    """The tree a run builds from ``src`` (rxl.tree.base.resolve, or with
+    ``series`` False rxl.verify.machine's series_absent, without doing it):
+    ``src`` itself when it carries the series (or the run leaves the series
+    out: ``--no-series``), the work clone ``<work>/src-<HEAD[:12]>`` of a tree
+    of the series' release from another history, else (no ``--src``, or a
+    base-only tree) the work clone ``<work>/src-<base commit[:12]>``; without
+    ``--src`` and the series, the base fetched, ``<work>/base-<base
+    commit[:12]>`` (``work`` default ``$RXL_WORK``). The sshd userland is built
+    for, and looked for under, this path."""
     base = tree_patch.parse_base((Path(tree_base.REPO_PATCHES) / "BASE").read_text())
-    clone = str(Path(work or paths.work_root()).resolve() / f"src-{base.commit[:12]}")
+    root = Path(work or paths.work_root()).resolve()
+    clone = str(root / f"src-{base.commit[:12]}")
     if src is None:
-        return clone
+        return clone if series else str(root / f"base-{base.commit[:12]}")
     src = str(Path(src).resolve())
+    if not series:
+        return src
     try:
         kind = tree_base.classify(src)
     except tree_base.TreeError:
         return src          # refused later, by the tree stage, in its own words
-    return src if kind in (tree_base.SrcKind.APPLIED, tree_base.SrcKind.PLAIN_APPLIED) else clone
+    if kind in (tree_base.SrcKind.APPLIED, tree_base.SrcKind.PLAIN_APPLIED,
+                tree_base.SrcKind.OWN_APPLIED):
+        return src
+    if kind == tree_base.SrcKind.OWN_BASE:
+        return str(root / f"src-{tree_base.head_commit(src)[:12]}")
+    return clone
 
 
 def choose(src: Optional[str], objdir: Optional[str] = None,
-           work: Optional[str] = None) -> Tuple[str, str]:
+           work: Optional[str] = None, series: bool = True) -> Tuple[str, str]:
     """``--transport auto``: ("ssh", why) whenever paramiko imports, else ("serial",
     why). SSH is the main job's transport: the SSH run matched the serial run's
     verdicts on 2026-12-01 (docs/results/ssh.md), kyua runs the cases, and the
     serial console stays the boot and panic watch and the fallback of a boot
     whose SSH never answers. ``why`` says whether the sshd userland (with kyua) of
     the tree the run builds (:func:`run_tree`: ``src``, or its work clone under
-    ``work``) is already in ``objdir`` (default rxl.tree.sshworld.default_objdir())
-    or the world stage builds it first (its cold time: docs/results/guest-numa.md)."""
+    ``work``; ``series`` False: ``--no-series``) is already in ``objdir`` (default
+    rxl.tree.sshworld.default_objdir()) or the world stage builds it first (its
+    cold time: docs/results/guest-numa.md)."""
     try:
         import paramiko  # noqa: F401  (an optional dependency: rxl[guest])
     except ImportError:
         return "serial", "paramiko is not installed: pip install 'rxl[guest]'"
-    tree = run_tree(src, work)
+    tree = run_tree(src, work, series)
     missing = sshworld.ssh_world_outputs(tree, objdir, kyua=True).missing()
     if missing:
         return "ssh", (f"the world stage builds the sshd userland with kyua for {tree} "
@@ -685,11 +699,13 @@ def choose(src: Optional[str], objdir: Optional[str] = None,
     return "ssh", f"the sshd userland of {tree} is built"
 
 
-def resolve(transport: str, src: Optional[str], echo: Callable[[str], None] = print) -> str:
-    """``--transport`` (auto, ssh, serial) -> ssh or serial; auto by :func:`choose`,
-    its choice and reason told to ``echo``."""
+def resolve(transport: str, src: Optional[str], echo: Callable[[str], None] = print,
+            series: bool = True) -> str:
+    """``--transport`` (auto, ssh, serial) -> ssh or serial; auto by :func:`choose`
+    (``series`` False: the run's ``--no-series``), its choice and reason told to
+    ``echo``."""
     if transport != "auto":
         return transport
-    chosen, why = choose(src)
+    chosen, why = choose(src, series=series)
     echo(f"transport: {chosen} ({why})")
     return chosen

@@ -23,9 +23,12 @@ import click
 import pytest
 
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import _git, _series, _tree, plain_tree
 from rxl.cli.main import main
 from rxl.cli.options import Text
 from rxl.tree import base as tree_base
+from rxl.tree import patch as tree_patch
+from rxl.verify import ownguest
 
 # ------------------------------------------- 1: an empty value of a required option
 
@@ -165,3 +168,67 @@ def test_a_tree_check_names_only_what_is_missing(has, lacks, work):
     assert str(e.value) == f"--pristine-src {t}: not a FreeBSD source tree ({lacks})"
 
 
+# ------------------------------------- 6: the tree the sshd userland is built for
+
+def _objssh(text):
+    return set(re.findall(r"obj-ssh(/\S+?)/amd64\.amd64", text))
+
+
+def test_run_tree_follows_no_series(work, tmp_path, monkeypatch):
+    """6: the tree the run builds, --no-series: --src as it is, or the base fetched."""
+    monkeypatch.setenv("RXL_WORK", str(work / "w"))
+    base = tree_patch.parse_base((tree_base.REPO_PATCHES / "BASE").read_text())
+    src = plain_tree(tmp_path / "t15", 15, "GENERIC")
+    w = (work / "w").resolve()
+    assert ownguest.run_tree(str(src), series=False) == str(src.resolve())
+    assert ownguest.run_tree(None, series=False) == str(w / f"base-{base.commit[:12]}")
+    assert ownguest.run_tree(None) == str(w / f"src-{base.commit[:12]}")
+    assert ownguest.choose(str(src), series=False)[1].startswith(
+        f"the world stage builds the sshd userland with kyua for {src.resolve()} first")
+
+
+@pytest.fixture
+def own15(tmp_path, monkeypatch):
+    """A 15 base with a one-patch series (the series rxl reads) and a tree of the
+    release from another history; (tree, its HEAD)."""
+    snap = tmp_path / "snap"
+    base = _tree(snap, major=15)
+    patches = _series(tmp_path, snap, base)
+    (patches / "BASE").write_text(tree_patch.Base("owner/repo", base, "1500068").text())
+    monkeypatch.setattr(tree_base, "REPO_PATCHES", patches)
+    own = tmp_path / "releng"
+    head = _tree(own, salt="# FreeBSD's own history\n", major=15)
+    return own, head, patches, snap
+
+
+def test_run_tree_of_the_release_from_another_history(own15, tmp_path):
+    """rxl.tree.base.resolve applies the series on such a tree's HEAD in
+    <work>/src-<HEAD[:12]>, or uses it as it is when its HEAD carries the series;
+    run_tree said <work>/src-<base[:12]> for both."""
+    own, head, patches, _ = own15
+    w = tmp_path / "w"
+    w.mkdir()
+    tree, kind = tree_base.resolve(str(own), str(w), patches_dir=patches, dry_run=True,
+                                   echo=lambda s: None)
+    assert kind == tree_base.SrcKind.OWN_BASE
+    assert ownguest.run_tree(str(own), str(w)) == tree.src == str(w / f"src-{head[:12]}")
+    _git(own, "-c", "user.email=t@e", "-c", "user.name=T", "am", "-q",
+         *map(str, tree_patch.patch_files(patches)))
+    tree, kind = tree_base.resolve(str(own), str(w), patches_dir=patches)
+    assert kind == tree_base.SrcKind.OWN_APPLIED
+    assert ownguest.run_tree(str(own), str(w)) == tree.src == str(own)
+
+
+def test_no_series_dry_run_names_the_tree_it_builds(own15, work, tmp_path):
+    """6: --src holding the base: "builds the sshd userland with kyua for
+    <work>/src-<base[:12]>" while the world commands built --src's
+    (obj-ssh/work/fbsd15c)."""
+    pytest.importorskip("paramiko")
+    snap = own15[3]
+    assert tree_base.classify(str(snap)) == tree_base.SrcKind.BASE
+    r = _run(["run", "--dry-run", "--no-series", "--src", snap, "--objdir", tmp_path / "obj",
+              "--guest-dir", tmp_path / "g", "--out", tmp_path / "out"])
+    first = r.stderr.splitlines()[0]
+    assert first.startswith(f"transport: ssh (the world stage builds the sshd userland "
+                            f"with kyua for {snap.resolve()} first ("), r.output
+    assert _objssh(r.stdout) == {str(snap)}, r.stdout  # what the world stage builds
