@@ -604,6 +604,10 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
                    "(no change).")
 @click.option("--untagged", is_flag=True,
               help="Create the members untagged (the pristine baseline; needs --calls 0).")
+@click.option("--control", is_flag=True,
+              help="With --untagged: each member makes one setsockopt(TCP_NODELAY) "
+                   "where the tag would be (the syscall tagging costs, with nothing "
+                   "of the series).")
 @click.option("--create-reps", default=lbsetsock.CREATE_REPS, show_default=True,
               type=click.IntRange(1, lbsetsock.MAX_CREATE_REPS),
               help="Times the group is created (the median is reported).")
@@ -619,17 +623,19 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
               help="Loader tunable for the boot (repeatable), e.g. "
                    "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
 @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
-def setsockopt(kernel, src, objdir, out, calls, change, untagged, create_reps, members,
-               rounds, blocks, tunables, dry_run):
+def setsockopt(kernel, src, objdir, out, calls, change, untagged, control, create_reps,
+               members, rounds, blocks, tunables, dry_run):
     """The tagging targets on a MEMBERS group: the creation time of its tagged
     members, then CALLS setsockopt(TCP_REUSPORT_LB_CPU) by an unprivileged
     process (unchanged tags, or --change), its rebuilds and a bystander's
     connect+accept latency against idle (target <= 1.2x). Compare the creation
-    with a pristine kernel's run with --untagged --calls 0. It reads the
+    with a pristine kernel's run with --untagged --calls 0 (and --control for
+    the share of the one more syscall per member). It reads the
     tree's world and boots: hold the build lock around it (flock
     $RXL_WORK/build.lock, the lock rxl build takes)."""
     args = lbsetsock.program_args(members=members, calls=calls, rounds=rounds,
                                   blocks=blocks, change=change, untagged=untagged,
+                                  control=control,
                                   create_reps=create_reps)  # BadOption naming the option
     try:
         tun = dict(name_values(tunables, "--tunable"))
@@ -640,7 +646,10 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, create_reps, m
     if v:
         click.echo(json.dumps(v, indent=2))
         c = v["create"]
-        click.echo(f"creation of {c['members']} {'tagged' if c['tagged'] else 'untagged'} "
+        kind = ("tagged" if c["tagged"] else
+                "untagged, one setsockopt(TCP_NODELAY) each" if c.get("control")
+                else "untagged")
+        click.echo(f"creation of {c['members']} {kind} "
                    f"members: p50 {c['p50_ns']} ns over {c['reps']}, "
                    f"{c['nvcsw']} voluntary context switches")
         if "total_p50_ns" in c:

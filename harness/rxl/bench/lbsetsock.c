@@ -13,7 +13,11 @@
  * loopback, connect(2) to the accept(2) that returns it (first_ns): the
  * series deals a changed group's map at that accept(2), so the creation
  * alone would leave the deal out.  A pristine kernel, untagged (-u),
- * gives the baseline.
+ * gives the baseline.  With -s (untagged only) each member makes, where
+ * the tag would be, one setsockopt(TCP_NODELAY) instead: an IPPROTO_TCP
+ * option on the same path (tcp_ctloutput under the inpcb lock) with
+ * nothing of the series, so that a pristine run with -s against one
+ * without gives what the one more syscall per member costs by itself.
  *
  * Then, with -c C > 0, a child process sets member tags C times in all
  * (member k % N at call k), as an unprivileged user (-U uid, default
@@ -42,6 +46,7 @@
  *
  *   ==RXL== LBSET CREATE members=<n> tagged=<0|1> reps=<k> p50_ns=<ns>
  *       min_ns=<ns> nvcsw=<n> tagerr=<n> first_p50_ns=<ns> total_p50_ns=<ns>
+ *       control=<0|1>
  *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n>
  *       blocks=<P> change=<0|1> uid=<uid>
  *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (-1 without the count)
@@ -148,7 +153,7 @@ pin(int cpu)
  * *tagerr, the listener is made anyway).
  */
 static int
-listener(in_port_t port, int lb, const int *tag, int *tagerr)
+listener(in_port_t port, int lb, const int *tag, int control, int *tagerr)
 {
 	struct sockaddr_in sin;
 	int one, s;
@@ -162,6 +167,9 @@ listener(in_port_t port, int lb, const int *tag, int *tagerr)
 		goto fail;
 	if (tag != NULL && setsockopt(s, IPPROTO_TCP, TCP_REUSPORT_LB_CPU,
 	    tag, sizeof(*tag)) != 0)
+		(*tagerr)++;
+	if (control && setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one,
+	    sizeof(one)) != 0)
 		(*tagerr)++;
 	if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0)
 		goto fail;
@@ -395,7 +403,7 @@ loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
  */
 static int
 make_group(int *fds, int n, in_port_t port, int ncpu, int untagged,
-    int *tagerr, uint64_t *ns)
+    int control, int *tagerr, uint64_t *ns)
 {
 	uint64_t t0;
 	int i, tag;
@@ -404,7 +412,8 @@ make_group(int *fds, int n, in_port_t port, int ncpu, int untagged,
 	t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		tag = i % ncpu;
-		fds[i] = listener(port, 1, untagged ? NULL : &tag, tagerr);
+		fds[i] = listener(port, 1, untagged ? NULL : &tag, control,
+		    tagerr);
 		if (fds[i] < 0) {
 			fprintf(stderr, "lbsetsock: member %d: %s\n", i,
 			    strerror(errno));
@@ -420,7 +429,7 @@ make_group(int *fds, int n, in_port_t port, int ncpu, int untagged,
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: lbsetsock [-au] [-n members] [-k reps] "
+	fprintf(stderr, "usage: lbsetsock [-asu] [-n members] [-k reps] "
 	    "[-c calls] [-r rounds] [-P blocks] [-p port] [-b bystander_cpu] "
 	    "[-l loop_cpu] [-U uid]\n");
 	exit(2);
@@ -441,7 +450,7 @@ main(int argc, char **argv)
 	struct rusage ru0, ru1;
 	long calls, done, before, after, nvcsw, slice;
 	int b, blocks, ch, i, j, k, n, reps, rounds, ncpu, tagerr, bcpu, bs;
-	int untagged;
+	int control, untagged;
 	in_port_t port;
 	socklen_t slen;
 	size_t len;
@@ -456,8 +465,8 @@ main(int argc, char **argv)
 	bcpu = 0;
 	lp.lcpu = 1;
 	lp.uid = 65534;
-	untagged = 0;
-	while ((ch = getopt(argc, argv, "an:k:c:r:P:p:b:l:uU:")) != -1) {
+	untagged = control = 0;
+	while ((ch = getopt(argc, argv, "an:k:c:r:P:p:b:l:suU:")) != -1) {
 		switch (ch) {
 		case 'a': lp.change = 1; break;
 		case 'n': n = atoi(optarg); break;
@@ -468,6 +477,7 @@ main(int argc, char **argv)
 		case 'p': port = (in_port_t)atoi(optarg); break;
 		case 'b': bcpu = atoi(optarg); break;
 		case 'l': lp.lcpu = atoi(optarg); break;
+		case 's': control = 1; break;
 		case 'u': untagged = 1; break;
 		case 'U': lp.uid = (uid_t)atoi(optarg); break;
 		default: usage();
@@ -476,7 +486,7 @@ main(int argc, char **argv)
 	if (n < 1 || n > MAXMEMBERS || reps < 1 || reps > MAXREPS ||
 	    calls < 0 || rounds < 1 || rounds > MAXLAT || blocks < 1 ||
 	    blocks > rounds || (calls > 0 && calls < blocks) ||
-	    (calls > 0 && untagged))
+	    (calls > 0 && untagged) || (control && !untagged))
 		usage();
 	len = sizeof(ncpu);
 	if (sysctlbyname("hw.ncpu", &ncpu, &len, NULL, 0) != 0 || ncpu < 1)
@@ -495,7 +505,7 @@ main(int argc, char **argv)
 	nvcsw = 0;
 	for (i = 0; i < reps; i++) {
 		getrusage(RUSAGE_SELF, &ru0);
-		if (make_group(fds, n, port, ncpu, untagged, &tagerr,
+		if (make_group(fds, n, port, ncpu, untagged, control, &tagerr,
 		    &made[i]) != 0)
 			return (1);
 		getrusage(RUSAGE_SELF, &ru1);
@@ -514,10 +524,10 @@ main(int argc, char **argv)
 	qsort(firsts, reps, sizeof(firsts[0]), cmp64);
 	qsort(totals, reps, sizeof(totals[0]), cmp64);
 	printf("%s CREATE members=%d tagged=%d reps=%d p50_ns=%ju min_ns=%ju "
-	    "nvcsw=%ld tagerr=%d first_p50_ns=%ju total_p50_ns=%ju\n", MARK, n,
-	    !untagged, reps, (uintmax_t)made[reps / 2], (uintmax_t)made[0],
-	    nvcsw, tagerr, (uintmax_t)firsts[reps / 2],
-	    (uintmax_t)totals[reps / 2]);
+	    "nvcsw=%ld tagerr=%d first_p50_ns=%ju total_p50_ns=%ju "
+	    "control=%d\n", MARK, n, !untagged, reps,
+	    (uintmax_t)made[reps / 2], (uintmax_t)made[0], nvcsw, tagerr,
+	    (uintmax_t)firsts[reps / 2], (uintmax_t)totals[reps / 2], control);
 	if (calls == 0) {
 		printf("%s DONE\n", MARK);
 		return (0);
@@ -532,7 +542,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "lbsetsock: SO_SNDBUF: %s\n", strerror(errno));
 		return (1);
 	}
-	bs = listener(port + 1, 0, NULL, NULL);
+	bs = listener(port + 1, 0, NULL, 0, NULL);
 	if (bs < 0) {
 		fprintf(stderr, "lbsetsock: bystander: %s\n", strerror(errno));
 		return (1);

@@ -15,6 +15,13 @@ Targets (issue 23, "Measured"): on a 256-member group
   ``--calls 0`` on the pristine kernel), and the creating process makes
   no more voluntary context switches (no syscall sleeps).
 
+Tagging is one more setsockopt(2) per member, which no kernel change can
+make free: ``--control`` (with ``--untagged``, on the pristine kernel)
+makes that call with another IPPROTO_TCP option (``TCP_NODELAY``, the
+same tcp_ctloutput path under the inpcb lock), so that a pristine run
+with it against one without gives the syscall's own share, and the series'
+tagged run against it what the series adds beyond the call.
+
 ``lbsetsock.c`` (next to this module) does the work inside a QEMU guest
 (no NIC traffic: everything is over loopback) and prints ``==RXL== LBSET``
 lines; this module cross-compiles it, stages a root whose ``/etc/rc`` runs
@@ -86,12 +93,17 @@ def cc_argv(output: str, sysroot: str, *, tree: Optional[str] = None) -> List[st
 
 def program_args(*, members: int = MEMBERS, calls: int = CALLS, rounds: int = 2000,
                  blocks: int = 10, change: bool = False, untagged: bool = False,
-                 create_reps: int = CREATE_REPS, uid: int = LOOP_UID) -> List[str]:
+                 control: bool = False, create_reps: int = CREATE_REPS,
+                 uid: int = LOOP_UID) -> List[str]:
     """lbsetsock's argument words (each keyword is the ``rxl kcount setsockopt``
     option of its name). Raises BadOption naming the option for a combination
     it refuses: ``untagged`` only with ``calls`` 0 (untagged members have no
     tag to set), ``change`` only with calls (it changes the tags the calls
-    set), ``blocks`` from 1 to min(rounds, calls) when calls > 0."""
+    set), ``control`` only with ``untagged`` (it takes the tag's place),
+    ``blocks`` from 1 to min(rounds, calls) when calls > 0."""
+    if control and not untagged:
+        raise BadOption("--control makes its setsockopt(TCP_NODELAY) where the tag "
+                        "would be: it needs --untagged", "--control")
     if untagged and change:
         raise BadOption("--untagged members have no tag for --change to change: give "
                         "one of them", "--untagged")
@@ -106,7 +118,8 @@ def program_args(*, members: int = MEMBERS, calls: int = CALLS, rounds: int = 20
                         f"got {blocks}", "--blocks")
     args = ["-n", str(members), "-k", str(create_reps), "-c", str(calls), "-r", str(rounds),
             "-P", str(blocks), "-U", str(uid)]
-    return args + (["-a"] if change else []) + (["-u"] if untagged else [])
+    return (args + (["-a"] if change else []) + (["-u"] if untagged else [])
+            + (["-s"] if control else []))
 
 
 def render_rc(args: Sequence[str], guest_bin: str = GUEST_BIN) -> str:
@@ -227,11 +240,16 @@ def create_verdict(patched: Dict[str, dict], pristine: Dict[str, dict]) -> Dict[
     creation plus that connect(2) and accept(2), where the series deals),
     also ``"patched_total_p50_ns"``, ``"pristine_total_p50_ns"``,
     ``"total_ratio"`` and ``"total_ratio_ok"`` (the same 1.1x bound). Raises LbsetError when a run lacks its CREATE line, the patched one
-    is untagged or had tag errors, or the member counts differ or are short."""
+    is untagged or had tag errors, the pristine one made the ``--control``
+    call (the target's baseline is plain untagged members), or the member
+    counts differ or are short."""
     pc, bc = patched.get("create") or {}, pristine.get("create") or {}
     if not pc or not bc:
         raise LbsetError("no CREATE line in the " + ("patched" if not pc else "pristine") +
                          " run")
+    if bc.get("control"):
+        raise LbsetError("pristine creation made the --control setsockopt: the target's "
+                         "baseline is plain untagged members")
     if not pc.get("tagged") or pc.get("tagerr", 1) != 0:
         raise LbsetError(f"patched creation {pc}: need every member tagged")
     if pc.get("members") != bc.get("members") or pc.get("members", 0) < MEMBERS:

@@ -234,3 +234,39 @@ def test_cli_creation_only_and_change_reach_the_program(tmp_path):
     assert r.exit_code == 0 and "-U 65534 -a" in r.output
     r = CliRunner().invoke(kcount_cmd, base + ["--untagged"])
     assert r.exit_code == 2 and "'--untagged': --untagged members are only created" in r.output
+
+
+def test_control_takes_the_tags_place_only_on_untagged_members():
+    # -s: one setsockopt(TCP_NODELAY) per member where the tag would be.
+    assert L.program_args(calls=0, untagged=True, control=True)[-2:] == ["-u", "-s"]
+    with pytest.raises(BadOption, match="needs --untagged") as e:
+        L.program_args(calls=0, control=True)
+    assert e.value.option == "--control"
+
+
+def test_cli_control_reaches_the_program_and_is_refused_without_untagged(tmp_path):
+    base = ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path), "--objdir",
+            str(tmp_path), "--out", str(tmp_path / "o"), "--dry-run", "--calls", "0"]
+    r = CliRunner().invoke(kcount_cmd, base + ["--untagged", "--control"])
+    assert r.exit_code == 0, r.output
+    assert r.output.count(" -u -s") == 1
+    r = CliRunner().invoke(kcount_cmd, base + ["--control"])
+    assert r.exit_code == 2 and "'--control'" in r.output and "needs --untagged" in r.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_program_source_makes_the_control_call_only_with_s():
+    # The C side: -s is refused without -u, and the control is TCP_NODELAY,
+    # an IPPROTO_TCP option like the tag (the same tcp_ctloutput path).
+    src = L.source().read_text()
+    assert "(control && !untagged)" in src
+    assert "setsockopt(s, IPPROTO_TCP, TCP_NODELAY" in src
+    assert "control=%d" in src
+
+
+def test_create_verdict_refuses_a_control_baseline():
+    ctl = L.parse([f"{M} CREATE members=256 tagged=0 reps=20 p50_ns=1000000 min_ns=990000 "
+                   f"nvcsw=0 tagerr=0 control=1", f"{M} DONE"])
+    assert ctl["create"]["control"] == 1
+    with pytest.raises(L.LbsetError, match="baseline is plain untagged"):
+        L.create_verdict(_create(), ctl)
