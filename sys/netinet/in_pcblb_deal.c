@@ -142,7 +142,8 @@ lbdeal_walk(const struct cpu_group *cg, u_int parent, u_int depth,
 	g->g_end = w->w_npos;
 }
 
-#define	LBDEAL_WORDS(nmembers, ncpu)	(2 * (size_t)(ncpu) + /* w_rem */ \
+/* Scratch words: 2 per CPU (w_rem), 7 per CPU, 1, 2 per member. */
+#define	LBDEAL_WORDS(nmembers, ncpu)	(2 * (size_t)(ncpu) + \
 	7 * (size_t)(ncpu) + 1 + 2 * (size_t)(nmembers))
 
 size_t
