@@ -46,21 +46,36 @@ def _escape_char(c: str) -> str:
     return c.encode("unicode_escape").decode("ascii")
 
 
+#: The letters an escape of :func:`_escape_char` has after its backslash.
+_ESCAPE_LETTERS = frozenset("xuUnrt")
+
+
 def _escaped(text: str, limit: int, backslash: bool) -> str:
     """``text`` with each character that is not printable escaped (``repr``
-    style: ``\\n``, ``\\x1b``, a file name's byte ``\\xe9``), and with ``backslash`` each
-    backslash doubled; cut to ``limit`` characters with the number left off said."""
-    esc = "".join(c if c.isprintable() and not (backslash and c == "\\") else
-                  "\\\\" if c == "\\" else _escape_char(c) for c in text)
+    style: ``\\n``, ``\\x1b``, a file name's byte ``\\xe9``); with ``backslash``
+    a run of backslashes doubled where it would read as (part of) an escape:
+    before an escape's letter (``a\\nb`` typed is ``a\\\\nb``) or before a
+    character escaped (a newline); elsewhere (``a\\b``, ``C:\\dir``) it is
+    shown as typed. Cut to ``limit`` characters with the number left off said."""
+    out, after = [], ""  # after: the character after the run of backslashes at c
+    for c in reversed(text):
+        if c == "\\" and backslash:
+            out.append("\\\\" if after and (after in _ESCAPE_LETTERS
+                                          or not after.isprintable()) else c)
+            continue
+        after = c
+        out.append(c if c.isprintable() else _escape_char(c))
+    esc = "".join(reversed(out))
     if len(esc) > limit:
         return f"{esc[:limit]}... ({len(esc) - limit} more characters)"
     return esc
 
 
 def show(value: object, limit: int = SHOW_MAX) -> str:
-    """``value`` quoted for a one-line message: control and non-ASCII-printable
-    characters escaped (``repr`` style), a backslash doubled (so an escape in
-    the output is one :func:`show` made), cut to ``limit`` characters with the
+    """``value`` for a one-line message: control and non-ASCII-printable
+    characters escaped (``repr`` style), a backslash doubled only where it
+    would read as an escape (so an escape in the output is one :func:`show`
+    made; ``a\\b`` is shown as typed), cut to ``limit`` characters with the
     number left off said. Bytes are decoded as UTF-8, a byte that is not UTF-8
     shown as ``\\xNN`` (as is one in a str decoded with ``surrogateescape``,
     a file name's).
@@ -71,6 +86,30 @@ def show(value: object, limit: int = SHOW_MAX) -> str:
     if isinstance(value, bytes):
         value = value.decode("utf-8", errors="surrogateescape")  # a bad byte: \\xNN
     return _escaped(str(value), limit, backslash=True)
+
+
+def quoted(value: object, limit: int = SHOW_MAX) -> str:
+    """:func:`show`'s ``value`` in single quotes: a value quoted as ``{value!r}``
+    would be, without repr doubling every backslash (``'a\\\\b'`` for ``a\\b``)."""
+    return f"'{show(value, limit)}'"
+
+
+def quoted(value: object, limit: int = SHOW_MAX) -> str:
+    """:func:`show`'s ``value`` in single quotes: a value quoted as ``{value!r}``
+    would be, without repr doubling every backslash (``'a\\\\b'`` for ``a\\b``)."""
+    return f"'{show(value, limit)}'"
+
+
+def json_reason(exc: ValueError) -> str:
+    """Why a text is not JSON, in a message's words: json's own reason ("Unterminated
+    string starting at", which ends where its position was cut off) and where,
+    as "line L, column C" ("unterminated string starting at line 1, column 39").
+    A ValueError that is not json's: its own words."""
+    msg, line, col = (getattr(exc, k, None) for k in ("msg", "lineno", "colno"))
+    if not msg or line is None:
+        return str(exc)
+    msg = msg[0].lower() + msg[1:]
+    return f"{msg.removesuffix(' at')} at line {line}, column {col}"
 
 
 def counted(n: int, noun: str, plural: Optional[str] = None) -> str:

@@ -32,7 +32,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from rxl.bench import ebpf_host
 from rxl.decide import core, distance, model, topology
 from rxl.decide.topology import Topology, TopologyError
-from rxl.errors import HostError
+from rxl.errors import HostError, quoted
 
 HERE = Path(__file__).parent
 BPF_SOURCE = HERE / "reuseport_sel.bpf.c"
@@ -258,12 +258,12 @@ def parse_node_map(text: str) -> Dict[int, int]:
         try:
             c, n = (int(x) for x in item.split(":"))
         except ValueError:
-            raise ValueError(f"--numa-map item {item!r}: use CPU:NODE") \
+            raise ValueError(f"--numa-map item {quoted(item)}: use CPU:NODE") \
                 from None
         if c in out:
             raise ValueError(f"--numa-map names CPU {c} twice")
         if not (0 <= c < MAX_CPUS and 0 <= n < MAX_NODES):
-            raise ValueError(f"--numa-map {item!r}: CPU 0..{MAX_CPUS - 1}, "
+            raise ValueError(f"--numa-map {quoted(item)}: CPU 0..{MAX_CPUS - 1}, "
                              f"node 0..{MAX_NODES - 1}")
         out[c] = n
     return out

@@ -19,7 +19,7 @@ from rxl.cli.options import check_no_repeats, decimal_float
 from rxl.cli.surface import command
 from rxl.decide import attach, core, distance, model, outcomes, report, topology
 from rxl.decide.cpugroup import CPU_MAXSIZE, Topology, TopologyError
-from rxl.errors import UsageError, counted, show
+from rxl.errors import UsageError, counted, quoted, show
 
 IMPLS = ("c", "model")
 #: Most members an lbgroup holds: INPCBLBGROUP_SIZMAX, sys/netinet/in_pcb.c.
@@ -76,7 +76,7 @@ def parse_members(text: str, topo: Topology) -> List[model.Tag]:
             continue
         m = re.fullmatch(r"([0-9]+)([Ll]?)", item)
         if not m:
-            raise TopologyError(f"malformed member {item!r} in {text!r}: use "
+            raise TopologyError(f"malformed member {quoted(item)} in {quoted(text)}: use "
                                 "a CPU id (5: tagged), '-' (untagged) or a CPU id "
                                 "with L appended (5L: learned at accept(2))")
         tags.append(model.Tag(_cpu(m.group(1), topo, "--members"), bool(m.group(2))))
@@ -94,7 +94,7 @@ def parse_counts(text: Optional[str], topo: Topology,
     for item in text.split(","):
         m = re.fullmatch(r"\s*([0-9]+)\s*:\s*([0-9]+)\s*", item)
         if not m:
-            raise TopologyError(f"malformed {what} item {item!r}: use CPU:COUNT")
+            raise TopologyError(f"malformed {what} item {quoted(item)}: use CPU:COUNT")
         cpu = _cpu(m.group(1), topo, what)
         if len(m.group(2)) > _DIGITS or int(m.group(2)) >= 1 << 32:
             raise TopologyError(f"{what}: count {show(m.group(2), 24)} does not fit 32 bits")
@@ -150,7 +150,7 @@ def per_device(text: Optional[str], what: str, lo: int, hi: int,
             out.append(None)
             continue
         if not re.fullmatch(r"[0-9]{1,20}", item) or not lo <= int(item) <= hi:
-            raise TopologyError(f"{what}: {item!r} is not " + (
+            raise TopologyError(f"{what}: {quoted(item)} is not " + (
                 f"a number {lo}..{hi}" + (" or '-' (unset)" if unset else "")))
         out.append(int(item))
     if len(out) > MAX_DEVICES:
@@ -282,7 +282,7 @@ def outcomes_cmd(topo, workers, rx_cpus, rx_counts, policy, cost_ladder,
     try:
         costs = [decimal_float(x.strip()) for x in cost_ladder.split(",")]
     except ValueError:
-        raise TopologyError(f"malformed --cost-ladder {cost_ladder!r}")
+        raise TopologyError(f"malformed --cost-ladder {quoted(cost_ladder)}")
     ladder = distance.ladder(costs)
     doc = report.outcomes_doc(topo, wl, rx, policy or outcomes.POLICIES, ladder, _impl(impl).deal)
     _emit(as_json, doc, report.outcomes_text(doc))

@@ -31,7 +31,7 @@ from rxl.cli.options import Text, missing
 from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
                                  CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
-from rxl.errors import counted
+from rxl.errors import counted, quoted
 
 
 def regular(name: str, l3_groups: int, cores: int, threads: int,
@@ -108,7 +108,7 @@ def load(spec: str) -> Topology:
         raise TopologyError(f"{spec}: {missing(spec)} (a topology file holds "
                             "sysctl -n kern.sched.topology_spec output)")
     raise TopologyError(
-        f"unknown topology {spec!r}: use one of {', '.join(BUILTINS)}, "
+        f"unknown topology {quoted(spec)}: use one of {', '.join(BUILTINS)}, "
         "LxCxT (e.g. 2x4x2), a kern.sched.topology_spec dump file or - "
         "(stdin)")
 
@@ -129,7 +129,7 @@ def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
         item = item.strip()
         m = re.fullmatch(r"([0-9]{1,20})(?:-([0-9]{1,20})(?::([0-9]{1,20}))?)?", item)
         if not m:
-            raise TopologyError(f"malformed {what} item {item!r} in {text!r}")
+            raise TopologyError(f"malformed {what} item {quoted(item)} in {quoted(text)}")
         lo = int(m.group(1))
         hi = int(m.group(2)) if m.group(2) else lo
         step = int(m.group(3)) if m.group(3) else 1
@@ -137,10 +137,10 @@ def parse_cpu_list(text: str, what: str = "CPU list") -> List[int]:
             raise TopologyError(f"CPU {hi} in {what} is beyond CPU_MAXSIZE "
                                 f"({CPU_MAXSIZE})")
         if hi < lo or step < 1:
-            raise TopologyError(f"empty range {item!r} in {what}")
+            raise TopologyError(f"empty range {quoted(item)} in {what}")
         out.extend(range(lo, hi + 1, step))
     if len(set(out)) != len(out):
-        raise TopologyError(f"duplicate CPU in {what} {text!r}")
+        raise TopologyError(f"duplicate CPU in {what} {quoted(text)}")
     return out
 
 

@@ -140,7 +140,7 @@ def test_show_and_the_error_line_escape_once():
     from rxl.cli.surface import error_line
     from rxl.errors import message, show
     import click
-    assert show("A\nB") == "A\\nB" and show("a\\b") == "a\\\\b"
+    assert show("A\nB") == "A\\nB" and show("a\\b") == "a\\b" and show("a\\nb") == "a\\\\nb"
     assert show(b"\xff\xfe") == "\\xff\\xfe"           # a byte that is not UTF-8: \xNN
     assert show("caf\udce9.log") == "caf\\xe9.log"      # a file name's (surrogateescape)
     assert message(f"x {show('A' + chr(10) + 'B')} y", 100) == "x A\\nB y"

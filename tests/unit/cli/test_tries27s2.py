@@ -1,0 +1,49 @@
+"""Issue 27's fourteenth pass (/work/coord/nc14.md), faults 7, 8, 10 and 11
+(1, 3, 4 and 6 are test_tries27s's):
+
+7. a backslash typed was echoed doubled (``'a\\\\b'`` for ``a\\b``: repr, and
+   rxl.errors.show doubling every one): show doubles one only where it would
+   read as an escape, and rxl.errors.quoted quotes without repr;
+8. "1 programs", "1 marked calls (0 others)": rxl.errors.counted;
+10. "not JSON (Unterminated string starting at, line 1)": json's reason cut
+    before its position; rxl.errors.json_reason says "at line L, column C";
+11. rxl learn --log: a LEARN line of a kind learnd never writes was a note no
+    error named; it is now unread, and the count it breaks names it.
+
+Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
+
+import pytest
+
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from rxl.errors import quoted, show
+
+# ----------------------------------------------------- 7: a backslash as typed
+
+
+@pytest.mark.parametrize("typed, shown", [
+    ("a\\b", "a\\b"), ("C:\\dir", "C:\\dir"), ("a\\\\b", "a\\\\b"), ("end\\", "end\\"),
+    # where one would read as an escape show makes, it is doubled
+    ("a\\nb", "a\\\\nb"), ("a\\x41", "a\\\\x41"), ("a\\u200b", "a\\\\u200b"),
+    ("a\\\nb", "a\\\\\\nb"), ("A\nB", "A\\nB"), ("caf\udce9", "caf\\xe9"),
+])
+def test_show_doubles_a_backslash_only_before_an_escape(typed, shown):
+    assert show(typed) == shown
+    assert quoted(typed) == f"'{shown}'"
+
+
+@pytest.mark.parametrize("args, want", [
+    (["deal", "--topology", "2x4x2", "--members", "a\\b"],
+     "malformed member 'a\\b' in 'a\\b': use a CPU id"),
+    (["deal", "--topology", "2x4x2", "--members", "0", "--counts", "a\\b"],
+     "malformed --counts item 'a\\b': use CPU:COUNT"),
+    (["spread", "--topology", "2x4x2", "--intr-cpus", "a\\b", "--queues", "1"],
+     "malformed --intr-cpus item 'a\\b' in 'a\\b'"),
+    (["run", "--check-only", "--target", "ssh://a\\b@host"],
+     "ssh://a\\b@host: a\\b: not a login name"),
+])
+def test_a_backslash_typed_is_echoed_as_typed(args, want, work):
+    """7: 'a\\\\b' (deal, spread: repr), ssh://a\\\\b@host (show)."""
+    before = _files(work)
+    line = _error(args)
+    assert want in line and "\\\\" not in line, line
+    assert _files(work) == before
