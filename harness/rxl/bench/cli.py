@@ -475,7 +475,8 @@ def analyze(traces, mark, as_json):
         click.echo(json.dumps(rows, indent=2))
         return
     for t, res in rows.items():
-        click.echo(f"{t}: {res['total']['n']} marked calls ({res['other']['n']} others)")
+        click.echo(f"{t}: {counted(res['total']['n'], 'marked call')} "
+                   f"({counted(res['other']['n'], 'other')})")
         for name, st in res.items():
             if name == "other" or not st["n"]:
                 continue

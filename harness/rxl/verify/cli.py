@@ -42,7 +42,7 @@ from rxl import paths
 from rxl.cli.groups import OptionGroup, objdir_option, option, refuse_given
 from rxl.cli.options import EmptyIsNone, check_input, read_input, read_limited
 from rxl.cli.surface import command
-from rxl.errors import BadOption, DataError, HostError, RxlError, show
+from rxl.errors import BadOption, DataError, HostError, RxlError, counted, show
 from rxl.guest import targets
 from rxl.guest import up as guest_up
 from rxl.guest.image import check_atf_var
@@ -368,8 +368,9 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
     kind = check_request(req, ssh=transport != "serial", check_only=check_only)
     if check_only:
         if ssh_target is not None and not target_needs_tree(req):
-            says = (f"--programs {req.programs_dir}: {len(programs_in(req.programs_dir))} "
-                    "programs; the target's kernel runs them")
+            n = len(programs_in(req.programs_dir))
+            says = (f"--programs {req.programs_dir}: {counted(n, 'program')}; the "
+                    f"target's kernel runs {'it' if n == 1 else 'them'}")
         elif req.src:
             says = f"--src {req.src}: {CHECKED[kind]}" + (CHECKED_TARGET if ssh_target else "")
         else:

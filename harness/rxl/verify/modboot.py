@@ -33,7 +33,7 @@ import shlex
 from pathlib import Path
 from typing import List, Mapping
 
-from rxl.errors import RxlError
+from rxl.errors import RxlError, counted
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
 from rxl.tree import build as tree_build
@@ -167,7 +167,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
                        detail=f"{kconf} with {' '.join(mods)}; " +
                        ("; ".join(bad) if bad else
                         f"kldload {tree_modules.NIC_KLD} ok, {nic_driver}0 attached "
-                        f"({len(run.cases)} cases)"))
+                        f"({counted(len(run.cases), 'case')})"))
 
 
 def reasons(runs: Mapping[str, parse.RunResult]) -> List[str]:

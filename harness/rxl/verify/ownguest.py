@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
-from rxl.errors import MachineError, RxlError
+from rxl.errors import MachineError, RxlError, counted
 from rxl.guest import console, image, qemu, sshguest
 from rxl.guest.protocol import MARK, PANIC_PATTERNS, host_sysctl_snapshot
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
@@ -320,7 +320,8 @@ class SerialGuest(Machine):
             return StageRecord("parse", "planned", detail=", ".join(st.logs.values()))
         for label, log in st.logs.items():
             st.runs[label] = parse.parse_file(log)
-        detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
+        detail = "; ".join(f"{k}: {v.outcome}, {counted(len(v.cases), 'case')}"
+                           for k, v in st.runs.items())
         return StageRecord("parse", "ok", detail=detail)
 
     def modules(self, req: RunRequest, st: RunState) -> StageRecord:
@@ -495,7 +496,7 @@ class SSHGuest(SerialGuest):
                                           extra_sources=req.extra_tests, echo=quiet(st.echo))
         return StageRecord("world", "ok", commands=cmds,
                            detail=("built" if missing else "sshd userland present, not rebuilt")
-                           + f" ({objdir}); {len(st.tests)} programs")
+                           + f" ({objdir}); {counted(len(st.tests), 'program')}")
 
     def prepare(self, req: RunRequest, st: RunState) -> StageRecord:
         """One SSH guest root per boot; the host key of each goes to ``st.host_keys``."""
@@ -642,7 +643,8 @@ class SSHGuest(SerialGuest):
             # the SSH run's own result (kyua's cases are not in the log), else the log's
             res = st.runs.get(label) or parse.parse_file(log)
             st.runs[label] = kernel_messages(res, str(Path(req.out) / f"serial-{label}.log"))
-        detail = "; ".join(f"{k}: {v.outcome}, {len(v.cases)} cases" for k, v in st.runs.items())
+        detail = "; ".join(f"{k}: {v.outcome}, {counted(len(v.cases), 'case')}"
+                           for k, v in st.runs.items())
         return StageRecord("parse", "ok", detail=detail)
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from rxl.errors import MachineError
+from rxl.errors import MachineError, counted
 from rxl.guest import console
 from rxl.guest.image import render_rc
 from rxl.guest.protocol import host_sysctl_snapshot
@@ -418,7 +418,7 @@ class RemoteRun:
             self.s.put(str(local), f"{w}/{fname}" if fname == "run.sh" else f"{w}/tests/{fname}")
             if self.dry:  # what the file holds: a dry run writes nothing locally
                 self.s.commands += [f"#   {line}" for line in text.splitlines()]
-        return (f"{len(self.job.tests)} programs, run.sh" + (", Kyuafile" if kyua else "")
+        return (f"{counted(len(self.job.tests), 'program')}, run.sh" + (", Kyuafile" if kyua else "")
                 + f" in {w}")
 
     def run_tests(self, log: str):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from rxl.cli.options import missing
-from rxl.errors import BadOption, show
+from rxl.errors import BadOption, counted, show
 from rxl.guest import console, ssh
 from rxl.verify import remote
 from rxl.verify import report as report_mod
@@ -173,7 +173,7 @@ class Target(Machine):
                              f"({run.before.version})")
         st.runs[LABEL] = res
         return StageRecord("tests", "ok", log=log,
-                           detail=f"{where}; {res.outcome}, {len(res.cases)} cases"
+                           detail=f"{where}; {res.outcome}, {counted(len(res.cases), 'case')}"
                            + (" (kyua)" if run.use_kyua() else ""))
 
     def verdict(self, req: RunRequest, st: RunState) -> report_mod.Verdict:

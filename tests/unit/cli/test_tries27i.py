@@ -127,7 +127,7 @@ def test_analyze_reads_the_marked_calls_it_shows(work):
                samples=[enter, miss, enter])
     r = _run(["kcount", "analyze", t])
     assert r.exit_code == 0, r.output
-    assert r.stdout.splitlines()[0] == f"{t} [in_pcblookup_lbgroup]: 2 marked calls (1 others)"
+    assert r.stdout.splitlines()[0] == f"{t} [in_pcblookup_lbgroup]: 2 marked calls (1 other)"
 
 
 def test_an_empty_outer_is_shown_quoted(work):

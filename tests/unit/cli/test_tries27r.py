@@ -256,7 +256,7 @@ def test_kcount_analyze_refuses_a_trace_given_twice(work):
     t = work / "t.json"
     t.write_text(GOOD)
     assert _run(["kcount", "analyze", t]).stdout.splitlines()[0] == (
-        f"{t} [in_pcblookup_lbgroup]: 1 marked calls (0 others)")
+        f"{t} [in_pcblookup_lbgroup]: 1 marked call (0 others)")
     assert _error(["kcount", "analyze", t, t]) == (
         f"Error: Invalid value for TRACES: {t}: given twice: each input once")
     (work / "u.json").symlink_to(t)

@@ -12,6 +12,8 @@
 
 Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
 
+import json
+
 import pytest
 
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
@@ -47,3 +49,28 @@ def test_a_backslash_typed_is_echoed_as_typed(args, want, work):
     line = _error(args)
     assert want in line and "\\\\" not in line, line
     assert _files(work) == before
+
+
+# ------------------------------------------------------------ 8: plurals
+
+
+def test_one_program_is_one_program(work):
+    """8: "--programs DIR: 1 programs; the target's kernel runs them"."""
+    progs = work / "progs"
+    progs.mkdir()
+    (progs / "so_reuseport_lb_test").write_bytes(b"\x7fELF")
+    (progs / "so_reuseport_lb_test").chmod(0o755)
+    r = _run(["run", "--check-only", "--target", "ssh://root@host", "--programs", progs])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == \
+        f"--programs {progs}: 1 program; the target's kernel runs it"
+
+
+def test_one_marked_call_is_one_marked_call(work):
+    """8: "[g]: 1 marked calls (0 others)"."""
+    f = work / "k.json"
+    f.write_text(json.dumps({"outer": "f", "entries": {"f": "0x100", "g": "0x100"},
+                             "samples": [{"pc": [256, 257], "sp": [8, 8]}]}))
+    r = _run(["kcount", "analyze", f, "--mark", "g"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[0] == f"{f} [g]: 1 marked call (0 others)"

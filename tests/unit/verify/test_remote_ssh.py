@@ -143,7 +143,7 @@ def test_refuses_pristine_kernel_then_installs_and_runs(box):
         # a second install of the same kernel is a no-op
         assert "not reinstalled" in run.install_kernel(str(kernel))
 
-        assert "1 programs, run.sh" in run.upload()
+        assert "1 program, run.sh" in run.upload()
         res = run.run_tests(str(tmp_path / "out" / "console-patched.log"))
     assert res.outcome == "completed" and res.label == "patched"
     assert [(c.name, c.status) for c in res.cases] == [("lb_test:works", "passed"),
@@ -508,5 +508,5 @@ def test_a_workdir_rxl_made_is_used_again(box):
     with ssh.SSHSession(ssh.SSHTarget("127.0.0.1", srv.port), connect_timeout=5) as s:
         run = R.RemoteRun(s, job(tmp_path, prog))
         run.upload()
-        assert "1 programs, run.sh" in run.upload()
+        assert "1 program, run.sh" in run.upload()
     assert (tmp_path / "target-work" / R.WORKDIR_MARK).is_file()
