@@ -94,12 +94,6 @@ def quoted(value: object, limit: int = SHOW_MAX) -> str:
     return f"'{show(value, limit)}'"
 
 
-def quoted(value: object, limit: int = SHOW_MAX) -> str:
-    """:func:`show`'s ``value`` in single quotes: a value quoted as ``{value!r}``
-    would be, without repr doubling every backslash (``'a\\\\b'`` for ``a\\b``)."""
-    return f"'{show(value, limit)}'"
-
-
 def json_reason(exc: ValueError) -> str:
     """Why a text is not JSON, in a message's words: json's own reason ("Unterminated
     string starting at", which ends where its position was cut off) and where,

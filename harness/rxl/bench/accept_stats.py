@@ -18,6 +18,7 @@ from rxl.bench import dispersion
 from rxl.bench.accept import BenchError
 from rxl.bench.knobs import run_label
 from rxl.bench.tables import end_warnings
+from rxl.errors import json_reason
 
 #: acceptd JSON versions understood: 1 (serial model only), 2 (
 #: server models, client figures, open connections).
@@ -120,7 +121,7 @@ def parse_run(text: str) -> Run:
     try:
         d = json.loads(text)
     except ValueError as e:
-        raise BenchError(f"server output is not JSON: {e}") from None
+        raise BenchError(f"server output is not JSON: {json_reason(e)}") from None
     if not isinstance(d, dict) or d.get("tool") != "acceptd":
         raise BenchError("server output is not an acceptd summary")
     if d.get("version") not in VERSIONS:

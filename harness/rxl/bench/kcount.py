@@ -69,7 +69,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.bench import kcount_gdb, kcount_ops
 from rxl.cli.options import os_reason, read_limited
-from rxl.errors import DataError, show
+from rxl.errors import DataError, json_reason, show
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"
@@ -279,10 +279,8 @@ def load(path: str) -> dict:
     except _DuplicateKey as exc:
         raise KcountError(f"{where}: not a kcount trace: {exc}") from None
     except ValueError as exc:
-        msg = getattr(exc, "msg", None) or str(exc)
-        line = getattr(exc, "lineno", None)
-        raise KcountError(f"{where}: not a kcount trace: not JSON ({msg}"
-                          + (f", line {line})" if line else ")")) from None
+        raise KcountError(f"{where}: not a kcount trace: not JSON "
+                          f"({json_reason(exc)})") from None
     try:
         if not isinstance(doc, dict):
             raise ValueError("a JSON object with 'outer', 'entries' and 'samples' is "

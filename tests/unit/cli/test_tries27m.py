@@ -157,14 +157,14 @@ def test_inspect_of_a_view_of_no_group_says_so(text, empty):
 @pytest.mark.parametrize("args, why", [
     (["parse", "{e}"], "{e}: no ==RXL== BEGIN: not a console log"),
     (["learn", "--log", "{e}"], "{e}: no ==RXL== LEARN line: not a console log of rxl learn"),
-    (["kcount", "analyze", "{e}"], "{e}: not a kcount trace: not JSON (Expecting value, "
-                                   "line 1)"),
+    (["kcount", "analyze", "{e}"], "{e}: not a kcount trace: not JSON (expecting value "
+                                   "at line 1, column 1)"),
     (["kcount", "sites", "{e}", "--kernel", "{k}"], "{e}: not a kcount trace: not JSON "
-                                                    "(Expecting value, line 1)"),
+                                                    "(expecting value at line 1, column 1)"),
     (["kcount", "diff", "{e}", "{k}", "{e}", "{k}"], "{e}: not a kcount trace: not JSON "
-                                                     "(Expecting value, line 1)"),
+                                                     "(expecting value at line 1, column 1)"),
     (["kcount", "table", "--trace", "accept-off", "pristine", "{e}"],
-     "{e}: not a kcount trace: not JSON (Expecting value, line 1)"),
+     "{e}: not a kcount trace: not JSON (expecting value at line 1, column 1)"),
     (["deal", "--topology", "{e}", "--members", "0"], "Invalid value for '--topology': {e}: "
      "no <groups> or <group> element found (expected sysctl -n kern.sched.topology_spec "
      "output)"),

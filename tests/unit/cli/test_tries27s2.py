@@ -17,7 +17,7 @@ import json
 import pytest
 
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
-from rxl.errors import quoted, show
+from rxl.errors import json_reason, quoted, show
 
 # ----------------------------------------------------- 7: a backslash as typed
 
@@ -74,3 +74,29 @@ def test_one_marked_call_is_one_marked_call(work):
     r = _run(["kcount", "analyze", f, "--mark", "g"])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[0] == f"{f} [g]: 1 marked call (0 others)"
+
+
+# -------------------------------------------------- 10: why a text is not JSON
+
+@pytest.mark.parametrize("text, why", [
+    ('{"outer":"f","entries":{"f":"0x100"},"samp',
+     "unterminated string starting at line 1, column 38"),
+    ("", "expecting value at line 1, column 1"),
+    ('{"a": 1,}', "expecting property name enclosed in double quotes at line 1, column 9"),
+    ('{"a": 1}\n x', "extra data at line 2, column 2"),
+])
+def test_not_json_says_what_and_where(text, why, work):
+    """10: "not JSON (Unterminated string starting at, line 1)"."""
+    f = work / "k.json"
+    f.write_text(text)
+    before = _files(work)
+    assert _error(["kcount", "analyze", f]) == \
+        f"Error: {f}: not a kcount trace: not JSON ({why})"
+    assert _files(work) == before
+    with pytest.raises(ValueError) as e:
+        json.loads(text)
+    assert json_reason(e.value) == why
+
+
+def test_a_value_error_that_is_not_json_s_keeps_its_words():
+    assert json_reason(ValueError("no such thing")) == "no such thing"
