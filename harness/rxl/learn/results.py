@@ -327,9 +327,9 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
                 else:
                     if r.rc != 0:
                         r.damage.append(f"line {lineno}: learnd exited {r.rc}: {line[:200]}")
-            else:
-                r.notes.append(f"unknown learn line: {line}")
-                continue
+            else:  # not a line learnd or learn-rc writes: unread, and named where it counts
+                raise LearnError(f"unknown LEARN line {kind[:16]} (not one learnd or learn-rc "
+                                 f"writes): {line[:200]}")
             r.lines_of.setdefault(kind, []).append((lineno, line))
         except LearnError as exc:
             r.notes.append(f"line {lineno}: {exc}")
@@ -483,7 +483,7 @@ def _check_lines(r: RunSummary) -> None:
     _check_snapshots(r)
     if "DONE" not in r.first_at:
         return  # learnd prints DONE after all of them: a run cut short is refused as such
-    unread = (f" (line {r.unread[0]}, malformed, is not counted"
+    unread = (f" (line {r.unread[0]}, unreadable, is not counted"
               + (f"; {len(r.unread) - 1} more" if len(r.unread) > 1 else "") + ")"
               if r.unread else "")
     for w, (n, line) in zip(r.workers, r.lines_of.get("W", [])):

@@ -246,7 +246,7 @@ def test_a_dropped_c_line_is_named_in_the_sums_it_breaks(tmp_path):
     assert r.exit_code == 1
     assert r.stderr.splitlines()[-1].startswith(
         f"Error: {p}: run learn-off.rxq damaged: line {_n(C_OFF) - 2}: accepts=551, but "
-        f"worker 0's C lines count 423 connections (line {_n(C_OFF)}, malformed, is not "
+        f"worker 0's C lines count 423 connections (line {_n(C_OFF)}, unreadable, is not "
         "counted): ")
 
 

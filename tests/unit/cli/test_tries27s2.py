@@ -100,3 +100,28 @@ def test_not_json_says_what_and_where(text, why, work):
 
 def test_a_value_error_that_is_not_json_s_keeps_its_words():
     assert json_reason(ValueError("no such thing")) == "no such thing"
+
+
+# ------------------------------------------ 11: an unknown LEARN line, named
+
+def test_an_unknown_learn_line_is_named_where_it_breaks_a_count(work):
+    """11: line 53 replaced by a LEARN line of no kind learnd writes: the run was
+    damaged by count mismatches only, line 53 named nowhere."""
+    from pathlib import Path
+    log = Path(__file__).parents[2] / "data/learn/synthetic-patched.log"
+    lines = log.read_text().splitlines(keepends=True)
+    assert lines[52].startswith("==RXL== LEARN C learn-off.rxq phase=m ")
+    lines[52] = "==RXL== LEARN ZZZ learn-off.rxq foo\n"
+    f = work / "l.log"
+    f.write_text("".join(lines))
+    r = _run(["learn", "--log", f])
+    assert r.exit_code == 1, r.output
+    last = r.stderr.splitlines()[-1]
+    assert last.startswith(f"Error: {f}: run learn-off.rxq damaged: line 51: accepts=551, "
+                           "but worker 0's C lines count 423 connections (line 53, "
+                           "unreadable, is not counted): "), last
+    from rxl.learn.results import parse_learn
+    run = parse_learn(lines)["learn-off.rxq"]
+    assert run.unread == [53]
+    assert "line 53: unknown LEARN line ZZZ (not one learnd or learn-rc writes): " \
+           "==RXL== LEARN ZZZ learn-off.rxq foo" in run.notes
