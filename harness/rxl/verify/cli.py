@@ -268,7 +268,7 @@ def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
                                                 "boot to run the suite on")
     if p["no_series"]:
         refuse_given(ctx, ("kernel", "pristine_kernel", "pristine_src", "auto_pristine",
-                           "spread", "tests_on_spread", "new_programs"),
+                           "spread", "tests_on_spread", "new_programs", "atf_dir"),
                      "not with --no-series: the tree is built and booted as it is, alone")
     if ssh_target is not None:
         refuse_given(ctx, ("no_series",), f"only for the own QEMU guest, not with --target "

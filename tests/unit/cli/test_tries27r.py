@@ -274,3 +274,17 @@ def test_kcount_refuses_a_stack_pointer_above_the_entry(work):
     assert _error(["kcount", "analyze", t]) == (
         f"Error: {t}: not a kcount trace: sample 1: step 2's stack pointer 0x6c is above the entry's 0x64: "
         "after the outer function returned (record ends a sample at its ret)")
+
+
+# ------------------------------------------------------ run --no-series --atf-dir
+
+@pytest.mark.parametrize("mode", ["--check-only", "--dry-run"])
+def test_run_no_series_refuses_an_atf_dir(mode, t15, tmp_path):
+    """--no-series runs no series test (stests = [] there), so an --atf-dir of
+    other programs was silently ignored (nc14, fault 5)."""
+    atf = tmp_path / "atf"
+    atf.mkdir()
+    (atf / "x_test.c").write_text("int main(void) { return 0; }\n")
+    assert _error(["run", mode, "--no-series", "--atf-dir", str(atf), "--src", t15]) == (
+        "Error: Invalid value for '--atf-dir': not with --no-series: the tree is built "
+        "and booted as it is, alone")
