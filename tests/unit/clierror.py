@@ -2,6 +2,7 @@
 ``Error: ...`` line on stderr, nothing on stdout, with the README's exit
 status, and never a traceback."""
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -41,3 +42,12 @@ def files(root):
     """Every path under ``root``, relative and sorted: compared before and after
     a refused command, which must change nothing."""
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def commands(group=main, path=()):
+    """Every leaf command under ``group``: (path of names, click.Command), sorted."""
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from commands(cmd, path + (name,))
+        else:
+            yield path + (name,), cmd

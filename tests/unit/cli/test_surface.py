@@ -9,16 +9,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from clierror import commands as _commands
 from rxl.cli.main import main
 from rxl.cli.options import Text
 
-
-def _commands(group=main, path=()):
-    for name, cmd in sorted(group.commands.items()):
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, path + (name,))
-        else:
-            yield path + (name,), cmd
 
 
 COMMANDS = list(_commands())

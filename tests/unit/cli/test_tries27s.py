@@ -22,7 +22,7 @@ import re
 import click
 import pytest
 
-from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from clierror import commands as _commands, error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
 from fakefreebsd import _git, _series, _tree, plain_tree
 from rxl.cli.main import main
 from rxl.cli.options import Text
@@ -32,13 +32,6 @@ from rxl.verify import ownguest
 
 # ------------------------------------------- 1: an empty value of a required option
 
-
-def _commands(group=main, path=()):
-    for name, cmd in sorted(group.commands.items()):
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, path + (name,))
-        else:
-            yield path + (name,), cmd
 
 
 def _text(p):
