@@ -150,7 +150,7 @@ def targets_cmd(ctx, path, show_key):
                    err=True)
         return
     try:
-        ts = targets.load(path)
+        ts = targets.load(path, keys=True)  # every unusable key among the mistakes
     except targets.TargetsError as exc:  # every mistake on stdout, then the one error line
         for line in exc.errors:
             click.echo(line)
@@ -172,7 +172,7 @@ def targets_cmd(ctx, path, show_key):
             where = f"{t.kind}: {t.ssh_target().url}"
             if t.key:
                 where += f" key {t.key}"
-                try:  # the check run and --check-only make (Targets.get)
+                try:  # missing: needed later; unusable only if it changed since load
                     sshkeys.check_key_file(t.key)
                 except sshkeys.KeyFileError as exc:
                     if not exc.missing:

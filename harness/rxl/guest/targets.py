@@ -28,7 +28,9 @@ The file (default ``$RXL_WORK/targets.yaml``; ``--targets FILE``)::
 Kinds: ``qemu`` (the harness boots it; shape fields apply), ``bhyve`` and
 ``box`` (running FreeBSD machines reached with :mod:`rxl.guest.ssh`; host required,
 shape fields refused). :func:`load` reports *every* mistake, one line each
-(``FILE: targets.box.port: ...``), in one :class:`TargetsError`.
+(``FILE: targets.box.port: ...``), in one :class:`TargetsError`: a bad field
+hides no other field of its target or shape, nor a rule between good ones,
+and with ``keys`` (``rxl targets``) an unusable key file is one of them.
 """
 
 from __future__ import annotations
@@ -217,9 +219,16 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Shape]:
+def _check_shape(where: str, d: Dict[str, Any], errs: List[str], *,
+                 whole: bool = True) -> Optional[Shape]:
+    """The shape of the fields ``d`` gives over :data:`DEFAULT_SHAPE`, or None
+    when it has a mistake: each mistake one line in ``errs``, every one (a bad
+    field does not hide another, nor a rule between fields whose own values
+    are good: ``sockets: 3`` with ``numa_nodes: 2`` and ``memory_mib: 100`` is
+    two lines). ``whole`` False checks each field alone (fields given beside
+    ``shape:``, which make no shape of their own)."""
     vals = dict(DEFAULT_SHAPE)
-    bad = False
+    bad = set()
     for k in SHAPE_FIELDS:
         if k not in d:
             continue
@@ -228,49 +237,57 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str]) -> Optional[Sha
             if v not in NIC_MODELS:
                 errs.append(f"{where}.nic: {as_written(d, k, v)} is not one of "
                             f"{', '.join(NIC_MODELS)}")
-                bad = True
+                bad.add(k)
                 continue
         elif k == "nic_domain":
             if v is not None and (not _is_int(v) or v < 0):
                 errs.append(f"{where}.nic_domain: must be a NUMA node (an integer >= 0) "
                             f"or null (no _PXM), got {as_written(d, k, v, text=False)}")
-                bad = True
+                bad.add(k)
                 continue
         elif k == "numa_nodes":
             if not _is_int(v) or v < 0:
                 errs.append(f"{where}.numa_nodes: must be an integer >= 0, got "
                             f"{as_written(d, k, v, text=False)}")
-                bad = True
+                bad.add(k)
                 continue
         elif not _is_int(v) or v < 1:
             errs.append(f"{where}.{k}: must be an integer >= 1, got "
                         f"{as_written(d, k, v, text=False)}")
-            bad = True
+            bad.add(k)
             continue
         vals[k] = v
-    if bad:
+    if not whole:
         return None
-    if "nic_domain" not in d and not vals["numa_nodes"]:
+    if "nic_domain" not in d and "numa_nodes" not in bad and not vals["numa_nodes"]:
         vals["nic_domain"] = None      # no NUMA nodes: no node to put the NIC's bridge in
-    s = Shape(**vals)
-    if s.vcpus > MAX_VCPUS:
-        errs.append(f"{where}: {s.vcpus} vCPUs (sockets x dies x cores x threads); "
-                    f"QEMU's q35 machine takes at most {MAX_VCPUS}")
-        return None
-    if s.numa_nodes and s.sockets % s.numa_nodes:
-        errs.append(f"{where}.numa_nodes: {s.numa_nodes} does not divide sockets={s.sockets} "
+    before = len(errs)
+
+    def good(*keys: str) -> bool:
+        """Whether the fields a rule reads are each good (a bad one is said already)."""
+        return not bad.intersection(keys)
+
+    if good("sockets", "dies", "cores", "threads"):
+        vcpus = vals["sockets"] * vals["dies"] * vals["cores"] * vals["threads"]
+        if vcpus > MAX_VCPUS:
+            errs.append(f"{where}: {vcpus} vCPUs (sockets x dies x cores x threads); "
+                        f"QEMU's q35 machine takes at most {MAX_VCPUS}")
+    nodes = vals["numa_nodes"]
+    if good("sockets", "numa_nodes") and nodes and vals["sockets"] % nodes:
+        errs.append(f"{where}.numa_nodes: {nodes} does not divide sockets={vals['sockets']} "
                     "(each NUMA node holds whole sockets)")
+    if good("nic_domain", "numa_nodes") and vals["nic_domain"] is not None \
+            and vals["nic_domain"] >= nodes:
+        errs.append(f"{where}.nic_domain: {vals['nic_domain']} is not one of the shape's "
+                    f"{counted(nodes, 'NUMA node')} (null: no _PXM)")
+    if good("memory_mib", "numa_nodes"):
+        split = max(nodes, 1)
+        if vals["memory_mib"] < 128 * split or vals["memory_mib"] % split:
+            errs.append(f"{where}.memory_mib: {vals['memory_mib']} must be >= 128 per NUMA "
+                        f"node and split evenly over {split}")
+    if bad or len(errs) > before:
         return None
-    if s.nic_domain is not None and s.nic_domain >= s.numa_nodes:
-        errs.append(f"{where}.nic_domain: {s.nic_domain} is not one of the shape's "
-                    f"{counted(s.numa_nodes, 'NUMA node')} (null: no _PXM)")
-        return None
-    nodes = max(s.numa_nodes, 1)
-    if s.memory_mib < 128 * nodes or s.memory_mib % nodes:
-        errs.append(f"{where}.memory_mib: {s.memory_mib} must be >= 128 per NUMA node and "
-                    f"split evenly over {nodes}")
-        return None
-    return s
+    return Shape(**vals)
 
 
 def _unknown(where: str, d: Dict[str, Any], allowed, errs: List[str]) -> None:
@@ -281,9 +298,153 @@ def _unknown(where: str, d: Dict[str, Any], allowed, errs: List[str]) -> None:
                         f"(one of {', '.join(allowed)})")
 
 
-def parse(doc: Any, path: str = "<targets>") -> Targets:
-    """Validate a loaded YAML document. Raises TargetsError listing every mistake."""
+def _check_ssh(where: str, d: Dict[str, Any], kind: Optional[str], path: str,
+               errs: List[str], key_check: Optional[bool]) -> Optional[Dict[str, Any]]:
+    """The host, port, user and key of a bhyve or box target (``kind`` None: a
+    target whose kind is a mistake, its SSH fields checked as such a target's,
+    none required), or None; each mistake one line in ``errs``. ``key_check``:
+    None, the key file is not looked at (it is when its target is used:
+    :meth:`Targets.get`); False, one that is there but unusable is a mistake
+    (a directory, not a key, encrypted) and a missing one is not (it is needed
+    when used); True, a missing one is a mistake too (the target is used)."""
+    before = len(errs)
+    host = d.get("host")
+    if host is None:
+        if kind is not None:
+            errs.append(f"{where}.host: required for kind {kind} (a name or address)")
+    elif not isinstance(host, str):  # YAML read a number, a date, a boolean
+        errs.append(f"{where}.host: {as_written(d, 'host', host)}: not a host name or "
+                    "IP address")
+    else:
+        try:
+            host = check_host(host)
+        except TargetError as exc:
+            errs.append(f"{where}.host: {exc}")
+    port = d.get("port", 22)
+    if not _is_int(port) or not 1 <= port <= 65535:
+        errs.append(f"{where}.port: must be an integer in 1..65535, got "
+                    f"{as_written(d, 'port', port, text=False)}")
+    user = d.get("user", "root")
+    if not isinstance(user, str):
+        errs.append(f"{where}.user: {as_written(d, 'user', user)}: not a login name")
+    else:
+        try:
+            user = check_user(user)
+        except TargetError as exc:
+            errs.append(f"{where}.user: {exc}")
+    key = d.get("key")
+    if key is not None:
+        if not isinstance(key, str) or not key:
+            errs.append(f"{where}.key: must be a path to a private key, got "
+                        f"{as_written(d, 'key', key)}")
+            key = None
+        else:
+            user_of = re.match(r"~([^/]+)", key)
+            if user_of and os.path.expanduser(user_of.group(0)) == user_of.group(0):
+                # expanduser leaves an unknown ~user as it is: a relative
+                # path under the file's directory would be a guess
+                errs.append(f"{where}.key: {show(user_of.group(0), 40)}: no such user")
+                key = None
+            else:
+                key = os.path.expanduser(key)
+                if not os.path.isabs(key):
+                    key = str(Path(path).parent / key)
+        if key is not None and key_check is not None:
+            try:  # what run makes of it (Targets.get), whatever else the target holds
+                check_key_file(key)
+            except KeyFileError as exc:
+                if key_check or not exc.missing:
+                    errs.append(f"{where}.key: {exc}")
+    if len(errs) > before:
+        return None
+    return {"host": host, "port": port, "user": user, "key": key}
+
+
+def _check_target(name: Any, where: str, d: Dict[str, Any], targets: Dict[Any, Any],
+                  shapes: Dict[Any, Any], out: Targets, path: str, errs: List[str],
+                  key_check: Optional[bool]) -> Optional[Target]:
+    """The target ``name`` (mapping ``d``), or None; every mistake of it one line in
+    ``errs``: its name, description and kind, and each field by what it is for,
+    also beside another mistake (a bad kind, port or key hides none of the others).
+    ``key_check``: :func:`_check_ssh`'s."""
+    before = len(errs)
+    _unknown(where, d, TARGET_FIELDS, errs)
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        errs.append(f"targets: {as_written(targets, name, is_key=True)}: a target name "
+                    "is 1-64 letters, digits, "
+                    "'_', '.' or '-' (what --target NAME gives)")
+    desc = d.get("description", "")
+    if not isinstance(desc, str) or len(desc) > DESCRIPTION_MAX:
+        errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
+                    "characters, got " + (_kind_of(desc) if isinstance(desc, (str, dict, list))
+                                          else as_written(d, "description", desc)))
+    elif not desc.isprintable():  # rxl targets prints it on the target's line
+        errs.append(f"{where}.description: {show(desc, 40)}: holds a control "
+                    "character (a description is one line of text)")
+    kind = d.get("kind")
+    if kind not in KINDS:
+        errs.append(f"{where}.kind: {as_written(d, 'kind', kind)} is not one of "
+                    f"{', '.join(KINDS)}")
+        kind = None  # each field below checked as the kinds that take it take it
+    elif name in BUILTIN_TARGETS and kind != "qemu":
+        errs.append(f"{where}: {name} is a built-in QEMU guest's name (what rxl "
+                    f"learn and run boot by it): a targets file may give it another "
+                    f"shape (kind: qemu), not kind: {kind}; name the {kind} otherwise")
+    ssh_given = [k for k in SSH_FIELDS if k in d]
+    shape_given = [k for k in SHAPE_FIELDS + ("shape",) if k in d]
+    shape, ssh = None, None
+    if kind == "qemu":
+        for k in ssh_given:
+            errs.append(f"{where}.{k}: not for kind qemu (the harness picks a "
+                        "loopback port and uses its own key)")
+    elif kind is not None:
+        for k in shape_given:
+            errs.append(f"{where}.{k}: only the own guest (kind qemu) has a shape; "
+                        f"a {kind} target's topology is read from it")
+    if kind == "qemu" or (kind is None and shape_given):
+        inline = {k: d[k] for k in SHAPE_FIELDS if k in d}
+        if "shape" in d:
+            if inline:
+                errs.append(f"{where}: give shape: or the shape fields "
+                            f"({', '.join(inline)}), not both")
+                _check_shape(where, d, errs, whole=False)  # each field's own mistake
+            ref = d["shape"]
+            try:
+                known = ref in shapes
+            except TypeError:  # a list or a mapping: no name
+                known = False
+            if not known:
+                errs.append(f"{where}.shape: {as_written(d, 'shape', ref)} is not a "
+                            "shape of this file "
+                            f"(known: {', '.join(map(str, shapes)) or 'none'})")
+            else:
+                shape = out.shapes.get(ref)  # None if that shape had its own mistake
+        else:
+            shape = _check_shape(where, d, errs)  # d: its text as written
+    if kind != "qemu" and (kind is not None or ssh_given):
+        ssh = _check_ssh(where, d, kind, path, errs, key_check)
+    if len(errs) > before or kind is None:
+        return None
+    if kind == "qemu":
+        return None if shape is None else Target(str(name), kind, shape=shape,
+                                                  description=desc)
+    return None if ssh is None else Target(str(name), kind, description=desc, **ssh)
+
+
+def parse(doc: Any, path: str = "<targets>", *, keys: bool = False,
+          use: Optional[str] = None) -> Targets:
+    """Validate a loaded YAML document. Raises TargetsError listing every mistake
+    of every shape and target, one line each.
+
+    ``keys``: each target's ``key:`` file is checked too, one that is there but
+    unusable a mistake, a missing one not (``rxl targets``: it is needed when its
+    target is used); ``use``: the target to be used (``--target NAME``), whose
+    key file is checked, missing too, as :meth:`Targets.get` does."""
     errs: List[str] = []
+
+    def key_check(name: Any) -> Optional[bool]:
+        return True if name == use else (False if keys else None)
+
     out = Targets(path=path)
     if doc is None:
         doc = {}
@@ -300,17 +461,17 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         shapes = {}
     for name, d in shapes.items():
         where = f"shapes.{name}"
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        named = isinstance(name, str) and _NAME.fullmatch(name)
+        if not named:  # its fields are checked still (one line per mistake)
             errs.append(f"shapes: {as_written(shapes, name, is_key=True)}: a shape name is "
                         "1-64 letters, digits, "
                         "'_', '.' or '-'")
-            continue
         if not isinstance(d, dict):
             errs.append(f"{where}: must be a mapping of {', '.join(SHAPE_FIELDS)}")
             continue
         _unknown(where, d, SHAPE_FIELDS, errs)
         s = _check_shape(where, d, errs)
-        if s is not None:
+        if s is not None and named:
             out.shapes[str(name)] = s
     targets = doc.get("targets")
     targets = {} if targets is None else targets
@@ -322,113 +483,10 @@ def parse(doc: Any, path: str = "<targets>") -> Targets:
         if not isinstance(d, dict):
             errs.append(f"{where}: must be a mapping with kind: ({', '.join(KINDS)})")
             continue
-        _unknown(where, d, TARGET_FIELDS, errs)
-        before_name = len(errs)
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
-            errs.append(f"targets: {as_written(targets, name, is_key=True)}: a target name "
-                        "is 1-64 letters, digits, "
-                        "'_', '.' or '-' (what --target NAME gives)")
-        # A bad name or description is one mistake each; the fields are still
-        # checked (one line per mistake), and no target is made.
-        skip = len(errs) > before_name
-        desc = d.get("description", "")
-        if not isinstance(desc, str) or len(desc) > DESCRIPTION_MAX:
-            errs.append(f"{where}.description: must be text of at most {DESCRIPTION_MAX} "
-                        "characters, got " + (_kind_of(desc) if isinstance(desc, (str, dict, list))
-                                              else as_written(d, "description", desc)))
-            skip = True
-        elif not desc.isprintable():  # rxl targets prints it on the target's line
-            errs.append(f"{where}.description: {show(desc, 40)}: holds a control "
-                        "character (a description is one line of text)")
-            skip = True
-        kind = d.get("kind")
-        if kind not in KINDS:
-            errs.append(f"{where}.kind: {as_written(d, 'kind', kind)} is not one of "
-                        f"{', '.join(KINDS)}")
-            continue
-        if name in BUILTIN_TARGETS and kind != "qemu":
-            errs.append(f"{where}: {name} is a built-in QEMU guest's name (what rxl "
-                        f"learn and run boot by it): a targets file may give it another "
-                        f"shape (kind: qemu), not kind: {kind}; name the {kind} otherwise")
-            continue
-        if kind == "qemu":
-            for k in SSH_FIELDS:
-                if k in d:
-                    errs.append(f"{where}.{k}: not for kind qemu (the harness picks a "
-                                "loopback port and uses its own key)")
-            inline = {k: d[k] for k in SHAPE_FIELDS if k in d}
-            shape = None
-            if "shape" in d:
-                if inline:
-                    errs.append(f"{where}: give shape: or the shape fields "
-                                f"({', '.join(inline)}), not both")
-                    continue
-                ref = d["shape"]
-                if ref not in shapes:
-                    errs.append(f"{where}.shape: {as_written(d, 'shape', ref)} is not a "
-                                "shape of this file "
-                                f"(known: {', '.join(map(str, shapes)) or 'none'})")
-                    continue
-                shape = out.shapes.get(ref)  # None if that shape had its own error
-                if shape is None:
-                    continue
-            else:
-                shape = _check_shape(where, d, errs)  # d: its text as written
-                if shape is None:
-                    continue
-            if not skip:
-                out.targets[str(name)] = Target(str(name), kind, shape=shape,
-                                                description=desc)
-            continue
-        for k in SHAPE_FIELDS + ("shape",):
-            if k in d:
-                errs.append(f"{where}.{k}: only the own guest (kind qemu) has a shape; "
-                            f"a {kind} target's topology is read from it")
-        # host, port, user and key are each checked, so that a target with
-        # several mistakes gets one line for each (and no target)
-        before = len(errs)
-        host = d.get("host")
-        if host is None:
-            errs.append(f"{where}.host: required for kind {kind} (a name or address)")
-        elif not isinstance(host, str):  # YAML read a number, a date, a boolean
-            errs.append(f"{where}.host: {as_written(d, 'host', host)}: not a host name or "
-                        "IP address")
-        else:
-            try:
-                host = check_host(host)
-            except TargetError as exc:
-                errs.append(f"{where}.host: {exc}")
-        port = d.get("port", 22)
-        if not _is_int(port) or not 1 <= port <= 65535:
-            errs.append(f"{where}.port: must be an integer in 1..65535, got "
-                        f"{as_written(d, 'port', port, text=False)}")
-        user = d.get("user", "root")
-        if not isinstance(user, str):
-            errs.append(f"{where}.user: {as_written(d, 'user', user)}: not a login name")
-        else:
-            try:
-                user = check_user(user)
-            except TargetError as exc:
-                errs.append(f"{where}.user: {exc}")
-        key = d.get("key")
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                errs.append(f"{where}.key: must be a path to a private key, got "
-                            f"{as_written(d, 'key', key)}")
-            else:
-                user_of = re.match(r"~([^/]+)", key)
-                if user_of and os.path.expanduser(user_of.group(0)) == user_of.group(0):
-                    # expanduser leaves an unknown ~user as it is: a relative
-                    # path under the file's directory would be a guess
-                    errs.append(f"{where}.key: {show(user_of.group(0), 40)}: no such user")
-                    continue
-                key = os.path.expanduser(key)
-                if not os.path.isabs(key):
-                    key = str(Path(path).parent / key)
-        if len(errs) > before or skip:
-            continue
-        out.targets[str(name)] = Target(str(name), kind, host=host, port=port, user=user,
-                                        key=key, description=desc)
+        target = _check_target(name, where, d, targets, shapes, out, path, errs,
+                               key_check(name))
+        if target is not None:
+            out.targets[str(name)] = target
     if errs:
         raise TargetsError([f"{path}: {e}" for e in errs], path)
     return out
@@ -613,8 +671,10 @@ def read_yaml(text: str, path: str, error: Callable[[List[str], str], Exception]
     return doc
 
 
-def load(path: Optional[str] = None) -> Targets:
-    """Read and validate the targets file (default :func:`default_path`).
+def load(path: Optional[str] = None, *, keys: bool = False,
+         use: Optional[str] = None) -> Targets:
+    """Read and validate the targets file (default :func:`default_path`);
+    ``keys`` and ``use``: which key files are checked with it (:func:`parse`).
 
     A missing default file is an empty set of targets; a missing file given
     explicitly, a symlink loop or dangling link (either), a directory, more than :data:`MAX_BYTES`, bytes that are not
@@ -659,7 +719,7 @@ def load(path: Optional[str] = None) -> Targets:
         raise TargetsError([f"{p}: not valid YAML: nested too deeply"]) from None
     except OSError as exc:
         raise TargetsError([f"{p}: {exc.strerror}"]) from None
-    return _with_builtins(parse(doc, str(p)))
+    return _with_builtins(parse(doc, str(p), keys=keys, use=use))
 
 
 def _with_builtins(t: Targets) -> Targets:
@@ -683,4 +743,4 @@ def resolve(spec: str, path: Optional[str] = None) -> Target:
     if "@" in spec or "://" in spec:
         raise ValueError(f"{spec}: not a target name; an SSH target is "
                          "ssh://user@host[:port]")
-    return load(path).get(spec)
+    return load(path, use=spec).get(spec)

@@ -60,9 +60,14 @@ def test_a_targets_key_that_is_no_regular_file_is_refused_at_once(kind, args, fi
     y = work / "t.yaml"
     y.write_text(f"targets:\n  b: {{kind: box, host: h.example, key: {key}}}\n")
     before = _tree(work)
-    line = _one_error(_rxl(args + ["--targets", y], env={"RXL_WORK": str(work / "w")}))
-    assert line == f"Error: {y}: targets.b.key: {key}: {what}, not a regular file, no " \
-                   "private key"
+    r = _rxl(args + ["--targets", y], env={"RXL_WORK": str(work / "w")})
+    line = _one_error(r)
+    mistake = f"{y}: targets.b.key: {key}: {what}, not a regular file, no private key"
+    if args == ["targets"]:  # the file's mistakes listed, as every other one is
+        assert r.stdout.splitlines() == [mistake]
+        assert line == f"Error: {y}: 1 mistake (listed above)"
+    else:
+        assert line == f"Error: {mistake}"
     assert _tree(work) == before
 
 
