@@ -25,11 +25,14 @@ Below the base, one category per kind of thing that can be wrong:
 A module's own errors derive from one of these, so ``except RxlError``
 catches every one, and each module's ``except`` names what it expects.
 :func:`show` quotes user input for such messages, :func:`counted` counts in
-them ("1 member", "2 members").
+them ("1 member", "2 members"), :func:`reason` words an exception the harness
+did not make (an OSError as ``PATH: no such file``, never ``[Errno 2] ...``).
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 from typing import Optional
 
@@ -104,6 +107,32 @@ def json_reason(exc: ValueError) -> str:
         return str(exc)
     msg = msg[0].lower() + msg[1:]
     return f"{msg.removesuffix(' at')} at line {line}, column {col}"
+
+
+def os_reason(exc: OSError) -> str:
+    """Why ``exc`` says a file cannot be used, in a message's words, without
+    the path: "no such file" (ENOENT, as every reader of an input says it), a
+    symlink loop named as one (ELOOP), else the system's reason
+    ("Permission denied"). Never Python's ``[Errno 2] ...: 'x'``."""
+    if exc.errno == errno.ENOENT:
+        return "no such file"
+    if exc.errno == errno.ELOOP:
+        return f"a symlink loop, it cannot be resolved ({exc.strerror})"
+    return exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+
+
+def reason(exc: BaseException) -> str:
+    """Any exception as a message's one line: an OSError as ``PATH: why``
+    (:func:`os_reason`; two paths, a rename's, ``A -> B: why``; no path: the
+    reason alone) where ``str()`` would say ``[Errno 2] No such file or
+    directory: 'x'``; any other its own words on one line. The one way a
+    message shows an exception it did not make (a stage's, a tool's)."""
+    if isinstance(exc, OSError) and (exc.strerror or exc.errno):
+        why = os_reason(exc)
+        names = [show(os.fsdecode(f)) for f in (exc.filename, exc.filename2)
+                 if isinstance(f, (str, bytes, os.PathLike))]
+        return f"{' -> '.join(names)}: {why}" if names else why
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def counted(n: int, noun: str, plural: Optional[str] = None) -> str:

@@ -17,6 +17,7 @@ from rxl.bench import tables, wakeups
 from rxl.bench.accept import BenchError
 from rxl.bench.accept_stats import Summary
 from rxl.cli.options import check_out_file
+from rxl.errors import os_reason
 
 SUMMARY_COLUMNS = ("setup", "accepts", "wakeups", "empty", "sleeps",
                    "cpu ms", "first", "last", "top", "local")
@@ -166,6 +167,6 @@ def plot_shares(summaries: Sequence[Summary], path: os.PathLike) -> None:
     try:
         fig.savefig(path, dpi=110)
     except OSError as e:
-        raise BenchError(f"--plot: cannot write {path}: {e}") from None
+        raise BenchError(f"--plot: cannot write {path}: {os_reason(e)}") from None
     finally:
         plt.close(fig)

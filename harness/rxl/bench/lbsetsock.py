@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from rxl.cli.options import check_out_dir, missing
-from rxl.errors import BadOption, DataError, show
+from rxl.errors import BadOption, DataError, reason, show
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
 from rxl.tree import base as tree_base
@@ -336,7 +336,7 @@ def run(kernel: str, src: str, objdir: str, out: str, args: Sequence[str], *,
                                    rc=render_rc(args))
         image.stage_root(str(root), acts)
     except (image.ImageError, ValueError, OSError) as exc:
-        raise LbsetError(f"image: {exc}") from None
+        raise LbsetError(f"image: {reason(exc)}") from None
     echo(f"boot: {shlex.join(argv)}\n  console {log}")
     try:
         console.watch(console.SerialTransport(argv), str(log), echo=echo,

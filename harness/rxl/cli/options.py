@@ -43,7 +43,8 @@ from typing import Optional
 import click
 
 from rxl import paths
-from rxl.errors import BadOption, DataError, RxlError, UsageError, show
+from rxl.errors import (BadOption, DataError, RxlError, UsageError,  # noqa: F401
+                        os_reason, show)  # os_reason: rxl.errors', imported from here too
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288
@@ -490,14 +491,6 @@ def stat_input(path: str, what: str) -> os.stat_result:
         if why is None:
             why = "no such file" if exc.errno == errno.ENOENT else os_reason(exc)
         raise BadOption(f"{show(path)}: {why}", what) from None
-
-
-def os_reason(exc: OSError) -> str:
-    """Why ``exc`` says a file cannot be opened, in one message's words: a
-    symlink loop named as one (ELOOP), else the system's reason."""
-    if exc.errno == errno.ELOOP:
-        return f"a symlink loop, it cannot be resolved ({exc.strerror})"
-    return exc.strerror or str(exc)
 
 
 class InputFile(click.ParamType):

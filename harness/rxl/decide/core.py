@@ -30,7 +30,7 @@ from rxl import paths
 from rxl.cli.options import link_reason, not_a
 from rxl.decide import model
 from rxl.decide.cpugroup import Topology
-from rxl.errors import HostError, UsageError, counted, show
+from rxl.errors import HostError, UsageError, counted, reason, show
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -455,7 +455,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         try:
             check()
         except (CoreError, OSError) as e:
-            print(f"rxl: {e}", file=sys.stderr)
+            print(f"rxl: {reason(e)}", file=sys.stderr)
             return 1
         return 0
     try:

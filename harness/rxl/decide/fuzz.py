@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from rxl.decide import core
-from rxl.errors import HostError, UsageError
+from rxl.errors import HostError, UsageError, reason
 
 #: The targets, one C file each under tests/fuzz/.
 TARGETS = ("deal", "spread", "learn")
@@ -82,7 +82,7 @@ def available() -> Optional[str]:
         out = subprocess.run([*cc, "-print-file-name=libclang_rt.fuzzer-x86_64.a"],
                              capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError) as e:
-        return f"{cc[0]}: {e}"
+        return f"{cc[0]}: {reason(e)}"
     if not out or not Path(out).is_file():
         return f"{cc[0]} has no libFuzzer runtime ({INSTALL})"
     return None

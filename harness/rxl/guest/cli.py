@@ -20,7 +20,7 @@ from rxl.cli.groups import refuse_given
 from rxl.cli.options import EmptyIsNone, InputFile
 from rxl.cli.surface import command, group
 from rxl.decide.cpugroup import CPU_MAXSIZE
-from rxl.errors import BadOption, RxlError, UsageError, counted, show
+from rxl.errors import BadOption, RxlError, UsageError, counted, reason, show
 from rxl.guest import bhyve, sshkeys, targets
 from rxl.guest import up as guest_up
 from rxl.tree import sshworld
@@ -225,7 +225,7 @@ def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
         st = guest_up.up(src, kernel, echo=_echo_err,
                          tests={n: str(b) for n, b in built.items()})
     except (RxlError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(reason(exc)) from None
     click.echo(f"{st['url']}  (SSH after {st['boot_to_ssh_seconds']} s; console {st['log']})")
 
 

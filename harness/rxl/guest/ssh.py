@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl.cli.options import missing
-from rxl.errors import DataError, MachineError, show
+from rxl.errors import DataError, MachineError, reason, show
 from rxl.guest.sshkeys import (RecordPolicy, fingerprint, harness_key, key_from_line, load_key,
                                ssh_dir)
 
@@ -273,6 +273,15 @@ def last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def exc_words(exc: BaseException) -> str:
+    """A connection error's words: an OSError's as rxl.errors.reason gives them
+    (``Connection refused``, never ``[Errno 111] Connection refused``), another's
+    last line (paramiko's), else its type's name."""
+    if isinstance(exc, OSError):
+        return reason(exc)
+    return last_line(str(exc)) or type(exc).__name__
+
+
 def short(command: str, width: int = 120) -> str:
     one = " ".join(command.split())
     return one if len(one) <= width else one[: width - 3] + "..."
@@ -444,7 +453,7 @@ class SSHSession:
         try:
             pkey = load_key(key_path)
         except (FileNotFoundError, ValueError) as exc:
-            raise self._err(AuthFailed, f"client key: {exc}") from None
+            raise self._err(AuthFailed, f"client key: {reason(exc)}") from None
         # paramiko logs each refused banner with a traceback (lastResort handler);
         # the session raises its own one-line SSHError instead
         logging.getLogger("paramiko").addHandler(_QUIET)
@@ -495,7 +504,7 @@ class SSHSession:
             codes = {getattr(e, "errno", None) for e in exc.errors.values()}
             if codes <= {errno.ECONNREFUSED}:
                 raise self._err(Refused, "connection refused (no sshd listening)") from None
-            raise self._err(SSHError, f"cannot connect: {last_line(str(exc))}") from None
+            raise self._err(SSHError, f"cannot connect: {reason(exc)}") from None
         except ConnectionRefusedError:
             client.close()
             raise self._err(Refused, "connection refused (no sshd listening)") from None
@@ -513,7 +522,7 @@ class SSHSession:
             raise self._err(Unresolved, f"cannot resolve {t.host}: {exc.strerror}") from None
         except OSError as exc:
             client.close()
-            raise self._err(SSHError, f"cannot connect: {exc.strerror or exc}") from None
+            raise self._err(SSHError, f"cannot connect: {reason(exc)}") from None
         self.client = client
 
     def _transport(self):
@@ -537,7 +546,7 @@ class SSHSession:
                 self.close()
                 if attempt:
                     raise self._err(SSHError, f"cannot open a {what} channel: "
-                                              f"{last_line(str(exc)) or type(exc).__name__}") from None
+                                              f"{exc_words(exc)}") from None
 
     # ----------------------------------------------------------- commands
     def run(self, command: str, *, timeout: float = DEFAULT_COMMAND_TIMEOUT,
@@ -567,7 +576,7 @@ class SSHSession:
                 # error, which wait_up retries, not a paramiko exception
                 self.close()
                 raise self._err(SSHError, f"channel closed before the command ran: "
-                                          f"{last_line(str(exc)) or type(exc).__name__}: "
+                                          f"{exc_words(exc)}: "
                                           f"{short(command)}") from None
             while True:
                 if chan.recv_ready():
@@ -694,8 +703,8 @@ class SSHSession:
                 raise
             except (SSHError, EOFError, OSError) as exc:
                 if last == "no attempt":
-                    self.echo(f"{exc}; retrying for up to {timeout:.0f} s")
-                last = str(exc)
+                    self.echo(f"{reason(exc)}; retrying for up to {timeout:.0f} s")
+                last = reason(exc)
                 self.close()
             if self.clock() - t0 + interval > timeout:
                 raise self._err(TimedOut, f"not reachable after {timeout:.0f} s "

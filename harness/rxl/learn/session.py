@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl import paths
 from rxl.cli.options import missing
-from rxl.errors import RxlError
+from rxl.errors import RxlError, reason
 from rxl.guest import console, image, qemu
 from rxl.learn import drive, plan
 from rxl.learn.drive import Conductor
@@ -318,7 +318,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         try:
             build_guest_world(s.src, s.objdir, str(Path(out) / "world"), echo)
         except (RxlError, OSError) as exc:
-            raise LearnFailed(f"world: {exc}") from None
+            raise LearnFailed(f"world: {reason(exc)}") from None
         timings["world"] = time.monotonic() - t0
         echo(f"== world: done in {timings['world']:.0f} s")
 
@@ -360,7 +360,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
                                      guest_sysctls=chk.gsys))
             info = image.stage_root(root, acts)
         except (RxlError, ValueError, OSError) as exc:
-            raise LearnFailed(f"image: {b.name}: {exc}") from None
+            raise LearnFailed(f"image: {b.name}: {reason(exc)}") from None
         echo(f"== image {b.name}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)")
         port = drive.free_port()
         extra = qemu_extra(req.pcap, req.qemu_args, out, b.name)
@@ -382,7 +382,7 @@ def execute(req: LearnRequest, chk: Checked, s: Setup,
         except console.GuestError as exc:
             echo(f"boot {b.name}: guest {exc.kind}: {exc}")
         except FileNotFoundError as exc:
-            raise LearnFailed(f"boot: {exc}") from None
+            raise LearnFailed(f"boot: {reason(exc)}") from None
         finally:
             cond.stop()
         (Path(out) / f"driver-{b.name}.json").write_text(json.dumps(

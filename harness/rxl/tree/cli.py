@@ -13,7 +13,7 @@ from rxl import paths
 from rxl.cli.options import (DIRECTORY, FILE, EmptyIsNone, check_lock_file, check_out_dir,
                              missing)
 from rxl.cli.surface import command, group
-from rxl.errors import SourceError, UsageError
+from rxl.errors import SourceError, UsageError, reason
 from rxl.tree import build as tree_build
 from rxl.tree import check as tree_check
 from rxl.tree import modules as tree_modules
@@ -119,7 +119,7 @@ def apply_cmd(src, branch, patches_dir, lock):
         tree_series.apply_series(src, patches, branch=branch,
                        lock=lock, echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
-        _fail(str(e))
+        _fail(reason(e))
 
 
 def _author(ctx, param, value):
@@ -148,7 +148,7 @@ def export_cmd(src, branch, patches_dir, author):
         tree_series.export_series(src, patches, branch=branch, author=author,
                         echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
-        _fail(str(e))
+        _fail(reason(e))
 
 
 @series.command("check")
@@ -228,7 +228,7 @@ def sync_cmd(src, branch, project, lock):
         tree_series.sync_project_files(src, project, branch=branch,
                              lock=lock, echo=click.echo)
     except (tree_patch.SeriesError, OSError) as e:
-        _fail(str(e))
+        _fail(reason(e))
 
 
 @command("build")

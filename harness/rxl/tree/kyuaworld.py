@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple
 
 from rxl import paths
-from rxl.errors import HostError
+from rxl.errors import HostError, reason
 
 #: The npm package and version that supplies the amalgamation (its deps/sqlite3/):
 #: better-sqlite3 12.9.0 ships SQLite 3.53.0 (docs/results/ssh.md).
@@ -233,7 +233,7 @@ def _amalgamation(tgz: str) -> Dict[str, bytes]:
             texts = {dest: tf.extractfile(member).read()
                      for member, dest in AMALGAMATION.items()}
     except (KeyError, AttributeError, OSError, tarfile.TarError) as exc:
-        raise KyuaError(f"{tgz}: no deps/sqlite3/sqlite3.c and sqlite3.h ({exc})") from None
+        raise KyuaError(f"{tgz}: no deps/sqlite3/sqlite3.c and sqlite3.h ({reason(exc)})") from None
     versions = {sqlite_version(t.decode(errors="replace")[:200000]) for t in texts.values()}
     if len(versions) != 1 or None in versions:
         raise KyuaError(f"{tgz}: sqlite3.c and sqlite3.h are not one release ({versions})")

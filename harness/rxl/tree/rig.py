@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rxl.errors import SourceError
+from rxl.errors import SourceError, reason
 from rxl.tree import build as tree_build
 from rxl.tree import patch as tree_patch
 from rxl.tree import series as tree_series
@@ -412,7 +412,7 @@ def run_rig(plan: RigPlan, *, out: str,
                                                     logdir=str(Path(out) / f"build-{v}"),
                                                     echo=echo)
                 except (tree_build.BuildError, FileNotFoundError) as exc:
-                    raise RigError(f"rig: {v}: {exc}") from None
+                    raise RigError(f"rig: {v}: {reason(exc)}") from None
                 res[v]["stages"] = [{"name": s.name, "seconds": round(s.seconds),
                                      "wait_seconds": s.extra.get("wait_seconds"),
                                      "log": str(s.log)} for s in stages]

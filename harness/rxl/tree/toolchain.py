@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl import paths
+from rxl.errors import reason
 from rxl.tree import version as tree_version
 from rxl.tree.build import DEFAULT_TARGET, DEFAULT_TARGET_ARCH, TOOLCHAIN_DONE
 from rxl.tree.patch import SeriesError, parse_base
@@ -115,7 +116,7 @@ def seed(src: str, objdir: str, echo: Callable[[str], None] = print,
         paths.overlay(store / "objtop", _objtop(src, objdir))
         (Path(objdir) / TOOLCHAIN_DONE).touch()
     except OSError as exc:
-        echo(f"kernel-toolchain: copying {store} failed ({exc}); building it")
+        echo(f"kernel-toolchain: copying {store} failed ({reason(exc)}); building it")
         return False
     echo(f"kernel-toolchain: copied from {store} (built once for base and compiler "
          f"{store.name})")
@@ -142,7 +143,7 @@ def save(src: str, objdir: str, echo: Callable[[str], None] = print,
         shutil.rmtree(d, ignore_errors=True)
         os.replace(tmp, d)
     except OSError as exc:
-        echo(f"kernel-toolchain: not stored for reuse ({exc})")
+        echo(f"kernel-toolchain: not stored for reuse ({reason(exc)})")
         return None
     echo(f"kernel-toolchain: stored in {d} for every tree of base {key[:12]}")
     return d

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Callable, Iterable, List, Optional, Sequence
 
 from rxl import paths
+from rxl.errors import reason
 from rxl.tree import toolchain
 
 STORE = "userland"
@@ -144,7 +145,7 @@ def seed(src: str, objdir: str, plan: str, echo: Callable[[str], None] = print,
             link.unlink()
             link.symlink_to(Path(os.path.abspath(src)) / "sys")
     except OSError as exc:
-        echo(f"userland: copying {store} failed ({exc}); building it")
+        echo(f"userland: copying {store} failed ({reason(exc)}); building it")
         return False
     echo(f"userland: copied from {store} (built once for base, compiler and plan "
          f"{store.name}), not built")
@@ -187,7 +188,7 @@ def save(src: str, objdir: str, plan: str, products: Iterable[Path],
         shutil.rmtree(store, ignore_errors=True)
         os.replace(tmp, store)
     except OSError as exc:
-        echo(f"userland: not stored for reuse ({exc})")
+        echo(f"userland: not stored for reuse ({reason(exc)})")
         shutil.rmtree(tmp, ignore_errors=True)
         return None
     echo(f"userland: stored in {store} for every tree of base {key[:12]}")

@@ -33,7 +33,7 @@ import shlex
 from pathlib import Path
 from typing import List, Mapping
 
-from rxl.errors import RxlError, counted
+from rxl.errors import RxlError, counted, reason
 from rxl.guest import console, image, qemu
 from rxl.guest.protocol import MARK
 from rxl.tree import build as tree_build
@@ -100,7 +100,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         root_mods = tree_modules.root_modules(src, kconf)
     except tree_modules.ModuleError as exc:
         if not req.dry_run:
-            raise StageFailed(f"modules: {exc}") from None
+            raise StageFailed(f"modules: {reason(exc)}") from None
         # a dry run of a tree not there yet (the base before its fetch)
         root_mods = list(tree_modules.ROOT_MODULES)
         unread = [f"# root disk: {exc}; cam and ahci are added when {kconf} lacks "
@@ -133,7 +133,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         res = tree_build.build_kernel(src, objdir, kernconf=kconf, modules=mods,
                                       logdir=req.out, echo=st.echo)
     except RxlError as exc:   # a failed build, a module that would not load, no nm
-        raise StageFailed(f"modules: {exc}") from None
+        raise StageFailed(f"modules: {reason(exc)}") from None
     kos: Mapping[str, str] = res[-1].extra["modules"]
     progs = {g: str(p) for g, p in st.world.programs.items()}
     progs.update({f"/boot/kernel/{Path(p).name}": p for p in kos.values()})
@@ -149,7 +149,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         image.stage_root(root, acts)
         argv = qemu.build_argv(guest_config(root, req), firmware=qemu.find_ovmf())
     except (RxlError, ValueError, OSError) as exc:
-        raise StageFailed(f"modules: image: {exc}") from None
+        raise StageFailed(f"modules: image: {reason(exc)}") from None
     cmds.append(shlex.join(argv))
     st.logs[LABEL] = log
     st.echo(f"modules: QEMU started, console {log}")
@@ -160,7 +160,7 @@ def stage(req: RunRequest, st: RunState, guest_config, nic_driver: str) -> Stage
         st.runs[LABEL] = parse.parse_file(log)
         raise StageFailed(f"modules: guest {exc.kind}: {exc}") from None
     except FileNotFoundError as exc:
-        raise StageFailed(f"modules: {exc}") from None
+        raise StageFailed(f"modules: {reason(exc)}") from None
     st.runs[LABEL] = run = parse.parse_file(log)
     bad = reasons(st.runs)
     return StageRecord(LABEL, "failed" if bad else "ok", commands=cmds, log=log,

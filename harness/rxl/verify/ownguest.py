@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from rxl import paths
-from rxl.errors import MachineError, RxlError, counted
+from rxl.errors import MachineError, RxlError, counted, reason
 from rxl.guest import console, image, qemu, sshguest
 from rxl.guest.protocol import MARK, PANIC_PATTERNS, host_sysctl_snapshot
 from rxl.guest.ssh import DEFAULT_CONNECT_TIMEOUT, SSHError, SSHSession, SSHTarget, TimedOut
@@ -185,7 +185,7 @@ class SerialGuest(Machine):
                                    case_timeout=req.case_timeout, atf_vars=req.atf_vars))
             info = image.stage_root(root, acts)
         except (RxlError, ValueError, OSError) as exc:
-            raise StageFailed(f"image: {label}: {exc}") from None
+            raise StageFailed(f"image: {label}: {reason(exc)}") from None
         return f"{label}: {root} ({info['files']} files, {info['bytes'] >> 20} MiB)"
 
     def run_cases(self, req: RunRequest, st: RunState) -> StageRecord:
@@ -291,7 +291,7 @@ class SerialGuest(Machine):
             return qemu.build_argv(cfg, firmware=fw or qemu.OVMF_CANDIDATES[0]
                                    if req.dry_run else fw)
         except qemu.QemuConfigError as exc:
-            raise StageFailed(f"boot: {exc}") from None
+            raise StageFailed(f"boot: {reason(exc)}") from None
 
     def watch_console(self, req: RunRequest, st: RunState, label: str,
                       argv: List[str]) -> Tuple[str, Optional[str]]:
@@ -312,7 +312,7 @@ class SerialGuest(Machine):
             return (f"{label}: {exc.kind} after {exc.seconds:.0f} s",
                     f"{label}: guest {exc.kind}: {exc}")
         except FileNotFoundError as exc:
-            raise StageFailed(f"boot: {exc}") from None
+            raise StageFailed(f"boot: {reason(exc)}") from None
 
     def collect(self, req: RunRequest, st: RunState) -> StageRecord:
         """Each console log -> :class:`rxl.verify.parse.RunResult`."""
@@ -512,7 +512,7 @@ class SSHGuest(SerialGuest):
                 st.host_keys[label] = sshguest.stage_ssh_root(root, st.src, kernel, {},
                                                               label=label, tunables=tunables)
             except (RxlError, ValueError, OSError) as exc:
-                raise StageFailed(f"image: {label}: {exc}") from None
+                raise StageFailed(f"image: {label}: {reason(exc)}") from None
             details.append(f"{label}: {root} (sshd, host key "
                            f"{st.host_keys[label].split()[1][:16]}...)")
         return StageRecord("image", "planned" if req.dry_run else "ok", detail="; ".join(details))
@@ -527,7 +527,7 @@ class SSHGuest(SerialGuest):
         try:
             ports = schedule.distinct_ports(st.roots, sshguest.free_port)
         except RuntimeError as exc:
-            raise StageFailed(f"boot: {exc}") from None
+            raise StageFailed(f"boot: {reason(exc)}") from None
         plan: Dict[str, Tuple[List[str], int, str]] = {}
         for label, root in st.roots.items():
             port = ports[label]
@@ -538,7 +538,7 @@ class SSHGuest(SerialGuest):
             try:
                 argv = qemu.build_argv(cfg, firmware=fw)
             except qemu.QemuConfigError as exc:
-                raise StageFailed(f"boot: {exc}") from None
+                raise StageFailed(f"boot: {reason(exc)}") from None
             plan[label] = (argv, port, serial)
             cmds += [shlex.join(argv), f"# then over ssh://root@127.0.0.1:{port} (waiting up to "
                      f"{req.ssh_wait:.0f} s): probe, sftp the programs and run.sh to "

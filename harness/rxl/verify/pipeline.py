@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import click
 
-from rxl.errors import RxlError
+from rxl.errors import RxlError, reason
 from rxl.tree import progress
 from rxl.verify import report
 from rxl.verify.request import ReportRequest, RunRequest
@@ -99,11 +99,8 @@ class RunState:
                    pristine_kernel=req.pristine_kernel)
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception as one line: ``PATH: reason`` for an OSError."""
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    return " ".join(str(exc).split()) or type(exc).__name__
+#: An exception as one line: ``PATH: reason`` for an OSError (rxl.errors.reason).
+one_line = reason
 
 
 def echo_err(msg: str) -> None:

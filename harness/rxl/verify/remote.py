@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from rxl.errors import MachineError, counted
+from rxl.errors import MachineError, counted, reason
 from rxl.guest import console
 from rxl.guest.image import render_rc
 from rxl.guest.protocol import host_sysctl_snapshot
@@ -161,7 +161,7 @@ def series_freebsd_version(patches_dir: Path = REPO_PATCHES) -> int:
         return int(parse_base((Path(patches_dir) / "BASE").read_text()).freebsd_version)
     except (OSError, ValueError, SeriesError) as exc:
         raise RemoteError(f"{patches_dir}/BASE: no __FreeBSD_version of the series' "
-                          f"base ({exc})") from None
+                          f"base ({reason(exc)})") from None
 
 
 def check_target(info: TargetInfo, *, need_series: bool = True,
