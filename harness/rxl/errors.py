@@ -5,7 +5,8 @@
 ``Error: <message>`` on stderr and exits with its :attr:`~RxlError.exit_code`:
 2 for bad input (:class:`UsageError`, and :class:`DataError`: data given to
 the command that it cannot read or use), 1 for a failure at run time, 130
-(128 + SIGINT, what a shell reports) for :class:`Interrupted`.  Inside
+(128 + SIGINT, what a shell reports) for :class:`Interrupted`, 143 (128 +
+SIGTERM) for :class:`Terminated`.  Inside
 a run's stage any of them fails the stage (rxl.verify.pipeline: exit 1).
 Below the base, one category per kind of thing that can be wrong:
 
@@ -20,6 +21,7 @@ Below the base, one category per kind of thing that can be wrong:
 :class:`MachineError` a guest or a target: staging its root, booting it, its
                      console, reaching it over SSH, driving a run there
 :class:`Interrupted` ``^C`` (SIGINT) while a command ran (exit 130)
+:class:`Terminated`  SIGTERM while a command ran (exit 143)
 ==================  =========================================================
 
 A module's own errors derive from one of these, so ``except RxlError``
@@ -208,6 +210,15 @@ class Interrupted(RxlError):
     SIGINT, as a shell reports a command SIGINT ended; one ``Error:`` line."""
 
     exit_code = 130
+
+
+class Terminated(RxlError):
+    """The command was sent SIGTERM (``kill PID``, a service manager stopping it):
+    exit 143, 128 + SIGTERM, as a shell reports a command SIGTERM ended; one
+    ``Error:`` line saying it was stopped. Its child processes are stopped and
+    what it wrote (logs, a run's directory) is left as it was."""
+
+    exit_code = 143
 
 
 class SourceError(RxlError):

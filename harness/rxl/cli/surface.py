@@ -23,21 +23,30 @@ the classes below).  Both classes share :class:`Surface`:
   line :func:`error_line` makes: no usage text, no ``Try --help`` line;
 * ``make_context`` and ``invoke`` turn ``^C`` (KeyboardInterrupt, which
   click would print as an empty line and ``Aborted!``) into
-  :class:`rxl.errors.Interrupted`: ``Error: interrupted``, exit 130.
+  :class:`rxl.errors.Interrupted`: ``Error: interrupted``, exit 130;
+* ``main`` takes SIGTERM (which ended Python without a word) the way ^C is
+  taken (:class:`TermSignal`): every descendant process is sent SIGTERM too
+  (a build's make and compilers, which a ^C at the terminal reaches by its
+  process group and a ``kill PID`` does not), the cleanup ^C makes runs,
+  and the command ends with ``Error: stopped by SIGTERM``, exit 143
+  (:class:`rxl.errors.Terminated`), what it wrote left in place.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import os
 import re
+import signal
 import sys
 
 import click
 from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int, empty_reason
-from rxl.errors import BadOption, DataError, Interrupted, RxlError, message, show
+from rxl.errors import (BadOption, DataError, Interrupted, RxlError, Terminated, message,
+                        show)
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
 # take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
@@ -139,6 +148,57 @@ def refuse_beside_eager(ctx: click.Context, order, rest) -> None:
                            f"({show(' '.join(rest))})", ctx=ctx)
 
 
+class TermSignal(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread where ^C raises KeyboardInterrupt, so
+    that what ^C stops SIGTERM stops too (a boot's QEMU,
+    rxl.verify.schedule.run_jobs; subprocess.run's child); the surface turns
+    it into :class:`rxl.errors.Terminated`, not Interrupted."""
+
+
+#: What a SIGTERM ends a command with.
+TERMINATED = "stopped by SIGTERM"
+
+
+def descendants(root: int) -> list:
+    """The pids of every process below ``root`` (Linux ``/proc``: [] elsewhere),
+    children before their own children."""
+    kids: dict = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for pid in kids.get(todo.pop(0), ()):
+            if pid not in out:
+                out.append(pid)
+                todo.append(pid)
+    return out
+
+
+def on_sigterm(signum, frame) -> None:
+    """SIGTERM's handler while a command runs: SIGTERM to every descendant
+    (a ``kill PID`` reaches rxl alone, and a build's make and compilers would
+    outlive it, holding its lock), then :class:`TermSignal`. A second SIGTERM
+    ends rxl at once (the default again), for a cleanup that hangs."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for pid in descendants(os.getpid()):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    raise TermSignal()
+
+
 class ClosedStdin:
     """``sys.stdin`` when fd 0 is closed (``rxl parse - <&-``): Python leaves it
     None, and a read of ``-`` (a log, a topology, a trace) was an
@@ -177,6 +237,8 @@ class Surface:
         # is an Interrupted here, before click sees it.
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
+        except TermSignal:
+            raise Terminated(TERMINATED) from None
         except KeyboardInterrupt:
             raise Interrupted("interrupted") from None
 
@@ -185,6 +247,8 @@ class Surface:
         try:
             try:
                 return super().invoke(ctx)
+            except TermSignal:  # kill PID while the command runs
+                raise Terminated(TERMINATED) from None
             except KeyboardInterrupt:  # ^C while the command runs (a read of a FIFO)
                 raise Interrupted("interrupted") from None
         except RxlError as exc:
@@ -196,6 +260,18 @@ class Surface:
         one line on stderr and the exit status its category's (2 usage, 1 runtime)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:  # SIGTERM taken as ^C is while the command runs; the handler before, after
+            before = signal.signal(signal.SIGTERM, on_sigterm)
+        except ValueError:  # not the main thread: signals are the main thread's
+            before = None
+        try:
+            self._standalone(args, prog_name, complete_var, **extra)
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGTERM, before)
+
+    def _standalone(self, args, prog_name, complete_var, **extra):
+        """:meth:`main` in standalone mode, SIGTERM's handler in place."""
         if sys.stdin is None:  # fd 0 closed (<&-): a read of '-' says so in one line
             sys.stdin = ClosedStdin()
         if sys.stdout is None:  # fd 1 closed (>&-): whatever the command says is lost
@@ -219,9 +295,15 @@ class Surface:
             click.echo(error_line(click.ClickException(str(exc))), err=True)
             sys.exit(exc.exit_code)
         except click.Abort as exc:  # end of input (or ^C) at a click prompt
+            if isinstance(exc.__context__, TermSignal):
+                click.echo(f"Error: {TERMINATED}", err=True)
+                sys.exit(Terminated.exit_code)
             click.echo("Error: interrupted", err=True)
             sys.exit(Interrupted.exit_code if isinstance(exc.__context__, KeyboardInterrupt)
                      else 1)
+        except TermSignal:  # between the command's end and its last output
+            click.echo(f"Error: {TERMINATED}", err=True)
+            sys.exit(Terminated.exit_code)
         # Not standalone, click returns an Exit's status (--help, --version) or
         # the callback's value; rxl's callbacks return nothing (they sys.exit).
         sys.exit(rv if type(rv) is int else 0)

@@ -25,6 +25,118 @@ HARNESS = Path(rxl.__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
+# ------------------------------------------------ c: SIGTERM
+
+def _env():
+    e = dict(os.environ, PYTHONPATH=str(HARNESS))
+    e.pop("RXL_BASE_URL", None)
+    return e
+
+
+def _wait_reading_stdin(proc, timeout=120.0):
+    """Until ``proc`` blocks in read(0, ...) (its SIGTERM handler is in place by
+    then: the command runs); /proc/PID/syscall, else a pause."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            call = Path(f"/proc/{proc.pid}/syscall").read_text().split()
+        except OSError:
+            time.sleep(10)
+            return
+        if call[:2] == ["0", "0x0"]:
+            return
+        time.sleep(0.1)
+    raise AssertionError("rxl parse - never read its stdin")
+
+
+def test_sigterm_ends_a_command_with_one_line_and_143(work):
+    """A SIGTERM ended rxl without a word (the shell's "Terminated", if any)."""
+    p = subprocess.Popen([sys.executable, "-m", "rxl", "parse", "-"], env=_env(),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_reading_stdin(p)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert (p.returncode, out, err) == (143, "", "Error: stopped by SIGTERM\n")
+
+
+SCRIPT = textwrap.dedent("""\
+    import subprocess, sys, time
+    from pathlib import Path
+    from rxl.cli.surface import command
+
+    @command("long")
+    def long():
+        Path(sys.argv[1]).write_text("written before the signal\\n")
+        child = subprocess.Popen(["sleep", "300"])
+        print(child.pid, flush=True)
+        child.wait()
+
+    long.main(sys.argv[2:], prog_name="rxl long")
+    """)
+
+
+def test_sigterm_stops_the_commands_children_and_keeps_its_files(work):
+    """A ``kill PID`` reaches rxl alone: its child (a build's make, a tool) is
+    sent SIGTERM too, not left running; what the command wrote stays."""
+    log = work / "stage.log"
+    p = subprocess.Popen([sys.executable, "-c", SCRIPT, str(log)], env=_env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(p.stdout.readline())
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=120)
+        assert (p.returncode, out, err) == (143, "", "Error: stopped by SIGTERM\n")
+        assert log.read_text() == "written before the signal\n"
+        for _ in range(100):  # the sleep ends on its SIGTERM (then init reaps it)
+            try:
+                state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                break
+            if state == "Z":
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"child {child} still runs")
+    finally:
+        if p.poll() is None:
+            p.kill()
+        if child is not None:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def test_sigterm_handler_is_restored_after_a_command():
+    before = signal.getsignal(signal.SIGTERM)
+    _run(["deal", "--topology", "2x2x1", "--members", "0"])
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_descendants_finds_grandchildren():
+    from rxl.cli.surface import descendants
+    p = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        grandchild = int(p.stdout.readline())
+        assert {p.pid, grandchild} <= set(descendants(os.getpid()))
+        assert descendants(p.pid) == [grandchild]
+    finally:
+        p.kill()
+        p.wait()
+        try:
+            os.kill(grandchild, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 # ------------------------------------------------ d: an OSError's words
 
 @pytest.mark.parametrize("exc,words", [
