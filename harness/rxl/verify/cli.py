@@ -186,7 +186,9 @@ guest_opts = OptionGroup(
            help="Also boot MINIMAL with its iflib and NIC modules (built and link-checked "
                 "first): kldload if_em must load and attach the NIC (rxl.verify.modboot)."),
     option("--memory", "memory_mib", default=1024, show_default=True,
-           help="Guest MiB (>= 128 per NUMA node, 2 nodes)."),
+           help="Guest MiB (>= 128 per NUMA node, 2 nodes) of the default guest; a "
+                f"--target shape sets its own (guest: {targets.DEFAULT_SHAPE['memory_mib']}, "
+                "as rxl learn boots it)."),
     option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
            show_default=True, help="The own guest: the cases over SSH on kyua after boot (the "
            "sshd userland with kyua built on first use) or run by the rc on the serial "
@@ -422,7 +424,11 @@ def parse_cmd(log, as_json):
     timed out or crashed (a log with an END but no BEGIN is a run that
     crashed); else exit 1 after the table, with one Error: line naming
     each run that did not pass and why; exit 2 for a LOG with no ==RXL== BEGIN or END line and no
-    panic or WITNESS line: not a console log.
+    panic or WITNESS line: not a console log.  The RX queue placement is shown
+    beside the order the own guest's rule expects for the core_spread the log
+    reports (0 if none), and not judged: rxl run's verdict judges it, knowing
+    the core_spread each boot was booted with and that the machine was its
+    own guest (a target's NIC is not judged); a log alone says neither.
     """
     check_input(log, "LOG")  # a file, - (stdin) or the pipe of <(...); no named FIFO
     try:

@@ -25,6 +25,43 @@ HARNESS = Path(rxl.__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 
 
+# ------------------------------------------------ a: parse shows placement, not judged
+
+def test_parse_help_says_placement_is_shown_not_judged():
+    text = " ".join(_run(["parse", "--help"]).output.split())
+    assert "The RX queue placement is shown beside the order the own guest's rule " \
+        "expects for the core_spread the log reports (0 if none), and not judged" in text
+
+
+def test_parse_exits_by_its_cases_whatever_the_placement_shows():
+    """synthetic-pass.log's queues (0,4) are not the numeric order (0,2): shown,
+    and its two passed cases still exit 0, as parse's contract says."""
+    r = _run(["parse", DATA / "console" / "synthetic-pass.log"])
+    assert r.exit_code == 0, r.output
+    assert "core_spread=0: rx queues on 0,4, expected 0,2" in r.stdout
+
+
+# ------------------------------------------------ b: the guest's memory, README and code
+
+def test_readme_gives_the_memory_the_code_boots():
+    from rxl.guest import targets
+    from rxl.verify.cli import run
+    from rxl.verify.request import GuestRequest
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    run_default = next(p.default for p in run.params if p.name == "memory_mib")
+    m = re.search(r"the guest takes (\d+) GiB of RAM \(`rxl run --memory`, default (\d+),",
+                  readme)
+    assert m and int(m.group(1)) * 1024 == int(m.group(2)) == run_default == \
+        GuestRequest.memory_mib, m
+    shape = targets.BUILTIN_SHAPES[targets.BUILTIN_TARGETS["guest"]]
+    m = re.search(r"The built-in `guest` target's shape, which `rxl learn` and `rxl run "
+                  r"--target guest` boot, has (\d+) GiB \(`memory_mib: (\d+)`", readme)
+    assert m and int(m.group(1)) * 1024 == int(m.group(2)) == shape["memory_mib"] == \
+        targets.Shape().memory_mib, m
+    assert f"(guest: {shape['memory_mib']}, as rxl learn boots it)" in \
+        " ".join(_run(["run", "--help"]).output.split())
+
+
 # ------------------------------------------------ c: SIGTERM
 
 def _env():
