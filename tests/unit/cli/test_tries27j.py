@@ -9,11 +9,9 @@ import errno
 import os
 from pathlib import Path
 
-import click
 import pytest
 
-from clierror import error_line as _error, run as _run, work  # noqa: F401 (work: fixture)
-from rxl.cli.main import main
+from clierror import commands, error_line as _error, files, run as _run, work  # noqa: F401 (work: fixture)
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 #: What an input that is a symlink loop is called (parse, inspect, kcount say it).
@@ -34,18 +32,6 @@ def _dangling(work):
     return f"a symlink to {work / 'gone' / 'x'}, which does not exist (a dangling link)"
 
 
-def _tree(work):
-    return sorted(str(p.relative_to(work)) for p in work.rglob("*"))
-
-
-def _commands(group=main, path=()):
-    for name, cmd in sorted(group.commands.items()):
-        if isinstance(cmd, click.Group):
-            yield from _commands(cmd, path + (name,))
-        else:
-            yield path + (name,)
-
-
 # ------------------------------------------ 1, 3: RXL_WORK a loop or a dangling link
 
 @pytest.mark.parametrize("args", [["run", "--dry-run"], ["run", "--dry-run", "--json"],
@@ -64,12 +50,12 @@ def test_a_work_root_that_cannot_be_resolved_is_refused(args, kind, links, monke
                   "under-a-dangling": (links / "dangl" / "w",
                                        f"{links / 'dangl'} is {_dangling(links)}")}[kind]
     monkeypatch.setenv("RXL_WORK", str(value))
-    before = _tree(links)
+    before = files(links)
     assert _error(args) == f"Error: RXL_WORK {value}: {why}"
-    assert _tree(links) == before and not (links / "gone").exists()
+    assert files(links) == before and not (links / "gone").exists()
 
 
-@pytest.mark.parametrize("path", list(_commands()), ids=" ".join)
+@pytest.mark.parametrize("path", [path for path, _ in commands()], ids=" ".join)
 def test_every_command_refuses_a_work_root_that_is_a_loop(path, links, monkeypatch):
     """3: one check, every command, as RXL_WORK a file is refused."""
     monkeypatch.setenv("RXL_WORK", str(links / "loop1"))
@@ -119,10 +105,10 @@ def test_an_output_directory_that_cannot_be_resolved_is_refused(args, option, ki
                   "dangling": (links / "dangl", _dangling(links)),
                   "under-a-loop": (links / "loop1" / "o",
                                    f"{links / 'loop1'} is {LOOP}")}[kind]
-    before = _tree(links)
+    before = files(links)
     assert _error(args + [option, value]) == \
         f"Error: Invalid value for '{option}': {value}: {why}"
-    assert _tree(links) == before and not (links / "gone").exists()
+    assert files(links) == before and not (links / "gone").exists()
 
 
 @pytest.mark.parametrize("args", [

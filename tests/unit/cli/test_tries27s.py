@@ -24,6 +24,7 @@ import pytest
 
 from clierror import commands as _commands, error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
 from fakefreebsd import _git, _series, _tree, plain_tree
+from groupsview import VIEW14
 from rxl.cli.main import main
 from rxl.cli.options import Text
 from rxl.tree import base as tree_base
@@ -81,18 +82,6 @@ def test_an_empty_optional_value_still_says_it_may_be_left_out():
 
 # ------------------------------------------------------- 3: rxl inspect's lines
 
-#: tests/unit/verify/test_inspect.py's VIEW (the 14 series' format).
-VIEW14 = """\
-login: sysctl -n net.inet.tcp.reuseport_lb.groups
-group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0
-learn window_ms 10000 age_ms 4210 rolls 7
-rx 0 prev 6756 cur 3301
-rx 4 prev 6793 cur 3350
-member 0 tag 0 learned slots 16
-member 1 tag 4 explicit slots 16
-cpu 0 offset 0 slots 16
-cpu 4 offset 16 slots 16
-"""
 #: The module doc's view (the 15 series' format).
 VIEW15 = """\
 group port 8080 af inet members 2 map 32 deal 0

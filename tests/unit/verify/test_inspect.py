@@ -6,21 +6,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from groupsview import VIEW14
 from rxl.cli.main import main
 from rxl.verify import inspect as ins
 
-# Two members, two receiving CPUs (the counts of the learning page's
-# one-worker-per-CPU runs), largest-remainder supply 16/16.
-VIEW = """\
-login: sysctl -n net.inet.tcp.reuseport_lb.groups
-group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0
-learn window_ms 10000 age_ms 4210 rolls 7
-rx 0 prev 6756 cur 3301
-rx 4 prev 6793 cur 3350
-member 0 tag 0 learned slots 16
-member 1 tag 4 explicit slots 16
-cpu 0 offset 0 slots 16
-cpu 4 offset 16 slots 16
+# The older view's group, then a second group without a map.
+VIEW = VIEW14 + """\
 group port 9090 af inet6 members 1 gen 1 map 0 dirty 1 rebuilds 0 allocfail 0
 member 0 tag hash - slots 0
 # prompt
