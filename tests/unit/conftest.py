@@ -12,6 +12,9 @@ import tempfile
 # keys and logs): every test process, and every rxl it starts, gets its own.
 # Set before any rxl module is imported (rxl.paths reads it at import).
 os.environ["RXL_WORK"] = tempfile.mkdtemp(prefix="rxl-test-work-")
+# Nor the user's RXL_BASE_URL, which the README sets for `make run` from a
+# mirror: the tests that plan a fetch give --base-url or expect patches/BASE's.
+os.environ.pop("RXL_BASE_URL", None)
 
 from hypothesis import HealthCheck, settings
 
