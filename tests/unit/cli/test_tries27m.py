@@ -199,10 +199,12 @@ def test_an_empty_targets_file_is_the_empty_set_of_targets(empty):
 
 # ------------------------------------------------- 3: a named FIFO with no writer
 
-def _rxl(args, timeout=10, **kw):
+def _rxl(args, timeout=60, **kw):
     """``rxl ARGS`` in a child (a read that blocks must not block the suite):
     (exit status, stdout, stderr); a child still running at ``timeout`` is
-    killed and the test fails saying it hung."""
+    killed and the test fails saying it hung.  A blocked open never returns,
+    so any bound tells it; 60 s, not 10, because a niced child on a host busy
+    with a kernel build waited 4 s for its imports alone (load average 5)."""
     env = dict(os.environ, PYTHONPATH=str(HARNESS))
     try:
         r = subprocess.run([sys.executable, "-m", "rxl", *map(str, args)], capture_output=True,
