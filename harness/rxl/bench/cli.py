@@ -603,6 +603,11 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
                    "call changes the group's deal inputs (the series drops the map and "
                    "deals at the group's next accept(2)); default: the tag it has "
                    "(no change).")
+@click.option("--accept", is_flag=True,
+              help="After each call of the loop and of the control, one connection to "
+                   "the group, accepted (needs --calls > 0): with --change every "
+                   "accept(2) deals the group (review 15l MINOR-3); a measurement, "
+                   "no target.")
 @click.option("--untagged", is_flag=True,
               help="Create the members untagged (the pristine baseline; needs --calls 0).")
 @click.option("--control", is_flag=True,
@@ -624,19 +629,21 @@ def diff_cmd(base, base_kernel, other, other_kernel, mark, top):
               help="Loader tunable for the boot (repeatable), e.g. "
                    "net.isr.bindthreads=1 to keep the loopback netisr on CPU 0.")
 @click.option("--dry-run", is_flag=True, help="Print the commands, run nothing.")
-def setsockopt(kernel, src, objdir, out, calls, change, untagged, control, create_reps,
-               members, rounds, blocks, tunables, dry_run):
+def setsockopt(kernel, src, objdir, out, calls, change, accept, untagged, control,
+               create_reps, members, rounds, blocks, tunables, dry_run):
     """The tagging targets on a MEMBERS group: the creation time of its tagged
     members, then CALLS setsockopt(TCP_REUSPORT_LB_CPU) by an unprivileged
     process (unchanged tags, or --change), its rebuilds and a bystander's
     connect+accept latency against idle (target <= 1.2x). Compare the creation
     with a pristine kernel's run with --untagged --calls 0 (and --control for
-    the share of the one more syscall per member). It reads the
+    the share of the one more syscall per member). With --accept each call
+    is followed by a connect+accept to the group (with --change: a deal per
+    call). It reads the
     tree's world and boots: hold the build lock around it (flock
     $RXL_WORK/build.lock, the lock rxl build takes)."""
     args = lbsetsock.program_args(members=members, calls=calls, rounds=rounds,
                                   blocks=blocks, change=change, untagged=untagged,
-                                  control=control,
+                                  control=control, accept=accept,
                                   create_reps=create_reps)  # BadOption naming the option
     try:
         tun = dict(name_values(tunables, "--tunable"))
@@ -656,7 +663,9 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, control, creat
         if "total_p50_ns" in c:
             click.echo(f"first connection after it: p50 {c['first_p50_ns']} ns; creation "
                        f"and first connection: p50 {c['total_p50_ns']} ns")
-    if v.get("calls"):
+    if v.get("calls") and v.get("accept"):
+        _report_accept(v)
+    elif v.get("calls"):
         reb = ("not counted by this kernel's groups view"
                if v["rebuilds_ok"] is None else
                f"{'met' if v['rebuilds_ok'] else 'NOT met'}")
@@ -667,3 +676,34 @@ def setsockopt(kernel, src, objdir, out, calls, change, untagged, control, creat
         if "loop_vs_control" in v:
             click.echo(f"control loop (SO_SNDBUF): {v['control_ratio']}x idle; "
                        f"the series' loop is {v['loop_vs_control']}x the control")
+
+
+def _us(ns):
+    """ns as microseconds, one decimal ("?" for None)."""
+    return "?" if ns is None else f"{ns / 1000:.1f} us"
+
+
+def _ms(ns):
+    """ns as milliseconds, three decimals."""
+    return f"{ns / 1e6:.3f}"
+
+
+def _report_accept(v):
+    """The --accept run's lines: per-call times, the bystander, the deals seen."""
+    us, ms = _us, _ms
+    kind = "tag change" if v["change"] else "unchanged tag"
+    click.echo(f"{kind} + connect + accept(2), {v['calls']} calls: loop "
+               f"{us(v['loop_per_call_ns'])} per call, control (SO_SNDBUF + the same "
+               f"connection) {us(v['control_per_call_ns'])} per call")
+    click.echo(f"bystander p50 idle / control / loop: {ms(v['idle_p50_ns'])} / "
+               f"{ms(v['control_p50_ns'])} / {ms(v['loop_p50_ns'])} ms; loop "
+               f"{v['ratio']}x idle, {v['loop_vs_control']}x the control (a measurement, "
+               f"no target)")
+    d = v["deals"]
+    seen = ("the view shows no deal flag" if v["deals_ok"] is None else
+            f"{'as expected' if v['deals_ok'] else 'NOT as expected'} "
+            f"({'one deal per change' if v['change'] else 'no deal'})")
+    click.echo(f"deals checked in the groups view: {d['marked']} of {d['checks']} calls "
+               f"marked the group, {d['dealt']} dealt at accept(2): {seen}")
+    if v["rebuilds"] is not None:
+        click.echo(f"rebuilds {v['rebuilds']} (expected {v['rebuilds_expected']})")

@@ -48,13 +48,37 @@
  *       min_ns=<ns> nvcsw=<n> tagerr=<n> first_p50_ns=<ns> total_p50_ns=<ns>
  *       control=<0|1>
  *   ==RXL== LBSET GROUP members=<n> port=<p> ncpu=<c> tagerr=<n>
- *       blocks=<P> change=<0|1> uid=<uid>
+ *       blocks=<P> change=<0|1> uid=<uid> accept=<0|1>
  *   ==RXL== LBSET REBUILDS before=<r> after=<r>   (-1 without the count)
  *   ==RXL== LBSET LAT <idle|control|loop> n=<k> p50_ns=<ns> p90_ns=<ns>
  *       p99_ns=<ns>
  *   ==RXL== LBSET LOOP calls=<c> errors=<n> elapsed_ns=<ns>
+ *       [accepted=<k>]                           (with -A)
  *   ==RXL== LBSET CONTROL calls=<c> errors=<n> elapsed_ns=<ns>
+ *       [accepted=<k>]                           (with -A)
+ *   ==RXL== LBSET DEALS checks=<k> marked=<m> dealt=<d> errors=<n>
+ *                                                (with -A)
  *   ==RXL== LBSET DONE
+ *
+ * With -A (only with -c), each call of the loop and of the control is
+ * followed by one connection to the group over loopback: the child
+ * connects to 127.0.0.1:port, polls the member fds it holds (at most
+ * 5 s), accepts the connection from the member that has it, and closes
+ * both (the connecting end with a RST).  With -a every such accept(2)
+ * deals the group's map under the VNET's hash lock (the tag change
+ * marked the group), so the loop is "change a tag, connect, accept", the
+ * worst an unprivileged member owner can make; without -a the tags stay
+ * and the accepts deal nothing.  The control makes the same connections,
+ * so loop and control differ only by the tag call and the deal it causes.
+ * A failed connect(2), a wait that ends without a connection, or a failed
+ * accept(2) counts as an error of its loop; the LOOP and CONTROL lines
+ * then also give the connections accepted.  After the blocks, the parent
+ * (root) checks the deals in the groups view, untimed: DEALCHECKS more
+ * calls of the loop, each followed by the group's `deal` flag of the
+ * view, one connection as above, and the flag again.  marked counts the
+ * checks whose flag was 1 after the call, dealt those whose flag then
+ * went to 0 with the accept(2) (-1 for both where the view has no flag);
+ * with -a both should be DEALCHECKS, without it 0.
  *
  * The bystander and the loops are pinned to different CPUs (-b, -l), so
  * on real hardware what a loop costs the bystander is lock and cache-line
@@ -94,6 +118,8 @@
 #define	MAXREPS		1000
 #define	GROUPS		"net.inet.tcp.reuseport_lb.groups"
 #define	GVIEW		(1 << 20)
+#define	DEALCHECKS	16	/* -A: deals checked in the view after the loop */
+#define	CONNWAIT_MS	5000	/* -A: the longest wait for a loop's connection */
 
 static uint64_t
 now_ns(void)
@@ -105,12 +131,13 @@ now_ns(void)
 }
 
 /*
- * The rebuild count of the group on port, from the groups view
- * ("group port <p> af inet members <n> map <s> rebuilds <r> ..."); -1
- * without the view or the group.
+ * The number after key (" rebuilds ", " deal ") on the line of the group
+ * on port in the groups view ("group port <p> af inet members <n> map <s>
+ * rebuilds <r> ...", the series': "... map <s> deal <0|1>"); -1 without
+ * the view, the group or the key.
  */
 static long
-group_rebuilds(in_port_t port)
+group_field(in_port_t port, const char *key)
 {
 	static char view[GVIEW];
 	char *line, *next, *r;
@@ -126,8 +153,8 @@ group_rebuilds(in_port_t port)
 		if (next != NULL)
 			*next++ = '\0';
 		if (sscanf(line, "group port %u ", &p) == 1 && p == port &&
-		    (r = strstr(line, " rebuilds ")) != NULL)
-			return (strtol(r + 10, NULL, 10));
+		    (r = strstr(line, key)) != NULL)
+			return (strtol(r + strlen(key), NULL, 10));
 	}
 	return (-1);
 }
@@ -248,12 +275,13 @@ bystander_once(int ls, in_port_t port)
 }
 
 /*
- * The first connection to the group fds[0..n-1] on port: connect(2) and
- * the accept(2), on whichever member the kernel selected, in ns; 0 on
- * error or after 30 s.
+ * One connection to the group fds[0..n-1] on port (its first after a
+ * creation, or a loop's with -A): connect(2) and the accept(2), on
+ * whichever member the kernel selected, in ns; 0 on error or after
+ * wait_ms.
  */
 static uint64_t
-group_first(const int *fds, int n, in_port_t port)
+group_conn(const int *fds, int n, in_port_t port, int wait_ms)
 {
 	struct pollfd pfd[MAXMEMBERS];
 	uint64_t t0;
@@ -267,7 +295,7 @@ group_first(const int *fds, int n, in_port_t port)
 		pfd[i].revents = 0;
 	}
 	a = -1;
-	if (poll(pfd, n, 30 * 1000) > 0)
+	if (poll(pfd, n, wait_ms) > 0)
 		for (i = 0; i < n && a < 0; i++)
 			if (pfd[i].revents & POLLIN)
 				a = accept(fds[i], NULL, NULL);
@@ -302,6 +330,7 @@ struct pool {
 	int		 n;
 	long		 calls;		/* setsockopt calls beside it */
 	long		 errors;
+	long		 accepted;	/* -A: connections accepted */
 	uint64_t	 elapsed;	/* ns the loop ran */
 };
 
@@ -321,6 +350,8 @@ struct loop {
 	int		 sndbuf;	/* the control's SO_SNDBUF value */
 	int		 lcpu;
 	uid_t		 uid;		/* the loop runs unprivileged */
+	int		 accept;	/* -A: a connection after each call */
+	in_port_t	 port;		/* the group's */
 };
 
 /* The tag member c % n gets at call c. */
@@ -338,15 +369,16 @@ loop_tag(const struct loop *lp, long c)
 /*
  * A loop of calls setsockopt(2) calls on the members, run in a child
  * pinned to lp->lcpu as lp->uid: the tag (TCP_REUSPORT_LB_CPU) when lb,
- * else SO_SNDBUF set to its value.  The parent times the bystander until
- * the child exits (at most 30 min) into p.
+ * else SO_SNDBUF set to its value; with lp->accept each call is followed
+ * by one connection to the group (group_conn()).  The parent times the
+ * bystander until the child exits (at most 30 min) into p.
  */
 static int
 loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
     long calls, int bs, in_port_t bport)
 {
 	uint64_t t0, deadline;
-	int pfd[2], e, status;
+	int pfd[2], e, status, res[2];
 	pid_t pid;
 
 	if (pipe(pfd) != 0)
@@ -357,11 +389,11 @@ loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
 		return (-1);
 	if (pid == 0) {
 		long c;
-		int tag;
+		int acc, tag;
 
 		close(pfd[0]);
 		pin(lp->lcpu);
-		e = 0;
+		e = acc = 0;
 		if (setgid(lp->uid) != 0 || setuid(lp->uid) != 0)
 			e = -1;
 		for (c = first; e >= 0 && c < first + calls; c++) {
@@ -371,10 +403,19 @@ loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
 			    setsockopt(lp->fds[c % lp->n], SOL_SOCKET,
 			    SO_SNDBUF, &lp->sndbuf, sizeof(lp->sndbuf)) != 0)
 				e++;
+			if (!lp->accept)
+				continue;
+			if (group_conn(lp->fds, lp->n, lp->port,
+			    CONNWAIT_MS) != 0)
+				acc++;
+			else
+				e++;
 		}
 		if (e < 0)
 			e = (int)calls;
-		(void)write(pfd[1], &e, sizeof(e));
+		res[0] = e;
+		res[1] = acc;
+		(void)write(pfd[1], res, sizeof(res));
 		_exit(0);
 	}
 	close(pfd[1]);
@@ -389,12 +430,46 @@ loop_slice(struct pool *p, int lb, const struct loop *lp, long first,
 	}
 	p->elapsed += now_ns() - t0;
 	p->calls += calls;
-	if (read(pfd[0], &e, sizeof(e)) == sizeof(e))
-		p->errors += e;
-	else
+	if (read(pfd[0], res, sizeof(res)) == sizeof(res)) {
+		p->errors += res[0];
+		p->accepted += res[1];
+	} else
 		p->errors++;
 	close(pfd[0]);
 	return (0);
+}
+
+/*
+ * With -A, after the blocks (root, untimed): DEALCHECKS more calls of the
+ * loop from call first on, each followed by the group's deal flag in the
+ * view, one connection to the group, and the flag again; prints the
+ * DEALS line (-1 for marked and dealt where the view has no flag).
+ */
+static void
+deal_check(const struct loop *lp, long first)
+{
+	long c, d0, d1;
+	int dealt, err, marked, noview, tag;
+
+	dealt = err = marked = noview = 0;
+	for (c = first; c < first + DEALCHECKS; c++) {
+		tag = loop_tag(lp, c);
+		if (setsockopt(lp->fds[c % lp->n], IPPROTO_TCP,
+		    TCP_REUSPORT_LB_CPU, &tag, sizeof(tag)) != 0)
+			err++;
+		d0 = group_field(lp->port, " deal ");
+		if (group_conn(lp->fds, lp->n, lp->port, CONNWAIT_MS) == 0)
+			err++;
+		d1 = group_field(lp->port, " deal ");
+		if (d0 < 0 || d1 < 0)
+			noview = 1;
+		marked += d0 == 1;
+		dealt += d0 == 1 && d1 == 0;
+	}
+	if (noview)
+		marked = dealt = -1;
+	printf("%s DEALS checks=%d marked=%d dealt=%d errors=%d\n", MARK,
+	    DEALCHECKS, marked, dealt, err);
 }
 
 /*
@@ -429,7 +504,7 @@ make_group(int *fds, int n, in_port_t port, int ncpu, int untagged,
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: lbsetsock [-asu] [-n members] [-k reps] "
+	fprintf(stderr, "usage: lbsetsock [-Aasu] [-n members] [-k reps] "
 	    "[-c calls] [-r rounds] [-P blocks] [-p port] [-b bystander_cpu] "
 	    "[-l loop_cpu] [-U uid]\n");
 	exit(2);
@@ -442,9 +517,9 @@ main(int argc, char **argv)
 	static uint64_t made[MAXREPS], firsts[MAXREPS], totals[MAXREPS];
 	static int fds[MAXMEMBERS];
 	struct pool pools[3] = {
-		{ "idle", lat[0], 0, 0, 0, 0 },
-		{ "control", lat[1], 0, 0, 0, 0 },
-		{ "loop", lat[2], 0, 0, 0, 0 },
+		{ "idle", lat[0], 0, 0, 0, 0, 0 },
+		{ "control", lat[1], 0, 0, 0, 0, 0 },
+		{ "loop", lat[2], 0, 0, 0, 0, 0 },
 	};
 	struct loop lp;
 	struct rusage ru0, ru1;
@@ -466,8 +541,9 @@ main(int argc, char **argv)
 	lp.lcpu = 1;
 	lp.uid = 65534;
 	untagged = control = 0;
-	while ((ch = getopt(argc, argv, "an:k:c:r:P:p:b:l:suU:")) != -1) {
+	while ((ch = getopt(argc, argv, "Aan:k:c:r:P:p:b:l:suU:")) != -1) {
 		switch (ch) {
+		case 'A': lp.accept = 1; break;
 		case 'a': lp.change = 1; break;
 		case 'n': n = atoi(optarg); break;
 		case 'k': reps = atoi(optarg); break;
@@ -486,7 +562,8 @@ main(int argc, char **argv)
 	if (n < 1 || n > MAXMEMBERS || reps < 1 || reps > MAXREPS ||
 	    calls < 0 || rounds < 1 || rounds > MAXLAT || blocks < 1 ||
 	    blocks > rounds || (calls > 0 && calls < blocks) ||
-	    (calls > 0 && untagged) || (control && !untagged))
+	    (calls > 0 && untagged) || (control && !untagged) ||
+	    (lp.accept && calls == 0))
 		usage();
 	len = sizeof(ncpu);
 	if (sysctlbyname("hw.ncpu", &ncpu, &len, NULL, 0) != 0 || ncpu < 1)
@@ -510,7 +587,7 @@ main(int argc, char **argv)
 			return (1);
 		getrusage(RUSAGE_SELF, &ru1);
 		nvcsw += ru1.ru_nvcsw - ru0.ru_nvcsw;
-		if ((firsts[i] = group_first(fds, n, port)) == 0) {
+		if ((firsts[i] = group_conn(fds, n, port, 30 * 1000)) == 0) {
 			fprintf(stderr, "lbsetsock: first connection: %s\n",
 			    strerror(errno));
 			return (1);
@@ -536,6 +613,7 @@ main(int argc, char **argv)
 	lp.fds = fds;
 	lp.n = n;
 	lp.ncpu = ncpu;
+	lp.port = port;
 	slen = sizeof(lp.sndbuf);
 	if (getsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &lp.sndbuf, &slen) !=
 	    0) {
@@ -548,11 +626,11 @@ main(int argc, char **argv)
 		return (1);
 	}
 	printf("%s GROUP members=%d port=%u ncpu=%d tagerr=%d blocks=%d "
-	    "change=%d uid=%u\n", MARK, n, port, ncpu, tagerr, blocks,
-	    lp.change, (unsigned)lp.uid);
+	    "change=%d uid=%u accept=%d\n", MARK, n, port, ncpu, tagerr,
+	    blocks, lp.change, (unsigned)lp.uid, lp.accept);
 	fflush(stdout);
 
-	before = group_rebuilds(port);
+	before = group_field(port, " rebuilds ");
 	done = 0;
 	for (b = 0; b < blocks; b++) {
 		for (j = 0; j < 3; j++) {
@@ -576,14 +654,20 @@ main(int argc, char **argv)
 				done += slice;
 		}
 	}
-	after = group_rebuilds(port);
+	after = group_field(port, " rebuilds ");
 	for (k = 0; k < 3; k++)
 		report(pools[k].name, pools[k].lat, pools[k].n);
-	printf("%s LOOP calls=%ld errors=%ld elapsed_ns=%ju\n", MARK,
-	    pools[2].calls, pools[2].errors, (uintmax_t)pools[2].elapsed);
-	printf("%s CONTROL calls=%ld errors=%ld elapsed_ns=%ju\n", MARK,
-	    pools[1].calls, pools[1].errors, (uintmax_t)pools[1].elapsed);
+	for (k = 2; k >= 1; k--) {
+		printf("%s %s calls=%ld errors=%ld elapsed_ns=%ju", MARK,
+		    k == 2 ? "LOOP" : "CONTROL", pools[k].calls,
+		    pools[k].errors, (uintmax_t)pools[k].elapsed);
+		if (lp.accept)
+			printf(" accepted=%ld", pools[k].accepted);
+		printf("\n");
+	}
 	printf("%s REBUILDS before=%ld after=%ld\n", MARK, before, after);
+	if (lp.accept)
+		deal_check(&lp, done);
 	printf("%s DONE\n", MARK);
 	return (0);
 }

@@ -34,6 +34,16 @@ series), interleaved in blocks so that the host's load drift falls on all
 three. In a TCG guest on a small host every busy vCPU slows the others, so
 ``loop / control`` isolates what the series' path costs a bystander;
 the target is still judged on ``loop / idle``.
+
+``--accept`` (review 15l MINOR-3; only with calls) follows each call of the
+loop and of the control with one connection to the group over loopback,
+accepted from the member that has it. With ``--change`` every such
+accept(2) deals the group's map under the VNET's hash lock, the worst an
+unprivileged member owner can make; without it the same accepts deal
+nothing (the baseline). That is a measurement, not the row's target: its
+verdict has no ``ratio_ok`` and no call floor, and instead checks that every
+connection was accepted and, in the groups view, that each checked tag
+change marked the group and its accept(2) dealt it (``deals_ok``).
 Errors: :class:`LbsetError`, one line.
 """
 
@@ -94,12 +104,13 @@ def cc_argv(output: str, sysroot: str, *, tree: Optional[str] = None) -> List[st
 def program_args(*, members: int = MEMBERS, calls: int = CALLS, rounds: int = 2000,
                  blocks: int = 10, change: bool = False, untagged: bool = False,
                  control: bool = False, create_reps: int = CREATE_REPS,
-                 uid: int = LOOP_UID) -> List[str]:
+                 uid: int = LOOP_UID, accept: bool = False) -> List[str]:
     """lbsetsock's argument words (each keyword is the ``rxl kcount setsockopt``
     option of its name). Raises BadOption naming the option for a combination
     it refuses: ``untagged`` only with ``calls`` 0 (untagged members have no
     tag to set), ``change`` only with calls (it changes the tags the calls
     set), ``control`` only with ``untagged`` (it takes the tag's place),
+    ``accept`` only with calls (it connects after each call),
     ``blocks`` from 1 to min(rounds, calls) when calls > 0."""
     if control and not untagged:
         raise BadOption("--control makes its setsockopt(TCP_NODELAY) where the tag "
@@ -113,13 +124,16 @@ def program_args(*, members: int = MEMBERS, calls: int = CALLS, rounds: int = 20
     if change and not calls:
         raise BadOption("--change changes the tag at each setsockopt call: --calls 0 "
                         "makes none", "--change")
+    if accept and not calls:
+        raise BadOption("--accept connects to the group after each setsockopt call: "
+                        "--calls 0 makes none", "--accept")
     if calls and not 1 <= blocks <= min(rounds, calls):
         raise BadOption(f"must be from 1 to min(--rounds, --calls) = {min(rounds, calls)}, "
                         f"got {blocks}", "--blocks")
     args = ["-n", str(members), "-k", str(create_reps), "-c", str(calls), "-r", str(rounds),
             "-P", str(blocks), "-U", str(uid)]
     return (args + (["-a"] if change else []) + (["-u"] if untagged else [])
-            + (["-s"] if control else []))
+            + (["-s"] if control else []) + (["-A"] if accept else []))
 
 
 def render_rc(args: Sequence[str], guest_bin: str = GUEST_BIN) -> str:
@@ -148,12 +162,13 @@ def render_rc(args: Sequence[str], guest_bin: str = GUEST_BIN) -> str:
 def parse(lines: Sequence[str]) -> Dict[str, dict]:
     """The program's ``LBSET`` lines as ``{"create": {...}, "group": {...},
     "lat": {phase: {...}}, "loop": {...}, "control": {...}, "rebuilds":
-    {"before", "after"}, "done": bool}`` (phases: idle, control, loop);
-    values are ints. Other lines are ignored. Raises LbsetError for an
+    {"before", "after"}, "deals": {"checks", "marked", "dealt", "errors"},
+    "done": bool}`` (phases: idle, control, loop; ``deals`` is empty
+    without ``-A``); values are ints. Other lines are ignored. Raises LbsetError for an
     LBSET line whose values are not integers.
     """
     res: Dict[str, dict] = {"create": {}, "group": {}, "lat": {}, "loop": {}, "control": {},
-                            "rebuilds": {}, "done": False}
+                            "rebuilds": {}, "deals": {}, "done": False}
     for line in lines:
         if not line.startswith(PREFIX):
             continue
@@ -167,7 +182,7 @@ def parse(lines: Sequence[str]) -> Dict[str, dict]:
         kind = words[0]
         if kind == "LAT" and len(words) > 1:
             res["lat"][words[1]] = kv
-        elif kind in ("CREATE", "GROUP", "LOOP", "CONTROL", "REBUILDS"):
+        elif kind in ("CREATE", "GROUP", "LOOP", "CONTROL", "REBUILDS", "DEALS"):
             res[kind.lower()] = kv
         elif kind == "DONE":
             res["done"] = True
@@ -177,26 +192,39 @@ def parse(lines: Sequence[str]) -> Dict[str, dict]:
 def verdict(res: Dict[str, dict]) -> Dict[str, object]:
     """The loop target's two checks on :func:`parse`'s result.
 
-    Returns ``{"change": bool, "rebuilds": N, "rebuilds_expected": 0 or
-    calls, "rebuilds_ok": bool, "idle_p50_ns", "loop_p50_ns", "ratio": loop
-    p50 / idle p50, "ratio_ok": bool, "calls", "errors", "members", "uid"}``,
-    and when the run had a control loop also ``"control_p50_ns"``,
-    ``"control_ratio"`` (control p50 / idle p50) and ``"loop_vs_control"``
-    (loop p50 / control p50). Ratios are rounded to 3 places. Raises
+    Returns ``{"change": bool, "accept": bool, "rebuilds": N,
+    "rebuilds_expected": 0 or calls, "rebuilds_ok": bool, "idle_p50_ns",
+    "loop_p50_ns", "ratio": loop p50 / idle p50, "ratio_ok": bool, "calls",
+    "errors", "members", "uid", "loop_per_call_ns"}``, and when the run had
+    a control loop also ``"control_p50_ns"``, ``"control_ratio"`` (control
+    p50 / idle p50), ``"loop_vs_control"`` (loop p50 / control p50) and
+    ``"control_per_call_ns"``. Ratios are rounded to 3 places, per-call
+    times (the loop's elapsed time over its calls) to whole ns. Raises
     LbsetError when the run did not finish, made fewer calls or members
     than the target, had errors (also in the control), or lacks the
     group's rebuild count or a latency.  A kernel whose groups view has no
     rebuild count (the series since review-15d's R5) reports -1 for both:
     ``rebuilds`` and ``rebuilds_ok`` are then None (not measured), never a
     pass.
+
+    A run with ``--accept`` (GROUP ``accept=1``) is a measurement with no
+    target: any number of calls will do, ``ratio_ok`` is None, and a run
+    with ``--change`` expects one deal (rebuild) per call. It also needs the
+    control loop, every connection of both loops accepted, and the DEALS
+    check without errors; ``"deals"`` is its line and ``"deals_ok"`` says
+    whether each checked call marked the group and its accept(2) dealt it
+    (with ``--change``), or none did (without): None where the view shows
+    no deal flag (-1).
     """
     if not res.get("done"):
         raise LbsetError("lbsetsock did not finish (no LBSET DONE line)")
     grp, loop = res["group"], res["loop"]
+    accept = bool(grp.get("accept", 0))
     if grp.get("members", 0) < MEMBERS or grp.get("tagerr", 1) != 0:
         raise LbsetError(f"group: {grp}: need {MEMBERS} members, all tagged")
-    if loop.get("calls", 0) < CALLS or loop.get("errors", -1) != 0:
-        raise LbsetError(f"loop: {loop}: need {CALLS} calls without error")
+    floor = 1 if accept else CALLS
+    if loop.get("calls", 0) < floor or loop.get("errors", -1) != 0:
+        raise LbsetError(f"loop: {loop}: need {floor} calls without error")
     ctr = res["rebuilds"]
     if "before" not in ctr or "after" not in ctr:
         raise LbsetError("no rebuild count of the group (net.inet.tcp.reuseport_lb.groups) "
@@ -212,13 +240,17 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
     idle, lp = lat["idle"]["p50_ns"], lat["loop"]["p50_ns"]
     ratio = lp / idle
     v: Dict[str, object] = {
-        "change": change, "rebuilds": rebuilds, "rebuilds_expected": expected,
+        "change": change, "accept": accept, "rebuilds": rebuilds,
+        "rebuilds_expected": expected,
         "rebuilds_ok": rebuilds == expected if counted else None,
         "idle_p50_ns": idle, "loop_p50_ns": lp,
-        "ratio": round(ratio, 3), "ratio_ok": ratio <= MAX_RATIO,
+        "ratio": round(ratio, 3), "ratio_ok": None if accept else ratio <= MAX_RATIO,
         "calls": loop["calls"], "errors": loop["errors"], "members": grp["members"],
-        "uid": grp.get("uid")}
+        "uid": grp.get("uid"), "loop_per_call_ns": _per_call(loop)}
     ctl = res.get("control") or {}
+    if accept and not ctl:
+        raise LbsetError("--accept: no CONTROL line (the loop is judged against the "
+                         "control's same connections)")
     if ctl:
         if ctl.get("errors", -1) != 0:
             raise LbsetError(f"control: {ctl}: the control loop had errors")
@@ -226,8 +258,40 @@ def verdict(res: Dict[str, dict]) -> Dict[str, object]:
         if not cp:
             raise LbsetError("no control latency")
         v.update({"control_p50_ns": cp, "control_ratio": round(cp / idle, 3),
-                  "loop_vs_control": round(lp / cp, 3)})
+                  "loop_vs_control": round(lp / cp, 3),
+                  "control_per_call_ns": _per_call(ctl)})
+    if accept:
+        v.update(_accept_checks(res, change))
     return v
+
+
+def _per_call(loop: dict) -> Optional[int]:
+    """A LOOP or CONTROL line's elapsed ns per call (None without calls or time)."""
+    if not loop.get("calls") or "elapsed_ns" not in loop:
+        return None
+    return round(loop["elapsed_ns"] / loop["calls"])
+
+
+def _accept_checks(res: Dict[str, dict], change: bool) -> Dict[str, object]:
+    """--accept: every connection of both loops accepted, the DEALS line and
+    whether it shows one deal per checked change (or none). Raises LbsetError."""
+    for name in ("loop", "control"):
+        part = res[name]
+        if part.get("accepted") != part.get("calls"):
+            raise LbsetError(f"--accept: {name} accepted {part.get('accepted')} of "
+                             f"{part.get('calls')} connections")
+    d = res.get("deals") or {}
+    if not all(k in d for k in ("checks", "marked", "dealt", "errors")):
+        raise LbsetError("--accept: no DEALS line (the deals checked in the groups view)")
+    if d["errors"] != 0 or d["checks"] < 1:
+        raise LbsetError(f"--accept: deal check {d}: need checks without error")
+    if d["marked"] < 0 or d["dealt"] < 0:
+        ok = None
+    elif change:
+        ok = d["marked"] == d["checks"] and d["dealt"] == d["checks"]
+    else:
+        ok = d["marked"] == 0 and d["dealt"] == 0
+    return {"deals": {k: d[k] for k in ("checks", "marked", "dealt")}, "deals_ok": ok}
 
 
 def create_verdict(patched: Dict[str, dict], pristine: Dict[str, dict]) -> Dict[str, object]:

@@ -270,3 +270,122 @@ def test_create_verdict_refuses_a_control_baseline():
     assert ctl["create"]["control"] == 1
     with pytest.raises(L.LbsetError, match="baseline is plain untagged"):
         L.create_verdict(_create(), ctl)
+
+
+# ------------------------------------------- --accept (review 15l MINOR-3)
+
+def _accept_lines(change=1, calls=2000, loop_acc=None, ctl_acc=None, marked=16, dealt=16,
+                  deal_errors=0, deals=True):
+    """A --accept run: 2000 calls of each loop, each followed by a connection."""
+    loop_acc = calls if loop_acc is None else loop_acc
+    ctl_acc = calls if ctl_acc is None else ctl_acc
+    out = [f"{M} CREATE members=256 tagged=1 reps=3 p50_ns=900000 min_ns=850000 "
+           f"nvcsw=0 tagerr=0 first_p50_ns=300000 total_p50_ns=1200000 control=0",
+           f"{M} GROUP members=256 port=9100 ncpu=8 tagerr=0 blocks=10 change={change} "
+           f"uid=65534 accept=1",
+           f"{M} LAT idle n=2000 p50_ns=1000000 p90_ns=2000000 p99_ns=3000000",
+           f"{M} LAT control n=900 p50_ns=2000000 p90_ns=4000000 p99_ns=6000000",
+           f"{M} LAT loop n=950 p50_ns=2500000 p90_ns=5000000 p99_ns=7500000",
+           f"{M} LOOP calls={calls} errors=0 elapsed_ns=600000000 accepted={loop_acc}",
+           f"{M} CONTROL calls={calls} errors=0 elapsed_ns=500000000 accepted={ctl_acc}",
+           f"{M} REBUILDS before=-1 after=-1"]
+    if deals:
+        out.append(f"{M} DEALS checks=16 marked={marked} dealt={dealt} errors={deal_errors}")
+    return out + [f"{M} DONE"]
+
+
+def test_parse_reads_the_accept_fields_and_the_deals_line():
+    res = L.parse(_accept_lines())
+    assert res["group"]["accept"] == 1
+    assert res["loop"]["accepted"] == 2000 and res["control"]["accepted"] == 2000
+    assert res["deals"] == {"checks": 16, "marked": 16, "dealt": 16, "errors": 0}
+    assert L.parse(_lines())["deals"] == {}          # a run without -A has none
+
+
+def test_accept_verdict_is_a_measurement_without_the_call_floor():
+    v = L.verdict(L.parse(_accept_lines()))
+    assert v["accept"] is True and v["change"] is True and v["calls"] == 2000
+    assert v["ratio"] == 2.5 and v["ratio_ok"] is None       # no target for it
+    assert v["loop_vs_control"] == 1.25 and v["control_ratio"] == 2.0
+    assert v["loop_per_call_ns"] == 300000 and v["control_per_call_ns"] == 250000
+    assert v["deals"] == {"checks": 16, "marked": 16, "dealt": 16} and v["deals_ok"] is True
+    assert v["rebuilds"] is None and v["rebuilds_expected"] == 2000
+
+
+def test_accept_verdict_without_change_expects_no_deal():
+    v = L.verdict(L.parse(_accept_lines(change=0, marked=0, dealt=0)))
+    assert v["change"] is False and v["deals_ok"] is True and v["rebuilds_expected"] == 0
+    assert L.verdict(L.parse(_accept_lines(change=0, marked=1, dealt=1)))["deals_ok"] is False
+    # a change whose accept(2) did not deal, or that did not mark the group
+    assert L.verdict(L.parse(_accept_lines(marked=16, dealt=15)))["deals_ok"] is False
+    assert L.verdict(L.parse(_accept_lines(marked=15, dealt=15)))["deals_ok"] is False
+    # a view without the deal flag: not measured, not a pass
+    assert L.verdict(L.parse(_accept_lines(marked=-1, dealt=-1)))["deals_ok"] is None
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"loop_acc": 1999}, "loop accepted 1999 of 2000"),
+    ({"ctl_acc": 0}, "control accepted 0 of 2000"),
+    ({"deals": False}, "no DEALS line"),
+    ({"deal_errors": 1}, "need checks without error"),
+])
+def test_accept_verdict_refuses_a_lost_connection_or_a_missing_check(kw, msg):
+    with pytest.raises(L.LbsetError, match=msg):
+        L.verdict(L.parse(_accept_lines(**kw)))
+
+
+def test_accept_verdict_needs_the_control_loop():
+    lines = [ln for ln in _accept_lines() if "CONTROL" not in ln and "LAT control" not in ln]
+    with pytest.raises(L.LbsetError, match="no CONTROL line"):
+        L.verdict(L.parse(lines))
+
+
+def test_a_run_without_accept_keeps_the_call_floor_and_the_target():
+    v = L.verdict(L.parse(_lines()))
+    assert v["accept"] is False and v["ratio_ok"] is True and "deals" not in v
+    assert v["loop_per_call_ns"] == 40000
+
+
+def test_program_args_accept():
+    assert L.program_args(change=True, accept=True)[-2:] == ["-a", "-A"]
+    assert L.program_args(accept=True)[-1] == "-A" and "-a" not in L.program_args(accept=True)
+    with pytest.raises(BadOption, match="--calls 0 makes none") as e:
+        L.program_args(calls=0, accept=True)
+    assert e.value.option == "--accept"
+
+
+def _setsockopt_base(tmp_path):
+    return ["setsockopt", "--kernel", _kernel(tmp_path), "--src", str(tmp_path), "--objdir",
+            str(tmp_path), "--out", str(tmp_path / "o"), "--dry-run"]
+
+
+def test_cli_accept_reaches_the_program(tmp_path):
+    r = CliRunner().invoke(kcount_cmd, _setsockopt_base(tmp_path)
+                           + ["--change", "--accept", "--calls", "2000"])
+    assert r.exit_code == 0, r.output
+    assert "-c 2000 " in r.output and "-U 65534 -a -A" in r.output
+
+
+@pytest.mark.parametrize("extra", [["--calls", "0"], ["--calls", "0", "--untagged"],
+                                   ["--calls", "0", "--change"]])
+def test_cli_refuses_accept_without_calls_in_one_error_line(tmp_path, extra):
+    r = CliRunner().invoke(kcount_cmd, _setsockopt_base(tmp_path) + ["--accept"] + extra)
+    assert r.exit_code == 2
+    errors = [ln for ln in r.output.splitlines() if ln.startswith("Error:")]
+    assert len(errors) == 1
+    if "--change" in extra:     # --change is refused first, with its own option
+        assert "'--change'" in errors[0]
+    else:
+        assert errors[0] == ("Error: Invalid value for '--accept': --accept connects to "
+                             "the group after each setsockopt call: --calls 0 makes none")
+    assert not (tmp_path / "o").exists()
+
+
+def test_program_source_connects_after_each_call_only_with_A():
+    # The C side: -A is refused without calls, the loop child and the
+    # control make the same connection, and the lines carry the new fields.
+    src = L.source().read_text()
+    assert "(lp.accept && calls == 0)" in src
+    assert "if (!lp->accept)\n\t\t\t\tcontinue;" in src
+    assert "uid=%u accept=%d" in src and " accepted=%ld" in src
+    assert "DEALS checks=%d marked=%d dealt=%d errors=%d" in src
