@@ -332,11 +332,23 @@ def load(path: str) -> dict:
             "path": where}
 
 
+#: What a command with ``--mark`` says of an outer function with no marks
+#: (:func:`marked`'s ``no_mark``): analyze, sites, diff.
+GIVE_MARK = "give --mark FUNCTION"
+#: What ``table`` says instead: it has no ``--mark``; the cost table's value of
+#: a trace is its outer function's own marks (:func:`mark_values`).
+TABLE_NO_MARK = ("the cost table reads the marks of those outer functions only (it "
+                 "takes no --mark); record the trace with one of them as --outer")
+
+
 def marked(doc: dict, mark: Optional[str] = None,
-           samples: Optional[Sequence[Sample]] = None) -> Dict[str, List[int]]:
+           samples: Optional[Sequence[Sample]] = None, *,
+           no_mark: str = GIVE_MARK) -> Dict[str, List[int]]:
     """The one check of which calls of a trace ``analyze``, ``sites``, ``diff``
     and ``table`` read: per mark, the indices of the complete samples that
-    entered it, in mark order.
+    entered it, in mark order. ``no_mark``: what the refusal of an outer
+    function with no marks tells to do (:data:`GIVE_MARK`, or table's
+    :data:`TABLE_NO_MARK`).
 
     ``mark`` (``--mark``): that function, which the trace must have recorded
     (among its entries, and not the outer function itself). Without it,
@@ -352,7 +364,7 @@ def marked(doc: dict, mark: Optional[str] = None,
         marks = MARKS.get(doc["outer"])
         if not marks:
             raise KcountError(f"{where}: outer {doc['outer']} has no default mark (one of "
-                              f"{', '.join(MARKS)}); give --mark FUNCTION")
+                              f"{', '.join(MARKS)}); {no_mark}")
         for m in marks:
             if m not in doc["entries"]:
                 raise KcountError(f"{where}: outer {doc['outer']}'s mark {m} was not "
@@ -471,7 +483,7 @@ def mark_values(doc: dict) -> Dict[str, Dict[str, int]]:
                           "atomics were counted); record it again")
     samples = samples_of(doc)
     out: Dict[str, Dict[str, int]] = {}
-    for m, idx in marked(doc, samples=samples).items():
+    for m, idx in marked(doc, samples=samples, no_mark=TABLE_NO_MARK).items():
         got = [samples[i] for i in idx]
         out[m] = {"instructions": statistics.median_low([s.total for s in got]),
                   "locks": statistics.median_low([s.ops.locks for s in got]),

@@ -1,0 +1,85 @@
+"""Issue 27's fifteenth pass (/work/coord/nc15.md), faults 3, 4, 7, 8, 13, 14,
+15 and 17:
+
+3. ``rxl kcount table`` of a trace whose outer function has no marks said
+   "give --mark FUNCTION", and table has no --mark: its words now say the
+   table reads the marks of those outer functions only (the commands with
+   --mark still say to give it);
+4. ``--tunable NAME`` given twice kept the last value without a word (rxl
+   learn, rxl kcount setsockopt), and rxl learn took
+   ``--tunable dev.igb.0.iflib.core_spread=V``, which it sets itself per
+   boot: rxl.learn.request.name_values, the one parser of both commands'
+   --tunable (and of --guest-sysctl), refuses both, naming both values;
+7. ``rxl learn --groups-every 0`` (or ``-0``) planned "groups view every 0 s"
+   ("every -0 s"); 0 is never;
+8. ``rxl learn --log - --topology -``: the topology read stdin, the log read
+   it empty ("no ==RXL== LEARN line"): ``-`` for an input after an option
+   read stdin is refused naming both (rxl.cli.options.check_input);
+13-15. an ``--atf-dir`` program was checked less than a ``--test``: its
+   content errors named '--test' (not given), a name such as
+   ``a;reboot_test`` went into the guest's rc, and ``rxl guest up`` built a
+   FIFO, a symlink loop, an empty or a non-UTF-8 source:
+   rxl.tree.world.check_atf_dir, one check for rxl run and rxl guest up;
+17. ``rxl kcount table --out T`` with ``--trace ... T`` overwrote the trace
+   with the table.
+
+Each refusal is one ``Error:`` line, exit 2, nothing made or changed."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
+from fakefreebsd import kernel_bytes, plain_tree
+
+SYSCTL = "net.inet.tcp.reuseport_lb.learn"
+ATF = ('#include <atf-c.h>\nATF_TC_WITHOUT_HEAD(t);\nATF_TC_BODY(t, tc) {}\n'
+       'ATF_TP_ADD_TCS(tp) { ATF_TP_ADD_TC(tp, t); return atf_no_error(); }\n')
+
+
+@pytest.fixture
+def t15(work):
+    (work / "adir").mkdir(exist_ok=True)
+    return plain_tree(work / "t15", 15, "GENERIC")
+
+
+def _learn(work, src, kernel, *args):
+    other = work / "pristine"
+    other.write_bytes(kernel_bytes(tail=b"\0@(#)FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"
+                                        b"\0FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"))
+    return ["learn", "--dry-run", "--src", src, "--objdir", work / "adir",
+            "--guest-dir", work / "g", "--learn-sysctl", SYSCTL, "--lb-cpu-opt", "1027",
+            "--kernel", kernel, "--pristine-kernel", other, *args]
+
+
+# ------------------------------------------------------ 3: kcount table's words
+
+def _trace(work, outer="f", name="t.json", entries=None):
+    doc = {"outer": outer, "entries": entries or {outer: "0xffffffff80000000"},
+           "asm": {"0xffffffff80000000": "call", "0xffffffff80000001": "ret"},
+           "samples": [{"pc": [0xffffffff80000000, 0xffffffff80000001],
+                        "sp": [4096, 4096]}]}
+    p = work / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_table_of_an_outer_with_no_mark_says_no_option_it_lacks(work):
+    """3: "give --mark FUNCTION"; table --mark is "No such option '--mark'"."""
+    t = _trace(work)
+    line = _error(["kcount", "table", "--trace", "accept-off", "pristine", t])
+    assert line == (
+        f"Error: accept-off pristine: {t}: outer f has no default mark (one of "
+        "in_pcblookup_mbuf, kern_accept4, tcp_input, syncache_expand); the cost table "
+        "reads the marks of those outer functions only (it takes no --mark); record the "
+        "trace with one of them as --outer")
+    assert _error(["kcount", "table", "--trace", "accept-off", "pristine", t,
+                   "--mark", "f"]) == "Error: No such option '--mark'."
+
+
+def test_the_commands_with_mark_still_say_to_give_it(work):
+    t = _trace(work)
+    assert _error(["kcount", "analyze", t]).endswith("); give --mark FUNCTION")
+    assert _error(["kcount", "sites", t, "--kernel", t]).endswith("); give --mark FUNCTION")
