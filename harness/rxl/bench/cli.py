@@ -20,7 +20,7 @@ from rxl.bench import knobs as accept_knobs
 from rxl.bench import lbsetsock, tables, wakeups
 from rxl.cli.groups import given
 from rxl.cli.options import (DIRECTORY, FILE, InputFile, PathOf, check_distinct_inputs,
-                             check_out_file, program_reason)
+                             check_out_file, check_out_not_input, program_reason)
 from rxl.cli.surface import group
 from rxl.decide import topology
 from rxl.decide.topology import TOPOLOGY, TopologyError
@@ -499,6 +499,7 @@ def table(traces, out):
     """
     if out:
         check_out_file(out)  # before the traces are read
+        check_out_not_input(out, [path for _, _, path in traces], "--out", "--trace")
     docs: dict = {}
     for case, variant, path in traces:
         if case not in kcount.CASES:

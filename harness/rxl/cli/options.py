@@ -228,6 +228,31 @@ def check_distinct_inputs(paths, option: str) -> None:
         seen.setdefault(key, p)
 
 
+def check_out_not_input(out: str, inputs, option: str, inputs_option: str) -> None:
+    """Refuse an output file that is one of the command's inputs (the same
+    path, or another name of the same regular file): writing it would replace
+    an input the command is reading, as ``--out T`` with ``--trace ... T``
+    did. BadOption naming ``option`` and ``inputs_option``; ``-`` and inputs
+    not there are left to their own checks; changes nothing."""
+    try:
+        st = os.stat(out)
+    except OSError:
+        return  # not there yet: no input
+    if not stat.S_ISREG(st.st_mode):
+        return  # /dev/null: nothing is replaced
+    for p in inputs:
+        if p == "-":
+            continue
+        try:
+            same = os.path.samestat(st, os.stat(p))
+        except OSError:
+            continue
+        if same:
+            also = "" if p == out else f" (as {show(p)})"
+            raise BadOption(f"{show(out)}: one of the {inputs_option} inputs{also}: writing "
+                            "it would replace what is read; write elsewhere", option)
+
+
 def check_no_repeats(values, option: str, why: str) -> None:
     """Refuse a value of a repeatable choice option (``--policy``, ``--workers``)
     given more than once, which would otherwise be merged silently: a usage error

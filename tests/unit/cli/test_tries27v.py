@@ -83,3 +83,60 @@ def test_the_commands_with_mark_still_say_to_give_it(work):
     t = _trace(work)
     assert _error(["kcount", "analyze", t]).endswith("); give --mark FUNCTION")
     assert _error(["kcount", "sites", t, "--kernel", t]).endswith("); give --mark FUNCTION")
+
+
+# ------------------------------------------------------ 17: table --out is no --trace
+
+def _accept_trace(work, name="a.json"):
+    """A kern_accept4 trace of one accept that entered soaccept (the table reads it)."""
+    doc = {"outer": "kern_accept4",
+           "entries": {"kern_accept4": "0x100", "soaccept": "0x200"},
+           "asm": {"0x100": "push %rbp", "0x101": "call 0x200 <soaccept>",
+                   "0x102": "ret", "0x200": "lock xadd %eax,0x30(%rbx)", "0x201": "ret"},
+           "samples": [{"pc": [0x100, 0x101, 0x200, 0x201, 0x102],
+                        "sp": [100, 100, 92, 92, 100], "cas": []}]}
+    p = work / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_table_refuses_an_out_that_is_one_of_its_traces(work):
+    """17: exit 0, the trace replaced by the table JSON."""
+    t = _accept_trace(work)
+    text = t.read_text()
+    before = _files(work)
+    assert _error(["kcount", "table", "--trace", "accept-off", "pristine", t,
+                   "--out", t]) == (
+        f"Error: Invalid value for '--out': {t}: one of the --trace inputs: writing it "
+        "would replace what is read; write elsewhere")
+    other = work / "b.json"
+    other.write_text("{}")
+    assert _error(["kcount", "table", "--trace", "accept-off", "pristine", t,
+                   "--trace", "accept-off", "patched", other, "--out", other]).startswith(
+        f"Error: Invalid value for '--out': {other}: one of the --trace inputs")
+    other.unlink()
+    link = work / "link.json"
+    link.symlink_to(t)
+    assert _error(["kcount", "table", "--trace", "accept-off", "pristine", link,
+                   "--out", t]) == (
+        f"Error: Invalid value for '--out': {t}: one of the --trace inputs (as {link}): "
+        "writing it would replace what is read; write elsewhere")
+    link.unlink()
+    hard = work / "hard.json"
+    os.link(t, hard)
+    assert "one of the --trace inputs" in _error(
+        ["kcount", "table", "--trace", "accept-off", "pristine", hard, "--out", t])
+    hard.unlink()
+    assert t.read_text() == text and _files(work) == before
+
+
+def test_table_still_writes_an_out_of_its_own(work):
+    t = _accept_trace(work)
+    out = work / "table.json"
+    r = _run(["kcount", "table", "--trace", "accept-off", "pristine", t, "--out", out])
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text()) == {
+        "accept-off": {"pristine": {"instructions": 5, "locks": 0, "atomics": 1}}}
+    r = _run(["kcount", "table", "--trace", "accept-off", "pristine", t,
+              "--out", os.devnull])
+    assert r.exit_code == 0, r.output
