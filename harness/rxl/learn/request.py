@@ -143,13 +143,22 @@ class Checked:
         return f"{self.shape.driver}0"
 
 
-def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
+def name_values(values: Sequence[str], option: str, *,
+                harness_sets: Optional[Dict[str, str]] = None) -> List[Tuple[str, str]]:
     """``NAME=VALUE`` strings -> pairs; LearnUsage naming ``option`` for one
     without ``=``, an empty side, or a space, a NAME that is no sysctl or
     tunable name (rxl.cli.options.SYSCTL_NAME) or a VALUE that is not one
     shell word (rxl.cli.options.SAFE_WORD): both go unquoted into the
-    guest's rc script and loader.conf, where ``a=1;reboot`` would run."""
-    out = []
+    guest's rc script and loader.conf, where ``a=1;reboot`` would run.
+    A NAME given twice is refused naming both values (loader.conf and the
+    rc take the last: the first would be dropped without a word), and so is
+    a NAME of ``harness_sets`` (name -> the values the command gives it
+    itself, per boot: ``dev.igb.0.iflib.core_spread``), naming both: the
+    command's value would replace the given one on some boots, or the given
+    one would hold on boots that must not have it. The one parser of every
+    ``--tunable`` (rxl learn, rxl kcount setsockopt) and ``--guest-sysctl``."""
+    out: List[Tuple[str, str]] = []
+    first: Dict[str, str] = {}
     for t in values:
         name, sep, value = t.partition("=")
         if not sep or not name or not value or any(c.isspace() for c in t):
@@ -161,6 +170,13 @@ def name_values(values: Sequence[str], option: str) -> List[Tuple[str, str]]:
             raise LearnUsage(f"{option} {t!r}: the value {value!r} is not one plain word "
                              "(letters, digits and _.,:/+@%=-: it goes unquoted into the "
                              "guest's rc)")
+        if name in first:
+            raise LearnUsage(f"{option} {t!r}: {name} given twice ({name}={first[name]}, "
+                             f"{name}={value}): give each NAME once")
+        if harness_sets and name in harness_sets:
+            raise LearnUsage(f"{option} {t!r}: {name} is set by the harness itself, per "
+                             f"boot ({harness_sets[name]}); leave it out")
+        first[name] = value
         out.append((name, value))
     return out
 
@@ -295,7 +311,10 @@ def check(req: LearnRequest) -> Checked:
     gsys = name_values(req.guest_sysctls, "--guest-sysctl")
     if requests is not None and not any(n == IDLESPINS for n, _ in gsys):
         gsys.insert(0, (IDLESPINS, "0"))
-    extra_tun = dict(name_values(req.tunables, "--tunable"))
+    spread = plan.spread_tunable(shape.driver)  # commit 1's, per boot: never --tunable's
+    extra_tun = dict(name_values(req.tunables, "--tunable", harness_sets={
+        spread: f"{plan.SPREAD_VALUE} on the spread boot of --config learn-spread, unset on "
+                "the others: --config chooses the boots"}))
     cfg = shape.config(req.guest_dir)
     try:
         # The same checks the boot makes, before any build or checkout.

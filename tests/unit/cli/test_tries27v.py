@@ -140,3 +140,61 @@ def test_table_still_writes_an_out_of_its_own(work):
     r = _run(["kcount", "table", "--trace", "accept-off", "pristine", t,
               "--out", os.devnull])
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------------ 4: --tunable
+
+def test_learn_refuses_a_tunable_given_twice(t15, kernel_file, work):
+    """4: the plan had tunables {'hw.x': '2'}: the first value dropped."""
+    args = _learn(work, t15, kernel_file)
+    before = _files(work)
+    assert _error(args + ["--tunable", "hw.x=1", "--tunable", "hw.x=2"]) == (
+        "Error: --tunable 'hw.x=2': hw.x given twice (hw.x=1, hw.x=2): give each NAME once")
+    assert _error(args + ["--tunable", "hw.x=1", "--tunable", "hw.x=1"]).startswith(
+        "Error: --tunable 'hw.x=1': hw.x given twice (hw.x=1, hw.x=1)")
+    assert _error(args + ["--guest-sysctl", "a.b=1", "--guest-sysctl", "a.b=2"]) == (
+        "Error: --guest-sysctl 'a.b=2': a.b given twice (a.b=1, a.b=2): give each NAME once")
+    assert _files(work) == before
+
+
+def test_setsockopt_refuses_a_tunable_given_twice(t15, kernel_file, work):
+    """4: the plan said "# loader tunable a.b=2"."""
+    args = ["kcount", "setsockopt", "--dry-run", "--kernel", kernel_file, "--src", t15,
+            "--objdir", work / "adir", "--out", work / "out" / "s"]
+    before = _files(work)
+    assert _error(args + ["--tunable", "a.b=1", "--tunable", "a.b=2"]) == (
+        "Error: Invalid value for --tunable: --tunable 'a.b=2': a.b given twice (a.b=1, "
+        "a.b=2): give each NAME once")
+    assert _files(work) == before
+    r = _run(args + ["--tunable", "a.b=1", "--tunable", "a.c=2"])
+    assert r.exit_code == 0, r.output
+    assert "# loader tunable a.b=1" in r.stdout and "# loader tunable a.c=2" in r.stdout
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_learn_refuses_the_core_spread_it_sets_per_boot(value, t15, kernel_file, work):
+    """4: =1 put the patched and pristine boots on the spread order; =0 was
+    replaced by 1 on the spread boot without a word."""
+    args = _learn(work, t15, kernel_file)
+    before = _files(work)
+    assert _error(args + ["--tunable", f"dev.igb.0.iflib.core_spread={value}"]) == (
+        f"Error: --tunable 'dev.igb.0.iflib.core_spread={value}': "
+        "dev.igb.0.iflib.core_spread is set by the harness itself, per boot (1 on the "
+        "spread boot of --config learn-spread, unset on the others: --config chooses the "
+        "boots); leave it out")
+    assert _error(args + ["--config", "learn-off", "--tunable",
+                          f"dev.igb.0.iflib.core_spread={value}"]).startswith(
+        f"Error: --tunable 'dev.igb.0.iflib.core_spread={value}': "
+        "dev.igb.0.iflib.core_spread is set by the harness itself")
+    assert _files(work) == before
+
+
+def test_learn_still_takes_distinct_tunables_for_every_boot(t15, kernel_file, work):
+    r = _run(_learn(work, t15, kernel_file, "--tunable", "hw.x=1", "--tunable", "hw.y=2",
+                    "--tunable", "dev.igb.1.iflib.core_spread=1"))
+    assert r.exit_code == 0, r.output
+    boots = [ln for ln in r.stdout.splitlines() if ln.startswith("# boot ")]
+    assert len(boots) == 3 and all("'hw.x': '1', 'hw.y': '2'" in b for b in boots)
+    spread = next(b for b in boots if b.startswith("# boot spread:"))
+    assert "'dev.igb.0.iflib.core_spread': '1'" in spread
+    assert not any("'dev.igb.0.iflib.core_spread'" in b for b in boots if b != spread)
