@@ -230,7 +230,8 @@ def dry_run_lines(req: LearnRequest, chk: Checked, s: Setup) -> List[str]:
         f"{k} {hex(v) if v is not None else 'absent (commit 3 missing)'}"
         for k, v in s.opts.items())
         + f"; learning sysctl {s.sysctl_name or 'absent (commit 4 missing)'}"
-        + f"; groups view every {req.groups_every:g} s"]
+        + ("; groups view: never" if req.groups_every == 0  # -0 too, which is 0
+           else f"; groups view every {req.groups_every:g} s")]
     if chk.extra_tun:
         out.append(f"# extra loader tunables for every boot: {chk.extra_tun}")
     if chk.gsys:

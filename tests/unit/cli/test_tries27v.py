@@ -198,3 +198,18 @@ def test_learn_still_takes_distinct_tunables_for_every_boot(t15, kernel_file, wo
     spread = next(b for b in boots if b.startswith("# boot spread:"))
     assert "'dev.igb.0.iflib.core_spread': '1'" in spread
     assert not any("'dev.igb.0.iflib.core_spread'" in b for b in boots if b != spread)
+
+
+# ------------------------------------------------------ 7: --groups-every 0
+
+@pytest.mark.parametrize("value, says", [("0", "groups view: never"),
+                                         ("-0", "groups view: never"),
+                                         ("0.0", "groups view: never"),
+                                         ("1", "groups view every 1 s"),
+                                         ("0.5", "groups view every 0.5 s")])
+def test_learn_plan_says_never_for_groups_every_0(value, says, t15, kernel_file, work):
+    """7: "groups view every 0 s" and "every -0 s"; the help says 0 is never."""
+    r = _run(_learn(work, t15, kernel_file, "--groups-every", value))
+    assert r.exit_code == 0, r.output
+    first = r.stdout.splitlines()[0]
+    assert first.endswith(f"; {says}"), first
