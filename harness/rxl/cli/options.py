@@ -652,6 +652,27 @@ def program_reason(word: str, noun: str = "program") -> Optional[str]:
     return None
 
 
+#: The key of click's Context.meta (shared by every context of a command line)
+#: naming the option that read standard input while the options were parsed.
+_STDIN_READER = "rxl.stdin_reader"
+
+
+def note_stdin_read(option: str) -> None:
+    """Record that ``option`` reads standard input as the command line is
+    parsed (``--topology -``: rxl.decide.topology.TopologyOption): stdin can
+    be read only once, so :func:`check_input` refuses ``-`` for any other
+    input of the command. Outside a click command: nothing."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta.setdefault(_STDIN_READER, option)
+
+
+def stdin_reader() -> Optional[str]:
+    """The option :func:`note_stdin_read` recorded in this command, or None."""
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_STDIN_READER)
+
+
 def check_input(path: str, what: str = "LOG") -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 
@@ -659,9 +680,15 @@ def check_input(path: str, what: str = "LOG") -> None:
     a directory", a socket or a named FIFO said to be one
     (:func:`stream_reason`: a FIFO's open would wait for a writer for ever),
     a missing path "no such file". ``what``: the option (``--log``) or
-    argument (``LOG``) it was given as.
+    argument (``LOG``) it was given as. ``-`` when another option of the
+    command read stdin (:func:`stdin_reader`: ``--topology -``) is refused:
+    it would read it empty.
     """
     if path == "-":
+        reader = stdin_reader()
+        if reader is not None and reader != what:
+            raise BadOption(f"-: standard input is read by {reader} - already (it can be "
+                            "read only once); give a file", what)
         return
     st = stat_input(path, what)
     if stat.S_ISDIR(st.st_mode):

@@ -27,7 +27,7 @@ import os
 import re
 from typing import Dict, Iterable, List, Tuple
 
-from rxl.cli.options import Text, missing
+from rxl.cli.options import Text, missing, note_stdin_read
 from rxl.decide import distance, dump
 from rxl.decide.cpugroup import (CG_FLAG_NODE, CG_FLAG_SMT, CG_SHARE_L2, CG_SHARE_L3, CG_SHARE_NONE,
                                  CPU_MAXSIZE, Group, Topology, TopologyError, cpu_ranges)
@@ -176,6 +176,11 @@ class TopologyOption(Text):
     option gets this Topology)."""
 
     name = "topology"
+
+    def convert(self, value, param, ctx):
+        if value == "-" and param is not None:  # stdin is this option's: no other input's
+            note_stdin_read(max(param.opts, key=len))
+        return super().convert(value, param, ctx)
 
     def parse(self, text: str) -> Topology:
         return load(text)

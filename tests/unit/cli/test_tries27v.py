@@ -213,3 +213,43 @@ def test_learn_plan_says_never_for_groups_every_0(value, says, t15, kernel_file,
     assert r.exit_code == 0, r.output
     first = r.stdout.splitlines()[0]
     assert first.endswith(f"; {says}"), first
+
+
+# ------------------------------------------------------ 8: stdin read once
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+LOG = DATA / "learn" / "synthetic-patched.log"
+TOPO = DATA / "topology" / "qemu-2s-numa.xml"
+
+
+def test_learn_refuses_a_log_on_stdin_the_topology_read(work):
+    """8: "-: no ==RXL== LEARN line: not a console log of rxl learn": --topology -
+    had read stdin, the log read it empty."""
+    before = _files(work)
+    for args in (["--log", "-", "--topology", "-"], ["--topology", "-", "--log", "-"]):
+        r = _run(["learn", *args], input=TOPO.read_text())
+        assert r.exit_code == 2 and r.stdout == "", r.output
+        assert r.stderr.splitlines() == [
+            "Error: Invalid value for '--log': -: standard input is read by --topology - "
+            "already (it can be read only once); give a file"]
+    assert _files(work) == before
+
+
+def test_learn_still_reads_one_of_them_on_stdin(work):
+    r = _run(["learn", "--log", LOG, "--topology", "-"], input=TOPO.read_text())
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("guest topology: <stdin>")
+    r = _run(["learn", "--log", "-"], input=LOG.read_text())
+    assert r.exit_code == 0, r.output
+
+
+def test_learn_ports_refuses_a_log_on_stdin_the_topology_read(work):
+    """8, rxl.learn.ports (python -m): its LOG and --topology - likewise."""
+    from click.testing import CliRunner
+    from rxl.learn import ports
+    r = CliRunner().invoke(ports.main, ["-", "--label", "x", "--topology", "-"],
+                           input=TOPO.read_text())
+    assert r.exit_code == 2, r.output
+    assert r.stderr.splitlines() == [
+        "Error: Invalid value for LOG: -: standard input is read by --topology - "
+        "already (it can be read only once); give a file"]
