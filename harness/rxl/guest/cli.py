@@ -211,7 +211,7 @@ def up_cmd(src, kernel, build, kyua, atf_dir, dry_run):
                             series_tests=bool(atf_dir))
     if bad:
         raise click.BadParameter(bad[1], param_hint=f"'{bad[0]}'")
-    extra = tree_world.series_tests(atf_dir)  # as rxl run checks it, before any plan
+    extra = tree_world.check_atf_dir(atf_dir)  # rxl run's check, before any plan
     if dry_run:
         click.echo("\n".join(guest_up.dry_run_lines(src, kernel, build=build, kyua=kyua)))
         return

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl import paths
-from rxl.cli.options import missing
-from rxl.errors import BadOption, HostError
+from rxl.cli.options import missing, read_limited
+from rxl.errors import BadOption, DataError, HostError, quoted, show
 from rxl.tree import build as tree_build
 from rxl.tree import snapshot, userland
 from rxl.tree import version as tree_version
@@ -99,6 +99,69 @@ def series_tests(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
     found = [(p.stem, str(p)) for p in sorted(d.glob("*_test.c"))]
     if not found:
         raise BadOption(f"{atf_dir}: no *_test.c in it ('' for no series tests)", "--atf-dir")
+    return found
+
+
+#: A test program's name, as ``--test NAME=PATH`` gives one and an ``--atf-dir``
+#: file's name (``NAME.c``) does: a plain file name. It is the program's file
+#: in the guest and a word of the guest's rc (``for p in ...; do``) and of the
+#: build's commands, unquoted: ``a;reboot_test`` would run ``reboot_test``.
+PROGRAM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: :data:`PROGRAM_NAME` in a message's words.
+PROGRAM_NAME_RULE = "a plain file name (letters, digits, '_', '.', '-')"
+#: What every ATF C test program defines: its list of cases, which libatf-c's
+#: main() calls (atf-c/macros.h). A source without it cannot link.
+ATF_TCS = "ATF_TP_ADD_TCS"
+
+
+def atf_source_reason(source: str, suffix_hint: Optional[str] = None) -> Optional[str]:
+    """Why ``source`` is no C source of an ATF test program that would build,
+    or None: not a regular file (:func:`rxl.cli.options.missing`: a FIFO, a
+    directory, a symlink loop each said to be one), with ``suffix_hint`` not
+    named ``.c`` (the hint says why it must be), not text (not UTF-8, NUL
+    bytes), or no :data:`ATF_TCS`. The one check of a test source, before
+    the builds (the compiler needs the built tree's headers): ``--test``'s
+    (rxl.verify.preflight.check_test_source) and every program of an
+    ``--atf-dir`` (:func:`check_atf_dir`). The reason does not name the path."""
+    p = Path(source)
+    if not p.is_file():
+        return missing(p) + (" (a C source)" if p.exists() else "")
+    if suffix_hint is not None and p.suffix != ".c":
+        return f"not a C source ({suffix_hint})"
+    try:
+        text = read_limited(source, "an ATF C test source", text=True).decode("utf-8")
+    except DataError as exc:  # "<path>: why": the why alone
+        said = str(exc)
+        return said[len(show(source)) + 2:] if said.startswith(f"{show(source)}: ") else said
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if ATF_TCS not in text:
+        return (f"no {ATF_TCS}: not an ATF C test program (it would fail to link after "
+                "the build)")
+    return None
+
+
+def check_atf_dir(atf_dir: Optional[str]) -> List[Tuple[str, str]]:
+    """:func:`series_tests` of ``atf_dir``, each program checked as ``--test``'s
+    is, before anything runs: its name (the file's, less ``.c``) by
+    :data:`PROGRAM_NAME`, no name of FreeBSD's own programs
+    (:data:`BASE_TESTS`, built from the tree), and its source by
+    :func:`atf_source_reason`. rxl.errors.BadOption naming ``--atf-dir``
+    (never ``--test``, which may not be given). The one check of an
+    ``--atf-dir`` of ``rxl run`` and ``rxl guest up``."""
+    found = series_tests(atf_dir)
+    for name, source in found:
+        where = show(source)
+        if not PROGRAM_NAME.fullmatch(name):
+            raise BadOption(f"{where}: the program name {quoted(name)} is not "
+                            f"{PROGRAM_NAME_RULE}, as --test NAME must be (it goes unquoted "
+                            "into the guest's rc and the build's commands)", "--atf-dir")
+        if name in dict(BASE_TESTS):
+            raise BadOption(f"{where}: FreeBSD's own program {name} is built from the "
+                            "tree; a series test takes another name", "--atf-dir")
+        why = atf_source_reason(source)
+        if why:
+            raise BadOption(f"{where}: {why}", "--atf-dir")
     return found
 
 

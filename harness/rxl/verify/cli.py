@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -50,7 +49,7 @@ from rxl.guest.ssh import SSHTarget, TargetError
 from rxl.guest.targets import Shape
 from rxl.tree import base as tree_base
 from rxl.tree.patch import parse_base
-from rxl.tree.world import BASE_TESTS, REPO_ATF_DIR, series_tests
+from rxl.tree.world import PROGRAM_NAME, PROGRAM_NAME_RULE, REPO_ATF_DIR, check_atf_dir
 from rxl.verify import inspect, ownguest, parse, pipeline, schedule
 from rxl.verify import report as report_mod
 from rxl.verify.machine import Machine
@@ -67,9 +66,9 @@ def _parse_test(value: str) -> Tuple[str, str]:
     name, sep, path = value.partition("=")
     if not sep or not name or not path:
         raise click.BadParameter(f"{value!r}: expected NAME=PATH/TO/test.c", param_hint="'--test'")
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", name):
-        raise click.BadParameter(f"{value!r}: NAME must be a plain file name "
-                                 "(letters, digits, '_', '.', '-')", param_hint="'--test'")
+    if not PROGRAM_NAME.fullmatch(name):  # an --atf-dir program's rule too
+        raise click.BadParameter(f"{value!r}: NAME must be {PROGRAM_NAME_RULE}",
+                                 param_hint="'--test'")
     return name, os.path.abspath(path)
 
 
@@ -340,14 +339,8 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
                      "no command (--dry-run prints them all after the same check)")
     ssh_target, shape = resolve_target(target_spec, targets_file, install_kernel)
     refuse_other_modes(ctx, ssh_target, shape)
-    stests = [] if no_series else series_tests(atf_dir)
-    for name, source in stests:  # what --atf-dir holds: named as its own, not as --test's
-        if name in dict(BASE_TESTS):
-            raise BadOption(f"{source}: FreeBSD's own program {name} is built from the "
-                            "tree; a series test takes another name", "--atf-dir")
-        if not Path(source).is_file():
-            raise BadOption(f"{source}: not a regular file (a C source of an ATF "
-                            "program)", "--atf-dir")
+    # what --atf-dir holds is named as its own, not as --test's (guest up's check too)
+    stests = [] if no_series else check_atf_dir(atf_dir)
     req = RunRequest(
         src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),

@@ -17,7 +17,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Optional
 
-from rxl.cli.options import check_guest, check_out_dir, missing, read_limited
+from rxl.cli.options import check_guest, check_out_dir, missing
 from rxl.errors import BadOption, DataError, HostError, show
 from rxl.guest import qemu, sshkeys
 from rxl.tree import base as tree_base
@@ -37,33 +37,20 @@ from rxl.verify.target import programs_in
 MAX_CASE_TIMEOUT = 86400
 
 
-#: What every ATF C test program defines: its list of cases, which libatf-c's
-#: main() calls (atf-c/macros.h). A source without it cannot link.
-ATF_TCS = "ATF_TP_ADD_TCS"
+#: What every ATF C test program defines (rxl.tree.world.ATF_TCS).
+ATF_TCS = tree_world.ATF_TCS
 
 
 def check_test_source(name: str, source: str) -> None:
     """Refuse (BadOption, ``--test``) a test source that would fail only when it
     is compiled, after the builds: not a regular ``.c`` file, not text (not
-    UTF-8, NUL bytes), or no ATF C test program (no :data:`ATF_TCS`). The
-    compiler itself needs the built tree's headers, so it is not run here."""
-    where = f"{name}={show(source)}"
-    p = Path(source)
-    if not p.is_file():
-        raise BadOption(f"{where}: {missing(p)}" + (" (a C source)" if p.exists() else ""),
-                        "--test")
-    if p.suffix != ".c":
-        raise BadOption(f"{where}: not a C source (NAME=PATH.c: the build compiles "
-                        "it as C)", "--test")
-    try:
-        text = read_limited(source, "an ATF C test source", text=True).decode("utf-8")
-    except DataError as exc:
-        raise BadOption(f"{name}={exc}", "--test") from None
-    except OSError as exc:
-        raise BadOption(f"{where}: {exc.strerror}", "--test") from None
-    if ATF_TCS not in text:
-        raise BadOption(f"{where}: no {ATF_TCS}: not an ATF C test program (it would "
-                        "fail to link after the build)", "--test")
+    UTF-8, NUL bytes), or no ATF C test program (no :data:`ATF_TCS`):
+    rxl.tree.world.atf_source_reason, the check an ``--atf-dir``'s programs
+    get too. The compiler itself needs the built tree's headers, so it is
+    not run here."""
+    why = tree_world.atf_source_reason(source, "NAME=PATH.c: the build compiles it as C")
+    if why:
+        raise BadOption(f"{name}={show(source)}: {why}", "--test")
 
 
 def check_request(req: RunRequest, *, ssh: bool = True,

@@ -253,3 +253,105 @@ def test_learn_ports_refuses_a_log_on_stdin_the_topology_read(work):
     assert r.stderr.splitlines() == [
         "Error: Invalid value for LOG: -: standard input is read by --topology - "
         "already (it can be read only once); give a file"]
+
+
+# ------------------------------------------------------ 13-15: --atf-dir's programs
+
+def _atf(work, name, data):
+    d = work / "atf"
+    d.mkdir(exist_ok=True)
+    (d / name).write_bytes(data)
+    return d
+
+
+def _guest_up(work, d):
+    k = work / "kernel"
+    k.write_bytes(kernel_bytes())
+    src = work / "src"
+    (src / "sys").mkdir(parents=True, exist_ok=True)
+    (src / "tools/build").mkdir(parents=True, exist_ok=True)
+    (src / "tools/build/make.py").write_text("")
+    return ["guest", "up", "--dry-run", "--build", "--kernel", k, "--src", src,
+            "--atf-dir", d]
+
+
+CONTENT = [(b"", "no ATF_TP_ADD_TCS: not an ATF C test program (it would fail to link "
+                 "after the build)"),
+           (b"\xff\xfe\n", "not UTF-8 text: not an ATF C test source"),
+           (b"ATF_TP_ADD_TCS\0\n", "holds NUL bytes, not text: not an ATF C test source")]
+
+
+@pytest.mark.parametrize("data, why", CONTENT)
+def test_run_names_atf_dir_for_its_programs_content(data, why, work):
+    """13: "Invalid value for '--test': a_test=atf2/a_test.c: ...": no --test given."""
+    d = _atf(work, "a_test.c", data)
+    before = _files(work)
+    for mode in ("--check-only", "--dry-run"):
+        assert _error(["run", mode, "--atf-dir", d]) == (
+            f"Error: Invalid value for '--atf-dir': {d}/a_test.c: {why}")
+    assert _files(work) == before
+
+
+@pytest.mark.parametrize("name", ["a;reboot_test.c", "$(id)_test.c", "my test_test.c",
+                                  "caf\xe9_test.c".encode("latin-1").decode(
+                                      "utf-8", "surrogateescape"),
+                                  "-x_test.c", ".x_test.c"])
+def test_atf_dir_program_names_follow_tests_rule(name, work):
+    """14: run --check-only / --dry-run and guest up --dry-run planned the
+    program 'a;reboot_test', which the guest's rc runs unquoted."""
+    d = work / "atf"
+    d.mkdir()
+    (d / name).write_text(ATF)
+    stem = name[:-2]
+    shown = stem.encode("utf-8", "surrogateescape").decode("latin-1") \
+        if "\udce9" in stem else stem
+    shown = shown.replace("\xe9", "\\xe9")
+    why = (f"the program name '{shown}' is not a plain file name (letters, digits, '_', "
+           "'.', '-'), as --test NAME must be (it goes unquoted into the guest's rc and "
+           "the build's commands)")
+    before = _files(work)
+    for args in (["run", "--check-only", "--atf-dir", d], ["run", "--dry-run", "--atf-dir", d],
+                 _guest_up(work, d)):
+        line = _error(args)
+        assert line.startswith("Error: Invalid value for '--atf-dir': ") and \
+            line.endswith(f": {why}"), line
+    assert _error(["run", "--check-only", "--atf-dir", "", "--test",
+                   f"{stem}={d / name}"]).startswith("Error: Invalid value for '--test': ")
+
+
+@pytest.mark.parametrize("make, why", [
+    ("fifo", "a FIFO, not a regular file (a C source)"),
+    ("loop", "a symlink loop, it cannot be resolved"),
+    ("dir", "a directory, not a regular file (a C source)"),
+    ("empty", CONTENT[0][1]),
+    ("latin1", CONTENT[1][1]),
+])
+def test_guest_up_checks_atf_dir_programs_as_run_does(make, why, work):
+    """15: guest up --dry-run --build planned "the ATF programs: compiled ..."
+    of a FIFO a_test.c, a symlink loop, an empty and a non-UTF-8 one."""
+    d = work / "atf"
+    d.mkdir()
+    a = d / "a_test.c"
+    if make == "fifo":
+        os.mkfifo(a)
+    elif make == "loop":
+        a.symlink_to(d / "b_test.c")
+        (d / "b_test.c").symlink_to(a)
+    elif make == "dir":
+        a.mkdir()
+    else:
+        a.write_bytes(b"" if make == "empty" else b"caf\xe9\n")
+    args = _guest_up(work, d)
+    before = _files(work)
+    for cmd in (["run", "--check-only", "--atf-dir", d], args):
+        line = _error(cmd)
+        assert line.startswith(f"Error: Invalid value for '--atf-dir': {a}: {why}"), line
+    assert _files(work) == before
+
+
+def test_the_series_own_atf_dir_still_passes(work):
+    d = _atf(work, "mine_test.c", ATF.encode())
+    r = _run(["run", "--check-only", "--atf-dir", d])
+    assert r.exit_code == 0, r.output
+    r = _run(_guest_up(work, d))
+    assert r.exit_code == 0, r.output
