@@ -30,7 +30,8 @@ from typing import Callable, List, Optional, Sequence
 import pexpect
 
 from rxl.errors import MachineError
-from rxl.guest.protocol import MARK, MOUNTROOT_CAUSES, MOUNTROOT_PROMPT, PANIC_PATTERNS
+from rxl.guest.protocol import (MARK, MOUNTROOT_CAUSES, MOUNTROOT_PROMPT, PANIC_PATTERNS,
+                                split_sentinel)
 
 #: Seconds of console silence that count as a hang. TCG boots of an
 #: 8-vCPU guest print something at least every few seconds (measured boot to
@@ -175,7 +176,8 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
           clock: Callable[[], float] = time.monotonic) -> ConsoleResult:
     """Start ``transport``, tee everything to ``log``, return when the guest is done.
 
-    Done means: a line starting with ``end_marker`` was seen and then the
+    Done means: a sentinel starting with ``end_marker`` was seen (from its MARK on:
+    :func:`rxl.guest.protocol.split_sentinel`) and then the
     stream ended (power off) or ``poweroff_grace`` passed (then the guest is
     stopped; still a success). ``echo`` receives each sentinel line (for
     progress). Raises GuestPanic / GuestHang / GuestNoRoot / GuestTimeout /
@@ -207,18 +209,21 @@ def watch(transport: Transport, log: str, *, end_marker: str = MARK + " END",
         nlines += 1
         if line.strip():
             last_line = line
-        if line.startswith(MARK):
-            marks.append(line)
+        text, sentinel = split_sentinel(line)  # as the parser reads the log
+        if sentinel:
+            marks.append(sentinel)
             if echo:
-                echo(line)
-            if line.startswith(end_marker) and end_at is None:
+                echo(sentinel)
+            if sentinel.startswith(end_marker) and end_at is None:
                 end_at = clock() - t0
-        elif panic_at is None and any(p.search(line) for p in PANIC_PATTERNS):
-            panic_at, panic_line = clock(), line
+        if not text:
+            pass
+        elif panic_at is None and any(p.search(text) for p in PANIC_PATTERNS):
+            panic_at, panic_line = clock(), text
             if echo:
-                echo(f"PANIC: {line}")
-        elif not root_cause and any(p.search(line) for p in MOUNTROOT_CAUSES):
-            root_cause = line
+                echo(f"PANIC: {text}")
+        elif not root_cause and any(p.search(text) for p in MOUNTROOT_CAUSES):
+            root_cause = text
         if MOUNTROOT_PROMPT.search(line) and panic_at is None and end_at is None:
             raise no_root(clock())
 

@@ -15,6 +15,26 @@ from typing import Tuple
 #: Prefix of every sentinel line printed by the guest's /etc/rc.
 MARK = "==RXL=="
 
+
+def split_sentinel(line: str) -> Tuple[str, str]:
+    """``(console text before the sentinel, the sentinel from MARK on)`` of a
+    console line; ``(line, "")`` when it holds no :data:`MARK`.
+
+    The rc writes each sentinel at the start of its own line, but the serial
+    console is shared: a kernel message printed without its newline yet (the
+    kernel's printf and userland's writes to the console interleave byte by
+    byte: ``em0: link state changed to UP==RXL== CASE ...``), a test's stderr
+    that did not end its line, or a capture tool's timestamp (``[  12.345]
+    ==RXL== ...``) can stand before it. The sentinel is then still whole
+    from its MARK on, and is read there; the text before it is a console
+    line of its own (a panic in it still counts). Every reader of the console
+    (the parser, the live watcher, learn's results) splits lines here, so
+    none of them drops such a line while another reads it."""
+    at = line.find(MARK)
+    if at < 0:
+        return line, ""
+    return line[:at], line[at:]
+
 #: Console patterns that mean the kernel died (FreeBSD panic(9), trap and
 #: debugger entry messages). ``panic: `` may follow other output on the same
 #: line (recorded: ``debug.kdb.panic: 0panic: kdb_sysctl_panic``) but not a

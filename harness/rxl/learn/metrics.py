@@ -19,7 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from rxl.cli.options import read_input
 from rxl.decide import cpugroup, distance, model, outcomes, topology
 from rxl.errors import BadOption, DataError, show
-from rxl.guest.protocol import MARK
+from rxl.guest.protocol import MARK, split_sentinel
 from rxl.learn import groups
 from rxl.learn.plan import CONFIGS, HASHPROP, LearnError, config_of
 from rxl.learn.results import Count, RunSummary, parse_learn
@@ -500,7 +500,8 @@ def _no_cpu_id(lines: Sequence[str]) -> Optional[Tuple[int, str, str, str]]:
     a number at or past :data:`rxl.verify.parse.CPU_MAXSIZE`: no CPU id of any
     topology; None when there is none."""
     for n, line in enumerate(lines, 1):
-        if line.startswith(MARK) and " LEARN " in line[:len(MARK) + 8]:
+        line = split_sentinel(line)[1]  # as parse_learn reads it
+        if line and " LEARN " in line[:len(MARK) + 8]:
             for key, value in _CPU_KV_RE.findall(line):
                 if len(value) > 4 or int(value) >= parse.CPU_MAXSIZE:
                     return n, key, value, line.rstrip("\r\n")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rxl.errors import counted
-from rxl.guest.protocol import MARK
+from rxl.guest.protocol import MARK, split_sentinel
 from rxl.learn.plan import LEARNING, LearnError, config_of
 
 _LEARN_RE = re.compile(r"^LEARN (\w+) (\S+)(.*)$")
@@ -208,14 +208,17 @@ def parse_learn(lines: Iterable[str]) -> Dict[str, RunSummary]:
     runs: Dict[str, RunSummary] = {}
     view_of: Dict[Tuple[str, int], Dict] = {}
     for lineno, raw in enumerate(lines, 1):
-        line = raw.rstrip("\r\n").replace("\r", "")
-        if not line.startswith(MARK):
+        before, line = split_sentinel(raw.rstrip("\r\n").replace("\r", ""))
+        if not line:
             continue
         m = _LEARN_RE.match(line[len(MARK):].strip())
         if not m:
             continue
         kind, label, rest = m.group(1), m.group(2), m.group(3).strip()
         r = runs.setdefault(label, RunSummary(label))
+        if before:  # read from its MARK on, as rxl.verify.parse reads a console
+            r.notes.append(f"line {lineno}: console text before the sentinel on its line "
+                           f"({before[:80]!r}): the sentinel read from {MARK} on")
         if "END" in r.first_at and kind != "BEGIN":  # a BEGIN starts a second run (refused)
             r.damage.append(f"line {lineno}: a {kind} line of run {label} after its END "
                             f"(line {r.first_at['END']}: learn-rc's last): {line[:200]}")

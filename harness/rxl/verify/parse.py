@@ -54,6 +54,11 @@ Rules (the report's trust depends on them):
     when exactly one cut leaves a device message (:data:`_KMSG_RE`) and
     rejoins a line that reads as a sentinel while the cut one does not
     (:func:`_spliced`); the message is still read for panics;
+  * a sentinel that other console text stands before on its line (a kernel
+    message not yet ended, a test's unended stderr, a capture tool's
+    timestamp: :func:`rxl.guest.protocol.split_sentinel`) is read from its
+    :data:`MARK` on, with a note naming the line and the text; the text is
+    read as a console line of its own (for panics);
   * nothing raises: an unreadable line (a number too long for the field, a
     stray token) and a topology block the topology parser refuses
     (:func:`rxl.decide.topology.parse_spec`) become ``notes``;
@@ -77,7 +82,7 @@ from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
 from rxl.decide.topology import parse_spec
 from rxl.errors import show
 from rxl.guest.protocol import (KNOWN_LORS, LOR_PAIR, MARK, PANIC_PATTERNS, REBOOT_PATTERNS,
-                                WITNESS_PATTERNS)
+                                WITNESS_PATTERNS, split_sentinel)
 
 #: ``dev.<driver>.<unit>.iflib.rxq<N>.cpu: <value>`` as printed by sysctl(8)
 #: (iflib.c's SYSCTL_ADD_INT "cpu" under each rx queue); the value is checked
@@ -296,7 +301,7 @@ def _spliced(line: str, nxt: str,
     mod" + "igb0: ..." both leave a device message; only one names a listed
     case)."""
     if not line.startswith(MARK) or len(line) > _SPLICE_MAX or not nxt.strip() or \
-            nxt.startswith(MARK) or _sentinel_reads(line):
+            MARK in nxt or _sentinel_reads(line):
         return None
     found = []
     for i in range(len(MARK) + 1, len(line)):
@@ -661,27 +666,9 @@ def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
     n = first_line - 1
     it = iter(lines)
     ahead: Optional[str] = None
-    while True:
-        raw = next(it, None) if ahead is None else ahead
-        ahead = None
-        if raw is None:
-            break
-        n += 1
-        at = n
-        line = raw.rstrip("\r\n").replace("\r", "")
-        if line.startswith(MARK) and not _sentinel_reads(line) and \
-                not line[len(MARK):].lstrip().startswith(_UNMENDED):
-            ahead = next(it, None)
-            cut = _spliced(line, ahead.rstrip("\r\n").replace("\r", ""),
-                           reader.expects) if ahead is not None else None
-            if cut is not None:
-                # the kernel's line is a console line like any other (a panic)
-                reader.kernel(cut[1], n)
-                r.notes.append(f"line {n}: a kernel message cut this sentinel in two "
-                               f"({_quote(cut[1])}); read with line {n + 1} as "
-                               f"{_quote(cut[0])}")
-                line, ahead = cut[0], None
-                n += 1
+
+    def feed(line: str, at: int) -> None:
+        """Console line ``line`` (a sentinel, or text that holds none) of log line ``at``."""
         if line.strip():
             r.last_line = _printable(line)
         if not line.startswith(MARK):
@@ -695,6 +682,35 @@ def parse_console(lines: Iterable[str], first_line: int = 1) -> RunResult:
         except (ValueError, OverflowError) as exc:
             r.notes.append(f"line {at}: unreadable line ({exc.__class__.__name__}): "
                            f"{_quote(line)}")
+
+    while True:
+        raw = next(it, None) if ahead is None else ahead
+        ahead = None
+        if raw is None:
+            break
+        n += 1
+        at = n
+        line = raw.rstrip("\r\n").replace("\r", "")
+        before, sentinel = split_sentinel(line)
+        if before and sentinel:
+            r.notes.append(f"line {n}: console text before the sentinel on its line "
+                           f"('{_quote(before)}'): the sentinel read from {MARK} on")
+            feed(before, at)
+            line = sentinel
+        if line.startswith(MARK) and not _sentinel_reads(line) and \
+                not line[len(MARK):].lstrip().startswith(_UNMENDED):
+            ahead = next(it, None)
+            cut = _spliced(line, ahead.rstrip("\r\n").replace("\r", ""),
+                           reader.expects) if ahead is not None else None
+            if cut is not None:
+                # the kernel's line is a console line like any other (a panic)
+                reader.kernel(cut[1], n)
+                r.notes.append(f"line {n}: a kernel message cut this sentinel in two "
+                               f"({_quote(cut[1])}); read with line {n + 1} as "
+                               f"{_quote(cut[0])}")
+                line, ahead = cut[0], None
+                n += 1
+        feed(line, at)
     return reader.finish(n)
 
 
@@ -715,9 +731,9 @@ def split_runs(lines: Sequence[str]) -> List[Tuple[int, Sequence[str]]]:
     starts = [0]
     ended = False
     for i, raw in enumerate(lines):
-        if not raw.startswith(MARK):
+        if MARK not in raw:
             continue
-        line = raw.rstrip("\r\n").replace("\r", "")
+        line = split_sentinel(raw.rstrip("\r\n").replace("\r", ""))[1]
         if ended and _is_begin(line):
             starts.append(i)
             ended = False

@@ -1,0 +1,100 @@
+"""Issue 27's fifteenth pass (/work/coord/nc15.md; docs/results/newcomer.md,
+"Fifteenth pass"): faults 1, 2, 5, 6, 9, 10, 11, 12, 16 and 18, each as
+the newcomer met it."""
+
+from pathlib import Path
+
+import pytest
+
+from clierror import error_line, run as _run, work  # noqa: F401 (work: fixture)
+
+ROOT = Path(__file__).resolve().parents[3]
+DATA = ROOT / "tests" / "data"
+PASS_LOG = DATA / "console" / "synthetic-pass.log"
+
+
+# ------------------------------------------------ 1: a sentinel other text stands before
+
+def _log_with(tmp_path, prefix_of):
+    """synthetic-pass.log with line N prefixed by ``prefix_of[N]``."""
+    lines = PASS_LOG.read_text().splitlines()
+    out = [prefix_of.get(n, "") + line for n, line in enumerate(lines, 1)]
+    path = tmp_path / "p.log"
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("prefix", ["[  12.345] ", " ", "em0: link state changed to UP",
+                                    "x"])
+def test_parse_reads_a_case_line_after_console_text_and_names_it(tmp_path, prefix):
+    from rxl.verify import parse
+    log = _log_with(tmp_path, {52: prefix, 53: prefix})
+    r = _run(["parse", log])
+    assert r.exit_code == 0, r.output
+    res = parse.parse_file(str(log))
+    assert res.outcome == "completed"
+    assert [c.status for c in res.cases] == ["passed", "passed"]
+    for n in (52, 53):
+        assert f"line {n}: console text before the sentinel on its line ('{prefix}'): " \
+            "the sentinel read from ==RXL== on" in res.notes
+
+
+def test_parse_reads_an_end_marker_after_console_text(tmp_path):
+    """nc15's midend.log: ``x==RXL== END patched`` is the END, not "no end marker"."""
+    from rxl.verify import parse
+    res = parse.parse_file(str(_log_with(tmp_path, {55: "x"})))
+    assert res.outcome == "completed", res.notes
+    assert not any("no end marker" in n for n in res.notes)
+    assert "line 55: console text before the sentinel on its line ('x'): the sentinel " \
+        "read from ==RXL== on" in res.notes
+
+
+def test_parse_reads_a_panic_in_the_text_before_a_sentinel(tmp_path):
+    from rxl.verify import parse
+    res = parse.parse_file(str(_log_with(tmp_path, {53: "panic: page fault"})))
+    assert res.outcome == "panic"
+    assert res.panic_lines == ["panic: page fault"]
+
+
+def test_two_runs_split_at_a_begin_after_console_text(tmp_path):
+    from rxl.verify import parse
+    lines = PASS_LOG.read_text().splitlines()
+    two = lines + ["[ 99.0] " + lines[6].replace("patched", "pristine")] + \
+        [ln.replace("END patched", "END pristine") for ln in lines[7:]]
+    runs = parse.parse_runs(two)
+    assert [(r.label, r.outcome) for r in runs] == [("patched", "completed"),
+                                                    ("pristine", "completed")]
+
+
+def test_console_watch_sees_an_end_marker_after_console_text(tmp_path):
+    from rxl.guest.console import Transport, watch
+
+    class Once(Transport):
+        def __init__(self):
+            self.steps = [b"==RXL== BEGIN x\n", b"em0: link state changed to UP==RXL== END x\n",
+                          None]
+
+        def start(self):
+            pass
+
+        def read(self, timeout):
+            return self.steps.pop(0)
+
+        def alive(self):
+            return True
+
+        def stop(self):
+            return 0
+
+    seen = []
+    res = watch(Once(), str(tmp_path / "c.log"), echo=seen.append)
+    assert seen == ["==RXL== BEGIN x", "==RXL== END x"]
+    assert res.marks == seen
+
+
+def test_learn_log_reads_a_learn_line_after_console_text():
+    from rxl.learn.results import parse_learn
+    runs = parse_learn(["==RXL== LEARN BEGIN a", "[ 1.0] ==RXL== LEARN READY a"])
+    assert runs["a"].ready
+    assert runs["a"].notes == ["line 2: console text before the sentinel on its line "
+                               "('[ 1.0] '): the sentinel read from ==RXL== on"]
