@@ -16,12 +16,19 @@ from typing import Optional
 
 
 def work_root() -> Path:
-    """``$RXL_WORK``, else ``$XDG_CACHE_HOME/rxl``, else ``~/.cache/rxl``."""
+    """``$RXL_WORK``, else ``$XDG_CACHE_HOME/rxl``, else ``~/.cache/rxl``.
+
+    A relative ``$XDG_CACHE_HOME`` is ignored, as the XDG Base Directory
+    Specification says ("If an implementation encounters a relative path in
+    any of these variables it should consider the path invalid and ignore
+    it"), as an empty one is; a relative ``$RXL_WORK`` or ``$HOME`` gives a
+    relative root, which rxl.cli.options.check_work_root refuses."""
     env = os.environ.get("RXL_WORK")
     if env:
         return Path(env)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".cache")
+    cache = os.environ.get("XDG_CACHE_HOME")
+    if not cache or not os.path.isabs(cache):
+        cache = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(cache) / "rxl"
 
 

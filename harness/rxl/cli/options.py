@@ -370,8 +370,8 @@ def _work_name() -> str:
 
 def check_work_root() -> None:
     """Refuse a work root no command could use, before any command runs:
-    ``$RXL_WORK`` (else the default, rxl.paths.work_root) relative (each
-    directory would make its own harness key), not a directory (``/dev/null``,
+    ``$RXL_WORK`` (else the default, rxl.paths.work_root, from a relative
+    ``$HOME``) relative (each directory would make its own harness key), not a directory (``/dev/null``,
     a regular file: ``targets`` read ``/dev/null/targets.yaml`` and said "no
     such file"), or a path under a file.  A work root that does not exist yet
     passes: the first stage makes it; one that is, or lies under, a symlink
@@ -385,6 +385,10 @@ def check_work_root() -> None:
                          "of every directory must find the same work root)")
     root = paths.work_root()
     name = _work_name()
+    if not root.is_absolute():  # RXL_WORK unset, HOME relative (XDG_CACHE_HOME is ignored)
+        raise UsageError(f"{name}: not an absolute path, as HOME "
+                         f"{show(os.environ.get('HOME', ''))} is not (every command of every "
+                         "directory must find the same work root; set RXL_WORK)")
     why = link_reason(root)
     if why:
         raise UsageError(f"{name}: {why}")

@@ -98,3 +98,36 @@ def test_learn_log_reads_a_learn_line_after_console_text():
     assert runs["a"].ready
     assert runs["a"].notes == ["line 2: console text before the sentinel on its line "
                                "('[ 1.0] '): the sentinel read from ==RXL== on"]
+
+
+# ------------------------------------------------ 2: a relative HOME or XDG_CACHE_HOME
+
+def test_a_relative_home_is_refused_as_a_relative_rxl_work(tmp_path, monkeypatch):
+    monkeypatch.delenv("RXL_WORK")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "relative")
+    monkeypatch.chdir(tmp_path)
+    for args in (["targets", "--key"], ["run", "--check-only"]):
+        assert error_line(args) == (
+            "Error: the work root relative/.cache/rxl (RXL_WORK unset): not an absolute "
+            "path, as HOME relative is not (every command of every directory must find "
+            "the same work root; set RXL_WORK)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
+    """The XDG Base Directory Specification: a relative path there is invalid
+    and ignored; the root is HOME's."""
+    from rxl import paths
+    monkeypatch.delenv("RXL_WORK")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "rel2")
+    monkeypatch.chdir(tmp_path)
+    assert paths.work_root() == tmp_path / "h" / ".cache" / "rxl"
+    r = _run(["targets", "--key"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith(f"# {tmp_path}/h/.cache/rxl/ssh/id_ed25519.pub: ")
+    assert not (tmp_path / "rel2").exists()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert paths.work_root() == tmp_path / "x" / "rxl"
+
