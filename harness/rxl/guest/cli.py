@@ -143,8 +143,9 @@ def targets_cmd(ctx, path, show_key):
         refuse_given(ctx, ("path",), "not with --key: the harness key is the same for "
                                      "every target")
         key = sshkeys.harness_key()
+        pub = sshkeys.public_file(key)  # a removed .pub made again: the file named below
         click.echo(sshkeys.public_line(key))
-        click.echo(f"# {key}.pub: append the line above to ~root/.ssh/authorized_keys on the "
+        click.echo(f"# {pub}: append the line above to ~root/.ssh/authorized_keys on the "
                    "target, and allow root's key login there: PermitRootLogin "
                    "prohibit-password in /etc/ssh/sshd_config, then service sshd restart",
                    err=True)

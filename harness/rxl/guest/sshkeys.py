@@ -194,6 +194,23 @@ def harness_key(work: Optional[Path] = None) -> Path:
     return path
 
 
+def public_file(private_key: Path) -> Path:
+    """The ``.pub`` beside the harness's ``private_key`` (:func:`harness_key`),
+    written again from the key (its public line and ``rxl@HOST``, as when it
+    was made) when it was removed, so the file ``rxl targets --key`` names is
+    there. Raises KeyFileError when it cannot be written."""
+    pub = Path(str(private_key) + ".pub")
+    if pub.exists() or pub.is_symlink():
+        return pub  # check_key_file has judged it
+    line = f"{private_key_line(str(private_key))} rxl@{socket.gethostname()}\n"
+    try:
+        pub.write_text(line)
+    except OSError as exc:
+        raise KeyFileError(f"cannot write {pub} again (the public half of {private_key}): "
+                           f"{os_reason(exc)}") from None
+    return pub
+
+
 def public_line(private_key: Path) -> str:
     """The ``ssh-ed25519 AAAA...`` line of a private key: its ``.pub`` (with its
     comment) once :func:`check_key_file` has found the two match, else derived

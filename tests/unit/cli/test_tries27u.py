@@ -131,3 +131,18 @@ def test_a_relative_xdg_cache_home_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
     assert paths.work_root() == tmp_path / "x" / "rxl"
 
+
+# ------------------------------------------------ 11: targets --key with its .pub removed
+
+def test_targets_key_writes_a_removed_pub_again(work):
+    r = _run(["targets", "--key"])
+    assert r.exit_code == 0, r.output
+    pub = work / "w" / "ssh" / "id_ed25519.pub"
+    line = pub.read_text()
+    pub.unlink()
+    r = _run(["targets", "--key"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.split()[:2] == line.split()[:2]
+    assert r.stderr.startswith(f"# {pub}: append the line above")
+    assert pub.read_text().split()[:2] == line.split()[:2]
+    assert pub.read_text().split()[2].startswith("rxl@")
