@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
+import platform
 import sys
 
 import click
 
 from rxl.cli.surface import command
-from rxl.errors import HostError
+from rxl.errors import HostError, UsageError
 from rxl.host import doctor
 
 
 @command("doctor")
 @click.option("--install", is_flag=True,
               help="Install every missing host package: apt-get update once, then one "
-                   "apt-get install (as root); otherwise print the exact commands.")
+                   "apt-get install (as root); otherwise print the exact commands. Debian "
+                   "packages only: --for bhyve's are FreeBSD's.")
 @click.option("--json", "as_json", is_flag=True,
               help='Print [{"name", "ok", "package", "stages", "note", "install"}] as JSON '
                    "(if any is missing: the Error line too, exit 1).")
@@ -29,6 +31,11 @@ def doctor_cmd(install, as_json, mode):
 
     The table and the install lines go to stdout; if anything is missing,
     ``Error: N missing: ...`` is the one line on stderr (exit 1), --json or not."""
+    if install and mode == "bhyve" and platform.system() != "FreeBSD":
+        # asked what this host cannot do, before anything runs: exit 2, as vm --start
+        raise UsageError(f"--install --for bhyve needs a FreeBSD host (this is "
+                         f"{platform.system()}): bhyve and its firmware are FreeBSD's; drop "
+                         "--install to list what rxl vm --start needs")
     results = doctor.check(mode=mode)
     if install:
         results, why = doctor.install_missing(results, mode=mode,
@@ -47,4 +54,8 @@ def doctor_cmd(install, as_json, mode):
         for line in doctor.advice(missing, python=sys.executable) if missing else ():
             click.echo(line)
     if missing:
-        raise HostError(f"{len(missing)} missing: " + ", ".join(r.need.name for r in missing))
+        # --install runs apt-get (and nothing else): say so of what it left
+        left = [r.need.name for r in missing if install and ":" in r.need.package]
+        raise HostError(f"{len(missing)} missing: " + ", ".join(r.need.name for r in missing)
+                        + (f" (not by --install, which installs Debian packages: "
+                           f"{', '.join(left)}; see the lines above)" if left else ""))

@@ -146,3 +146,34 @@ def test_targets_key_writes_a_removed_pub_again(work):
     assert r.stderr.startswith(f"# {pub}: append the line above")
     assert pub.read_text().split()[:2] == line.split()[:2]
     assert pub.read_text().split()[2].startswith("rxl@")
+
+
+# ------------------------------------------------ 5: doctor --install --for bhyve off FreeBSD
+
+def test_doctor_install_for_bhyve_off_freebsd_is_refused(monkeypatch):
+    import platform
+    import subprocess
+    ran = []
+    monkeypatch.setattr(platform, "system", lambda: "Linux")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: ran.append(a))
+    assert error_line(["doctor", "--install", "--for", "bhyve"]) == (
+        "Error: --install --for bhyve needs a FreeBSD host (this is Linux): bhyve and its "
+        "firmware are FreeBSD's; drop --install to list what rxl vm --start needs")
+    assert ran == []
+
+
+def test_doctor_install_names_what_it_cannot_install(monkeypatch):
+    """On FreeBSD (no refusal) --install still runs only apt-get: the Error line
+    says which of the missing it leaves."""
+    import platform
+    from rxl.host import doctor
+    monkeypatch.setattr(platform, "system", lambda: "FreeBSD")
+    bhyve = doctor.check(mode="bhyve", which=lambda n: None, isfile=lambda p: False)
+    monkeypatch.setattr(doctor, "check", lambda mode="guest": bhyve)
+    r = _run(["doctor", "--install", "--for", "bhyve"])
+    assert r.exit_code == 1, r.output
+    assert r.stderr == ("Error: 3 missing: bhyve, bhyvectl, BHYVE_UEFI.fd (not by --install, "
+                        "which installs Debian packages: bhyve, bhyvectl, BHYVE_UEFI.fd; see "
+                        "the lines above)\n")
+    r = _run(["doctor", "--for", "bhyve"])
+    assert r.stderr == "Error: 3 missing: bhyve, bhyvectl, BHYVE_UEFI.fd\n"
