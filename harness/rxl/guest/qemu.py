@@ -60,6 +60,11 @@ OVMF_CANDIDATES: Tuple[str, ...] = (
 #: as ``vtnet0``, which is not an iflib driver (the SSH NIC: it shares no
 #: iflib CPU offset with the NIC under test).
 NIC_MODELS = ("e1000e", "e1000", "igb", "virtio-net-pci")
+#: The NIC models a NIC under test may be (a shape's ``nic``): the iflib ones,
+#: whose driver has the ``dev.<driver>.0.iflib.core_spread`` tunable and the
+#: ``iflib.rxq<N>.cpu`` sysctls the series' commit 1 and the placement rows
+#: need; vtnet(4) has neither (the SSH NIC alone is virtio).
+IFLIB_NIC_MODELS = tuple(m for m in NIC_MODELS if m != "virtio-net-pci")
 
 #: The oldest QEMU with each NIC model: igb appeared in QEMU 8.0 (its
 #: changelog, "New igb device"); the others are older than QEMU 7.2, the

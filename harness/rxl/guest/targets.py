@@ -49,12 +49,12 @@ from rxl import paths
 from rxl.cli.options import link_reason, os_reason, read_limited
 from rxl.errors import DataError, counted, show
 from rxl.guest import qemu
-from rxl.guest.qemu import NIC_MODELS
+from rxl.guest.qemu import IFLIB_NIC_MODELS, NIC_DRIVERS, NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
 from rxl.guest.sshkeys import KeyFileError, check_key_file
 
 KINDS = ("qemu", "bhyve", "box")
-#: NIC models of the own guest: rxl.guest.qemu.NIC_MODELS (kept in one place there).
+#: NIC models a shape may name (the NIC under test): rxl.guest.qemu.IFLIB_NIC_MODELS.
 SHAPE_FIELDS = ("sockets", "dies", "cores", "threads", "numa_nodes", "memory_mib", "nic",
                 "nic_domain")
 SSH_FIELDS = ("host", "port", "user", "key")
@@ -234,9 +234,16 @@ def _check_shape(where: str, d: Dict[str, Any], errs: List[str], *,
             continue
         v = d[k]
         if k == "nic":
+            if v in NIC_MODELS and v not in IFLIB_NIC_MODELS:
+                errs.append(f"{where}.nic: {as_written(d, k, v)} is no iflib NIC (its "
+                            f"driver, {NIC_DRIVERS[v]}, has no iflib core_spread or rx queue "
+                            "CPUs, which the runs set and show; the SSH NIC alone is "
+                            f"virtio): one of {', '.join(IFLIB_NIC_MODELS)}")
+                bad.add(k)
+                continue
             if v not in NIC_MODELS:
                 errs.append(f"{where}.nic: {as_written(d, k, v)} is not one of "
-                            f"{', '.join(NIC_MODELS)}")
+                            f"{', '.join(IFLIB_NIC_MODELS)}")
                 bad.add(k)
                 continue
         elif k == "nic_domain":

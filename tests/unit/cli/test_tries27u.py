@@ -177,3 +177,27 @@ def test_doctor_install_names_what_it_cannot_install(monkeypatch):
                         "the lines above)\n")
     r = _run(["doctor", "--for", "bhyve"])
     assert r.stderr == "Error: 3 missing: bhyve, bhyvectl, BHYVE_UEFI.fd\n"
+
+
+# ------------------------------------------------ 6: a shape whose NIC under test is virtio
+
+VIRTIO_NIC = ("shapes.one.nic: 'virtio-net-pci' is no iflib NIC (its driver, vtnet, has no "
+              "iflib core_spread or rx queue CPUs, which the runs set and show; the SSH NIC "
+              "alone is virtio): one of e1000e, e1000, igb")
+
+
+def test_a_virtio_nic_under_test_is_a_mistake_of_the_targets_file(tmp_path):
+    f = tmp_path / "t.yaml"
+    f.write_text("shapes:\n  one: {sockets: 1, dies: 1, cores: 1, threads: 1, numa_nodes: 1, "
+                 "memory_mib: 256, nic: virtio-net-pci}\n"
+                 "  ok: {sockets: 1, dies: 1, cores: 2, threads: 1, numa_nodes: 1, "
+                 "memory_mib: 256, nic: e1000}\n"
+                 "targets:\n  tiny: {kind: qemu, shape: one}\n")
+    r = _run(["targets", "--targets", f])
+    assert r.exit_code == 2
+    assert r.stdout == f"{f}: {VIRTIO_NIC}\n"
+    assert error_line(["run", "--check-only", "--target", "tiny", "--targets", f]) == \
+        f"Error: {f}: {VIRTIO_NIC}"
+    from rxl.guest import qemu
+    assert qemu.IFLIB_NIC_MODELS == ("e1000e", "e1000", "igb")
+    assert all(qemu.NIC_DRIVERS[m] != "vtnet" for m in qemu.IFLIB_NIC_MODELS)
