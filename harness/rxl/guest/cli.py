@@ -159,7 +159,7 @@ def targets_cmd(ctx, path, show_key):
         raise targets.TargetsError([f"{exc.path or path or targets.default_path()}: {n} "
                                     f"mistake{'s' * (n > 1)} (listed above)"]) from None
     if not ts.targets:
-        click.echo(f"{ts.path}: no targets")
+        click.echo(f"{show(ts.path)}: no targets")
         return
     bad = []
     for t in ts.targets.values():
@@ -172,12 +172,12 @@ def targets_cmd(ctx, path, show_key):
         else:
             where = f"{t.kind}: {t.ssh_target().url}"
             if t.key:
-                where += f" key {t.key}"
+                where += f" key {show(t.key)}"
                 try:  # missing: needed later; unusable only if it changed since load
                     sshkeys.check_key_file(t.key)
                 except sshkeys.KeyFileError as exc:
                     if not exc.missing:
-                        bad.append(f"{ts.path}: targets.{t.name}.key: {exc}")
+                        bad.append(f"{show(ts.path)}: targets.{t.name}.key: {exc}")
                     where += (" (no such file yet: needed when it is used)" if exc.missing
                               else f" (unusable: {exc})")
         click.echo(f"{t.name:16s} {where}")

@@ -47,7 +47,7 @@ import yaml
 
 from rxl import paths
 from rxl.cli.options import link_reason, os_reason, read_limited
-from rxl.errors import DataError, counted, show
+from rxl.errors import DataError, counted, message, show
 from rxl.guest import qemu
 from rxl.guest.qemu import IFLIB_NIC_MODELS, NIC_DRIVERS, NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
@@ -91,6 +91,10 @@ BUILTIN_TARGETS = {"guest": "numa", "guest-nopxm": "numa-nopxm", "guest-e1000e":
                    "guest-2s": "two-socket", "guest-2l3": "two-l3"}
 
 
+#: Longest mistake line kept whole (the values in one are cut by show() first).
+LINE_MAX = 1 << 16
+
+
 class TargetsError(DataError):
     """A targets file with mistakes; ``errors`` holds one line per mistake.
 
@@ -99,8 +103,12 @@ class TargetsError(DataError):
     """
 
     def __init__(self, errors: List[str], path: Optional[str] = None):
+        # each line is printed as it is (rxl targets lists them on stdout): what
+        # show() did not escape (the file's path, in every line) is escaped here,
+        # as the error surface escapes its one line (rxl.errors.message)
+        errors = [message(str(e), LINE_MAX) for e in errors]
         more = len(errors) - 1
-        where = f" --targets {path}" if path else ""
+        where = f" --targets {message(str(path), LINE_MAX)}" if path else ""
         super().__init__(errors[0] if more <= 0 else
                          f"{errors[0]} (and {more} more mistake{'s' * (more > 1)}: "
                          f"rxl targets{where} lists them)")

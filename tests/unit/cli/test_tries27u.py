@@ -201,3 +201,22 @@ def test_a_virtio_nic_under_test_is_a_mistake_of_the_targets_file(tmp_path):
     from rxl.guest import qemu
     assert qemu.IFLIB_NIC_MODELS == ("e1000e", "e1000", "igb")
     assert all(qemu.NIC_DRIVERS[m] != "vtnet" for m in qemu.IFLIB_NIC_MODELS)
+
+
+# ------------------------------------------------ 9: rxl targets' mistake lines escaped
+
+@pytest.mark.parametrize("name, shown", [("\x1b[2J", "\\x1b[2J"), ("a\x01b", "a\\x01b"),
+                                         ("a\tb", "a\\tb"), ("caf\udce9", "caf\\xe9")])
+def test_targets_mistake_lines_are_escaped_as_the_error_line(tmp_path, monkeypatch, name,
+                                                             shown):
+    monkeypatch.chdir(tmp_path)
+    r = _run(["targets", "--targets", name])
+    assert r.exit_code == 2
+    assert r.stdout == f"{shown}: no such file\n"
+    assert r.stderr == f"Error: {shown}: 1 mistake (listed above)\n"
+    f = tmp_path / (name + ".yaml")
+    f.write_bytes("targets:\n  t: {kind: kvm}\n".encode("utf-8", "surrogateescape"))
+    r = _run(["targets", "--targets", f])
+    assert r.exit_code == 2
+    assert r.stdout.startswith(f"{tmp_path}/{shown}.yaml: targets.t.kind: "), r.stdout
+    assert all(line.isprintable() for line in r.stdout.splitlines())
