@@ -151,6 +151,10 @@ def export_cmd(src, branch, patches_dir, author):
         _fail(reason(e))
 
 
+#: The keys of ``series check --json``'s object, in its order (its help names them).
+CHECK_JSON_KEYS = ("ok", "problems", "tree_problems", "notes")
+
+
 @series.command("check")
 @click.option("--src", default=None, type=DIRECTORY,
               help="Tree with the series applied: also run mandoc -Tlint "
@@ -162,7 +166,9 @@ def export_cmd(src, branch, patches_dir, author):
                    "default, so anyone can check the series. All patches "
                    "having one author is checked either way.")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"ok", "problems", "notes"} as JSON.')
+              help=f"Print {{{', '.join(map(json.dumps, CHECK_JSON_KEYS))}}} as JSON "
+                   "(tree_problems: why --src is no tree of the series); with a problem the "
+                   "Error line too: exit 1, or 2 for a tree problem.")
 def check_cmd(src, project, author, as_json):
     """Consistency with sys/ and tests/atf/, messages, man pages, style."""
     if src is not None and not Path(src).is_dir():
@@ -181,9 +187,8 @@ def check_cmd(src, project, author, as_json):
     if as_json:
         notes = list(rep.notes) + (["no git identity configured; author not compared"]
                                    if author and ident is None else [])
-        click.echo(json.dumps({"ok": rep.ok, "problems": rep.problems,
-                               "tree_problems": rep.tree_problems, "notes": notes},
-                              indent=2))
+        values = (rep.ok, rep.problems, rep.tree_problems, notes)  # as the help names them
+        click.echo(json.dumps(dict(zip(CHECK_JSON_KEYS, values)), indent=2))
         _problems(rep)
         return
     for n in rep.notes:

@@ -220,3 +220,21 @@ def test_targets_mistake_lines_are_escaped_as_the_error_line(tmp_path, monkeypat
     assert r.exit_code == 2
     assert r.stdout.startswith(f"{tmp_path}/{shown}.yaml: targets.t.kind: "), r.stdout
     assert all(line.isprintable() for line in r.stdout.splitlines())
+
+
+# ------------------------------------------------ 10: series check --json names every key
+
+def test_series_check_json_help_names_every_key_it_prints(tmp_path):
+    import json
+    from fakefreebsd import _tree
+    src = tmp_path / "g15"
+    _tree(src, major=15)  # a 15 tree without the series
+    r = _run(["series", "check", "--json", "--src", src])
+    assert r.exit_code == 2, r.output
+    keys = list(json.loads(r.stdout))
+    assert keys == ["ok", "problems", "tree_problems", "notes"]
+    help_text = " ".join(_run(["series", "check", "--help"]).output.split())
+    assert "Print {" + ", ".join(f'"{k}"' for k in keys) + "} as JSON" in help_text
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert "`rxl series check` its problems (`--json`: " + \
+        ", ".join(f"`{k}`" for k in keys) + ")" in readme
