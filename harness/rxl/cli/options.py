@@ -755,7 +755,13 @@ def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
     return b"".join(parts)
 
 
+#: A byte-order mark, as an editor (Notepad) may put before UTF-8 text: no content
+#: of any input rxl reads (the topology dump, the groups view, a console log all
+#: come from FreeBSD, which writes none); every text reader drops a leading one.
+BOM = "\ufeff"
+
+
 def read_input(path: str, what: str = "a console log", limit: int = INPUT_MAX) -> str:
     """The text of ``path`` (``-``: stdin; the pipe of ``<(...)``), at most ``limit`` bytes
-    (:func:`read_limited`), UTF-8 with replacement."""
-    return read_limited(path, what, limit).decode("utf-8", errors="replace")
+    (:func:`read_limited`), UTF-8 with replacement, a leading :data:`BOM` dropped."""
+    return read_limited(path, what, limit).decode("utf-8", errors="replace").removeprefix(BOM)

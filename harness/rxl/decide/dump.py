@@ -39,7 +39,7 @@ import sys
 from typing import List, Optional, Tuple
 from xml.parsers import expat
 
-from rxl.cli.options import link_reason, os_reason, stream_reason
+from rxl.cli.options import BOM, link_reason, os_reason, stream_reason
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
 from rxl.errors import counted
@@ -131,7 +131,7 @@ def read_source(spec: str) -> Tuple[str, str]:
     if len(data) > MAX_BYTES:
         raise TopologyError(f"{name}: larger than {MAX_BYTES >> 20} MiB; "
                             "not a topology dump")
-    return data, name
+    return data.removeprefix(BOM), name  # an editor's byte-order mark is no text before it
 
 
 def is_source(spec: str) -> bool:

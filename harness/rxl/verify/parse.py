@@ -77,7 +77,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from rxl.cli.options import SYSCTL_NAME
+from rxl.cli.options import BOM, SYSCTL_NAME
 from rxl.decide.cpugroup import Group, TopologyError, cpu_ranges
 from rxl.decide.topology import parse_spec
 from rxl.errors import show
@@ -229,8 +229,9 @@ def _printable(text: str) -> str:
 def decode(data: bytes) -> str:
     """A console log's bytes as text: UTF-8, a byte that is not UTF-8 kept as
     its surrogate escape, so that :func:`_printable` shows it as ``\\xNN``
-    (as :func:`rxl.errors.show` does), not as U+FFFD."""
-    return data.decode("utf-8", errors="surrogateescape")
+    (as :func:`rxl.errors.show` does), not as U+FFFD; a leading byte-order mark
+    (:data:`rxl.cli.options.BOM`) dropped, as every text reader drops it."""
+    return data.decode("utf-8", errors="surrogateescape").removeprefix(BOM)
 
 
 def _quote(line: str) -> str:

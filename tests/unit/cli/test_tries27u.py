@@ -238,3 +238,45 @@ def test_series_check_json_help_names_every_key_it_prints(tmp_path):
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert "`rxl series check` its problems (`--json`: " + \
         ", ".join(f"`{k}`" for k in keys) + ")" in readme
+
+
+# ------------------------------------------------ 12: a byte-order mark before an input
+
+BOM = "\ufeff"
+VIEW = ("group port 8080 af inet members 2 gen 5 map 32 dirty 0 rebuilds 3 allocfail 0\n"
+        "learn window_ms 10000 age_ms 4210 rolls 7\n"
+        "rx 0 prev 6756 cur 3301\nrx 4 prev 6793 cur 3350\n"
+        "member 0 tag 0 learned slots 16\nmember 1 tag 4 explicit slots 16\n"
+        "cpu 0 offset 0 slots 16\ncpu 4 offset 16 slots 16\n")
+
+
+def test_a_topology_dump_after_a_bom_is_read(tmp_path):
+    xml = (DATA / "topology" / "qemu-2s-numa.xml").read_text()
+    f = tmp_path / "t-bom.xml"
+    f.write_text(BOM + xml)
+    plain = _run(["deal", "--topology", DATA / "topology" / "qemu-2s-numa.xml",
+                  "--members", "0,1"])
+    r = _run(["deal", "--topology", f, "--members", "0,1"])
+    assert plain.exit_code == 0 and r.exit_code == 0, r.output
+    assert r.stdout.replace(str(f), "T") == \
+        plain.stdout.replace(str(DATA / "topology" / "qemu-2s-numa.xml"), "T")
+    from rxl.decide import dump
+    assert dump.read_source(str(f)) == (xml, str(f))
+
+
+def test_a_groups_view_after_a_bom_is_read(tmp_path):
+    f, g = tmp_path / "view-bom.txt", tmp_path / "view.txt"
+    f.write_text(BOM + VIEW)
+    g.write_text(VIEW)
+    r, plain = _run(["inspect", "--json", f]), _run(["inspect", "--json", g])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == plain.stdout and r.stderr == plain.stderr == ""
+
+
+def test_a_console_log_after_a_bom_has_no_text_before_its_first_sentinel(tmp_path):
+    from rxl.verify import parse
+    lines = PASS_LOG.read_text().splitlines()[6:]  # from ==RXL== BEGIN on
+    f = tmp_path / "bom.log"
+    f.write_text(BOM + "\n".join(lines) + "\n")
+    res = parse.parse_runs(parse.decode(f.read_bytes()).splitlines())[0]
+    assert res.outcome == "completed" and res.notes == []
