@@ -164,6 +164,8 @@ class Target:
     key: Optional[str] = None
     shape: Optional[Shape] = None
     description: str = ""
+    #: One of :data:`BUILTIN_TARGETS` the targets file does not name.
+    builtin: bool = False
 
     def ssh_target(self):
         """The rxl.guest.ssh.SSHTarget of a bhyve/box target. ValueError for ``qemu``."""
@@ -743,8 +745,22 @@ def _with_builtins(t: Targets) -> Targets:
         t.shapes.setdefault(name, Shape(**fields))
     for name, shape in BUILTIN_TARGETS.items():
         t.targets.setdefault(name, Target(name, "qemu", shape=t.shapes[shape],
-                                          description="built-in QEMU guest"))
+                                          description="built-in QEMU guest", builtin=True))
     return t
+
+
+#: The target rxl learn and rxl run boot when no --target is given.
+DEFAULT_TARGET = "guest"
+
+
+def default_guest() -> Optional[Target]:
+    """The :data:`DEFAULT_TARGET` of the default targets file when that file gives
+    it a shape of its own, else None (the built-in: rxl learn boots
+    :data:`DEFAULT_SHAPE`, rxl run the same at its ``--memory``). One meaning for
+    ``guest``: what ``--target guest`` boots, no ``--target`` boots too. Raises
+    TargetsError for the file's mistakes, as ``--target guest`` does."""
+    t = load(use=DEFAULT_TARGET).targets[DEFAULT_TARGET]
+    return None if t.builtin else t
 
 
 def resolve(spec: str, path: Optional[str] = None) -> Target:

@@ -126,7 +126,8 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
     if spec is None:
         if path is not None:
             raise BadOption("only with --target NAME", "--targets")
-        return None
+        t = targets.default_guest()  # the targets file's own guest, if it gives one
+        return None if t is None else t.shape
     try:
         t = targets.resolve(spec, path)
     except targets.TargetsError:
@@ -165,7 +166,8 @@ def _analyze_saved(path, topo_spec):
 @click.option("--target", "target_spec", default=None, metavar="NAME",
               help="The guest's shape: a kind: qemu target (built in: guest, guest-nopxm, "
                    "guest-e1000e for QEMU 7.2, guest-2s, guest-2l3) [default: guest, the "
-                   "two-socket NUMA server with its igb].")
+                   "two-socket NUMA server with its igb, or the shape $RXL_WORK/targets.yaml "
+                   "gives guest].")
 @click.option("--targets", "targets_file", default=None,
               help="Targets file [default: $RXL_WORK/targets.yaml].")
 @click.option("--config", "configs", multiple=True, type=click.Choice(plan.CONFIGS),

@@ -105,7 +105,8 @@ def resolve_target(spec: Optional[str], targets_file: Optional[str],
         if install_kernel:
             raise click.BadParameter("needs an SSH target (--target)",
                                      param_hint="'--install-kernel'")
-        return None, None
+        t = targets.default_guest()  # the targets file's own guest, if it gives one
+        return None, None if t is None else t.shape
     try:
         t = targets.resolve(spec, targets_file)
     except targets.TargetsError:
@@ -187,7 +188,8 @@ guest_opts = OptionGroup(
     option("--memory", "memory_mib", default=1024, show_default=True,
            help="Guest MiB (>= 128 per NUMA node, 2 nodes) of the default guest; a "
                 f"--target shape sets its own (guest: {targets.DEFAULT_SHAPE['memory_mib']}, "
-                "as rxl learn boots it)."),
+                "as rxl learn boots it), as does a guest the targets file gives (then also "
+                "the default)."),
     option("--transport", type=click.Choice(["auto", "ssh", "serial"]), default="auto",
            show_default=True, help="The own guest: the cases over SSH on kyua after boot (the "
            "sshd userland with kyua built on first use) or run by the rc on the serial "
@@ -297,8 +299,10 @@ def refuse_other_modes(ctx: click.Context, ssh_target: Optional[SSHTarget],
                      "only over SSH (an SSH target, or --transport ssh or auto), not with "
                      "--transport serial")
     if shape is not None:
-        refuse_given(ctx, ("memory_mib",), f"--target {p['target_spec']} is a guest "
-                                           "shape: its memory_mib sets the guest's memory")
+        who = f"--target {p['target_spec']}" if p["target_spec"] else \
+            f"the default guest, {show(str(targets.default_path()))}'s {targets.DEFAULT_TARGET},"
+        refuse_given(ctx, ("memory_mib",), f"{who} is a guest shape: its memory_mib sets "
+                                           "the guest's memory")
 
 
 def machine_for(ssh_target: Optional[SSHTarget], transport: str, src: Optional[str],

@@ -280,3 +280,34 @@ def test_a_console_log_after_a_bom_has_no_text_before_its_first_sentinel(tmp_pat
     f.write_text(BOM + "\n".join(lines) + "\n")
     res = parse.parse_runs(parse.decode(f.read_bytes()).splitlines())[0]
     assert res.outcome == "completed" and res.notes == []
+
+
+# ------------------------------------------------ 16: one meaning for guest
+
+def test_the_default_guest_is_the_guest_a_targets_file_gives(work):
+    from rxl.guest import targets
+    from rxl.learn.cli import guest_shape
+    from rxl.verify.cli import resolve_target
+    assert targets.default_guest() is None  # no file: the built-in
+    assert guest_shape(None, None) is None and resolve_target(None, None, False) == (None, None)
+    (work / "w").mkdir()
+    (work / "w" / "targets.yaml").write_text(
+        "shapes:\n  s: {sockets: 1, dies: 1, cores: 1, threads: 1, numa_nodes: 1, "
+        "memory_mib: 256, nic: e1000e}\ntargets:\n  guest: {kind: qemu, shape: s}\n")
+    own = targets.resolve("guest").shape
+    assert (own.vcpus, own.memory_mib) == (1, 256)
+    assert targets.default_guest().shape == own
+    assert guest_shape(None, None) == own == guest_shape("guest", None)
+    assert resolve_target(None, None, False) == (None, own)
+    assert error_line(["run", "--check-only", "--memory", "512"]) == (
+        "Error: Invalid value for '--memory': the default guest, "
+        f"{work}/w/targets.yaml's guest, is a guest shape: its memory_mib sets the "
+        "guest's memory")
+
+
+def test_the_default_guest_of_a_file_that_names_no_guest_is_the_built_in(work):
+    from rxl.guest import targets
+    (work / "w").mkdir()
+    (work / "w" / "targets.yaml").write_text("targets:\n  vm: {kind: bhyve, host: h}\n")
+    assert targets.default_guest() is None
+    assert targets.resolve("guest").builtin
