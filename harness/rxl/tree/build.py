@@ -556,9 +556,21 @@ def build_kernel(src: PathLike, objdir: PathLike = DEFAULT_OBJDIR, *,
     return results
 
 
+#: Largest kernel file taken, bytes. A FreeBSD amd64 kernel is tens of MiB: this
+#: project's RXL kernel of the 15.0 base is 31,455,808 bytes stripped and its
+#: ``kernel.full`` (the same with its debug sections, which boots too)
+#: 129,664,448 (measured in $RXL_WORK/obj/.../sys/RXL on 2026-12-07; MINIMAL's:
+#: 13,486,784 and 49,277,048). Twice the largest of them leaves room for a
+#: bigger configuration and keeps the checks, which read the whole file for its
+#: version string, at a second or so: a 4 GiB file of holes took them minutes
+#: (nc15 fault 18), as console logs (64 MiB) and topology dumps (16 MiB) are capped.
+MAX_KERNEL_BYTES = 256 << 20
+
+
 def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
     """Refuse a kernel to boot that cannot be one, before anything runs: not a
-    regular file (missing, a directory, a device), empty, unreadable, or not a
+    regular file (missing, a directory, a device), empty, larger than
+    :data:`MAX_KERNEL_BYTES`, unreadable, or not a
     FreeBSD amd64 kernel (:attr:`rxl.tree.elf.ElfInfo.freebsd_amd64_kernel`:
     ELF64, x86-64, an executable, FreeBSD's OS/ABI or brand note), or one
     without a kernel's version string (rxl.tree.elf.kernel_version: a FreeBSD
@@ -570,8 +582,12 @@ def check_kernel_file(kernel: PathLike, option: str = "--kernel") -> None:
         raise BadOption(f"{show(kernel)}: {missing(p, 'kernel')}", option)
     if not p.is_file():
         raise BadOption(f"{show(kernel)}: not a regular file, no kernel", option)
-    if p.stat().st_size == 0:
+    size = p.stat().st_size
+    if size == 0:
         raise BadOption(f"{show(kernel)}: an empty file, no kernel", option)
+    if size > MAX_KERNEL_BYTES:  # before any read: the version scan reads it all
+        raise BadOption(f"{show(kernel)}: {size} bytes, over the {MAX_KERNEL_BYTES >> 20} "
+                        "MiB of any FreeBSD kernel (tens of MiB), no kernel", option)
     try:
         info = tree_elf.read_info(p)
         if info is None:  # its first bytes, to say what it is instead

@@ -311,3 +311,25 @@ def test_the_default_guest_of_a_file_that_names_no_guest_is_the_built_in(work):
     (work / "w" / "targets.yaml").write_text("targets:\n  vm: {kind: bhyve, host: h}\n")
     assert targets.default_guest() is None
     assert targets.resolve("guest").builtin
+
+
+# ------------------------------------------------ 18: a size cap for kernel files
+
+def test_a_kernel_file_past_the_cap_is_refused_before_it_is_read(tmp_path):
+    import time
+    from fakefreebsd import kernel_bytes
+    from rxl.tree import build
+    assert build.MAX_KERNEL_BYTES == 256 << 20
+    big = tmp_path / "bigkern"
+    big.write_bytes(kernel_bytes())
+    os_truncate = __import__("os").truncate
+    os_truncate(big, 4 << 30)  # holes: 4 GiB, a few KiB on disk
+    ok = tmp_path / "kern"
+    ok.write_bytes(kernel_bytes())
+    want = (f"Error: Invalid value for '--kernel': {big}: {4 << 30} bytes, over the 256 MiB "
+            "of any FreeBSD kernel (tens of MiB), no kernel")
+    t0 = time.monotonic()
+    assert error_line(["run", "--check-only", "--kernel", big, "--pristine-kernel", ok]) == want
+    assert time.monotonic() - t0 < 10
+    os_truncate(big, build.MAX_KERNEL_BYTES)  # at the cap: read, and said what it is
+    build.check_kernel_file(big)
