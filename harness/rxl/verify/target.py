@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from rxl.cli.options import missing
-from rxl.errors import BadOption, counted, show
+from rxl.errors import BadOption, counted, quoted, show
 from rxl.guest import console, ssh
+from rxl.tree import world as tree_world
 from rxl.verify import remote
 from rxl.verify import report as report_mod
 from rxl.verify.machine import BASE_PROGRAMS, Machine
@@ -59,6 +60,12 @@ def programs_in(directory: str) -> Dict[str, Path]:
     if not found:
         raise BadOption(f"{show(directory)}: no executable files there (the ATF programs "
                         "the run copies to the target)", "--programs")
+    for name, p in found.items():  # the rule of --test NAME and --atf-dir's programs
+        if not tree_world.PROGRAM_NAME.fullmatch(name):
+            raise BadOption(f"{show(str(p))}: the program name {quoted(name)} is not "
+                            f"{tree_world.PROGRAM_NAME_RULE}, as --test NAME must be (it "
+                            "goes unquoted into the target's commands and Kyuafile)",
+                            "--programs")
     return found
 
 

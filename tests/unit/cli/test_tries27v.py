@@ -355,3 +355,36 @@ def test_the_series_own_atf_dir_still_passes(work):
     assert r.exit_code == 0, r.output
     r = _run(_guest_up(work, d))
     assert r.exit_code == 0, r.output
+
+
+# ------------------------------------------------------ 19: --programs names
+
+URL = "ssh://root@h.example"
+
+
+@pytest.mark.parametrize("name", ["a;reboot", "$(id)", "my prog", "-x"])
+def test_programs_names_follow_tests_rule_at_check_only(name, work):
+    """19: --check-only said "1 program; the target's kernel runs it", and
+    --dry-run failed late (exit 1) with "tests: 'a;reboot': not a plain
+    program name"."""
+    d = work / "progs"
+    d.mkdir()
+    (d / name).write_text("#!/bin/sh\n")
+    (d / name).chmod(0o755)
+    before = _files(work)
+    for mode in ("--check-only", "--dry-run"):
+        assert _error(["run", mode, "--target", URL, "--programs", d]) == (
+            f"Error: Invalid value for '--programs': {d / name}: the program name "
+            f"'{name}' is not a plain file name (letters, digits, '_', '.', '-'), as --test "
+            "NAME must be (it goes unquoted into the target's commands and Kyuafile)")
+    assert _files(work) == before
+
+
+def test_programs_of_plain_names_still_pass(work):
+    d = work / "progs"
+    d.mkdir()
+    (d / "ls_test").write_text("#!/bin/sh\n")
+    (d / "ls_test").chmod(0o755)
+    r = _run(["run", "--check-only", "--target", URL, "--programs", d])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"--programs {d}: 1 program; the target's kernel runs it")
