@@ -72,9 +72,11 @@ class Setup:
 
 def qemu_extra(pcap: bool, qemu_args: Sequence[str], out: str, boot: str) -> Tuple[str, ...]:
     """QEMU arguments a boot adds: the ``--pcap`` dump to ``<out>/<boot>.pcap``,
-    then ``--qemu-arg``s."""
-    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,"
-            f"file={Path(out) / (boot + '.pcap')}") if pcap else ()
+    then ``--qemu-arg``s. A comma of the path is doubled, as QEMU's option
+    syntax escapes one (``file=/a,,b/x.pcap`` is ``/a,b/x.pcap``; a single one
+    would end the value and make the rest a key)."""
+    pcap_file = str(Path(out) / (boot + ".pcap")).replace(",", ",,")
+    dump = ("-object", f"filter-dump,id=dump0,netdev=net0,file={pcap_file}") if pcap else ()
     return dump + tuple(qemu_args)
 
 

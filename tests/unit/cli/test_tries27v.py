@@ -388,3 +388,19 @@ def test_programs_of_plain_names_still_pass(work):
     r = _run(["run", "--check-only", "--target", URL, "--programs", d])
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"--programs {d}: 1 program; the target's kernel runs it")
+
+
+# ------------------------------------------------------ 22: learn --pcap, a comma
+
+def test_learn_pcap_path_doubles_a_comma_for_qemu(t15, kernel_file, work):
+    """22: file=/x/l,o/patched.pcap: QEMU ends the value at the comma and takes
+    "o/patched.pcap" for a key (measured, QEMU 7.2: "Invalid parameter"); ",,"
+    is its escape of one."""
+    out = work / "l,o"
+    r = _run(_learn(work, t15, kernel_file, "--out", out, "--pcap"))
+    assert r.exit_code == 0, r.output
+    dumps = [w for ln in r.stdout.splitlines() for w in ln.split()
+             if w.startswith("filter-dump,")]
+    assert len(dumps) == 3, r.stdout
+    assert all(f"file={str(out).replace(',', ',,')}/" in w for w in dumps), dumps
+    assert f"filter-dump,id=dump0,netdev=net0,file={work}/l,,o/patched.pcap" in dumps
