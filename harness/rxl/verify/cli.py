@@ -345,6 +345,13 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
     refuse_other_modes(ctx, ssh_target, shape)
     # what --atf-dir holds is named as its own, not as --test's (guest up's check too)
     stests = [] if no_series else check_atf_dir(atf_dir)
+    auto_new = tuple(n for n, _ in stests)  # the series' programs are new
+    if programs_dir is not None:  # the run's programs are DIR's: one it lacks is not run
+        try:
+            have = programs_in(os.path.abspath(programs_dir))
+            auto_new = tuple(n for n in auto_new if n in have)
+        except BadOption:
+            pass  # check_request refuses DIR, in its order of checks
     req = RunRequest(
         src=os.path.abspath(src) if src else None, objdir=os.path.abspath(objdir),
         out=os.path.abspath(out or _default_out()), guest_dir=os.path.abspath(guest_dir),
@@ -352,7 +359,7 @@ def run(ctx, src, base_url, no_series, objdir, guest_dir, kernel, pristine_kerne
         pristine_kernel=os.path.abspath(pristine_kernel) if pristine_kernel else None,
         spread=spread and not no_series, case_timeout=case_timeout, series=not no_series,
         atf_vars=_parse_atf_vars(atf_vars),
-        new_programs=tuple(new_programs) + tuple(n for n, _ in stests),
+        new_programs=tuple(new_programs) + auto_new,
         extra_tests=tuple(stests) + tuple(_parse_test(t) for t in tests),
         memory_mib=memory_mib,
         dry_run=dry_run, rebuild_world=rebuild_world,

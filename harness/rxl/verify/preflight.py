@@ -107,10 +107,8 @@ def check_request(req: RunRequest, *, ssh: bool = True,
         raise BadOption(f"{', '.join(own)}: FreeBSD's own test program, which must pass "
                         "on pristine too; a new program is one of --atf-dir or --test",
                         "--new-program")
-    unknown = [n for n in req.new_programs if n not in names]
-    if unknown:
-        raise BadOption(f"{', '.join(unknown)}: not a test program of this run "
-                        f"(known: {', '.join(names)})", "--new-program")
+    if req.programs_dir is None:  # else the programs are DIR's: checked with it, below
+        check_new_programs(req.new_programs, names)
     for kernel, opt in ((req.kernel, "--kernel"), (req.pristine_kernel, "--pristine-kernel")):
         if kernel:  # the one check of a kernel to boot, its version string too (what
             # --install-kernel's plan reads), for the own guest and a target alike
@@ -132,8 +130,9 @@ def check_request(req: RunRequest, *, ssh: bool = True,
     # the own guest runs the tests in --workdir as a target does: one check
     check_workdir(req.workdir)
     if req.target is not None:
-        if req.programs_dir is not None:
-            programs_in(req.programs_dir)
+        if req.programs_dir is not None:  # a target's programs are DIR's, no others
+            check_new_programs(req.new_programs, sorted(programs_in(req.programs_dir)),
+                               f", the programs of --programs {show(req.programs_dir)}")
         if not target_needs_tree(req):
             return None  # no tree is used: the programs are given, no kernel is built
     if req.src is not None and not req.series:
@@ -163,6 +162,15 @@ def check_request(req: RunRequest, *, ssh: bool = True,
                         "--pristine-kernel or --pristine-src, or a git clone", "--src")
     check_module_config(req)
     return kind
+
+
+def check_new_programs(new_programs, names, where: str = "") -> None:
+    """Refuse (BadOption, ``--new-program``) a new program that is none of the
+    run's programs ``names`` (``where``: whose they are)."""
+    unknown = [n for n in new_programs if n not in names]
+    if unknown:
+        raise BadOption(f"{', '.join(unknown)}: not a test program of this run "
+                        f"(known: {', '.join(names)}{where})", "--new-program")
 
 
 def check_module_config(req: RunRequest) -> None:

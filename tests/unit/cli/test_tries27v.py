@@ -404,3 +404,54 @@ def test_learn_pcap_path_doubles_a_comma_for_qemu(t15, kernel_file, work):
     assert len(dumps) == 3, r.stdout
     assert all(f"file={str(out).replace(',', ',,')}/" in w for w in dumps), dumps
     assert f"filter-dump,id=dump0,netdev=net0,file={work}/l,,o/patched.pcap" in dumps
+
+
+# ------------------------------------------------------ 20: --new-program of --programs
+
+def _progs(work, *names):
+    d = work / "progs"
+    d.mkdir()
+    for n in names:
+        (d / n).write_text("#!/bin/sh\n")
+        (d / n).chmod(0o755)
+    return d
+
+
+def test_new_program_is_checked_against_the_programs_dir(work):
+    """20: with --programs holding only ls_test, --new-program ls_test was "not
+    a test program of this run (known: so_reuseport_lb_test,
+    so_reuseport_lb_cpu_test)", and --new-program so_reuseport_lb_cpu_test,
+    which DIR lacks, was taken."""
+    d = _progs(work, "ls_test")
+    args = ["run", "--check-only", "--target", URL, "--programs", d]
+    r = _run(args + ["--new-program", "ls_test"])
+    assert r.exit_code == 0, r.output
+    before = _files(work)
+    assert _error(args + ["--new-program", "so_reuseport_lb_cpu_test"]) == (
+        "Error: Invalid value for '--new-program': so_reuseport_lb_cpu_test: not a test "
+        f"program of this run (known: ls_test, the programs of --programs {d})")
+    assert _files(work) == before
+
+
+def test_a_series_program_in_the_programs_dir_is_still_new(work, monkeypatch):
+    """The series' own programs a DIR holds stay new (their cases judged), the
+    ones it lacks are no program of the run."""
+    from rxl.tree.world import check_atf_dir, REPO_ATF_DIR
+    from rxl.verify import cli as verify_cli
+    series = [n for n, _ in check_atf_dir(str(REPO_ATF_DIR))]
+    assert len(series) >= 1
+    seen = []
+    check = verify_cli.check_request
+
+    def spy(req, **kw):
+        seen.append(req.new_programs)
+        return check(req, **kw)
+    monkeypatch.setattr(verify_cli, "check_request", spy)
+    d = _progs(work, "ls_test", series[0])
+    r = _run(["run", "--check-only", "--target", URL, "--programs", d,
+              "--new-program", "ls_test"])
+    assert r.exit_code == 0, r.output
+    assert seen == [("ls_test", series[0])]
+    assert _error(["run", "--check-only", "--target", URL, "--programs", d,
+                   "--new-program", "so_reuseport_lb_test"]).startswith(
+        "Error: Invalid value for '--new-program': so_reuseport_lb_test: FreeBSD's own")
