@@ -224,8 +224,6 @@ def validate(cfg: GuestConfig) -> None:
                 f"(numa_nodes={cfg.numa_nodes})")
     if not cfg.root_dir:
         raise QemuConfigError("root_dir is required (the staged guest root)")
-    if "," in cfg.root_dir:
-        raise QemuConfigError(f"root_dir may not contain a comma: {cfg.root_dir!r}")
     if not (cfg.serial == "stdio" or cfg.serial.startswith("file:")):
         raise QemuConfigError(f"serial must be 'stdio' or 'file:PATH', got {cfg.serial!r}")
 
@@ -312,6 +310,15 @@ def cpu_arg(cfg: GuestConfig) -> str:
     return arg
 
 
+def opt_value(text: str) -> str:
+    """``text`` as the value of a QEMU option (``file=...`` of ``-drive`` or
+    ``-object``): each comma doubled, QEMU's escape of one; a single comma
+    would end the value and make the rest a key ("Invalid parameter"), so a
+    guest root, an output or a work root with a comma in its path would fail
+    at boot (QEMU unescapes ``fat:/a,,b`` to the directory ``/a,b``)."""
+    return text.replace(",", ",,")
+
+
 def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
     """Build the QEMU argv (a list of str) for ``cfg``. Pure: no I/O.
 
@@ -346,18 +353,19 @@ def build_argv(cfg: GuestConfig, firmware: Optional[str] = None) -> list:
                 "-numa", f"node,nodeid={node},cpus={first}-{last},memdev=ram{node}",
             ]
     argv += [
-        "-drive", f"if=pflash,format=raw,readonly=on,file={fw}",
+        "-drive", f"if=pflash,format=raw,readonly=on,file={opt_value(fw)}",
         "-nodefaults", "-nographic", "-vga", "none", "-monitor", "none",
         "-serial", cfg.serial,
     ]
     # QEMU 7.2 refuses fat:rw: under snapshot=on ("Unable to set VVFAT to 'rw'
     # when drive is read-only"); a snapshot overlay is writable anyway.
+    root = opt_value(cfg.root_dir)
     if cfg.snapshot:
-        drive = f"if=none,id=root,format=raw,file=fat:{cfg.root_dir},snapshot=on"
+        drive = f"if=none,id=root,format=raw,file=fat:{root},snapshot=on"
     elif cfg.root_rw:
-        drive = f"if=none,id=root,format=raw,file=fat:rw:{cfg.root_dir}"
+        drive = f"if=none,id=root,format=raw,file=fat:rw:{root}"
     else:
-        drive = f"if=none,id=root,format=raw,file=fat:{cfg.root_dir}"
+        drive = f"if=none,id=root,format=raw,file=fat:{root}"
     # q35's ICH9 AHCI controller exposes buses ide.0..ide.5; port 0 -> ada0.
     argv += ["-drive", drive, "-device", "ide-hd,drive=root,bus=ide.0"]
     nics = cfg.nics + ((cfg.mgmt_nic,) if cfg.mgmt_nic else ())

@@ -75,7 +75,7 @@ def qemu_extra(pcap: bool, qemu_args: Sequence[str], out: str, boot: str) -> Tup
     then ``--qemu-arg``s. A comma of the path is doubled, as QEMU's option
     syntax escapes one (``file=/a,,b/x.pcap`` is ``/a,b/x.pcap``; a single one
     would end the value and make the rest a key)."""
-    pcap_file = str(Path(out) / (boot + ".pcap")).replace(",", ",,")
+    pcap_file = qemu.opt_value(str(Path(out) / (boot + ".pcap")))
     dump = ("-object", f"filter-dump,id=dump0,netdev=net0,file={pcap_file}") if pcap else ()
     return dump + tuple(qemu_args)
 

@@ -455,3 +455,46 @@ def test_a_series_program_in_the_programs_dir_is_still_new(work, monkeypatch):
     assert _error(["run", "--check-only", "--target", URL, "--programs", d,
                    "--new-program", "so_reuseport_lb_test"]).startswith(
         "Error: Invalid value for '--new-program': so_reuseport_lb_test: FreeBSD's own")
+
+
+# ------------------------------------------------------ 21: a comma in a guest's paths
+
+def test_qemu_options_double_a_comma_of_a_path():
+    """21: "root_dir may not contain a comma" (an internal name, a path the user
+    never typed) refused --out o,ut, --guest-dir g,d and RXL_WORK=w,k: QEMU
+    takes a path with a comma once it is doubled (fat:/a,,b serves /a,b;
+    measured with qemu-system-x86_64 -machine none)."""
+    from rxl.guest.qemu import GuestConfig, build_argv, opt_value
+    assert opt_value("/a,b,,c") == "/a,,b,,,,c"
+    argv = build_argv(GuestConfig(root_dir="/g/o,ut/patched"), firmware="/fw/O,VMF.fd")
+    assert "if=none,id=root,format=raw,file=fat:/g/o,,ut/patched,snapshot=on" in argv
+    assert "if=pflash,format=raw,readonly=on,file=/fw/O,,VMF.fd" in argv
+
+
+def test_a_comma_in_an_out_or_guest_dir_or_work_root_is_planned(t15, kernel_file, work,
+                                                                 monkeypatch):
+    """21, each command that boots: run, learn, kcount setsockopt, guest up."""
+    def fat(r):
+        assert r.exit_code == 0, r.output
+        return sorted({w.split("file=fat:")[1] for w in r.stdout.split() if "file=fat:" in w})
+    other = work / "pristine"
+    other.write_bytes(kernel_bytes(tail=b"\0@(#)FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"
+                                        b"\0FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"))
+    r = _run(["run", "--check-only", "--out", work / "o,ut"])
+    assert r.exit_code == 0, r.output
+    got = fat(_run(["run", "--dry-run", "--kernel", kernel_file, "--pristine-kernel", other,
+                    "--out", work / "o,ut", "--guest-dir", work / "g,d"]))
+    assert got and all(g.startswith(f"{work}/g,,d/o,,ut/") for g in got), got
+    args = _learn(work, t15, kernel_file)
+    args[args.index("--guest-dir") + 1] = work / "l,g"
+    got = fat(_run(args))
+    assert got == [f"{work}/l,,g/{b},snapshot=on" for b in ("patched", "pristine", "spread")]
+    got = fat(_run(["kcount", "setsockopt", "--dry-run", "--kernel", kernel_file, "--src", t15,
+                    "--objdir", work / "adir", "--out", work / "k,s"]))
+    assert got == [f"{work}/k,,s/root,snapshot=on"], got
+    monkeypatch.setenv("RXL_WORK", str(work / "w,k"))
+    r = _run(_guest_up(work, ""))
+    got = fat(r)
+    assert got == [f"{work}/w,,k/guest/up/root,snapshot=on"], got
+    for p in ("o,ut", "g,d", "l,g", "k,s", "w,k"):
+        assert not (work / p).exists()
