@@ -46,8 +46,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.cli.options import link_reason, os_reason, read_limited
-from rxl.errors import DataError, counted, message, show
+from rxl.cli.options import host_memory_mib, link_reason, os_reason, read_limited
+from rxl.errors import BadOption, DataError, UsageError, counted, message, show
 from rxl.guest import qemu
 from rxl.guest.qemu import IFLIB_NIC_MODELS, NIC_DRIVERS, NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
@@ -761,6 +761,23 @@ def default_guest() -> Optional[Target]:
     TargetsError for the file's mistakes, as ``--target guest`` does."""
     t = load(use=DEFAULT_TARGET).targets[DEFAULT_TARGET]
     return None if t.builtin else t
+
+
+def check_host_memory(t: Target, option: Optional[str] = "--target") -> None:
+    """Refuse the own-guest target ``t`` whose shape has more memory than this
+    host's RAM, which QEMU cannot allocate at boot ("cannot set up guest
+    memory"): rxl.cli.options.check_guest's rule for ``--memory``, the message
+    naming the target and its shape's ``memory_mib``. rxl.errors.BadOption
+    naming ``option`` (``--target``), or a UsageError naming the targets file
+    for the default guest it gives (``option`` None)."""
+    host = host_memory_mib()
+    if t.shape is None or host is None or t.shape.memory_mib <= host:
+        return
+    why = (f"{t.name}: its shape's memory_mib {t.shape.memory_mib} MiB is more than this "
+           f"host's {host} MiB of RAM (QEMU cannot allocate it)")
+    if option is None:
+        raise UsageError(f"{show(str(default_path()))}: {why}")
+    raise BadOption(why, option)
 
 
 def resolve(spec: str, path: Optional[str] = None) -> Target:

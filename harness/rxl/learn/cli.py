@@ -119,14 +119,18 @@ def report(analyses: Sequence[dict], out: Optional[str], as_json: bool) -> int:
     return 1 if errors or not run_metrics else 0
 
 
-def guest_shape(spec: Optional[str], path: Optional[str]):
+def guest_shape(spec: Optional[str], path: Optional[str], memory_given: bool = False):
     """``--target NAME`` -> its rxl.guest.targets.Shape (None: the default guest).
     BadOption naming ``--target`` for no such name or a target that is not the own
-    guest (kind: qemu); the targets file's own mistakes as they are (DataError)."""
+    guest (kind: qemu); the targets file's own mistakes as they are (DataError).
+    Unless ``--memory`` replaces it (``memory_given``), the shape's memory_mib
+    must fit this host's RAM (rxl.guest.targets.check_host_memory)."""
     if spec is None:
         if path is not None:
             raise BadOption("only with --target NAME", "--targets")
         t = targets.default_guest()  # the targets file's own guest, if it gives one
+        if t is not None and not memory_given:
+            targets.check_host_memory(t, None)
         return None if t is None else t.shape
     try:
         t = targets.resolve(spec, path)
@@ -137,6 +141,8 @@ def guest_shape(spec: Optional[str], path: Optional[str]):
     if t.kind != "qemu":
         raise BadOption(f"{spec} is a {t.kind} target: rxl learn boots its own QEMU guest "
                         "(a kind: qemu target)", "--target")
+    if not memory_given:
+        targets.check_host_memory(t)
     return t.shape
 
 
@@ -263,7 +269,7 @@ def learn(ctx, src, objdir, out, guest_dir, kernel, pristine_kernel, target_spec
                      "phase takes the measured phase's place")
     check_no_repeats(configs, "--config", "each configuration runs once")
     check_no_repeats(worker_sets, "--workers", "each worker set runs once")
-    shape = guest_shape(target_spec, targets_file)
+    shape = guest_shape(target_spec, targets_file, memory_mib is not None)
     req = request.LearnRequest(
         src=src, objdir=objdir, out=out, guest_dir=guest_dir, kernel=kernel,
         pristine_kernel=pristine_kernel, configs=configs, worker_sets=worker_sets,

@@ -106,6 +106,8 @@ def resolve_target(spec: Optional[str], targets_file: Optional[str],
             raise click.BadParameter("needs an SSH target (--target)",
                                      param_hint="'--install-kernel'")
         t = targets.default_guest()  # the targets file's own guest, if it gives one
+        if t is not None:
+            targets.check_host_memory(t, None)  # its memory_mib is the guest's
         return None, None if t is None else t.shape
     try:
         t = targets.resolve(spec, targets_file)
@@ -117,6 +119,7 @@ def resolve_target(spec: Optional[str], targets_file: Optional[str],
         if install_kernel:
             raise click.BadParameter(f"{spec} is the own QEMU guest: it boots the kernel it "
                                      "is given (--kernel)", param_hint="'--install-kernel'")
+        targets.check_host_memory(t)  # its memory_mib is the guest's (--memory is refused)
         return None, t.shape
     try:
         import paramiko  # noqa: F401  (an optional dependency: rxl[guest])

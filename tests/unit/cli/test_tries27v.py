@@ -498,3 +498,36 @@ def test_a_comma_in_an_out_or_guest_dir_or_work_root_is_planned(t15, kernel_file
     assert got == [f"{work}/w,,k/guest/up/root,snapshot=on"], got
     for p in ("o,ut", "g,d", "l,g", "k,s", "w,k"):
         assert not (work / p).exists()
+
+
+# ------------------------------------------------------ 23: a shape's memory vs the host
+
+HUGE = ("shapes:\n  s: {sockets: 1, dies: 1, cores: 1, threads: 1, numa_nodes: 1, "
+        "memory_mib: 100000000, nic: igb}\ntargets:\n  %s: {kind: qemu, shape: s}\n")
+
+
+def test_a_target_shape_larger_than_the_host_is_refused_naming_it(t15, kernel_file, work):
+    """23: run --check-only / --dry-run --target huge planned -m 100000000M (exit
+    0), and learn refused it as "Invalid value for '--memory'", not given."""
+    f = work / "t.yaml"
+    f.write_text(HUGE % "huge")
+    why = ("Error: Invalid value for '--target': huge: its shape's memory_mib 100000000 MiB "
+           "is more than this host's ")
+    args = _learn(work, t15, kernel_file)
+    before = _files(work)
+    for cmd in (["run", "--check-only", "--target", "huge", "--targets", f],
+                ["run", "--dry-run", "--target", "huge", "--targets", f],
+                args + ["--target", "huge", "--targets", f]):
+        line = _error(cmd)
+        assert line.startswith(why) and line.endswith(" MiB of RAM (QEMU cannot allocate it)"), line
+    assert _files(work) == before
+    r = _run(args + ["--target", "huge", "--targets", f, "--memory", "1024"])
+    assert r.exit_code == 0, r.output  # learn's --memory replaces the shape's
+
+
+def test_the_default_guest_of_the_targets_file_is_checked_too(work):
+    (work / "w").mkdir()
+    (work / "w" / "targets.yaml").write_text(HUGE % "guest")
+    line = _error(["run", "--check-only"])
+    assert line.startswith(f"Error: {work}/w/targets.yaml: guest: its shape's memory_mib "
+                           "100000000 MiB is more than this host's "), line
