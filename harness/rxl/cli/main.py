@@ -6,19 +6,24 @@ whose error surface is :mod:`rxl.cli.surface`'s.
 """
 
 import os
+import sys
 
-import click
+try:  # ^C while the commands load (a few tenths of a second): the line ^C gets later
+    import click
 
-from rxl.bench.cli import bench, kcount_group
-from rxl.cli.options import check_work_root
-from rxl.cli.surface import Group
-from rxl.decide import core
-from rxl.decide.cli import deal, outcomes_cmd, spread
-from rxl.guest.cli import guest, targets_cmd, vm
-from rxl.host.cli import doctor_cmd
-from rxl.learn.cli import learn
-from rxl.tree.cli import build, series
-from rxl.verify.cli import inspect_cmd, parse_cmd, run
+    from rxl.bench.cli import bench, kcount_group
+    from rxl.cli.options import check_work_root
+    from rxl.cli.surface import Group
+    from rxl.decide import core
+    from rxl.decide.cli import deal, outcomes_cmd, spread
+    from rxl.guest.cli import guest, targets_cmd, vm
+    from rxl.host.cli import doctor_cmd
+    from rxl.learn.cli import learn
+    from rxl.tree.cli import build, series
+    from rxl.verify.cli import inspect_cmd, parse_cmd, run
+except KeyboardInterrupt:  # not a traceback: Error: interrupted, exit 130 (README)
+    sys.stderr.write("Error: interrupted\n")
+    raise SystemExit(130) from None  # rxl.errors.Interrupted.exit_code
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

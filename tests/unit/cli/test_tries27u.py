@@ -333,3 +333,27 @@ def test_a_kernel_file_past_the_cap_is_refused_before_it_is_read(tmp_path):
     assert time.monotonic() - t0 < 10
     os_truncate(big, build.MAX_KERNEL_BYTES)  # at the cap: read, and said what it is
     build.check_kernel_file(big)
+
+
+# ------------------------------------------------ 25: ^C while the commands load
+
+def test_an_interrupt_while_the_commands_load_is_one_line_exit_130(tmp_path):
+    """The console script's ``from rxl.cli.main import main`` takes a few tenths
+    of a second; a ^C then (here: raised by an import of rxl.learn.cli) ends
+    as a ^C later does, not in a traceback."""
+    import os
+    import subprocess
+    import sys
+    import rxl
+    code = ("import sys\n"
+            "class Stop:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'rxl.learn.cli':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Stop())\n"
+            "from rxl.cli.main import main\n"
+            "print('not reached')\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(rxl.__file__).resolve().parents[1]))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       cwd=tmp_path, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", "Error: interrupted\n")
