@@ -46,7 +46,7 @@ from click.core import ParameterSource
 
 from rxl.cli.options import decimal_float, decimal_int, empty_reason
 from rxl.errors import (BadOption, DataError, Interrupted, RxlError, Terminated, message,
-                        show)
+                        quoted, show)
 
 # click's INT, FLOAT and their ranges read a value with int()/float(), which
 # take any Unicode digit ("٣" is 3), "1_000" and blanks: every rxl option
@@ -131,6 +131,28 @@ def refuse_repeated(ctx: click.Context, order) -> None:
                                      "value would silently replace the first)",
                                      ctx=ctx, param=param)
         seen.add(param.name)
+
+
+def refuse_option_as_value(ctx: click.Context, args) -> None:
+    """Refuse a value that is one of the command's own option names (``rxl run
+    --out --check-only``: ``--out``'s value forgotten, click takes
+    ``--check-only`` as the directory and the check becomes a run): a usage
+    error naming the option whose value it took.  A value given with ``=``
+    (``--out=--x``) is taken as written; nothing after ``--`` is looked at."""
+    names = {n: p for p in ctx.command.params if isinstance(p, click.Option)
+             for n in p.opts + p.secondary_opts}
+    args = list(args)
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return
+        param = names.get(arg)
+        if param is None or param.is_flag or param.count:
+            continue
+        for value in args[i + 1:i + 1 + max(param.nargs, 1)]:
+            if value in names:
+                raise click.BadParameter(f"{quoted(value)} is an option of this command, "
+                                         f"not a value: give {arg} its value (was it left "
+                                         "out?)", ctx=ctx, param=param)
 
 
 def refuse_beside_eager(ctx: click.Context, order, rest) -> None:
@@ -227,6 +249,7 @@ class Surface:
             _, rest, order = self.make_parser(ctx).parse_args(args=list(args))
         except click.UsageError:
             rest, order = [], []  # click's own parse below says what is wrong
+        refuse_option_as_value(ctx, args)
         refuse_repeated(ctx, order)
         refuse_beside_eager(ctx, order, rest)
         return super().parse_args(ctx, args)

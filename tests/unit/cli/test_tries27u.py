@@ -357,3 +357,27 @@ def test_an_interrupt_while_the_commands_load_is_one_line_exit_130(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        cwd=tmp_path, timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (130, "", "Error: interrupted\n")
+
+
+# ------------------------------------------------ 28: an option name taken as a value
+
+@pytest.mark.parametrize("args, option, value", [
+    (["run", "--out", "--check-only"], "--out", "--check-only"),
+    (["build", "--src", "t15", "--objdir", "--dry-run"], "--objdir", "--dry-run"),
+    (["learn", "--log", "L", "--out", "--json"], "--out", "--json"),
+    (["kcount", "record", "--kernel", "kern", "--out", "--dry-run"], "--out", "--dry-run"),
+])
+def test_an_option_name_as_a_value_is_refused_naming_the_option(tmp_path, monkeypatch, args,
+                                                                option, value):
+    monkeypatch.chdir(tmp_path)
+    assert error_line(args) == (f"Error: Invalid value for '{option}': '{value}' is an option "
+                                f"of this command, not a value: give {option} its value (was "
+                                "it left out?)")
+    assert list(tmp_path.iterdir()) == [tmp_path / "w"] or list(tmp_path.iterdir()) == []
+
+
+def test_a_value_given_with_equals_is_taken_as_written(tmp_path):
+    r = _run(["deal", "--topology", "2x4x2", "--members=0,1"])
+    assert r.exit_code == 0, r.output
+    r = _run(["run", "--check-only", "--out=--x", "--help"])
+    assert r.exit_code == 0 and " run [OPTIONS]" in r.stdout.splitlines()[0]
