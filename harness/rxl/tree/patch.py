@@ -457,8 +457,10 @@ def check_regular(path: Path, noun: str) -> None:
 
 
 def patch_files(patches_dir: Path) -> list[Path]:
-    """The series' patch files, in order (``NNNN-*.patch``)."""
-    return sorted(p for p in Path(patches_dir).glob("*.patch")
+    """The series' patch files, in order (``NNNN-*.patch``), as absolute paths: they
+    are handed to git run in another directory (``git -C SRC am``, ``apply``), where
+    a relative ``--patches`` would name nothing."""
+    return sorted(p for p in Path(os.path.abspath(patches_dir)).glob("*.patch")
                   if re.match(r"^\d{4}-", p.name))
 
 

@@ -381,3 +381,26 @@ def test_a_value_given_with_equals_is_taken_as_written(tmp_path):
     assert r.exit_code == 0, r.output
     r = _run(["run", "--check-only", "--out=--x", "--help"])
     assert r.exit_code == 0 and " run [OPTIONS]" in r.stdout.splitlines()[0]
+
+
+# ------------------------------------------------ 24: relative --patches handed to git -C SRC
+
+def test_series_apply_with_a_relative_patches_dir(tmp_path, monkeypatch):
+    from fakefreebsd import _git, _series, _tree
+    ser = tmp_path / "ser"
+    src = ser / "src"
+    base = _tree(src)
+    _series(ser, src, base)
+    monkeypatch.chdir(tmp_path)
+    r = _run(["series", "apply", "--src", "ser/src", "--patches", "ser/patches"])
+    assert r.exit_code == 0, r.output
+    assert _git(src, "log", "-1", "--format=%s") == "kern: Add y"
+    assert (src / "sys/kern/kern_y.c").read_text() == "int y;\n"
+
+
+def test_patch_files_are_absolute(tmp_path, monkeypatch):
+    from rxl.tree.patch import patch_files
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "0001-a.patch").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert patch_files("p") == [tmp_path / "p" / "0001-a.patch"]
