@@ -31,7 +31,7 @@
  *
  * Loopback connections are not received on a CPU the test can choose:
  * lo0 queues every packet to the netisr thread, which runs wherever the
- * scheduler puts it.  Nothing is learned from loopback, so the cases that
+ * scheduler puts it.  Nothing is counted from loopback, so the cases that
  * count handshakes connect from a client in a VNET of its own over an
  * epair(4) (lb_epair_client()), whose packets are received, without
  * options RSS, in its one task thread, which runs wherever the scheduler
@@ -139,11 +139,10 @@ lb_sysctl_int(const char *name, int val)
 /*
  * Enter the case's VNET (skipping without VIMAGE; when not run by kyua,
  * making one that may hold a child jail), give loopback an address there,
- * and set the VNET's learning knobs: learn, and the window unless
- * window_ms is 0.
+ * and set the VNET's window unless window_ms is 0.
  */
 static void
-lb_setup(int learn, int window_ms)
+lb_setup(int window_ms)
 {
 	struct iovec iov[4];
 	size_t len;
@@ -174,7 +173,6 @@ lb_setup(int learn, int window_ms)
 	if (window_ms != 0)
 		lb_sysctl_int("net.inet.tcp.reuseport_lb.window_ms",
 		    window_ms);
-	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", learn);
 }
 
 /*
@@ -499,7 +497,7 @@ ATF_TC_BODY(option, tc)
 	size_t len;
 	int cpus[1], bad, cs, hcpu, maxid, sd, v;
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	(void)lb_cpus(cpus, 1);
 	len = sizeof(maxid);
 	ATF_REQUIRE(sysctlbyname("kern.smp.maxid", &maxid, &len, NULL, 0) ==
@@ -563,7 +561,7 @@ ATF_TC_HEAD(steering_ipv4, tc)
 ATF_TC_BODY(steering_ipv4, tc)
 {
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	lb_steering(AF_INET);
 }
 
@@ -576,7 +574,7 @@ ATF_TC_HEAD(steering_ipv6, tc)
 ATF_TC_BODY(steering_ipv6, tc)
 {
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	lb_steering(AF_INET6);
 }
 
@@ -596,7 +594,7 @@ ATF_TC_BODY(untagged_share, tc)
 	struct lbview v;
 	int cpus[1], hcpu, i, seen[3], tags[3];
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	(void)lb_cpus(cpus, 1);
 	tags[0] = NOCPU;
 	tags[1] = cpus[0];
@@ -631,7 +629,7 @@ ATF_TC_BODY(duplicates, tc)
 	struct lbview v;
 	int cpus[2], tags[3];
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	if (lb_cpus(cpus, 2) < 2)
 		atf_tc_skip("needs two CPUs");
 	tags[0] = tags[1] = cpus[0];
@@ -661,7 +659,7 @@ ATF_TC_BODY(join_leave, tc)
 	struct lbview v;
 	int cpus[8], hcpu, i, m, n;
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	if ((n = lb_cpus(cpus, 8)) < 2)
 		atf_tc_skip("needs two CPUs");
 	lb_group(&g, AF_INET, n, cpus);
@@ -709,7 +707,7 @@ ATF_TC_BODY(listen_late, tc)
 	struct lbview v;
 	int cpus[2], n, m;
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	n = lb_cpus(cpus, 2);
 	lb_group(&g, AF_INET, 1, cpus);
 	m = lb_join(&g, cpus[n - 1], false);
@@ -739,7 +737,7 @@ ATF_TC_BODY(full_group, tc)
 	struct lbview v;
 	int cpus[MAXMEMBERS], hcpu, i, m, n, tags[MAXMEMBERS];
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	n = 1 << (fls(lb_cpus(cpus, MAXMEMBERS)) - 1);
 	for (i = 0; i < MAXMEMBERS; i++)
 		tags[i] = cpus[i % n];
@@ -774,7 +772,7 @@ ATF_TC_BODY(deal_at_accept, tc)
 	struct lbview v;
 	int cpus[2], i;
 
-	lb_setup(0, 0);
+	lb_setup(0);
 	if (lb_cpus(cpus, 2) < 2)
 		atf_tc_skip("needs two CPUs");
 	lb_group(&g, AF_INET, 2, cpus);
@@ -979,63 +977,17 @@ lb_client_done(struct lbclient *c)
 }
 
 /*
- * Every handshake over the epair after the group's first accept(2) is
- * counted once, on the CPU that completed it.  The window is an hour, so
- * none rolls.
- */
-ATF_TC(learn_counting);
-ATF_TC_HEAD(learn_counting, tc)
-{
-
-	lb_head(tc);
-	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
-}
-ATF_TC_BODY(learn_counting, tc)
-{
-	struct lbclient c;
-	struct lbgroup g;
-	struct lbview v;
-	u_int seen[MAXCPUS], total;
-	int hcpu, i;
-
-	lb_setup(1, 3600 * 1000);
-	lb_epair_client(&c);
-	lb_epair_group(&g, &c, 2, NULL);
-	(void)lb_connect(&g, &hcpu);	/* Allocates the learning state. */
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE(v.learning);
-	memset(seen, 0, sizeof(seen));
-	for (i = 0; i < 200; i++) {
-		(void)lb_connect(&g, &hcpu);
-		ATF_REQUIRE(hcpu >= 0 && hcpu < MAXCPUS);
-		seen[hcpu]++;
-	}
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE_EQ(v.rolls, 0u);
-	for (i = total = 0; i < v.ncount; i++) {
-		ATF_REQUIRE(v.countcpu[i] >= 0 && v.countcpu[i] < MAXCPUS);
-		ATF_REQUIRE_EQ_MSG(v.cur[i], seen[v.countcpu[i]],
-		    "cpu %d counted %u of %u", v.countcpu[i], v.cur[i],
-		    seen[v.countcpu[i]]);
-		total += v.cur[i];
-	}
-	ATF_REQUIRE_EQ(total, 200u);
-	lb_close(&g);
-	lb_client_done(&c);
-}
-
-/*
  * After a roll the counts, not the tags, say which CPUs receive: the CPUs
  * that supply slots are those counted, in proportion.
  */
-ATF_TC(learned_map);
-ATF_TC_HEAD(learned_map, tc)
+ATF_TC(counted_map);
+ATF_TC_HEAD(counted_map, tc)
 {
 
 	lb_head(tc);
 	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
 }
-ATF_TC_BODY(learned_map, tc)
+ATF_TC_BODY(counted_map, tc)
 {
 	struct lbclient c;
 	struct lbgroup g;
@@ -1044,7 +996,7 @@ ATF_TC_BODY(learned_map, tc)
 	int cpus[2], i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_setup(1, 1);
+	lb_setup(1);
 	lb_epair_client(&c);
 	lb_epair_group(&g, &c, n, cpus);
 	lb_until_rolls(&g, &v, 2);
@@ -1073,6 +1025,195 @@ ATF_TC_BODY(learned_map, tc)
 }
 
 /*
+ * A group with a set tag counts its handshakes (none over loopback) and
+ * rolls its windows, and with learning off learns no worker; once its
+ * last set tag is removed, it drops that state and has no map.
+ */
+ATF_TC(tagged_counts);
+ATF_TC_HEAD(tagged_counts, tc)
+{
+
+	lb_head(tc);
+}
+ATF_TC_BODY(tagged_counts, tc)
+{
+	struct lbgroup g;
+	struct lbview v;
+	int cpus[1], hcpu, i, tags[2];
+
+	(void)lb_cpus(cpus, 1);
+	lb_setup(1);
+	lb_bind(cpus[0]);
+	tags[0] = cpus[0];
+	tags[1] = NOCPU;
+	lb_group(&g, AF_INET, 2, tags);
+	/* The first accept of the tagged group makes the state. */
+	for (i = 0; i < 100 && lb_view(&g, &v) && !v.learning; i++)
+		(void)lb_connect(&g, &hcpu);
+	ATF_REQUIRE_MSG(v.learning, "no learning state after %d connections "
+	    "to a group with a set tag", i);
+	lb_until_rolls(&g, &v, 2);
+	ATF_REQUIRE_EQ(v.ncount, 0);
+	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
+	ATF_REQUIRE((v.tag[0] == cpus[0] && v.tag[1] == NOCPU) ||
+	    (v.tag[0] == NOCPU && v.tag[1] == cpus[0]));
+	ATF_REQUIRE_EQ(v.nrx, 1);
+	ATF_REQUIRE_EQ(v.rxcpu[0], cpus[0]);
+	ATF_REQUIRE_EQ(v.rxslots[0], 32u);
+
+	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], NOCPU), 0);
+	for (i = 0; i < 100000 && lb_view(&g, &v) && v.learning; i++)
+		(void)lb_connect(&g, &hcpu);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_MSG(!v.learning, "learning state kept after %d "
+	    "connections without a set tag", i);
+	ATF_REQUIRE_EQ(v.nslots, 0u);
+	lb_close(&g);
+}
+
+/*
+ * A group with a set tag counts every handshake that arrives on an
+ * interface other than loopback, with or without a flow
+ * hash: here an epair(4), which gives none (without options RSS), from a
+ * client in a second VNET.  The lookup steers by the CPU it runs on, the
+ * one counted, so a hashless NIC's counts are as good as any.
+ */
+ATF_TC(count_unhashed);
+ATF_TC_HEAD(count_unhashed, tc)
+{
+
+	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
+}
+ATF_TC_BODY(count_unhashed, tc)
+{
+	struct lbclient c;
+	struct lbgroup g;
+	struct lbview v;
+	u_int total;
+	int cpu, hcpu, i, n;
+
+	n = 20;
+	lb_setup(3600 * 1000);
+	lb_epair_client(&c);
+
+	/* One member, tagged: every handshake is its. */
+	(void)lb_cpus(&cpu, 1);
+	lb_epair_group(&g, &c, 1, &cpu);
+
+	/* The first accept makes the learning state; n - 1 are counted. */
+	for (i = 0; i < n; i++)
+		ATF_REQUIRE_EQ(lb_connect(&g, &hcpu), 0);
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(v.learning);
+	for (i = 0, total = 0; i < v.ncount; i++)
+		total += v.cur[i];
+	ATF_REQUIRE_MSG(total == (u_int)n - 1, "%u of %d handshakes over "
+	    "the epair counted", total, n - 1);
+	lb_close(&g);
+	lb_client_done(&c);
+}
+
+/*
+ * More members are tagged than CPUs receive: once the handshakes are
+ * counted, the CPUs that receive deal every member its slots, and every
+ * member is selected.  A deal that let the tags stand in beside counts
+ * would give the members of CPUs that receive nothing no connection.
+ */
+ATF_TC(tags_outnumber_rx);
+ATF_TC_HEAD(tags_outnumber_rx, tc)
+{
+
+	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
+}
+ATF_TC_BODY(tags_outnumber_rx, tc)
+{
+	struct lbclient c;
+	struct lbgroup g;
+	struct lbview v;
+	u_int hits[MAXMEMBERS];
+	int cpus[8], hcpu, i, idle, n;
+
+	n = lb_cpus(cpus, 8);
+	if (n < 2)
+		atf_tc_skip("needs two CPUs");
+	lb_setup(1);
+	lb_epair_client(&c);
+	lb_bind(cpus[0]);
+	lb_epair_group(&g, &c, n, cpus);
+	lb_until_rolls(&g, &v, 2);
+	for (i = 0, idle = 0; i < n; i++)
+		if (lb_countof(&v, cpus[i], v.sum) == 0)
+			idle++;
+	if (v.ncount == 0 || idle == 0)
+		atf_tc_skip("every tagged CPU completed handshakes");
+	memset(hits, 0, sizeof(hits));
+	for (i = 0; i < 64 * n; i++)
+		hits[lb_connect(&g, &hcpu)]++;
+	for (i = 0; i < n; i++)
+		ATF_REQUIRE_MSG(hits[i] > 0, "the member tagged %d was never "
+		    "selected in %d connections", g.tags[i], 64 * n);
+	lb_close(&g);
+	lb_client_done(&c);
+}
+
+/* Turn learning on in the case's VNET, after lb_setup(). */
+static void
+lb_learn(void)
+{
+
+	lb_sysctl_int("net.inet.tcp.reuseport_lb.learn", 1);
+}
+
+/*
+ * Every handshake over the epair after the group's first accept(2) is
+ * counted once, on the CPU that completed it.  The window is an hour, so
+ * none rolls.
+ */
+ATF_TC(learn_counting);
+ATF_TC_HEAD(learn_counting, tc)
+{
+
+	lb_head(tc);
+	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
+}
+ATF_TC_BODY(learn_counting, tc)
+{
+	struct lbclient c;
+	struct lbgroup g;
+	struct lbview v;
+	u_int seen[MAXCPUS], total;
+	int hcpu, i;
+
+	lb_setup(3600 * 1000);
+	lb_learn();
+	lb_epair_client(&c);
+	lb_epair_group(&g, &c, 2, NULL);
+	(void)lb_connect(&g, &hcpu);	/* Allocates the learning state. */
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE(v.learning);
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < 200; i++) {
+		(void)lb_connect(&g, &hcpu);
+		ATF_REQUIRE(hcpu >= 0 && hcpu < MAXCPUS);
+		seen[hcpu]++;
+	}
+	ATF_REQUIRE(lb_view(&g, &v));
+	ATF_REQUIRE_EQ(v.rolls, 0u);
+	for (i = total = 0; i < v.ncount; i++) {
+		ATF_REQUIRE(v.countcpu[i] >= 0 && v.countcpu[i] < MAXCPUS);
+		ATF_REQUIRE_EQ_MSG(v.cur[i], seen[v.countcpu[i]],
+		    "cpu %d counted %u of %u", v.countcpu[i], v.cur[i],
+		    seen[v.countcpu[i]]);
+		total += v.cur[i];
+	}
+	ATF_REQUIRE_EQ(total, 200u);
+	lb_close(&g);
+	lb_client_done(&c);
+}
+
+/*
  * A listener without a tag, accepted from by a thread bound to a CPU, is
  * tagged with that CPU; bound to another CPU, it is tagged again at the
  * next window.
@@ -1092,7 +1233,8 @@ ATF_TC_BODY(capture, tc)
 	int cpus[2], hcpu, i, n;
 
 	n = lb_cpus(cpus, 2);
-	lb_setup(1, 1);
+	lb_setup(1);
+	lb_learn();
 	lb_epair_client(&c);
 	lb_bind(cpus[0]);
 	lb_epair_group(&g, &c, 1, NULL);
@@ -1138,7 +1280,8 @@ ATF_TC_BODY(learn_not_loopback, tc)
 	int cpus[1], i, val;
 
 	(void)lb_cpus(cpus, 1);
-	lb_setup(1, 1);
+	lb_setup(1);
+	lb_learn();
 	for (i = 0; i < (int)nitems(bad); i++) {
 		ATF_REQUIRE_ERRNO(EINVAL, sysctlbyname(
 		    "net.inet.tcp.reuseport_lb.learn", NULL, NULL, &bad[i],
@@ -1186,7 +1329,8 @@ ATF_TC_BODY(learning_off, tc)
 	 * h's, learn a tag.
 	 */
 	(void)lb_cpus(cpus, 1);
-	lb_setup(1, 1);
+	lb_setup(1);
+	lb_learn();
 	lb_epair_client(&c);
 	lb_bind(cpus[0]);
 	lb_epair_group(&g, &c, 2, NULL);
@@ -1231,140 +1375,6 @@ ATF_TC_BODY(learning_off, tc)
 	lb_client_done(&c);
 }
 
-/*
- * With learning off, a group with a set tag counts its handshakes (none
- * over loopback) and rolls its windows, but learns no worker; once its
- * last set tag is removed, it drops that state and has no map.
- */
-ATF_TC(tagged_counts);
-ATF_TC_HEAD(tagged_counts, tc)
-{
-
-	lb_head(tc);
-}
-ATF_TC_BODY(tagged_counts, tc)
-{
-	struct lbgroup g;
-	struct lbview v;
-	int cpus[1], hcpu, i, tags[2];
-
-	(void)lb_cpus(cpus, 1);
-	lb_setup(0, 1);
-	lb_bind(cpus[0]);
-	tags[0] = cpus[0];
-	tags[1] = NOCPU;
-	lb_group(&g, AF_INET, 2, tags);
-	/* The first accept of the tagged group makes the state. */
-	for (i = 0; i < 100 && lb_view(&g, &v) && !v.learning; i++)
-		(void)lb_connect(&g, &hcpu);
-	ATF_REQUIRE_MSG(v.learning, "no learning state after %d connections "
-	    "to a group with a set tag", i);
-	lb_until_rolls(&g, &v, 2);
-	ATF_REQUIRE_EQ(v.ncount, 0);
-	ATF_REQUIRE(!v.learned[0] && !v.learned[1]);
-	ATF_REQUIRE((v.tag[0] == cpus[0] && v.tag[1] == NOCPU) ||
-	    (v.tag[0] == NOCPU && v.tag[1] == cpus[0]));
-	ATF_REQUIRE_EQ(v.nrx, 1);
-	ATF_REQUIRE_EQ(v.rxcpu[0], cpus[0]);
-	ATF_REQUIRE_EQ(v.rxslots[0], 32u);
-
-	ATF_REQUIRE_EQ(lb_setcpu(g.sds[0], NOCPU), 0);
-	for (i = 0; i < 100000 && lb_view(&g, &v) && v.learning; i++)
-		(void)lb_connect(&g, &hcpu);
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE_MSG(!v.learning, "learning state kept after %d "
-	    "connections without a set tag", i);
-	ATF_REQUIRE_EQ(v.nslots, 0u);
-	lb_close(&g);
-}
-
-/*
- * A group with a set tag counts, with learning off, every handshake that
- * arrives on an interface other than loopback, with or without a flow
- * hash: here an epair(4), which gives none (without options RSS), from a
- * client in a second VNET.  The lookup steers by the CPU it runs on, the
- * one counted, so a hashless NIC's counts are as good as any.
- */
-ATF_TC(count_unhashed);
-ATF_TC_HEAD(count_unhashed, tc)
-{
-
-	lb_head(tc);
-	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
-}
-ATF_TC_BODY(count_unhashed, tc)
-{
-	struct lbclient c;
-	struct lbgroup g;
-	struct lbview v;
-	u_int total;
-	int cpu, hcpu, i, n;
-
-	n = 20;
-	lb_setup(0, 3600 * 1000);
-	lb_epair_client(&c);
-
-	/* One member, tagged: every handshake is its. */
-	(void)lb_cpus(&cpu, 1);
-	lb_epair_group(&g, &c, 1, &cpu);
-
-	/* The first accept makes the learning state; n - 1 are counted. */
-	for (i = 0; i < n; i++)
-		ATF_REQUIRE_EQ(lb_connect(&g, &hcpu), 0);
-	ATF_REQUIRE(lb_view(&g, &v));
-	ATF_REQUIRE(v.learning);
-	for (i = 0, total = 0; i < v.ncount; i++)
-		total += v.cur[i];
-	ATF_REQUIRE_MSG(total == (u_int)n - 1, "%u of %d handshakes over "
-	    "the epair counted", total, n - 1);
-	lb_close(&g);
-	lb_client_done(&c);
-}
-
-/*
- * More members are tagged than CPUs receive: once the handshakes are
- * counted, the CPUs that receive deal every member its slots, and every
- * member is selected.  A deal that let the tags stand in beside counts
- * would give the members of CPUs that receive nothing no connection.
- */
-ATF_TC(tags_outnumber_rx);
-ATF_TC_HEAD(tags_outnumber_rx, tc)
-{
-
-	lb_head(tc);
-	atf_tc_set_md_var(tc, "require.kmods", "if_epair");
-}
-ATF_TC_BODY(tags_outnumber_rx, tc)
-{
-	struct lbclient c;
-	struct lbgroup g;
-	struct lbview v;
-	u_int hits[MAXMEMBERS];
-	int cpus[8], hcpu, i, idle, n;
-
-	n = lb_cpus(cpus, 8);
-	if (n < 2)
-		atf_tc_skip("needs two CPUs");
-	lb_setup(1, 1);
-	lb_epair_client(&c);
-	lb_bind(cpus[0]);
-	lb_epair_group(&g, &c, n, cpus);
-	lb_until_rolls(&g, &v, 2);
-	for (i = 0, idle = 0; i < n; i++)
-		if (lb_countof(&v, cpus[i], v.sum) == 0)
-			idle++;
-	if (v.ncount == 0 || idle == 0)
-		atf_tc_skip("every tagged CPU completed handshakes");
-	memset(hits, 0, sizeof(hits));
-	for (i = 0; i < 64 * n; i++)
-		hits[lb_connect(&g, &hcpu)]++;
-	for (i = 0; i < n; i++)
-		ATF_REQUIRE_MSG(hits[i] > 0, "the member tagged %d was never "
-		    "selected in %d connections", g.tags[i], 64 * n);
-	lb_close(&g);
-	lb_client_done(&c);
-}
-
 ATF_TP_ADD_TCS(tp)
 {
 
@@ -1377,14 +1387,14 @@ ATF_TP_ADD_TCS(tp)
 	ATF_TP_ADD_TC(tp, listen_late);
 	ATF_TP_ADD_TC(tp, full_group);
 	ATF_TP_ADD_TC(tp, deal_at_accept);
-	ATF_TP_ADD_TC(tp, learn_counting);
-	ATF_TP_ADD_TC(tp, learned_map);
-	ATF_TP_ADD_TC(tp, capture);
-	ATF_TP_ADD_TC(tp, learn_not_loopback);
-	ATF_TP_ADD_TC(tp, learning_off);
+	ATF_TP_ADD_TC(tp, counted_map);
 	ATF_TP_ADD_TC(tp, tagged_counts);
 	ATF_TP_ADD_TC(tp, count_unhashed);
 	ATF_TP_ADD_TC(tp, tags_outnumber_rx);
+	ATF_TP_ADD_TC(tp, learn_counting);
+	ATF_TP_ADD_TC(tp, capture);
+	ATF_TP_ADD_TC(tp, learn_not_loopback);
+	ATF_TP_ADD_TC(tp, learning_off);
 
 	return (atf_no_error());
 }

@@ -1,7 +1,8 @@
 """Learning at accept(2) on the guest's RSS NIC: what a learning run does.
 
-A learning run proves commit 4 ("tcp: Learn lbgroup receive and worker CPUs at
-accept(2)") on a NIC that delivers real RSS hashes: the own QEMU guest in
+A learning run proves commits 3 and 4 ("inpcb: Add TCP_REUSPORT_LB_CPU to deal
+lbgroup members by CPU" counts, "tcp: Learn lbgroup worker CPUs at accept(2)"
+captures) on a NIC that delivers real RSS hashes: the own QEMU guest in
 one of its shapes (rxl.guest.targets), by default the two-socket NUMA server
 whose igb (82576, igb(4) on iflib) has eight receive queues on the interrupt
 CPUs of node 0; QEMU 7.2's e1000e (82574L, em(4), two queues) is the
