@@ -530,15 +530,19 @@ class InputFile(click.ParamType):
 
     name = "file"
 
-    def __init__(self, allow_dash: bool = False):
+    def __init__(self, allow_dash: bool = False, takes: Optional[str] = None):
         self.allow_dash = allow_dash
+        #: What it may be, for the advice of a FIFO or of ``-`` where stdin is not read.
+        self.takes = takes or (TAKES_STREAM if allow_dash else TAKES_NO_STDIN)
 
     def convert(self, value, param, ctx):
         if value == "":
             self.fail("'': empty, no file", param, ctx)
         path = value if value != "-" or self.allow_dash else os.path.join(".", value)
+        if path == "./-" and not os.path.lexists(path):  # - is no stdin here
+            self.fail(f"-: not read from standard input; give {self.takes}", param, ctx)
         try:
-            check_input(path, "")
+            check_input(path, "", takes=self.takes)
         except BadOption as exc:
             self.fail(exc.message, param, ctx)
         return value
@@ -614,7 +618,15 @@ def named_fifo(st: os.stat_result) -> bool:
     return stat.S_ISFIFO(st.st_mode) and st.st_dev != _pipe_dev()
 
 
-def stream_reason(st: os.stat_result, noun: str = "file") -> Optional[str]:
+#: What an input read as a stream takes, for the advice a FIFO gets: a file,
+#: ``-`` (stdin) or the pipe of ``<(...)``; one that takes no stdin says
+#: :data:`TAKES_NO_STDIN`, and one that takes neither says its own.
+TAKES_STREAM = "a file, - or <(...)"
+TAKES_NO_STDIN = "a file or <(...)"
+
+
+def stream_reason(st: os.stat_result, noun: str = "file",
+                  takes: str = TAKES_STREAM) -> Optional[str]:
     """Why an input of ``st`` is not read, before it is opened, or None: a
     socket (open(2) fails with ENXIO, "No such device or address") or a named
     FIFO (:func:`named_fifo`: the open would block for ever with no writer),
@@ -625,8 +637,7 @@ def stream_reason(st: os.stat_result, noun: str = "file") -> Optional[str]:
     if stat.S_ISSOCK(st.st_mode):
         return not_a(st.st_mode, noun)
     if named_fifo(st):
-        return (f"{not_a(st.st_mode, noun)} (its open waits for a writer; give a file, - "
-                "or <(...))")
+        return f"{not_a(st.st_mode, noun)} (its open waits for a writer; give {takes})"
     return None
 
 
@@ -677,7 +688,7 @@ def stdin_reader() -> Optional[str]:
     return None if ctx is None else ctx.meta.get(_STDIN_READER)
 
 
-def check_input(path: str, what: str = "LOG") -> None:
+def check_input(path: str, what: str = "LOG", takes: str = TAKES_STREAM) -> None:
     """Refuse an input that cannot be read as a stream; ``-`` (stdin) passes.
 
     The pipe of ``<(...)`` or a character device passes; a directory is "is
@@ -697,7 +708,7 @@ def check_input(path: str, what: str = "LOG") -> None:
     st = stat_input(path, what)
     if stat.S_ISDIR(st.st_mode):
         raise BadOption(f"{show(path)}: is a directory, not a file", what)
-    why = stream_reason(st)
+    why = stream_reason(st, takes=takes)  # ``takes``: what the input may be, for a FIFO
     if why:
         raise BadOption(f"{show(path)}: {why}", what)
     if not os.access(path, os.R_OK):
@@ -713,7 +724,7 @@ _CHUNK = 1 << 20
 
 
 def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
-                 text: bool = False) -> bytes:
+                 text: bool = False, takes: str = TAKES_STREAM) -> bytes:
     """At most ``limit`` bytes of ``path`` (``-``: stdin; the pipe of
     ``<(...)`` and devices work), read in chunks. Raises rxl.errors.DataError
     (one line naming ``what`` the input should be) for a socket or a named
@@ -724,7 +735,7 @@ def read_limited(path: str, what: str, limit: int = INPUT_MAX, *,
     name = "-" if path == "-" else show(path)
     if path != "-":
         try:
-            why = stream_reason(os.stat(path))
+            why = stream_reason(os.stat(path), takes=takes)
         except OSError:
             why = None  # open() says why
         if why:

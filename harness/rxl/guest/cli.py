@@ -38,7 +38,7 @@ VM_OPTIONS = {"image": "--image", "name": "--name", "sockets": "--sockets",
 
 @command("vm")
 @click.option("--image", required=True,
-              type=InputFile(),
+              type=InputFile(takes="a raw disk image file or a disk device"),
               help="FreeBSD VM disk image (raw) or disk device, e.g. "
                    "FreeBSD-15.x-RELEASE-amd64.raw or /dev/zvol/zroot/vm0.")
 @click.option("--name", default="rxl", show_default=True, help="VM name (/dev/vmm/NAME).")

@@ -46,7 +46,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.cli.options import host_memory_mib, link_reason, os_reason, read_limited
+from rxl.cli.options import (TAKES_NO_STDIN, host_memory_mib, link_reason, os_reason,
+                              read_limited)
 from rxl.errors import BadOption, DataError, UsageError, counted, message, show
 from rxl.guest import qemu
 from rxl.guest.qemu import IFLIB_NIC_MODELS, NIC_DRIVERS, NIC_MODELS
@@ -702,6 +703,9 @@ def load(path: Optional[str] = None, *, keys: bool = False,
     file is the empty set of targets, as a file of comments only is (the
     same YAML document) and as a missing default file is.
     """
+    if path == "-" and not os.path.lexists(path):
+        raise TargetsError([f"-: a targets file is not read from standard input; give "
+                            f"{TAKES_NO_STDIN}"])
     p = Path(path) if path else default_path()
     try:
         st = os.stat(p)
@@ -719,7 +723,8 @@ def load(path: Optional[str] = None, *, keys: bool = False,
     if stat.S_ISDIR(st.st_mode):
         raise TargetsError([f"{p}: is a directory, not a targets file"])
     try:
-        text = read_limited(str(p), "a targets file", MAX_BYTES, text=True).decode("utf-8")
+        text = read_limited(str(p), "a targets file", MAX_BYTES, text=True,
+                            takes=TAKES_NO_STDIN).decode("utf-8")
         doc = read_yaml(text, str(p), TargetsError)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -225,6 +225,8 @@ def fifo(work):
 
 
 WAITS = "a FIFO, not a regular file (its open waits for a writer; give a file, - or <(...))"
+#: The same for an input that takes no stdin (nc15 fault 27).
+WAITS_NO_STDIN = "a FIFO, not a regular file (its open waits for a writer; give a file or <(...))"
 TOPO_WAITS = "a FIFO, not a topology dump (its open waits for a writer; give a file, - or <(...))"
 FIFO_READERS = {
     "parse": (["parse", "{f}"], "Invalid value for LOG: {f}: " + WAITS),
@@ -233,8 +235,9 @@ FIFO_READERS = {
     "kcount analyze": (["kcount", "analyze", "{f}"],
                        "Invalid value for 'TRACES...': {f}: " + WAITS),
     "kcount sites": (["kcount", "sites", "{f}", "--kernel", "{k}"],
-                     "Invalid value for 'TRACE': {f}: " + WAITS),
-    "targets": (["targets", "--targets", "{f}"], "{f}: " + WAITS + ": not a targets file"),
+                     "Invalid value for 'TRACE': {f}: " + WAITS_NO_STDIN),
+    "targets": (["targets", "--targets", "{f}"],
+                "{f}: " + WAITS_NO_STDIN + ": not a targets file"),
     "deal": (["deal", "--topology", "{f}", "--members", "0"],
              "Invalid value for '--topology': {f}: " + TOPO_WAITS),
     "spread": (["spread", "--topology", "{f}"],

@@ -404,3 +404,25 @@ def test_patch_files_are_absolute(tmp_path, monkeypatch):
     (tmp_path / "p" / "0001-a.patch").write_text("")
     monkeypatch.chdir(tmp_path)
     assert patch_files("p") == [tmp_path / "p" / "0001-a.patch"]
+
+
+# ------------------------------------------------ 27: the advice each input takes
+
+def test_each_input_is_told_what_it_takes(tmp_path, monkeypatch):
+    import os
+    os.mkfifo(tmp_path / "fifo")
+    monkeypatch.chdir(tmp_path)
+    assert error_line(["vm", "--image", "fifo"]) == (
+        "Error: Invalid value for '--image': fifo: a FIFO, not a regular file (its open "
+        "waits for a writer; give a raw disk image file or a disk device)")
+    assert error_line(["vm", "--image", "-"]) == (
+        "Error: Invalid value for '--image': -: not read from standard input; give a raw "
+        "disk image file or a disk device")
+    r = _run(["targets", "--targets", "-"])
+    assert (r.exit_code, r.stdout) == (2, "-: a targets file is not read from standard "
+                                          "input; give a file or <(...)\n")
+    assert error_line(["run", "--check-only", "--target", "b", "--targets", "fifo"]) == (
+        "Error: fifo: a FIFO, not a regular file (its open waits for a writer; give a file "
+        "or <(...)): not a targets file")
+    assert error_line(["parse", "fifo"]).endswith("(its open waits for a writer; give a "
+                                                  "file, - or <(...))")
