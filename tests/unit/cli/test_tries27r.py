@@ -27,9 +27,9 @@ import subprocess
 import pytest
 
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
-from fakefreebsd import _series, _tree as git_tree, kernel_bytes, plain_tree
+from fakefreebsd import _series, _tree as git_tree
+from learnargs import SYSCTL, learn_args, t15  # noqa: F401 (t15: fixture)
 
-SYSCTL = "net.inet.tcp.reuseport_lb.learn"
 
 
 # ----------------------------------------------------------- targets file types
@@ -65,26 +65,11 @@ def test_an_empty_targets_file_is_still_no_targets(text, work):
 
 # ------------------------------------------------------- learn: learnd's bounds
 
-@pytest.fixture
-def t15(work):
-    (work / "adir").mkdir(exist_ok=True)
-    return plain_tree(work / "t15", 15, "GENERIC")
-
-
-def _learn(work, src, kernel, *args):
-    other = work / "pristine"
-    other.write_bytes(kernel_bytes(tail=b"\0@(#)FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"
-                                        b"\0FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"))
-    return ["learn", "--dry-run", "--src", src, "--objdir", work / "adir",
-            "--guest-dir", work / "g", "--learn-sysctl", SYSCTL, "--lb-cpu-opt", "1027",
-            "--kernel", kernel, "--pristine-kernel", other, *args]
-
-
 def test_learn_refuses_requests_whose_deadline_learnd_does_not_take(t15, kernel_file, work):
     """--requests 99999999999999 planned "learnd deadline 1024000000000136 s"
     (512 x 99999999999999 requests at 50/s, + 25 s warm-up + 1 s idle + 120 s);
     learnd.c takes -d 1..86400 and exits 2 for more, in the guest."""
-    args = _learn(work, t15, kernel_file, "--requests", "99999999999999")
+    args = learn_args(work, t15, kernel_file, "--requests", "99999999999999")
     before = _files(work)
     assert _error(args) == (
         "Error: --requests 99999999999999 on --connections 512, --idle 1 s: a run's "
@@ -96,27 +81,27 @@ def test_learn_refuses_requests_whose_deadline_learnd_does_not_take(t15, kernel_
 
 def test_learn_still_takes_requests_within_learnd_deadline(t15, kernel_file, work):
     # 512 x 8000 requests at 50/s: 81920 s, + 25 s warm-up, 1 s idle, 120 s = 82066
-    r = _run(_learn(work, t15, kernel_file, "--requests", "8000"))
+    r = _run(learn_args(work, t15, kernel_file, "--requests", "8000"))
     assert r.exit_code == 0, r.output
     assert "learnd deadline 82066 s" in r.stdout
-    assert _error(_learn(work, t15, kernel_file, "--requests", "8500")).startswith(
+    assert _error(learn_args(work, t15, kernel_file, "--requests", "8500")).startswith(
         "Error: --requests 8500 on --connections 512, --idle 1 s: a run's deadline would "
         "be 87186 s")
 
 
 def test_learn_refuses_a_deadline_learnd_does_not_take(t15, kernel_file, work):
-    assert _error(_learn(work, t15, kernel_file, "--deadline", "86401")) == (
+    assert _error(learn_args(work, t15, kernel_file, "--deadline", "86401")) == (
         "Error: --deadline 86401: learnd takes at most 86400 s (its -d)")
-    r = _run(_learn(work, t15, kernel_file, "--deadline", "86400"))
+    r = _run(learn_args(work, t15, kernel_file, "--deadline", "86400"))
     assert r.exit_code == 0, r.output
     assert "learnd deadline 86400 s" in r.stdout
 
 
 def test_learn_refuses_a_groups_interval_learnd_does_not_take(t15, kernel_file, work):
     """learnd.c takes -G 100..3600000 ms."""
-    assert _error(_learn(work, t15, kernel_file, "--groups-every", "3601")) == (
+    assert _error(learn_args(work, t15, kernel_file, "--groups-every", "3601")) == (
         "Error: --groups-every must be 0 or 0.1..3600 s (learnd -G), got 3601")
-    r = _run(_learn(work, t15, kernel_file, "--groups-every", "3600"))
+    r = _run(learn_args(work, t15, kernel_file, "--groups-every", "3600"))
     assert r.exit_code == 0, r.output
     assert "groups view every 3600 s" in r.stdout
 

@@ -32,26 +32,11 @@ from pathlib import Path
 import pytest
 
 from clierror import error_line as _error, files as _files, run as _run, work  # noqa: F401 (work: fixture)
-from fakefreebsd import kernel_bytes, plain_tree
+from fakefreebsd import kernel_bytes
+from learnargs import learn_args, pristine_kernel, t15  # noqa: F401 (t15: fixture)
 
-SYSCTL = "net.inet.tcp.reuseport_lb.learn"
 ATF = ('#include <atf-c.h>\nATF_TC_WITHOUT_HEAD(t);\nATF_TC_BODY(t, tc) {}\n'
        'ATF_TP_ADD_TCS(tp) { ATF_TP_ADD_TC(tp, t); return atf_no_error(); }\n')
-
-
-@pytest.fixture
-def t15(work):
-    (work / "adir").mkdir(exist_ok=True)
-    return plain_tree(work / "t15", 15, "GENERIC")
-
-
-def _learn(work, src, kernel, *args):
-    other = work / "pristine"
-    other.write_bytes(kernel_bytes(tail=b"\0@(#)FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"
-                                        b"\0FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"))
-    return ["learn", "--dry-run", "--src", src, "--objdir", work / "adir",
-            "--guest-dir", work / "g", "--learn-sysctl", SYSCTL, "--lb-cpu-opt", "1027",
-            "--kernel", kernel, "--pristine-kernel", other, *args]
 
 
 # ------------------------------------------------------ 3: kcount table's words
@@ -146,7 +131,7 @@ def test_table_still_writes_an_out_of_its_own(work):
 
 def test_learn_refuses_a_tunable_given_twice(t15, kernel_file, work):
     """4: the plan had tunables {'hw.x': '2'}: the first value dropped."""
-    args = _learn(work, t15, kernel_file)
+    args = learn_args(work, t15, kernel_file)
     before = _files(work)
     assert _error(args + ["--tunable", "hw.x=1", "--tunable", "hw.x=2"]) == (
         "Error: --tunable 'hw.x=2': hw.x given twice (hw.x=1, hw.x=2): give each NAME once")
@@ -175,7 +160,7 @@ def test_setsockopt_refuses_a_tunable_given_twice(t15, kernel_file, work):
 def test_learn_refuses_the_core_spread_it_sets_per_boot(value, t15, kernel_file, work):
     """4: =1 put the patched and pristine boots on the spread order; =0 was
     replaced by 1 on the spread boot without a word."""
-    args = _learn(work, t15, kernel_file)
+    args = learn_args(work, t15, kernel_file)
     before = _files(work)
     assert _error(args + ["--tunable", f"dev.igb.0.iflib.core_spread={value}"]) == (
         f"Error: --tunable 'dev.igb.0.iflib.core_spread={value}': "
@@ -190,7 +175,7 @@ def test_learn_refuses_the_core_spread_it_sets_per_boot(value, t15, kernel_file,
 
 
 def test_learn_still_takes_distinct_tunables_for_every_boot(t15, kernel_file, work):
-    r = _run(_learn(work, t15, kernel_file, "--tunable", "hw.x=1", "--tunable", "hw.y=2",
+    r = _run(learn_args(work, t15, kernel_file, "--tunable", "hw.x=1", "--tunable", "hw.y=2",
                     "--tunable", "dev.igb.1.iflib.core_spread=1"))
     assert r.exit_code == 0, r.output
     boots = [ln for ln in r.stdout.splitlines() if ln.startswith("# boot ")]
@@ -209,7 +194,7 @@ def test_learn_still_takes_distinct_tunables_for_every_boot(t15, kernel_file, wo
                                          ("0.5", "groups view every 0.5 s")])
 def test_learn_plan_says_never_for_groups_every_0(value, says, t15, kernel_file, work):
     """7: "groups view every 0 s" and "every -0 s"; the help says 0 is never."""
-    r = _run(_learn(work, t15, kernel_file, "--groups-every", value))
+    r = _run(learn_args(work, t15, kernel_file, "--groups-every", value))
     assert r.exit_code == 0, r.output
     first = r.stdout.splitlines()[0]
     assert first.endswith(f"; {says}"), first
@@ -397,7 +382,7 @@ def test_learn_pcap_path_doubles_a_comma_for_qemu(t15, kernel_file, work):
     "o/patched.pcap" for a key (measured, QEMU 7.2: "Invalid parameter"); ",,"
     is its escape of one."""
     out = work / "l,o"
-    r = _run(_learn(work, t15, kernel_file, "--out", out, "--pcap"))
+    r = _run(learn_args(work, t15, kernel_file, "--out", out, "--pcap"))
     assert r.exit_code == 0, r.output
     dumps = [w for ln in r.stdout.splitlines() for w in ln.split()
              if w.startswith("filter-dump,")]
@@ -477,15 +462,13 @@ def test_a_comma_in_an_out_or_guest_dir_or_work_root_is_planned(t15, kernel_file
     def fat(r):
         assert r.exit_code == 0, r.output
         return sorted({w.split("file=fat:")[1] for w in r.stdout.split() if "file=fat:" in w})
-    other = work / "pristine"
-    other.write_bytes(kernel_bytes(tail=b"\0@(#)FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"
-                                        b"\0FreeBSD 15.0-RELEASE #1: Fri Dec  4 2026\n"))
+    other = pristine_kernel(work)
     r = _run(["run", "--check-only", "--out", work / "o,ut"])
     assert r.exit_code == 0, r.output
     got = fat(_run(["run", "--dry-run", "--kernel", kernel_file, "--pristine-kernel", other,
                     "--out", work / "o,ut", "--guest-dir", work / "g,d"]))
     assert got and all(g.startswith(f"{work}/g,,d/o,,ut/") for g in got), got
-    args = _learn(work, t15, kernel_file)
+    args = learn_args(work, t15, kernel_file)
     args[args.index("--guest-dir") + 1] = work / "l,g"
     got = fat(_run(args))
     assert got == [f"{work}/l,,g/{b},snapshot=on" for b in ("patched", "pristine", "spread")]
@@ -513,7 +496,7 @@ def test_a_target_shape_larger_than_the_host_is_refused_naming_it(t15, kernel_fi
     f.write_text(HUGE % "huge")
     why = ("Error: Invalid value for '--target': huge: its shape's memory_mib 100000000 MiB "
            "is more than this host's ")
-    args = _learn(work, t15, kernel_file)
+    args = learn_args(work, t15, kernel_file)
     before = _files(work)
     for cmd in (["run", "--check-only", "--target", "huge", "--targets", f],
                 ["run", "--dry-run", "--target", "huge", "--targets", f],
