@@ -44,6 +44,7 @@ import sys
 import click
 from click.core import ParameterSource
 
+from rxl.cli import processes
 from rxl.cli.options import decimal_float, decimal_int, empty_reason
 from rxl.errors import (BadOption, DataError, Interrupted, RxlError, Terminated, message,
                         quoted, show)
@@ -181,43 +182,13 @@ class TermSignal(KeyboardInterrupt):
 TERMINATED = "stopped by SIGTERM"
 
 
-def descendants(root: int) -> list:
-    """The pids of every process below ``root`` (Linux ``/proc``: [] elsewhere),
-    children before their own children."""
-    kids: dict = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        kids.setdefault(ppid, []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        for pid in kids.get(todo.pop(0), ()):
-            if pid not in out:
-                out.append(pid)
-                todo.append(pid)
-    return out
-
-
 def on_sigterm(signum, frame) -> None:
     """SIGTERM's handler while a command runs: SIGTERM to every descendant
     (a ``kill PID`` reaches rxl alone, and a build's make and compilers would
     outlive it, holding its lock), then :class:`TermSignal`. A second SIGTERM
     ends rxl at once (the default again), for a cleanup that hangs."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    for pid in descendants(os.getpid()):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
+    processes.terminate(processes.descendants(os.getpid()))
     raise TermSignal()
 
 

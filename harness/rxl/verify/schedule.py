@@ -21,11 +21,12 @@ in: the boot stage puts its results back in the boots' order
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from rxl.cli import processes
 
 #: The most boots a run starts at once (a run has at most four).
 MAX_JOBS = 16
@@ -103,34 +104,10 @@ def locked_echo(echo: Callable[[str], None]) -> Callable[[str], None]:
     return out
 
 
-def _own_children() -> List[int]:
-    """The pids of this process's children (Linux /proc; [] elsewhere)."""
-    me, out = os.getpid(), []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return out
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == me:
-            out.append(int(name))
-    return out
-
-
 def stop_children() -> None:
     """SIGTERM every child process of this one (the QEMUs the boots started): on an
     interrupt, so each boot's thread sees its guest gone and cleans up."""
-    for pid in _own_children():
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            pass
+    processes.terminate(processes.children(os.getpid()))
 
 
 def run_jobs(jobs: Sequence[Tuple[str, Callable[[], Any]]], n: int,

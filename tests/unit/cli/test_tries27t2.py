@@ -158,7 +158,7 @@ def test_sigterm_handler_is_restored_after_a_command():
 
 
 def test_descendants_finds_grandchildren():
-    from rxl.cli.surface import descendants
+    from rxl.cli.processes import descendants
     p = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!; wait"], stdout=subprocess.PIPE,
                          text=True)
     try:
