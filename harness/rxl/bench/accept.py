@@ -27,9 +27,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 from rxl import paths
 from rxl.bench.knobs import Knobs, finite
-from rxl.cli.options import check_out_dir, link_reason, os_reason
+from rxl.cli.options import check_out_dir, link_reason
 from rxl.decide import core
-from rxl.errors import DataError, UsageError
+from rxl.errors import DataError, UsageError, os_reason
 
 SOURCE = Path(__file__).with_name("acceptd.c")
 

@@ -68,8 +68,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from rxl.bench import kcount_gdb, kcount_ops
-from rxl.cli.options import os_reason, read_limited
-from rxl.errors import DataError, json_reason, show
+from rxl.cli.options import read_limited
+from rxl.errors import DataError, json_reason, os_reason, show
 
 #: Where tcp_input() looks up every segment's inpcb (sys/netinet/in_pcb.c).
 OUTER = "in_pcblookup_mbuf"

@@ -43,8 +43,7 @@ from typing import Optional
 import click
 
 from rxl import paths
-from rxl.errors import (BadOption, DataError, RxlError, UsageError,  # noqa: F401
-                        os_reason, show)  # os_reason: rxl.errors', imported from here too
+from rxl.errors import BadOption, DataError, RxlError, UsageError, os_reason, show
 
 #: QEMU 7.2's q35 machine takes at most this many vCPUs (measured, above).
 QEMU_Q35_MAX_CPUS = 288

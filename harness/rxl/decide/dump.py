@@ -39,10 +39,10 @@ import sys
 from typing import List, Optional, Tuple
 from xml.parsers import expat
 
-from rxl.cli.options import BOM, link_reason, os_reason, stream_reason
+from rxl.cli.options import BOM, link_reason, stream_reason
 from rxl.decide import cpugroup
 from rxl.decide.cpugroup import CPU_MAXSIZE, MAX_DEPTH, Group, Topology, TopologyError
-from rxl.errors import counted
+from rxl.errors import counted, os_reason
 
 #: Flag names the kernel prints (sys/kern/sched_ule.c) and their CG_FLAG_*
 #: bits (sys/sys/smp.h).  THREAD is printed for HTT or SMT groups; on its

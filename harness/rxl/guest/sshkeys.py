@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from rxl import paths
-from rxl.cli.options import link_reason, os_reason
-from rxl.errors import DataError, show
+from rxl.cli.options import link_reason
+from rxl.errors import DataError, os_reason, show
 
 
 def ssh_dir(work: Optional[Path] = None) -> Path:

@@ -46,9 +46,8 @@ from typing import Any, Callable, Dict, List, Optional
 import yaml
 
 from rxl import paths
-from rxl.cli.options import (TAKES_NO_STDIN, host_memory_mib, link_reason, os_reason,
-                              read_limited)
-from rxl.errors import BadOption, DataError, UsageError, counted, message, show
+from rxl.cli.options import TAKES_NO_STDIN, host_memory_mib, link_reason, read_limited
+from rxl.errors import BadOption, DataError, UsageError, counted, message, os_reason, show
 from rxl.guest import qemu
 from rxl.guest.qemu import IFLIB_NIC_MODELS, NIC_DRIVERS, NIC_MODELS
 from rxl.guest.ssh import SSHTarget, TargetError, check_host, check_user, parse_url
